@@ -1,0 +1,245 @@
+// Paged attention over the KV layout documented in rope.cu (and docs/kernels.md).
+//
+// One block serves one query row and one kv head with all of that kv head's q heads
+// (GQA group G = heads / kv_heads <= 16), so each K/V tile is read once per group. Keys are
+// streamed in tiles of 32 tokens through shared memory with an online (log2-domain) softmax.
+//
+//  * decode: kern_attn_decode_partial_hd{64,128} splits each sequence's context [0, seq_len) into
+//    `splits` contiguous ranges (grid z); kern_attn_decode_reduce_hd{64,128} merges them.
+//  * chunked prefill: kern_attn_prefill_hd{64,128}: row r of sequence s (by cu_seqlens) attends to
+//    keys [0, min(positions[r] + 1, seq_lens[s])) of s through the block table; the chunk's own K/V
+//    must already be in the cache (kern_qk_norm_rope_cache_bf16 runs first), so causality within the
+//    chunk follows from the positions.
+#include "common.cuh"
+
+using namespace kern_dev;
+
+namespace {
+
+constexpr int kTile = 32;  // keys per tile (= warp size, used by the softmax step)
+constexpr int kMaxGroup = 16;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int HD>
+struct Smem {
+  static constexpr int kPad = 8;  // keeps 16-byte row reads conflict-free
+  float q[kMaxGroup][HD];         // pre-scaled by scale*log2(e)
+  bf16 k[kTile][HD + kPad];
+  bf16 v[kTile][HD + kPad];
+  float p[kMaxGroup][kTile];
+  float m[kMaxGroup];
+  float l[kMaxGroup];
+  float alpha[kMaxGroup];
+};
+
+struct PagedKv {
+  const bf16* cache;      // layer base
+  const int32_t* pages;   // block-table row of this sequence
+  int32_t page_size;
+  int32_t kv_heads;
+  int64_t page_stride;    // elements between consecutive pages
+};
+
+// Attends the G q heads at q (q heads contiguous, each HD) to keys [begin, end) of kv head kvh.
+// Thread d (blockDim.x == HD) ends with acc[g] = sum_t p_gt v_t[d] (unnormalised) and
+// sm.m[g], sm.l[g] the running max (log2 domain) and sum.
+template <int HD>
+__device__ void attend(Smem<HD>& sm, const bf16* __restrict__ q, int G, float scale, const PagedKv& kv, int kvh,
+                       int begin, int end, float (&acc)[kMaxGroup]) {
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  constexpr int kWarps = HD / 32;
+  for (int g = 0; g < G; ++g) sm.q[g][tid] = to_f(q[g * HD + tid]) * (scale * kLog2e);
+  if (tid < kMaxGroup) {
+    sm.m[tid] = -INFINITY;
+    sm.l[tid] = 0.0f;
+  }
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
+  __syncthreads();
+
+  const int64_t v_offset = static_cast<int64_t>(kv.page_size) * kv.kv_heads * HD;
+  for (int t0 = begin; t0 < end; t0 += kTile) {
+    const int n = min(kTile, end - t0);
+    // Load the K and V tiles, 16 bytes per access.
+    constexpr int kChunksPerRow = HD / 8;
+    for (int c = tid; c < kTile * kChunksPerRow; c += HD) {
+      const int t = c / kChunksPerRow, part = c % kChunksPerRow;
+      if (t < n) {
+        const int j = t0 + t;
+        const int64_t page = kv.pages[j / kv.page_size];
+        const bf16* src = kv.cache + page * kv.page_stride +
+                          (static_cast<int64_t>(j % kv.page_size) * kv.kv_heads + kvh) * HD + part * 8;
+        *reinterpret_cast<Bf16x8*>(&sm.k[t][part * 8]) = *reinterpret_cast<const Bf16x8*>(src);
+        *reinterpret_cast<Bf16x8*>(&sm.v[t][part * 8]) = *reinterpret_cast<const Bf16x8*>(src + v_offset);
+      }
+    }
+    __syncthreads();
+    // Scores (log2 domain) for every (g, t).
+    for (int idx = tid; idx < G * kTile; idx += HD) {
+      const int g = idx / kTile, t = idx % kTile;
+      float s = -INFINITY;
+      if (t < n) {
+        s = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < HD; d += 8) {
+          const Bf16x8 kc = *reinterpret_cast<const Bf16x8*>(&sm.k[t][d]);
+          const float4 qa = *reinterpret_cast<const float4*>(&sm.q[g][d]);
+          const float4 qb = *reinterpret_cast<const float4*>(&sm.q[g][d + 4]);
+          s += qa.x * to_f(kc.v[0]) + qa.y * to_f(kc.v[1]) + qa.z * to_f(kc.v[2]) + qa.w * to_f(kc.v[3]);
+          s += qb.x * to_f(kc.v[4]) + qb.y * to_f(kc.v[5]) + qb.z * to_f(kc.v[6]) + qb.w * to_f(kc.v[7]);
+        }
+      }
+      sm.p[g][t] = s;
+    }
+    __syncthreads();
+    // Online softmax: one warp per q head, one lane per key of the tile.
+    for (int g = warp; g < G; g += kWarps) {
+      const float s = sm.p[g][lane];
+      const float m_old = sm.m[g];
+      const float m_new = fmaxf(m_old, warp_max(s));  // finite: n >= 1
+      const float e = lane < n ? exp2f(s - m_new) : 0.0f;
+      const float sum = warp_sum(e);
+      sm.p[g][lane] = e;
+      if (lane == 0) {
+        const float a = exp2f(m_old - m_new);
+        sm.alpha[g] = a;
+        sm.l[g] = sm.l[g] * a + sum;
+        sm.m[g] = m_new;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g < G) {
+        float a = acc[g] * sm.alpha[g];
+        for (int t = 0; t < n; ++t) a += sm.p[g][t] * to_f(sm.v[t][tid]);
+        acc[g] = a;
+      }
+    }
+    __syncthreads();  // tiles and p are overwritten next round
+  }
+}
+
+template <int HD>
+__device__ void decode_partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                               const int32_t* __restrict__ block_table, int32_t max_pages,
+                               const int32_t* __restrict__ seq_lens, float* __restrict__ part_o,
+                               float* __restrict__ part_ml, int32_t seqs, int32_t heads, int32_t kv_heads,
+                               int32_t page_size, int64_t page_stride, int32_t splits, float scale) {
+  __shared__ Smem<HD> sm;
+  const int s = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  if (s >= seqs || kvh >= kv_heads || split >= splits) return;
+  const int G = heads / kv_heads;
+  if (G < 1 || G > kMaxGroup || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
+  int len = seq_lens[s];
+  len = max(0, min(len, max_pages * page_size));
+  int chunk = (len + splits - 1) / splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  const int begin = min(len, split * chunk), end = min(len, begin + chunk);
+
+  float acc[kMaxGroup];
+  const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride};
+  attend<HD>(sm, qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh) * G * HD, G, scale, kv, kvh,
+             begin, end, acc);
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g < G) {
+      const int64_t e = (static_cast<int64_t>(s) * heads + kvh * G + g) * splits + split;
+      const float l = sm.l[g];
+      part_o[e * HD + threadIdx.x] = l > 0.0f ? acc[g] / l : 0.0f;
+      if (threadIdx.x == 0) {
+        part_ml[e * 2] = sm.m[g];
+        part_ml[e * 2 + 1] = l;
+      }
+    }
+  }
+}
+
+template <int HD>
+__device__ void decode_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                              bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t splits) {
+  const int s = blockIdx.x, h = blockIdx.y;
+  if (s >= seqs || h >= heads) return;
+  const int64_t e0 = (static_cast<int64_t>(s) * heads + h) * splits;
+  float m = -INFINITY;
+  for (int i = 0; i < splits; ++i)
+    if (part_ml[(e0 + i) * 2 + 1] > 0.0f) m = fmaxf(m, part_ml[(e0 + i) * 2]);
+  float num = 0.0f, den = 0.0f;
+  if (m != -INFINITY) {
+    for (int i = 0; i < splits; ++i) {
+      const float l = part_ml[(e0 + i) * 2 + 1];
+      if (l > 0.0f) {
+        const float w = l * exp2f(part_ml[(e0 + i) * 2] - m);
+        num += w * part_o[(e0 + i) * HD + threadIdx.x];
+        den += w;
+      }
+    }
+  }
+  out[(static_cast<int64_t>(s) * heads + h) * HD + threadIdx.x] = to_bf(den > 0.0f ? num / den : 0.0f);
+}
+
+template <int HD>
+__device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                        const int32_t* __restrict__ block_table, int32_t max_pages,
+                        const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ cu_seqlens,
+                        const int64_t* __restrict__ positions, bf16* __restrict__ out, int32_t rows, int32_t seqs,
+                        int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale) {
+  __shared__ Smem<HD> sm;
+  const int r = blockIdx.x, kvh = blockIdx.y;
+  if (r >= rows || kvh >= kv_heads) return;
+  const int G = heads / kv_heads;
+  if (G < 1 || G > kMaxGroup || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
+  // Sequence of row r: the last s with cu_seqlens[s] <= r < cu_seqlens[s + 1].
+  int s = -1;
+  for (int i = 0; i < seqs; ++i)
+    if (cu_seqlens[i] <= r && r < cu_seqlens[i + 1]) s = i;
+  int end = 0;
+  if (s >= 0) {
+    const int64_t pos = positions[r];
+    end = static_cast<int>(min(static_cast<int64_t>(seq_lens[s]), pos + 1));
+    end = max(0, min(end, max_pages * page_size));
+  }
+  float acc[kMaxGroup];
+  const PagedKv kv{cache, block_table + static_cast<int64_t>(s < 0 ? 0 : s) * max_pages, page_size, kv_heads,
+                   page_stride};
+  attend<HD>(sm, qkv + static_cast<int64_t>(r) * q_stride + static_cast<int64_t>(kvh) * G * HD, G, scale, kv, kvh, 0,
+             end, acc);
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g < G) {
+      const float l = sm.l[g];
+      out[(static_cast<int64_t>(r) * heads + kvh * G + g) * HD + threadIdx.x] = to_bf(l > 0.0f ? acc[g] / l : 0.0f);
+    }
+  }
+}
+
+}  // namespace
+
+// q rows: row i of qkv (row stride q_stride elements), q heads first; out [*, heads*HD] bf16.
+// part_o: f32 [seqs, heads, splits, HD]; part_ml: f32 [seqs, heads, splits, 2] (max, sum).
+// decode partial grid: (seqs, kv_heads, splits), block (HD, 1, 1).
+// decode reduce grid: (seqs, heads, 1), block (HD, 1, 1).
+// prefill grid: (rows, kv_heads, 1), block (HD, 1, 1).
+#define KERN_ATTN_ENTRIES(HD)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_partial_hd##HD(                                  \
+      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
+      const int32_t* seq_lens, float* part_o, float* part_ml, int32_t seqs, int32_t heads, int32_t kv_heads,       \
+      int32_t page_size, int64_t page_stride, int32_t splits, float scale) {                                        \
+    decode_partial<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, seqs, heads,       \
+                       kv_heads, page_size, page_stride, splits, scale);                                           \
+  }                                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_reduce_hd##HD(                                   \
+      const float* part_o, const float* part_ml, bf16* out, int32_t seqs, int32_t heads, int32_t splits) {         \
+    decode_reduce<HD>(part_o, part_ml, out, seqs, heads, splits);                                                   \
+  }                                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(HD) kern_attn_prefill_hd##HD(                                         \
+      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
+      const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
+      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale) {         \
+    prefill<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, seqs,    \
+                heads, kv_heads, page_size, page_stride, scale);                                                   \
+  }
+
+KERN_ATTN_ENTRIES(64)
+KERN_ATTN_ENTRIES(128)

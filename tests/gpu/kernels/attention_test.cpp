@@ -1,0 +1,196 @@
+// GPU checks of kernels/attention.cu (paged decode with split-KV + reduce, chunked prefill)
+// against a float64 host reference, over randomly permuted pages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "harness.hpp"
+
+namespace kern_gpu_test {
+namespace {
+
+struct Geometry {
+  int heads, kv_heads, head_dim, page_size;
+};
+
+// A paged cache of `layers` layers (layout of docs/kernels.md) holding random K/V for every slot,
+// and one block-table row per sequence pointing at randomly permuted pages.
+struct PagedCache {
+  Geometry g;
+  int layers, layer, max_pages;
+  int64_t block, page_stride, layer_off;
+  std::vector<bf16_bits> data;
+  std::vector<int32_t> table;  // [seqs, max_pages]
+
+  PagedCache(std::mt19937_64& rng, const Geometry& geo, const std::vector<int>& context, int layers_, int layer_)
+      : g(geo), layers(layers_), layer(layer_) {
+    max_pages = 1;
+    int total_pages = 1;  // one spare page nobody references
+    for (int len : context) {
+      const int n = (len + g.page_size - 1) / g.page_size;
+      max_pages = std::max(max_pages, n);
+      total_pages += n;
+    }
+    block = static_cast<int64_t>(g.page_size) * g.kv_heads * g.head_dim;
+    page_stride = static_cast<int64_t>(layers) * 2 * block;
+    layer_off = static_cast<int64_t>(layer) * 2 * block;
+    data = random_bf16(rng, static_cast<size_t>(total_pages) * page_stride, -1.0f, 1.0f);
+    std::vector<int32_t> perm(total_pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    // Unused table entries point at an address far outside the cache: reading them would fault.
+    table.assign(context.size() * max_pages, 1 << 30);
+    int next = 0;
+    for (size_t s = 0; s < context.size(); ++s) {
+      const int n = (context[s] + g.page_size - 1) / g.page_size;
+      for (int i = 0; i < n; ++i) table[s * max_pages + i] = perm[next++];
+    }
+  }
+
+  double k(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, 0); }
+  double v(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, block); }
+
+ private:
+  double at(int seq, int token, int kvh, int d, int64_t extra) const {
+    const int64_t page = table[static_cast<size_t>(seq) * max_pages + token / g.page_size];
+    const int64_t e = page * page_stride + layer_off + extra +
+                      (static_cast<int64_t>(token % g.page_size) * g.kv_heads + kvh) * g.head_dim + d;
+    return bf16_to_float(data[e]);
+  }
+};
+
+// out[h*hd + d] for one query row (q heads at q) of sequence seq over keys [0, end).
+void reference_row(const PagedCache& c, int seq, const bf16_bits* q, int end, double scale, double* out) {
+  const Geometry& g = c.g;
+  const int group = g.heads / g.kv_heads;
+  std::vector<double> s(end);
+  for (int h = 0; h < g.heads; ++h) {
+    const int kvh = h / group;
+    double m = -INFINITY;
+    for (int t = 0; t < end; ++t) {
+      double dot = 0.0;
+      for (int d = 0; d < g.head_dim; ++d) dot += bf16_to_float(q[h * g.head_dim + d]) * c.k(seq, t, kvh, d);
+      s[t] = dot * scale;
+      m = std::max(m, s[t]);
+    }
+    double den = 0.0;
+    for (int t = 0; t < end; ++t) den += (s[t] = std::exp(s[t] - m));
+    for (int d = 0; d < g.head_dim; ++d) {
+      double acc = 0.0;
+      for (int t = 0; t < end; ++t) acc += s[t] * c.v(seq, t, kvh, d);
+      out[h * g.head_dim + d] = end > 0 ? acc / den : 0.0;
+    }
+  }
+}
+
+std::string suffix(const Geometry& g) { return "_hd" + std::to_string(g.head_dim); }
+
+void check_decode(const Geometry& g, const std::vector<int>& lens, int splits, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int seqs = static_cast<int>(lens.size());
+  const PagedCache cache(rng, g, lens, 2, 1);
+  const int q_stride = (g.heads + 2 * g.kv_heads) * g.head_dim;
+  const auto qkv = random_bf16(rng, static_cast<size_t>(seqs) * q_stride, -1.0f, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+
+  Fatbin fb("attention");
+  Device<bf16_bits> d_qkv(qkv), d_cache(cache.data), d_out(static_cast<size_t>(seqs) * g.heads * g.head_dim);
+  Device<int32_t> d_table(cache.table), d_lens(std::vector<int32_t>(lens.begin(), lens.end()));
+  Device<float> d_part_o(static_cast<size_t>(seqs) * g.heads * splits * g.head_dim);
+  Device<float> d_part_ml(static_cast<size_t>(seqs) * g.heads * splits * 2);
+  fb.launch("kern_attn_decode_partial" + suffix(g), dim3(seqs, g.kv_heads, splits), dim3(g.head_dim), d_qkv.get(),
+            q_stride, d_cache.get() + cache.layer_off, d_table.get(), cache.max_pages, d_lens.get(), d_part_o.get(),
+            d_part_ml.get(), seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride, splits, scale);
+  fb.launch("kern_attn_decode_reduce" + suffix(g), dim3(seqs, g.heads), dim3(g.head_dim), d_part_o.get(),
+            d_part_ml.get(), d_out.get(), seqs, g.heads, splits);
+  const auto out = d_out.download();
+  ASSERT_EQ(count_nan(out), 0u);
+  std::vector<double> ref(out.size());
+  parallel_for(seqs, [&](int s) {
+    reference_row(cache, s, qkv.data() + static_cast<size_t>(s) * q_stride, lens[s], scale,
+                  ref.data() + static_cast<size_t>(s) * g.heads * g.head_dim);
+  });
+  for (int s = 0; s < seqs; ++s) {
+    const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
+    std::vector<double> o(n), r(ref.begin() + s * n, ref.begin() + (s + 1) * n);
+    for (size_t i = 0; i < n; ++i) o[i] = bf16_to_float(out[s * n + i]);
+    EXPECT_LT(rel_frobenius(o, r), 1e-2) << "seq " << s << " len " << lens[s];
+  }
+}
+
+TEST(AttnDecodeGpu, Gqa4PageBoundaries) { check_decode({32, 8, 128, 16}, {1, 15, 16, 17, 33, 47, 49}, 16, 71); }
+TEST(AttnDecodeGpu, Gqa2PageBoundaries) { check_decode({16, 8, 128, 16}, {31, 32, 33, 191, 193}, 8, 72); }
+TEST(AttnDecodeGpu, Gqa8) { check_decode({64, 8, 128, 16}, {100, 1000, 4097}, 16, 73); }
+TEST(AttnDecodeGpu, Gqa5) { check_decode({40, 8, 128, 32}, {255, 257}, 32, 74); }
+TEST(AttnDecodeGpu, MoreSplitsThanTokens) { check_decode({32, 8, 128, 16}, {3, 40}, 64, 75); }
+TEST(AttnDecodeGpu, OneSplit) { check_decode({32, 8, 128, 16}, {1023, 1025}, 1, 76); }
+TEST(AttnDecodeGpu, HeadDim64) { check_decode({16, 4, 64, 16}, {65, 7, 16}, 8, 77); }
+TEST(AttnDecodeGpu, LongContext32k) { check_decode({32, 8, 128, 16}, {32768, 32767, 32769}, 32, 78); }
+
+struct PrefillSeq {
+  int prefix, rows;
+};
+
+void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int seqs = static_cast<int>(seqs_in.size());
+  std::vector<int> lens;
+  std::vector<int32_t> cu = {0};
+  std::vector<int64_t> pos;
+  std::vector<int> row_seq;
+  for (int s = 0; s < seqs; ++s) {
+    lens.push_back(seqs_in[s].prefix + seqs_in[s].rows);
+    cu.push_back(cu.back() + seqs_in[s].rows);
+    for (int i = 0; i < seqs_in[s].rows; ++i) {
+      pos.push_back(seqs_in[s].prefix + i);
+      row_seq.push_back(s);
+    }
+  }
+  const int rows = cu.back();
+  const PagedCache cache(rng, g, lens, 3, 2);
+  const int q_stride = (g.heads + 2 * g.kv_heads) * g.head_dim;
+  const auto qkv = random_bf16(rng, static_cast<size_t>(rows) * q_stride, -1.0f, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+
+  Fatbin fb("attention");
+  Device<bf16_bits> d_qkv(qkv), d_cache(cache.data), d_out(static_cast<size_t>(rows) * g.heads * g.head_dim);
+  Device<int32_t> d_table(cache.table), d_lens(std::vector<int32_t>(lens.begin(), lens.end())), d_cu(cu);
+  Device<int64_t> d_pos(pos);
+  fb.launch("kern_attn_prefill" + suffix(g), dim3(rows, g.kv_heads), dim3(g.head_dim), d_qkv.get(), q_stride,
+            d_cache.get() + cache.layer_off, d_table.get(), cache.max_pages, d_lens.get(), d_cu.get(), d_pos.get(),
+            d_out.get(), rows, seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride, scale);
+  const auto out = d_out.download();
+  ASSERT_EQ(count_nan(out), 0u);
+  const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
+  std::vector<double> ref(out.size());
+  parallel_for(rows, [&](int r) {
+    reference_row(cache, row_seq[r], qkv.data() + static_cast<size_t>(r) * q_stride, static_cast<int>(pos[r]) + 1,
+                  scale, ref.data() + r * n);
+  });
+  // Per sequence, and per row for the first and last rows (causality at the chunk's edges).
+  for (int s = 0; s < seqs; ++s) {
+    std::vector<double> o, rr;
+    for (size_t i = cu[s] * n; i < cu[s + 1] * n; ++i) {
+      o.push_back(bf16_to_float(out[i]));
+      rr.push_back(ref[i]);
+    }
+    EXPECT_LT(rel_frobenius(o, rr), 1e-2) << "seq " << s;
+    for (int r : {cu[s], cu[s + 1] - 1}) {
+      std::vector<double> a(n), b(ref.begin() + r * n, ref.begin() + (r + 1) * n);
+      for (size_t i = 0; i < n; ++i) a[i] = bf16_to_float(out[r * n + i]);
+      EXPECT_LT(rel_frobenius(a, b), 1e-2) << "row " << r;
+    }
+  }
+}
+
+TEST(AttnPrefillGpu, FirstChunk) { check_prefill({32, 8, 128, 16}, {{0, 33}}, 81); }
+TEST(AttnPrefillGpu, PrefixPagePlusOne) { check_prefill({16, 8, 128, 16}, {{17, 16}}, 82); }
+TEST(AttnPrefillGpu, PrefixPageMinusOneSingleRow) { check_prefill({32, 8, 128, 16}, {{15, 1}}, 83); }
+TEST(AttnPrefillGpu, TwoSequences) { check_prefill({32, 8, 128, 16}, {{0, 20}, {31, 37}}, 84); }
+TEST(AttnPrefillGpu, Gqa8Chunk) { check_prefill({64, 8, 128, 16}, {{200, 300}}, 85); }
+TEST(AttnPrefillGpu, HeadDim64) { check_prefill({16, 4, 64, 16}, {{5, 29}}, 86); }
+TEST(AttnPrefillGpu, LongContext32k) { check_prefill({32, 8, 128, 16}, {{32760, 9}}, 87); }
+
+}  // namespace
+}  // namespace kern_gpu_test

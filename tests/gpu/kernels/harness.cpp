@@ -1,0 +1,85 @@
+#include "harness.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+namespace kern_gpu_test {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+std::string kernels_dir() {
+  if (const char* env = std::getenv("KERN_KERNELS_DIR"); env != nullptr && *env != '\0') return env;
+  return std::string(KERN_BINARY_DIR) + "/kernels";
+}
+
+Fatbin::Fatbin(const std::string& family) {
+  const std::string path = kernels_dir() + "/" + family + ".fatbin";
+  check_cuda(cudaLibraryLoadFromFile(&lib_, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+             ("cudaLibraryLoadFromFile " + path).c_str());
+}
+
+Fatbin::~Fatbin() {
+  if (lib_ != nullptr) cudaLibraryUnload(lib_);
+}
+
+void Fatbin::launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args) {
+  auto it = kernels_.find(entry);
+  if (it == kernels_.end()) {
+    cudaKernel_t k = nullptr;
+    check_cuda(cudaLibraryGetKernel(&k, lib_, entry.c_str()), ("cudaLibraryGetKernel " + entry).c_str());
+    it = kernels_.emplace(entry, k).first;
+  }
+  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(it->second), grid, block, args, 0, nullptr),
+             ("launch " + entry).c_str());
+  check_cuda(cudaGetLastError(), ("after launch " + entry).c_str());
+  check_cuda(cudaDeviceSynchronize(), ("execute " + entry).c_str());
+}
+
+std::vector<bf16_bits> random_bf16(std::mt19937_64& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<bf16_bits> v(n);
+  for (auto& x : v) x = float_to_bf16(dist(rng));
+  return v;
+}
+
+std::vector<double> to_double(const std::vector<bf16_bits>& v) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = bf16_to_float(v[i]);
+  return d;
+}
+
+double rel_frobenius(const std::vector<double>& out, const std::vector<double>& ref) {
+  if (out.size() != ref.size()) return INFINITY;
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i])) return INFINITY;
+    const double d = out[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  if (den == 0.0) return num == 0.0 ? 0.0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+void parallel_for(int n, const std::function<void(int)>& fn) {
+  const int workers = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) fn(i);
+    });
+  for (auto& t : pool) t.join();
+}
+
+size_t count_nan(const std::vector<bf16_bits>& v) {
+  size_t n = 0;
+  for (auto b : v) n += bf16_is_nan(b) ? 1 : 0;
+  return n;
+}
+
+}  // namespace kern_gpu_test
