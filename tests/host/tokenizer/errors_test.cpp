@@ -1,0 +1,119 @@
+// tokenizer.json files kern cannot honour are refused with a precise WeightArtifact error.
+#include <gtest/gtest.h>
+
+#include "kern/tokenizer.hpp"
+#include "tiny_tokenizer.hpp"
+
+namespace kern::test {
+namespace {
+
+// Loading `text` must fail with WeightArtifact and a message containing every `needles`.
+void expect_refused(const std::string& text, std::initializer_list<std::string> needles) {
+  try {
+    Tokenizer::from_json(text, "bad.json");
+    ADD_FAILURE() << "accepted: " << text.substr(0, 200);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact) << e.what();
+    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
+  }
+}
+
+void expect_refused(const Json& doc, std::initializer_list<std::string> needles) { expect_refused(doc.dump(), needles); }
+
+TEST(TokenizerErrors, BaselineLoads) { EXPECT_NO_THROW(Tokenizer::from_json(tiny_tokenizer({{"a", "b"}}).dump())); }
+
+TEST(TokenizerErrors, MalformedJson) {
+  expect_refused(std::string("{\"model\": "), {"bad.json"});
+  expect_refused(std::string("{\"a\": 1, \"a\": 2}"), {"duplicate", "a"});
+  expect_refused(std::string("[]"), {"object"});
+}
+
+TEST(TokenizerErrors, UnsupportedModelsAndStages) {
+  Json doc = tiny_tokenizer({});
+  doc["model"]["type"] = "WordPiece";
+  expect_refused(doc, {"model.type", "WordPiece"});
+
+  doc = tiny_tokenizer({});
+  doc["normalizer"] = {{"type", "NFKC"}};
+  expect_refused(doc, {"normalizer", "NFKC"});
+
+  doc = tiny_tokenizer({});
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}};
+  expect_refused(doc, {"pre_tokenizer", "Metaspace"});
+
+  doc = tiny_tokenizer({});
+  doc["pre_tokenizer"]["pretokenizers"].erase(1);
+  expect_refused(doc, {"ByteLevel"});
+
+  doc = tiny_tokenizer({});
+  doc["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithPrevious";
+  expect_refused(doc, {"pretokenizers[0].behavior", "MergedWithPrevious"});
+
+  doc = tiny_tokenizer({});
+  doc["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}};
+  expect_refused(doc, {"pretokenizers[0].pattern"});
+
+  doc = tiny_tokenizer({});
+  doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+  expect_refused(doc, {"does not compile"});
+
+  doc = tiny_tokenizer({});
+  doc["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true;
+  expect_refused(doc, {"add_prefix_space"});
+
+  doc = tiny_tokenizer({});
+  doc["decoder"] = {{"type", "WordPiece"}};
+  expect_refused(doc, {"decoder", "WordPiece"});
+
+  doc = tiny_tokenizer({});
+  doc["post_processor"] = {{"type", "TemplateProcessing"}};
+  expect_refused(doc, {"post_processor", "TemplateProcessing"});
+
+  doc = tiny_tokenizer({});
+  doc["truncation"] = {{"max_length", 8}};
+  expect_refused(doc, {"truncation"});
+
+  doc = tiny_tokenizer({});
+  doc["model"]["dropout"] = 0.1;
+  expect_refused(doc, {"dropout"});
+}
+
+TEST(TokenizerErrors, BrokenVocabularyOrMerges) {
+  Json doc = tiny_tokenizer({});
+  doc["model"]["vocab"].erase(tokenizer::to_byte_level("q"));
+  expect_refused(doc, {"byte 0x71"});
+
+  doc = tiny_tokenizer({});
+  doc["model"]["vocab"][tokenizer::to_byte_level("q")] = 7;  // id of byte 7 too
+  expect_refused(doc, {"token id 7 is used twice"});
+
+  doc = tiny_tokenizer({{"a", "b"}});
+  doc["model"]["merges"].push_back(Json::array({"x", "yz"}));
+  expect_refused(doc, {"model.merges[1]", "yz"});
+
+  doc = tiny_tokenizer({{"a", "b"}});
+  doc["model"]["merges"].push_back("a b c");
+  expect_refused(doc, {"model.merges[1]"});
+
+  doc = tiny_tokenizer({});
+  doc["model"]["vocab"]["a"] = -3;
+  expect_refused(doc, {"model.vocab.a"});
+}
+
+TEST(TokenizerErrors, BrokenAddedTokens) {
+  expect_refused(tiny_tokenizer({}, {{300, ""}}), {"added_tokens[0].content", "empty"});
+  expect_refused(tiny_tokenizer({}, {{300, "<a>"}, {301, "<a>"}}), {"added_tokens[1].content"});
+  expect_refused(tiny_tokenizer({}, {{300, "<a>"}, {300, "<b>"}}), {"added_tokens[1].id"});
+}
+
+TEST(TokenizerErrors, MissingFileIsAnIoError) {
+  try {
+    Tokenizer::from_file("/nonexistent/kern/tokenizer.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+  }
+}
+
+}  // namespace
+}  // namespace kern::test
