@@ -55,6 +55,7 @@ using VarLookup = std::function<std::optional<std::uint64_t>(std::string_view)>;
 std::variant<std::uint64_t, EvalError> try_eval(const Expr& e, const VarLookup& vars);
 // Same, throwing Error(Api) with the EvalError's message prefixed by `where`.
 std::uint64_t eval(const Expr& e, const VarLookup& vars, std::string_view where = {});
+// The returned lookup refers to `values`, which must outlive it.
 VarLookup lookup_in(const std::map<std::string, std::uint64_t>& values);
 
 // ---------------------------------------------------------------- vars, states
@@ -92,6 +93,11 @@ enum class Fill : std::uint8_t {
 std::string_view to_string(BufferKind k);
 std::string_view to_string(Fill f);
 bool is_input_fill(Fill f);
+std::string_view to_string(Placement p);
+// Wire spelling -> enum; nullopt for an unknown word.
+std::optional<BufferKind> buffer_kind_from_string(std::string_view s);
+std::optional<Placement> placement_from_string(std::string_view s);
+std::optional<Fill> fill_from_string(std::string_view s);
 
 // A domain bound: an integer, a float, or an expression over vars ("tokens").
 struct Bound {
@@ -181,8 +187,12 @@ struct Literal {
   std::int64_t i = 0;  // I32 / I64 / U8 (range-checked at parse)
   double f = 0;        // F32
 };
+std::string_view to_string(Literal::Kind k);  // the wire tag: "i32", "i64", "f32", "u8"
+std::optional<Literal::Kind> literal_kind_from_string(std::string_view s);
 
 enum class TmaDType : std::uint8_t { U8, U16, U32, I32, U64, I64, F16, BF16, F32, TF32, U4, U4Packed };
+std::string_view to_string(TmaDType t);  // "u4packed"
+std::optional<TmaDType> tma_dtype_from_string(std::string_view s);
 
 struct Tensormap {
   std::uint32_t param = 0;
@@ -322,7 +332,8 @@ struct Manifest {
 Manifest parse_manifest(std::string_view json_text, std::string_view what = "manifest");
 Manifest parse_manifest_file(const std::string& path);
 
-// Byte size of a buffer's / scratch's shape at the given var values (checked; Error(Manifest) on overflow).
+// Element count of a buffer's / scratch's shape at the given var values (product of the extents;
+// 1 for an empty shape). Checked: Error(Manifest) on u64 overflow or an unknown var.
 std::uint64_t shape_elements(const std::vector<Dim>& shape, const VarLookup& vars, std::string_view where = {});
 
 }  // namespace kern::manifest

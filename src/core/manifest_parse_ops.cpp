@@ -1,0 +1,196 @@
+// The typed walk of ops: params, impl scratch, kernel and extern launches, launch args,
+// packs and tensormaps.
+#include "manifest_wire.hpp"
+
+namespace kern::manifest::wire {
+
+namespace {
+
+// Fields a launch without "module" (an extern launch) may not have.
+constexpr std::array<std::string_view, 5> kGeometryFields = {"block", "grid", "shared_mem", "cluster", "pdl"};
+
+std::optional<Literal::Kind> literal_tag(std::string_view tag) { return literal_kind_from_string(tag); }
+
+Tensormap read_tensormap(const Node& n) {
+  Object o(n, "tensormap", {"param", "dtype", "dims", "strides", "box", "swizzle", "l2_promotion", "oob_nan", "wrap"});
+  Tensormap t;
+  t.param = read_u32(o.required("param"));
+  {
+    Node dn = o.required("dtype");
+    std::string s = read_string(dn);
+    auto d = tma_dtype_from_string(s);
+    if (!d) dn.fail("unknown tensormap dtype \"{}\" (expected one of u8, u16, u32, i32, u64, i64, f16, bf16, f32, tf32, u4, u4packed)", s);
+    t.dtype = *d;
+  }
+  t.dims = read_u64_list(o.required("dims"));
+  t.strides = read_u64_list(o.required("strides"));
+  t.box = read_u64_list(o.required("box"));
+  if (auto f = o.optional("swizzle")) t.swizzle = read_u32(*f);
+  if (auto f = o.optional("l2_promotion")) t.l2_promotion = read_u32(*f);
+  if (auto f = o.optional("oob_nan")) t.oob_nan = read_bool(*f);
+  if (auto f = o.optional("wrap")) t.wrap = read_bool(*f);
+  return t;
+}
+
+PackField read_pack_field(const Node& n) {
+  std::string_view tag =
+      untagged_form(n, "pack field", {"param", "scratch", "i32", "i64", "f32", "u8", "var", "expr", "rank", "tensormap"});
+  std::string what = fmt::format("\"{}\" pack field", tag);
+  Object o(n, what, {"at", "width", tag});
+  PackField f;
+  f.at = read_u64(o.required("at"));
+  if (auto w = o.optional("width")) f.width = read_u64(*w);
+  Node src = o.required(tag);
+  if (tag == "param") {
+    f.kind = PackField::Kind::Param;
+    f.param = read_u32(src);
+  } else if (tag == "scratch") {
+    f.kind = PackField::Kind::Scratch;
+    f.name = read_string(src);
+  } else if (tag == "var") {
+    f.kind = PackField::Kind::Var;
+    f.name = read_var_name(src);
+  } else if (tag == "expr") {
+    f.kind = PackField::Kind::Expr;
+    f.expr = read_expr(src);
+  } else if (tag == "rank") {
+    f.kind = PackField::Kind::Rank;
+    f.name = read_string(src);
+  } else if (tag == "tensormap") {
+    f.kind = PackField::Kind::Tensormap;
+    f.tensormap = read_tensormap(src);
+  } else {
+    f.kind = PackField::Kind::Literal;
+    f.literal = read_literal(*literal_tag(tag), src);
+  }
+  return f;
+}
+
+std::shared_ptr<const Pack> read_pack(const Node& n) {
+  Object o(n, "pack", {"size", "fields"});
+  auto p = std::make_shared<Pack>();
+  p->size = read_u64(o.required("size"));
+  p->fields = read_array(o.required("fields"), read_pack_field);
+  return p;
+}
+
+LaunchArg read_launch_arg(const Node& n) {
+  std::string_view tag = untagged_form(n, "launch arg", {"param", "scratch", "i32", "i64", "f32", "u8", "rank", "pack"});
+  std::string what = fmt::format("\"{}\" launch arg", tag);
+  Object o(n, what, {tag});
+  Node src = o.required(tag);
+  LaunchArg a;
+  if (tag == "param") {
+    a.kind = LaunchArg::Kind::Param;
+    a.param = read_u32(src);
+  } else if (tag == "scratch") {
+    a.kind = LaunchArg::Kind::Scratch;
+    a.name = read_string(src);
+  } else if (tag == "rank") {
+    a.kind = LaunchArg::Kind::Rank;
+    a.name = read_string(src);
+  } else if (tag == "pack") {
+    a.kind = LaunchArg::Kind::Pack;
+    a.pack = read_pack(src);
+  } else {
+    a.kind = LaunchArg::Kind::Literal;
+    a.literal = read_literal(*literal_tag(tag), src);
+  }
+  return a;
+}
+
+When read_when(const Node& n) {
+  Object o(n, "when", {"var", "min", "max"});
+  When w;
+  w.var = read_var_name(o.required("var"));
+  if (auto f = o.optional("min")) w.min = read_u64(*f);
+  if (auto f = o.optional("max")) w.max = read_u64(*f);
+  return w;
+}
+
+Algo read_algo(const Node& n) {
+  Object o(n, "algo",
+           {"id", "tile", "stages", "split_k", "reduction", "swizzle", "custom", "inner_shape", "cluster_shape"});
+  Algo a;
+  a.id = read_i64(o.required("id"));
+  a.tile = read_i64(o.required("tile"));
+  a.stages = read_i64(o.required("stages"));
+  a.split_k = read_i64(o.required("split_k"));
+  a.reduction = read_i64(o.required("reduction"));
+  a.swizzle = read_i64(o.required("swizzle"));
+  a.custom = read_i64(o.required("custom"));
+  a.inner_shape = read_i64(o.required("inner_shape"));
+  a.cluster_shape = read_i64(o.required("cluster_shape"));
+  return a;
+}
+
+std::array<Expr, 3> read_grid(const Node& n) {
+  expect_array(n);
+  if (n.json().size() != 3) n.fail("expected an array of 3 expressions, got {} entries", n.json().size());
+  std::array<Expr, 3> g;
+  for (std::size_t i = 0; i < 3; ++i) g[i] = read_expr(n.element(i, n.json()[i]));
+  return g;
+}
+
+std::vector<ParamType> read_params(const Node& n) { return read_array(n, read_param_type); }
+
+Launch read_launch(const Node& n) {
+  expect_object(n, "launch");
+  Launch l;
+  const bool kernel = n.json().contains("module");
+  if (!kernel) {
+    // No module: the extern form {"entry": "extern:<name>", "params"?, "when"?, "algo"?, "args"?}.
+    for (std::string_view g : kGeometryFields)
+      if (auto it = n.json().find(g); it != n.json().end())
+        n.member(g, *it).fail("a launch without \"module\" is an extern launch and takes no geometry ({} not allowed)", g);
+    Object o(n, "extern launch", {"entry", "params", "when", "algo", "args"});
+    l.entry = read_string(o.required("entry"));
+    if (auto f = o.optional("params")) l.params = read_params(*f);
+    if (auto f = o.optional("when")) l.when = read_when(*f);
+    if (auto f = o.optional("algo")) l.algo = read_algo(*f);
+    if (auto f = o.optional("args")) l.args = read_array(*f, read_launch_arg);
+    return l;
+  }
+  if (auto it = n.json().find("algo"); it != n.json().end())
+    n.member("algo", *it).fail("\"algo\" is only allowed on extern launches (a launch without \"module\")");
+  Object o(n, "kernel launch", {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "when", "args"});
+  l.module = read_string(o.required("module"));
+  l.entry = read_string(o.required("entry"));
+  if (auto f = o.optional("params")) l.params = read_params(*f);
+  l.block = read_u32x3(o.required("block"));
+  l.grid = read_grid(o.required("grid"));
+  if (auto f = o.optional("shared_mem")) l.shared_mem = read_expr(*f);
+  if (auto f = o.optional("cluster")) l.cluster = read_u32x3(*f);
+  if (auto f = o.optional("pdl")) l.pdl = read_bool(*f);
+  if (auto f = o.optional("when")) l.when = read_when(*f);
+  if (auto f = o.optional("args")) l.args = read_array(*f, read_launch_arg);
+  return l;
+}
+
+Scratch read_scratch(const Node& n) {
+  Object o(n, "scratch", {"dtype", "shape"});
+  Scratch s;
+  s.dtype = read_dtype(o.required("dtype"));
+  s.shape = read_shape(o.required("shape"));
+  return s;
+}
+
+Impl read_impl(const Node& n) {
+  Object o(n, "impl", {"scratch", "launches"});
+  Impl impl;
+  if (auto f = o.optional("scratch")) impl.scratch = read_map(*f, "scratch map", read_scratch);
+  impl.launches = read_array(o.required("launches"), read_launch);
+  return impl;
+}
+
+}  // namespace
+
+Op read_op(const Node& n) {
+  Object o(n, "op", {"params", "impl"});
+  Op op;
+  op.params = read_params(o.required("params"));
+  op.impl = read_impl(o.required("impl"));
+  return op;
+}
+
+}  // namespace kern::manifest::wire
