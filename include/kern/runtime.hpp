@@ -1,0 +1,93 @@
+// kern-runtime: one verified manifest on one GPU.
+//
+// A Runtime owns the primary context of one GPU, one non-default stream, the manifest's
+// modules, buffers, states, per-op scratch and CUDA graphs. The load path:
+//   load(): hash the kernels dir, load only pinned modules, resolve every launch's entry with
+//           an ABI check against cuFuncGetParamInfo, allocate buffers at var max, scratch,
+//           states (via StateMemory), resolve every launch's arguments once;
+//   load_weights(): bind weights through pinned staging, run derive programs (sources alive
+//           only while read), then once programs.
+// The run path: write_input (domain-checked, through resident pinned staging) → run /
+// run_range (eager, or one cuGraphLaunch for `graph` programs) → read_output.
+// See docs/runtime.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kern/runtime/domain.hpp"
+#include "kern/runtime/vars.hpp"
+#include "kern/tensors.hpp"
+#include "kern/verify.hpp"
+
+namespace kern {
+
+using runtime::Capacity;
+
+struct RuntimeOptions {
+  int gpu = 0;                                 // --gpu N: its primary context
+  Capacity capacity;                           // paged / per-seq state sizing
+  std::map<std::string, std::uint64_t> ranks;  // topology group -> this rank's index (default 0 for size-1 groups)
+  bool eager = false;                          // never use graphs (--eager)
+};
+
+// Counters a test or bench can read.
+struct RuntimeStats {
+  std::uint64_t kernel_launches = 0;   // cuLaunchKernel(Ex) calls
+  std::uint64_t gemm_calls = 0;        // cuBLASLt matmuls enqueued
+  std::uint64_t graph_captures = 0;
+  std::uint64_t graph_launches = 0;
+  std::uint64_t geometry_evaluations = 0;  // re-evaluations of a program's var-dependent values
+  std::uint64_t weight_bytes = 0;      // bytes bound by load_weights
+  std::uint64_t staging_chunks = 0;    // pinned staging chunks used by load_weights
+};
+
+class Runtime {
+ public:
+  // Error kinds: Driver (no GPU stack), KernelArtifact (module missing / tampered / ABI),
+  // Manifest (unsupported extern or feature), Api (bad options), Cuda.
+  static std::unique_ptr<Runtime> load(const manifest::Verified& manifest, const std::string& kernels_dir,
+                                       const RuntimeOptions& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Binds every weight (WeightArtifact on a missing tensor or a size/dtype mismatch), runs
+  // derive programs then once programs. Exactly once, before any run.
+  void load_weights(const Tensors& tensors);
+
+  // Writes an input buffer: checked against its domain and size first (Domain / Api, and then
+  // nothing is written). `prefix`: the bytes fill the buffer's start (else they must fill it).
+  void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix = false);
+  // Runs a whole program (graph replay when it declares `graph` and eager is off) and waits.
+  void run(std::string_view program, const Vars& vars);
+  // Runs calls [lo, hi) launch by launch and waits.
+  void run_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi);
+  // Replays the graph captured for exactly these values of the vars the program reads; Api
+  // error when none was captured for them (run() captures on first use).
+  void replay(std::string_view program, const Vars& vars);
+  void set_eager(bool eager);
+
+  // Reads an output buffer (after the last run). read_buffer reads any device or host buffer
+  // and any state (tests, probes).
+  std::vector<std::byte> read_output(std::string_view buffer);
+  std::vector<std::byte> read_buffer(std::string_view name);
+  std::uint64_t buffer_bytes(std::string_view name) const;
+
+  const RuntimeStats& stats() const;
+  const manifest::Manifest& manifest() const;
+
+  struct Impl;
+
+ private:
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kern

@@ -1,0 +1,76 @@
+// The dlopen table of libcuda.so.1. Internal to kern_cuda: the only file set that names
+// CUDA driver symbols. cuda.h is used for types only; nothing links libcuda.
+#pragma once
+
+#include <cuda.h>
+
+#include <string_view>
+
+namespace kern::cuda::detail {
+
+// X(pretty name, exported symbol). The exported symbol is the versioned one cuda.h maps the
+// pretty name to (cuMemAlloc -> cuMemAlloc_v2); the pretty name is what errors print.
+#define KERN_CUDA_DRIVER_FUNCTIONS(X)                          \
+  X(cuInit, cuInit)                                            \
+  X(cuDriverGetVersion, cuDriverGetVersion)                    \
+  X(cuGetErrorName, cuGetErrorName)                            \
+  X(cuGetErrorString, cuGetErrorString)                        \
+  X(cuDeviceGetCount, cuDeviceGetCount)                        \
+  X(cuDeviceGet, cuDeviceGet)                                  \
+  X(cuDeviceGetName, cuDeviceGetName)                          \
+  X(cuDeviceGetAttribute, cuDeviceGetAttribute)                \
+  X(cuDeviceTotalMem, cuDeviceTotalMem_v2)                     \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)        \
+  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)   \
+  X(cuCtxSetCurrent, cuCtxSetCurrent)                          \
+  X(cuStreamCreate, cuStreamCreate)                            \
+  X(cuStreamDestroy, cuStreamDestroy_v2)                       \
+  X(cuStreamSynchronize, cuStreamSynchronize)                  \
+  X(cuStreamBeginCapture, cuStreamBeginCapture_v2)             \
+  X(cuStreamEndCapture, cuStreamEndCapture)                    \
+  X(cuEventCreate, cuEventCreate)                              \
+  X(cuEventDestroy, cuEventDestroy_v2)                         \
+  X(cuEventRecord, cuEventRecord)                              \
+  X(cuEventSynchronize, cuEventSynchronize)                    \
+  X(cuMemAlloc, cuMemAlloc_v2)                                 \
+  X(cuMemFree, cuMemFree_v2)                                   \
+  X(cuMemHostAlloc, cuMemHostAlloc)                            \
+  X(cuMemFreeHost, cuMemFreeHost)                              \
+  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2)   \
+  X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                   \
+  X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                   \
+  X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                   \
+  X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2)                       \
+  X(cuMemsetD8Async, cuMemsetD8Async)                          \
+  X(cuModuleLoadData, cuModuleLoadData)                        \
+  X(cuModuleUnload, cuModuleUnload)                            \
+  X(cuModuleGetFunction, cuModuleGetFunction)                  \
+  X(cuFuncGetParamInfo, cuFuncGetParamInfo)                    \
+  X(cuFuncSetAttribute, cuFuncSetAttribute)                    \
+  X(cuLaunchKernel, cuLaunchKernel)                            \
+  X(cuLaunchKernelEx, cuLaunchKernelEx)                        \
+  X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled)            \
+  X(cuGraphInstantiate, cuGraphInstantiateWithFlags)           \
+  X(cuGraphLaunch, cuGraphLaunch)                              \
+  X(cuGraphDestroy, cuGraphDestroy)                            \
+  X(cuGraphExecDestroy, cuGraphExecDestroy)
+
+struct DriverApi {
+#define KERN_CUDA_FIELD(pretty, symbol) decltype(&::symbol) pretty = nullptr;
+  KERN_CUDA_DRIVER_FUNCTIONS(KERN_CUDA_FIELD)
+#undef KERN_CUDA_FIELD
+};
+
+// The loaded table (loads on first use; Error(Driver) if libcuda.so.1 or a symbol is missing
+// or cuInit fails).
+const DriverApi& api();
+
+// Throws Error(Cuda) "<call> failed: <NAME> (<string>)" unless r == CUDA_SUCCESS.
+void check(CUresult r, std::string_view call);
+// The same message without throwing (for destructors).
+void warn_if_failed(CUresult r, std::string_view call);
+
+}  // namespace kern::cuda::detail
+
+// Calls a driver function through the table and checks its result.
+#define KERN_CU(fn, ...) ::kern::cuda::detail::check(::kern::cuda::detail::api().fn(__VA_ARGS__), #fn)

@@ -1,0 +1,180 @@
+// The hot path: per run and per launch. Allocates nothing once a program's var assignment
+// has been seen (graph capture and the first cuBLASLt plan of a shape excepted).
+#include <algorithm>
+#include <cstring>
+
+#include "kern/error.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace kern {
+namespace {
+
+[[noreturn]] void overflow(const CallExec& c, std::string_view what, const rt::CompiledExpr& e) {
+  throw Error::call(c.context(), Error(ErrorKind::Api, fmt::format("{} = {} overflows at these vars", what, e.text)));
+}
+
+std::uint64_t ext_value(const rt::ArgValue& v, const std::uint64_t* vars, bool& ok) {
+  if (v.patches.empty()) return rt::load_le(v.bytes.data(), v.bytes.size());
+  auto r = v.patches[0].expr.eval(vars);
+  ok = ok && r.has_value();
+  return r.value_or(0);
+}
+
+void check_gemm(const CallExec& c, LaunchExec& e) {
+  const cuda::GemmShape& s = e.gemm;
+  const std::uint64_t m = s.m, n = s.n, k = s.k;
+  if (s.ldc < n || s.lda < k)
+    throw Error::call(c.context(), Error(ErrorKind::Manifest,
+                                         fmt::format("GEMM m={} n={} k={}: ldc {} must be >= n and A row stride {} >= k",
+                                                     m, n, k, s.ldc, s.lda)));
+  if (m == 0 || n == 0 || k == 0) return;
+  auto need = [&](std::uint64_t rows, std::uint64_t stride, std::uint64_t cols, std::uint64_t have, const char* what) {
+    unsigned __int128 bytes = (static_cast<unsigned __int128>(rows - 1) * stride + cols) * 2;
+    if (bytes > have)
+      throw Error::call(c.context(),
+                        Error(ErrorKind::Manifest,
+                              fmt::format("GEMM m={} n={} k={}: {} needs {} bytes but its buffer has {} after the offset", m,
+                                          n, k, what, static_cast<std::uint64_t>(bytes), have)));
+  };
+  need(m, s.lda, k, e.ext_args[0].pointer->bytes, "A");
+  need(n, k, k, e.ext_args[1].pointer->bytes, "W");
+  need(m, s.ldc, n, e.ext_args[2].pointer->bytes, "C");
+}
+
+}  // namespace
+
+void Runtime::Impl::apply(ProgramExec& p) {
+  const std::uint64_t* v = var_values.data();
+  ++stats.geometry_evaluations;
+  for (CallExec& c : p.calls) {
+    for (LaunchExec& e : c.launches) {
+      if (e.when_var) {
+        const std::uint64_t x = v[*e.when_var];
+        e.active = (!e.when_min || x >= *e.when_min) && (!e.when_max || x <= *e.when_max);
+      }
+      if (e.ext != ExternKind::None) {
+        bool ok = true;
+        cuda::GemmShape& s = e.gemm;
+        s.m = ext_value(e.ext_args[3], v, ok);
+        s.n = ext_value(e.ext_args[4], v, ok);
+        s.k = ext_value(e.ext_args[5], v, ok);
+        s.ldc = e.ext_args.size() > 6 ? ext_value(e.ext_args[6], v, ok) : s.n;
+        s.lda = e.ext_args.size() > 7 ? ext_value(e.ext_args[7], v, ok) : s.k;
+        s.accumulate = e.ext == ExternKind::GemmBf16Acc;
+        if (!ok)
+          throw Error::call(c.context(), Error(ErrorKind::Api, "a GEMM size expression overflows at these vars"));
+        for (int i = 0; i < 3; ++i) e.gemm_ptrs[i] = e.ext_args[i].pointer->address;
+        if (e.active) check_gemm(c, e);
+        continue;
+      }
+      for (int d = 0; d < 3; ++d) {
+        auto g = e.grid[d].eval(v);
+        if (!g) overflow(c, "grid", e.grid[d]);
+        if (*g == 0 || *g > 0xffffffffu)
+          throw Error::call(c.context(), Error(ErrorKind::Api, fmt::format("grid[{}] = {} = {} is outside [1, 2^32)", d,
+                                                                            e.grid[d].text, *g)));
+        e.geometry.grid[d] = static_cast<std::uint32_t>(*g);
+      }
+      if (e.shared_mem) {
+        auto s = e.shared_mem->eval(v);
+        if (!s || *s > 0xffffffffu) overflow(c, "shared_mem", *e.shared_mem);
+        e.geometry.shared_mem = static_cast<std::uint32_t>(*s);
+      }
+      const rt::Patch* bad = nullptr;
+      if (!e.image.apply(v, &bad)) overflow(c, "argument", bad->expr);
+    }
+  }
+}
+
+void Runtime::Impl::prepare(ProgramExec& p, const Vars& given) {
+  vars.assign(given, var_values, p.name);
+  bool same = p.applied;
+  for (std::size_t i = 0; i < p.read_vars.size(); ++i) {
+    const std::uint32_t vi = p.read_vars[i];
+    if (var_values[vi] == 0)
+      fail(ErrorKind::Api, "program {} reads var {}: give it a value in [1, {}]", p.name, vars.name(vi), vars.max(vi));
+    same = same && p.key[i] == var_values[vi];
+  }
+  if (same) return;
+  p.applied = false;
+  apply(p);
+  for (std::size_t i = 0; i < p.read_vars.size(); ++i) p.key[i] = var_values[p.read_vars[i]];
+  p.applied = true;
+}
+
+void Runtime::Impl::enqueue_call(CallExec& c) {
+  for (LaunchExec& e : c.launches) {
+    if (!e.active) continue;
+    if (e.ext != ExternKind::None) {
+      blas->gemm_bf16_tn(e.gemm, e.gemm_ptrs[0], e.gemm_ptrs[1], e.gemm_ptrs[2], *stream);
+      ++stats.gemm_calls;
+    } else {
+      cuda::launch(e.fn, e.geometry, e.image.params(), *stream);
+      ++stats.kernel_launches;
+    }
+  }
+}
+
+void Runtime::Impl::enqueue(ProgramExec& p, std::size_t lo, std::size_t hi) {
+  for (std::size_t i = lo; i < hi; ++i) {
+    CallExec& c = p.calls[i];
+    try {
+      enqueue_call(c);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Call) throw;
+      throw Error::call(c.context(), e);
+    }
+  }
+}
+
+void Runtime::Impl::run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole) {
+  if (!weights_loaded && p.decl->once == false)
+    fail(ErrorKind::Api, "program {}: load_weights must run before any program", p.name);
+  if (lo > hi || hi > p.calls.size())
+    fail(ErrorKind::Api, "program {}: call range [{}, {}) is outside its {} calls", p.name, lo, hi, p.calls.size());
+  prepare(p, given);
+  if (whole && p.decl->graph && !options.eager) {
+    auto it = p.graphs.find(p.key);
+    if (it == p.graphs.end()) {
+      cuda::Graph g = cuda::Graph::capture(*stream, [&] { enqueue(p, 0, p.calls.size()); });
+      ++stats.graph_captures;
+      it = p.graphs.emplace(p.key, std::move(g)).first;
+    }
+    it->second.launch(*stream);
+    ++stats.graph_launches;
+  } else {
+    enqueue(p, lo, hi);
+  }
+  stream->synchronize();
+}
+
+void Runtime::run(std::string_view program, const Vars& vars) {
+  ProgramExec& p = impl_->program(program);
+  if (p.decl->once) fail(ErrorKind::Api, "program {} is a once program: it ran during load_weights", p.name);
+  impl_->run(p, vars, 0, p.calls.size(), true);
+}
+
+void Runtime::run_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi) {
+  ProgramExec& p = impl_->program(program);
+  impl_->run(p, vars, lo, hi, false);
+}
+
+void Runtime::replay(std::string_view program, const Vars& given) {
+  Impl& r = *impl_;
+  ProgramExec& p = r.program(program);
+  if (!p.decl->graph) fail(ErrorKind::Api, "program {} does not declare graph: nothing to replay", p.name);
+  r.vars.assign(given, r.var_values, p.name);
+  std::vector<std::uint64_t> key = rt::graph_key(p.read_vars, r.var_values.data());
+  auto it = p.graphs.find(key);
+  if (it == p.graphs.end()) {
+    std::string captured;
+    for (const auto& [k, g] : p.graphs) captured += fmt::format("{}[{}]", captured.empty() ? "" : ", ", rt::describe_key(p.read_vars, k, r.vars));
+    fail(ErrorKind::Api, "program {}: no graph captured for {} (captured: {})", p.name,
+         rt::describe_key(p.read_vars, key, r.vars), captured.empty() ? "none" : captured);
+  }
+  it->second.launch(*r.stream);
+  ++r.stats.graph_launches;
+  r.stream->synchronize();
+}
+
+}  // namespace kern

@@ -1,0 +1,302 @@
+// Runtime::load: modules, ABI checks, allocation, argument resolution.
+#include <algorithm>
+
+#include "kern/error.hpp"
+#include "kern/log.hpp"
+#include "kern/registry.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace kern {
+
+std::string CallExec::context() const {
+  return fmt::format("program {} call {}{} op {}", program, index,
+                     decl && !decl->label.empty() ? " (" + decl->label + ")" : std::string(), decl ? decl->op : "?");
+}
+
+void Runtime::Impl::load_modules(const std::string& kernels_dir) {
+  if (m->modules.empty()) return;
+  Registry reg = Registry::scan(kernels_dir);
+  for (const auto& [name, mod] : m->modules) {
+    std::vector<DeviceImage> images = reg.images(name, mod.sha256);  // KernelArtifact when missing / changed
+    std::vector<cuda::Module> loaded;
+    std::string failures;
+    for (const DeviceImage& img : images) {
+      try {
+        loaded.push_back(cuda::Module::load(img.bytes, fmt::format("module {} ({})", name, img.description)));
+      } catch (const Error& e) {
+        failures += fmt::format("{}{}", failures.empty() ? "" : "; ", e.message());
+      }
+    }
+    if (loaded.empty())
+      fail(ErrorKind::KernelArtifact, "module {} (sha256 {}): no device image loads on GPU {}: {}", name, mod.sha256,
+           options.gpu, failures.empty() ? "the artifact holds no device image" : failures);
+    if (!failures.empty()) log().debug("module {}: skipped images that do not load here: {}", name, failures);
+    modules_storage.push_back(std::move(loaded));
+  }
+  std::size_t i = 0;
+  for (const auto& [name, mod] : m->modules) modules[name] = &modules_storage[i++];
+}
+
+cuda::Function Runtime::Impl::resolve_entry(const std::string& op_name, std::size_t li, const manifest::Launch& l) {
+  auto it = modules.find(l.module);
+  if (it == modules.end())
+    fail(ErrorKind::KernelArtifact, "op {} launch {}: module '{}' is not loaded", op_name, li, l.module);
+  const std::vector<manifest::ParamType>& declared = l.params ? *l.params : m->ops.at(op_name).params;
+  std::vector<cuda::Function> matches;
+  std::vector<std::string> mismatches;
+  std::size_t defining = 0;
+  for (const cuda::Module& mod : *it->second) {
+    auto f = mod.function(l.entry);
+    if (!f) continue;
+    ++defining;
+    auto layout = f->param_info();
+    if (auto why = rt::abi_mismatch(declared, layout))
+      mismatches.push_back(*why);
+    else
+      matches.push_back(*f);
+  }
+  const std::string sha = m->modules.at(l.module).sha256;
+  if (defining == 0)
+    fail(ErrorKind::KernelArtifact, "op {} launch {}: module {} (sha256 {}) has no entry '{}'", op_name, li, l.module, sha,
+         l.entry);
+  if (matches.empty()) {
+    if (defining == 1)
+      fail(ErrorKind::KernelArtifact, "op {} launch {}: ABI mismatch for {} in module {}: {}", op_name, li, l.entry,
+           l.module, mismatches[0]);
+    std::string all;
+    for (std::size_t i = 0; i < mismatches.size(); ++i) all += fmt::format("{}image {}: {}", i ? "; " : "", i, mismatches[i]);
+    fail(ErrorKind::KernelArtifact, "op {} launch {}: none of the {} images of module {} defining {} matches the declared params: {}",
+         op_name, li, defining, l.module, l.entry, all);
+  }
+  if (matches.size() > 1)
+    fail(ErrorKind::KernelArtifact, "op {} launch {}: {} images of module {} define {} with the declared layout; ambiguous",
+         op_name, li, matches.size(), l.module, l.entry);
+  return matches[0];
+}
+
+namespace {
+std::uint64_t buffer_bytes_at_max(const manifest::Buffer& b, const manifest::VarLookup& vmax, const std::string& name) {
+  std::uint64_t elems = manifest::shape_elements(b.shape, vmax, "buffers." + name);
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elems, dtype_size(b.dtype), &bytes))
+    fail(ErrorKind::Manifest, "buffers.{}: byte size overflows at var max", name);
+  return bytes;
+}
+}  // namespace
+
+void Runtime::Impl::allocate() {
+  std::map<std::string, std::uint64_t> vmax;
+  for (const auto& [n, v] : m->vars) vmax[n] = v.max;
+  const auto lookup = manifest::lookup_in(vmax);
+  for (const auto& [name, b] : m->buffers) {
+    BufferSlot s;
+    s.name = name;
+    s.decl = &b;
+    s.bytes = buffer_bytes_at_max(b, lookup, name);
+    if (b.kind == manifest::BufferKind::Peer)
+      fail(ErrorKind::Manifest, "buffer {} is a peer buffer; multi-GPU peers are not supported yet", name);
+    if (b.exported) log().warn("buffer {}: export is not supported yet; allocated privately", name);
+    if (b.placement == manifest::Placement::Host) {
+      s.host = cuda::PinnedMemory::allocate(s.bytes, "host weight " + name);
+      s.addr = s.host.device_ptr();
+      s.alive = true;
+    } else if (b.kind != manifest::BufferKind::Source) {  // sources: allocated while derive programs read them
+      s.device = cuda::DeviceMemory::allocate(s.bytes, "buffer " + name);
+      s.addr = s.device.ptr();
+      s.alive = true;
+      if (b.kind != manifest::BufferKind::Weight) cuda::memset_d8_async(s.addr, 0, s.bytes, *stream);
+    }
+    if (b.kind == manifest::BufferKind::Input) {
+      s.staging = cuda::PinnedMemory::allocate(s.bytes, "input staging " + name);
+      s.staged = std::make_unique<cuda::Event>();
+      s.domain = rt::resolve_domain(*m, name, b, options.capacity);
+    }
+    buffers.emplace(name, std::move(s));
+  }
+  states = std::make_unique<rt::ContiguousStateMemory>(*m, options.capacity, *stream);
+  for (const auto& [op_name, op] : m->ops) {
+    auto& mine = scratch[op_name];
+    for (const auto& [sname, sc] : op.impl.scratch) {
+      std::uint64_t elems = manifest::shape_elements(sc.shape, lookup, "ops." + op_name + ".impl.scratch." + sname);
+      std::uint64_t bytes = 0;
+      if (__builtin_mul_overflow(elems, dtype_size(sc.dtype), &bytes))
+        fail(ErrorKind::Manifest, "ops.{}.impl.scratch.{}: byte size overflows", op_name, sname);
+      mine.emplace(sname, cuda::DeviceMemory::allocate(bytes, "scratch " + sname + " of op " + op_name));
+    }
+  }
+}
+
+rt::Pointer Runtime::Impl::pointer_of(const manifest::CallArg& a) const {
+  rt::Pointer base;
+  if (a.kind == manifest::CallArg::Kind::State) {
+    base = states->region(a.name);
+  } else {
+    auto it = buffers.find(a.name);
+    if (it == buffers.end()) fail(ErrorKind::Manifest, "unknown buffer '{}'", a.name);
+    if (!it->second.alive)
+      fail(ErrorKind::Manifest, "source buffer {} is read outside the derive program that loads it", a.name);
+    base = {it->second.addr, it->second.bytes};
+  }
+  if (a.offset > base.bytes)
+    fail(ErrorKind::Manifest, "offset {} is past the end of {} ({} bytes)", a.offset, a.name, base.bytes);
+  return {base.address + a.offset, base.bytes - a.offset};
+}
+
+rt::ResolveContext Runtime::Impl::resolve_context(const std::string& op_name) {
+  rt::ResolveContext ctx;
+  ctx.vars = &vars;
+  ctx.pointer = [this](const manifest::CallArg& a) { return pointer_of(a); };
+  ctx.scratch = [this, op_name](std::string_view s) {
+    auto& mine = scratch.at(op_name);
+    auto it = mine.find(s);
+    if (it == mine.end()) fail(ErrorKind::Manifest, "op {} has no scratch '{}'", op_name, s);
+    return rt::Pointer{it->second.ptr(), it->second.size()};
+  };
+  ctx.rank = [this](std::string_view g) {
+    auto it = ranks.find(std::string(g));
+    if (it == ranks.end()) fail(ErrorKind::Api, "no rank index given for topology group '{}'", g);
+    return it->second;
+  };
+  ctx.encode_tensormap = [](const cuda::TensormapSpec& s) { return cuda::encode_tensormap_tiled(s); };
+  return ctx;
+}
+
+CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index, const manifest::Call& call) {
+  CallExec c;
+  c.index = index;
+  c.decl = &call;
+  c.program = program;
+  try {
+    const manifest::Op& op = m->ops.at(call.op);
+    rt::ResolveContext ctx = resolve_context(call.op);
+    std::vector<std::uint64_t> at_max = vars.at_max();
+    for (std::size_t li = 0; li < op.impl.launches.size(); ++li) {
+      const manifest::Launch& l = op.impl.launches[li];
+      LaunchExec e;
+      if (l.when) {
+        auto vi = vars.index(l.when->var);
+        if (!vi) fail(ErrorKind::Manifest, "launch {}: when reads undeclared var {}", li, l.when->var);
+        e.when_var = *vi;
+        e.when_min = l.when->min;
+        e.when_max = l.when->max;
+      }
+      std::vector<rt::ArgValue> values = rt::resolve_launch_args(op, l, call, ctx);
+      if (l.is_extern()) {
+        const std::string_view name = l.extern_name();
+        if (name == "cublaslt_bf16_tn")
+          e.ext = ExternKind::GemmBf16;
+        else if (name == "cublaslt_bf16_tn_acc")
+          e.ext = ExternKind::GemmBf16Acc;
+        else
+          fail(ErrorKind::Manifest, "launch {}: extern:{} is not supported yet", li, name);
+        if (l.algo) fail(ErrorKind::Manifest, "launch {}: a pinned cuBLASLt algo is not supported yet", li);
+        if (values.size() < 6 || values.size() > 8)
+          fail(ErrorKind::Manifest, "launch {}: extern:{} takes a, w, c, m, n, k [, ldc [, a_row_stride]], got {} args", li,
+               name, values.size());
+        for (int i = 0; i < 3; ++i)
+          if (!values[i].pointer)
+            fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be a buffer", li, name, i);
+        for (std::size_t i = 3; i < values.size(); ++i)
+          if (values[i].pointer || values[i].is_float)
+            fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be an integer", li, name, i);
+        if (!blas) blas = std::make_unique<cuda::BlasLt>();
+        e.ext_args = std::move(values);
+      } else {
+        e.fn = resolve_entry(call.op, li, l);
+        const std::vector<manifest::ParamType>& declared = l.params ? *l.params : op.params;
+        auto layout = e.fn.param_info();
+        std::vector<std::uint64_t> offsets;
+        for (const auto& p : layout) offsets.push_back(p.offset);
+        (void)declared;
+        e.image = rt::ArgImage(values, offsets);
+        for (int d = 0; d < 3; ++d) e.grid[d] = rt::CompiledExpr::compile(l.grid[d], vars);
+        e.geometry.block = l.block;
+        e.geometry.cluster = l.cluster;
+        e.geometry.pdl = l.pdl;
+        if (l.shared_mem) {
+          e.shared_mem = rt::CompiledExpr::compile(*l.shared_mem, vars);
+          auto peak = e.shared_mem->eval(at_max.data());
+          if (!peak) fail(ErrorKind::Manifest, "launch {}: shared_mem overflows at var max", li);
+          if (*peak > 48 * 1024) e.fn.set_max_dynamic_shared(static_cast<std::uint32_t>(*peak));
+        }
+      }
+      c.launches.push_back(std::move(e));
+    }
+  } catch (const Error& err) {
+    throw Error::call(c.context(), err);
+  }
+  return c;
+}
+
+ProgramExec& Runtime::Impl::program(std::string_view name) {
+  auto it = programs.find(name);
+  if (it == programs.end()) {
+    auto d = m->programs.find(std::string(name));
+    if (d != m->programs.end() && d->second.derive)
+      fail(ErrorKind::Api, "program {} is a derive program: it ran during load_weights and cannot run again", name);
+    fail(ErrorKind::Api, "unknown program '{}'", name);
+  }
+  return it->second;
+}
+
+BufferSlot& Runtime::Impl::buffer(std::string_view name) {
+  auto it = buffers.find(name);
+  if (it == buffers.end()) fail(ErrorKind::Api, "unknown buffer '{}'", name);
+  return it->second;
+}
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Runtime::~Runtime() {
+  if (impl_ && impl_->stream) {
+    try {
+      impl_->stream->synchronize();
+    } catch (const Error& e) {
+      log().warn("runtime teardown: {}", e.message());
+    }
+  }
+}
+
+std::unique_ptr<Runtime> Runtime::load(const manifest::Verified& verified, const std::string& kernels_dir,
+                                       const RuntimeOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->verified = std::make_unique<manifest::Verified>(verified);
+  impl->m = &impl->verified->manifest();
+  const manifest::Manifest& m = *impl->m;
+  impl->options = options;
+  impl->vars = rt::VarTable(m);
+  impl->var_values.assign(impl->vars.size(), 0);
+  for (const auto& [g, size] : m.topology) {
+    auto it = options.ranks.find(g);
+    if (it == options.ranks.end()) {
+      if (size != 1) fail(ErrorKind::Api, "topology group {} has {} ranks: load needs this rank's index", g, size);
+      impl->ranks[g] = 0;
+    } else {
+      if (it->second >= size) fail(ErrorKind::Api, "rank {} is outside topology group {} of size {}", it->second, g, size);
+      impl->ranks[g] = it->second;
+    }
+  }
+  cuda::ensure_driver();
+  impl->context = std::make_unique<cuda::Context>(options.gpu);
+  impl->stream = std::make_unique<cuda::Stream>();
+  impl->load_modules(kernels_dir);
+  impl->allocate();
+  for (const auto& [name, p] : m.programs) {
+    if (p.derive) continue;  // resolved call by call inside load_weights
+    ProgramExec pe;
+    pe.name = name;
+    pe.decl = &p;
+    for (std::size_t i = 0; i < p.calls.size(); ++i) pe.calls.push_back(impl->build_call(name, i, p.calls[i]));
+    pe.read_vars = rt::program_read_vars(m, p, impl->vars);
+    pe.key.assign(pe.read_vars.size(), 0);
+    impl->programs.emplace(name, std::move(pe));
+  }
+  impl->stream->synchronize();
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+const RuntimeStats& Runtime::stats() const { return impl_->stats; }
+const manifest::Manifest& Runtime::manifest() const { return *impl_->m; }
+void Runtime::set_eager(bool eager) { impl_->options.eager = eager; }
+
+}  // namespace kern

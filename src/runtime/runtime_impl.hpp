@@ -1,0 +1,116 @@
+// Runtime internals shared by the load, weights, io and execution files.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kern/cuda/blaslt.hpp"
+#include "kern/cuda/cuda.hpp"
+#include "kern/runtime.hpp"
+#include "kern/runtime/args.hpp"
+#include "kern/runtime/domain.hpp"
+#include "kern/runtime/program_vars.hpp"
+#include "kern/runtime/vars.hpp"
+#include "runtime/state_memory.hpp"
+
+namespace kern {
+
+namespace rt = runtime;
+
+struct BufferSlot {
+  std::string name;
+  const manifest::Buffer* decl = nullptr;
+  std::uint64_t bytes = 0;          // at var max
+  cuda::DeviceMemory device;        // device placement
+  cuda::PinnedMemory host;          // host placement (weights)
+  cuda::PinnedMemory staging;       // inputs: resident pinned staging
+  std::unique_ptr<cuda::Event> staged;  // inputs: last H2D from `staging`
+  std::optional<rt::DomainRule> domain;
+  bool alive = false;               // sources: allocated for the derive program reading them
+  cuda::DevicePtr addr = 0;         // what kernels see (device pointer or mapped pinned host)
+};
+
+enum class ExternKind : std::uint8_t { None, GemmBf16, GemmBf16Acc };
+
+// One launch of one call, resolved at load.
+struct LaunchExec {
+  ExternKind ext = ExternKind::None;
+  cuda::Function fn;
+  std::array<rt::CompiledExpr, 3> grid;
+  std::optional<rt::CompiledExpr> shared_mem;
+  std::optional<std::uint32_t> when_var;
+  std::optional<std::uint64_t> when_min, when_max;
+  rt::ArgImage image;                  // kernel launches
+  std::vector<rt::ArgValue> ext_args;  // extern launches
+  // Evaluated per var assignment:
+  cuda::LaunchGeometry geometry;
+  bool active = true;
+  cuda::GemmShape gemm;
+  std::array<cuda::DevicePtr, 3> gemm_ptrs{};
+};
+
+struct CallExec {
+  std::size_t index = 0;
+  const manifest::Call* decl = nullptr;
+  std::vector<LaunchExec> launches;
+  std::string context() const;  // "program P call i (label) op O"
+  std::string program;
+};
+
+struct ProgramExec {
+  std::string name;
+  const manifest::Program* decl = nullptr;
+  std::vector<CallExec> calls;
+  std::vector<std::uint32_t> read_vars;
+  std::vector<std::uint64_t> key;  // values of read_vars the images currently hold
+  bool applied = false;
+  std::map<std::vector<std::uint64_t>, cuda::Graph> graphs;
+};
+
+struct Runtime::Impl {
+  std::unique_ptr<manifest::Verified> verified;  // keeps the manifest alive
+  const manifest::Manifest* m = nullptr;
+  RuntimeOptions options;
+  rt::VarTable vars;
+  std::vector<std::uint64_t> var_values;  // run-time scratch, sized at load
+  std::unique_ptr<cuda::Context> context;
+  std::unique_ptr<cuda::Stream> stream;
+  std::unique_ptr<cuda::BlasLt> blas;   // created when a GEMM extern is used
+  std::vector<std::vector<cuda::Module>> modules_storage;
+  std::map<std::string, std::vector<cuda::Module>*, std::less<>> modules;
+  std::map<std::string, BufferSlot, std::less<>> buffers;
+  std::unique_ptr<rt::StateMemory> states;
+  std::map<std::string, std::map<std::string, cuda::DeviceMemory, std::less<>>, std::less<>> scratch;  // op -> name
+  std::map<std::string, ProgramExec, std::less<>> programs;  // batch / plain programs (resolved at load)
+  std::map<std::string, std::uint64_t> ranks;
+  bool weights_loaded = false;
+  RuntimeStats stats;
+
+  // load.cpp
+  void load_modules(const std::string& kernels_dir);
+  void allocate();
+  cuda::Function resolve_entry(const std::string& op_name, std::size_t launch_index, const manifest::Launch& l);
+  CallExec build_call(const std::string& program, std::size_t index, const manifest::Call& call);
+  rt::ResolveContext resolve_context(const std::string& op_name);
+  rt::Pointer pointer_of(const manifest::CallArg& a) const;
+
+  // exec.cpp (the hot path)
+  void prepare(ProgramExec& p, const Vars& given);
+  void apply(ProgramExec& p);
+  void enqueue(ProgramExec& p, std::size_t lo, std::size_t hi);
+  void enqueue_call(CallExec& c);
+  void run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole);
+
+  // weights.cpp
+  void bind_buffer(BufferSlot& b, const Tensors& t);
+
+  ProgramExec& program(std::string_view name);
+  BufferSlot& buffer(std::string_view name);
+};
+
+}  // namespace kern
