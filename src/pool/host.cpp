@@ -1,0 +1,391 @@
+#include "kern/pool/host.hpp"
+
+#include <algorithm>
+#include <atomic>
+
+#include "kern/error.hpp"
+#include "pool/core.hpp"
+#include "pool/grain_allocator.hpp"
+
+namespace kern::pool {
+namespace detail {
+
+struct HostNode {
+  std::uint64_t first = 0;  // first grain
+  std::uint32_t parent = kNoNode;
+  std::uint32_t refs = 0;
+  std::uint32_t gen = 0;
+};
+struct HostSlot {
+  std::uint64_t first = 0;
+  std::uint32_t refs = 0;
+};
+
+struct HostCore {
+  std::uint32_t refs = 1;
+  std::uint64_t id = 0;
+  CoreRef pool;
+  std::uint64_t unit = 1, grain = 0, page_bytes = 0, page_grains = 0, slot_bytes = 0, slot_grains = 0;
+  GrainAllocator alloc;
+  std::vector<HostNode> nodes;
+  std::vector<std::uint32_t> free_nodes;
+  std::uint64_t live_nodes = 0;
+  std::vector<HostSlot> slots;
+  std::vector<std::uint32_t> free_slots;
+  std::uint64_t live_slots = 0;
+
+  std::uint32_t make_node(std::uint64_t first, std::uint32_t parent) {
+    std::uint32_t n;
+    if (!free_nodes.empty()) {
+      n = free_nodes.back();
+      free_nodes.pop_back();
+    } else {
+      n = static_cast<std::uint32_t>(nodes.size());
+      nodes.emplace_back();
+    }
+    nodes[n].first = first;
+    nodes[n].parent = parent;
+    nodes[n].refs = 1;
+    if (parent != kNoNode) ++nodes[parent].refs;
+    ++live_nodes;
+    return n;
+  }
+  void release_node(std::uint32_t n) {
+    while (n != kNoNode) {
+      HostNode& node = nodes[n];
+      if (node.refs == 0) fail(ErrorKind::Api, "host: internal error, node {} released twice", n);
+      if (--node.refs != 0) return;
+      alloc.free(node.first, page_grains);
+      ++node.gen;  // device twins pointing here are now dead
+      const std::uint32_t parent = node.parent;
+      node.parent = kNoNode;
+      free_nodes.push_back(n);
+      --live_nodes;
+      n = parent;
+    }
+  }
+  std::uint32_t make_slot(std::uint64_t first) {
+    std::uint32_t s;
+    if (!free_slots.empty()) {
+      s = free_slots.back();
+      free_slots.pop_back();
+    } else {
+      s = static_cast<std::uint32_t>(slots.size());
+      slots.emplace_back();
+    }
+    slots[s] = {first, 1};
+    ++live_slots;
+    return s;
+  }
+  void release_slot(std::uint32_t s) {
+    if (slots[s].refs == 0) fail(ErrorKind::Api, "host: internal error, slot {} released twice", s);
+    if (--slots[s].refs != 0) return;
+    alloc.free(slots[s].first, slot_grains);
+    free_slots.push_back(s);
+    --live_slots;
+  }
+  bool twin_live(const Twin& t) const {
+    return t.host == id && t.node < nodes.size() && nodes[t.node].gen == t.gen && nodes[t.node].refs > 0;
+  }
+  std::vector<std::uint32_t> chain(std::uint32_t tail) const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t n = tail; n != kNoNode; n = nodes[n].parent) out.push_back(n);
+    return {out.rbegin(), out.rend()};
+  }
+};
+
+void retain(HostCore* core) { ++core->refs; }
+void release(HostCore* core) {
+  if (--core->refs == 0) delete core;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
+
+detail::HostCore& host_of(const detail::HostRef& r) {
+  if (!r) fail(ErrorKind::Api, "host: use of a moved-from Host");
+  return *r.get();
+}
+
+std::uint64_t next_host_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Parked
+
+Parked::Parked(const Parked& o) : host_(o.host_), tail_(o.tail_), len_(o.len_), pages_(o.pages_), slot_(o.slot_) {
+  if (host_) {
+    if (tail_ != kNoNode) ++host_.get()->nodes[tail_].refs;
+    if (slot_) ++host_.get()->slots[*slot_].refs;
+  }
+}
+Parked::Parked(Parked&& o) noexcept
+    : host_(std::move(o.host_)),
+      tail_(std::exchange(o.tail_, kNoNode)),
+      len_(std::exchange(o.len_, 0)),
+      pages_(std::exchange(o.pages_, 0)),
+      slot_(std::exchange(o.slot_, std::nullopt)) {}
+Parked& Parked::operator=(Parked o) noexcept {
+  reset();
+  host_ = std::move(o.host_);
+  tail_ = std::exchange(o.tail_, kNoNode);
+  len_ = std::exchange(o.len_, 0);
+  pages_ = std::exchange(o.pages_, 0);
+  slot_ = std::exchange(o.slot_, std::nullopt);
+  return *this;
+}
+Parked::~Parked() { reset(); }
+void Parked::reset() noexcept {
+  if (host_) {
+    if (tail_ != kNoNode) host_.get()->release_node(tail_);
+    if (slot_) host_.get()->release_slot(*slot_);
+  }
+  host_ = detail::HostRef();
+  tail_ = kNoNode;
+  len_ = pages_ = 0;
+  slot_.reset();
+}
+std::vector<HostOffset> Parked::offsets() const {
+  std::vector<HostOffset> out;
+  if (!host_) return out;
+  const auto& h = *host_.get();
+  for (std::uint32_t n : h.chain(tail_)) out.push_back(h.nodes[n].first * h.grain);
+  return out;
+}
+std::optional<HostOffset> Parked::slot_offset() const {
+  if (!host_ || !slot_) return std::nullopt;
+  return host_.get()->slots[*slot_].first * host_.get()->grain;
+}
+
+// ---------------------------------------------------------------- Room
+
+Room::Room(Room&& o) noexcept
+    : host_(std::move(o.host_)),
+      cp_(std::move(o.cp_)),
+      reuse_tail_(std::exchange(o.reuse_tail_, kNoNode)),
+      reuse_(std::exchange(o.reuse_, 0)),
+      reserved_(std::move(o.reserved_)),
+      slot_grain_(std::exchange(o.slot_grain_, std::nullopt)) {
+  o.reserved_.clear();
+}
+Room& Room::operator=(Room&& o) noexcept {
+  if (this != &o) {
+    reset();
+    host_ = std::move(o.host_);
+    cp_ = std::move(o.cp_);
+    reuse_tail_ = std::exchange(o.reuse_tail_, kNoNode);
+    reuse_ = std::exchange(o.reuse_, 0);
+    reserved_ = std::move(o.reserved_);
+    o.reserved_.clear();
+    slot_grain_ = std::exchange(o.slot_grain_, std::nullopt);
+  }
+  return *this;
+}
+Room::~Room() { reset(); }
+void Room::reset() noexcept {
+  if (host_) {
+    auto& h = *host_.get();
+    if (reuse_tail_ != kNoNode) h.release_node(reuse_tail_);
+    for (std::uint64_t g : reserved_) h.alloc.free(g, h.page_grains);
+    if (slot_grain_) h.alloc.free(*slot_grain_, h.slot_grains);
+  }
+  host_ = detail::HostRef();
+  cp_ = Checkpoint();
+  reuse_tail_ = kNoNode;
+  reuse_ = 0;
+  reserved_.clear();
+  slot_grain_.reset();
+}
+
+// ---------------------------------------------------------------- Host
+
+Host::Host(const Pool& pool, const HostConfig& config) {
+  if (!pool.core_) fail(ErrorKind::Api, "host: built from a moved-from Pool");
+  if (config.grain == 0) fail(ErrorKind::Api, "host: grain is 0");
+  const auto& c = *pool.core_.get();
+  host_ = detail::HostRef(new detail::HostCore);
+  auto& h = *host_.get();
+  h.id = next_host_id();
+  h.pool = pool.core_;
+  h.unit = c.unit;
+  h.grain = config.grain;
+  h.page_bytes = c.unit * c.layout.bytes_per_token();
+  h.slot_bytes = c.layout.bytes_per_seq();
+  h.page_grains = ceil_div(h.page_bytes, h.grain);
+  h.slot_grains = ceil_div(h.slot_bytes, h.grain);
+  h.alloc.init(config.bytes / config.grain);
+}
+
+Granted<Room> Host::room(const Checkpoint& cp) {
+  auto& h = host_of(host_);
+  if (!cp.core_) fail(ErrorKind::Api, "host: room() for an empty checkpoint");
+  if (cp.core_.get() != h.pool.get()) fail(ErrorKind::Api, "host: room() for a checkpoint of another pool");
+  auto& c = *h.pool.get();
+  const std::vector<std::uint32_t> chain = c.chain(cp.tail_);
+  std::uint32_t prev = kNoNode;
+  std::size_t i = 0;
+  for (; i < chain.size(); ++i) {
+    const detail::Twin& t = c.nodes[chain[i]].twin;
+    if (!h.twin_live(t) || h.nodes[t.node].parent != prev) break;
+    prev = t.node;
+  }
+  Room room;
+  room.host_ = host_;
+  for (std::size_t k = i; k < chain.size(); ++k) {
+    auto g = h.alloc.alloc_low(h.page_grains);
+    if (!g) return Denied{DeniedKind::HostFull};  // room's destructor gives back what it took
+    room.reserved_.push_back(*g);
+  }
+  if (cp.slot_) {
+    auto g = h.alloc.alloc_high(h.slot_grains);
+    if (!g) return Denied{DeniedKind::HostFull};
+    room.slot_grain_ = *g;
+  }
+  if (prev != kNoNode) ++h.nodes[prev].refs;
+  room.reuse_tail_ = prev;
+  room.reuse_ = i;
+  room.cp_ = cp;
+  return room;
+}
+
+std::pair<Parked, ParkCopies> Host::park(Room&& room) {
+  auto& h = host_of(host_);
+  if (!room.host_ || room.host_.get() != &h) fail(ErrorKind::Api, "host: park() of a room of another host");
+  auto& c = *h.pool.get();
+  const Checkpoint& cp = room.cp_;
+  const std::vector<std::uint32_t> chain = c.chain(cp.tail_);
+  ParkCopies copies;
+  std::uint32_t current = std::exchange(room.reuse_tail_, kNoNode);  // one hold, moved along
+  std::size_t next_reserved = 0;
+  for (std::size_t i = room.reuse_; i < chain.size(); ++i) {
+    detail::Node& dn = c.nodes[chain[i]];
+    if (h.twin_live(dn.twin) && h.nodes[dn.twin.node].parent == current) {
+      ++h.nodes[dn.twin.node].refs;
+      if (current != kNoNode) h.release_node(current);
+      current = dn.twin.node;
+      continue;
+    }
+    if (next_reserved == room.reserved_.size()) fail(ErrorKind::Api, "host: internal error, room too small");
+    const std::uint64_t g = room.reserved_[next_reserved++];
+    const std::uint32_t n = h.make_node(g, current);
+    if (current != kNoNode) h.release_node(current);
+    current = n;
+    dn.twin = {h.id, n, h.nodes[n].gen};
+    copies.pages.push_back({dn.page, g * h.grain});
+  }
+  for (; next_reserved < room.reserved_.size(); ++next_reserved) h.alloc.free(room.reserved_[next_reserved], h.page_grains);
+  room.reserved_.clear();
+  Parked p;
+  p.host_ = host_;
+  p.tail_ = current;
+  p.len_ = cp.len_;
+  p.pages_ = cp.pages_;
+  if (cp.slot_) {
+    const std::uint64_t g = *std::exchange(room.slot_grain_, std::nullopt);
+    p.slot_ = h.make_slot(g);
+    copies.slot = {*cp.slot_, g * h.grain};
+  }
+  room.reset();
+  return {std::move(p), std::move(copies)};
+}
+
+Granted<std::pair<Parked, ParkCopies>> Host::park(const Checkpoint& cp) {
+  auto r = room(cp);
+  if (!r) return r.denied();
+  return park(std::move(r).value());
+}
+
+Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool& pool, std::uint64_t len) {
+  auto& h = host_of(host_);
+  if (!parked.host_ || parked.host_.get() != &h) fail(ErrorKind::Api, "host: wake() of a store parked elsewhere");
+  if (!pool.core_ || pool.core_.get() != h.pool.get()) fail(ErrorKind::Api, "host: wake() into another pool");
+  auto& c = *h.pool.get();
+  WakeCopies copies;
+  Checkpoint cp;
+  if (parked.slot_ || parked.pages_ == 0) {
+    if (len != parked.len_)
+      fail(ErrorKind::Api, "host: a parked store with per-seq state wakes only at its length {}, not {}", parked.len_, len);
+  } else if (len == 0 || len > parked.len_ || (len != parked.len_ && len % c.unit != 0)) {
+    fail(ErrorKind::Api, "host: wake at {} of a parked store of {}: must be its length or a whole page below it", len,
+         parked.len_);
+  }
+  const std::uint64_t n = parked.pages_ == 0 ? 0 : ceil_div(len, c.unit);
+  if (!c.fits(n, parked.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
+  auto t = c.take(n, parked.slot_.has_value());
+  if (!t) return t.denied();
+  const std::vector<std::uint32_t> hchain = h.chain(parked.tail_);
+  std::uint32_t prev = kNoNode;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const PageId page = t.value().pages[i];
+    const std::uint32_t node = c.make_node(page, prev);
+    if (prev != kNoNode) c.release_node(prev);
+    prev = node;
+    c.nodes[node].twin = {h.id, hchain[i], h.nodes[hchain[i]].gen};
+    copies.pages.push_back({h.nodes[hchain[i]].first * h.grain, page});
+  }
+  cp.core_ = h.pool;
+  cp.tail_ = prev;
+  cp.len_ = len;
+  cp.pages_ = n;
+  if (parked.slot_) {
+    cp.slot_ = t.value().slot;
+    copies.slot = {h.slots[*parked.slot_].first * h.grain, *cp.slot_};
+  }
+  return std::pair{std::move(cp), std::move(copies)};
+}
+
+std::uint64_t Host::grain() const { return host_of(host_).grain; }
+std::uint64_t Host::page_bytes() const { return host_of(host_).page_bytes; }
+std::uint64_t Host::page_stride() const { return host_of(host_).page_grains * host_of(host_).grain; }
+std::uint64_t Host::slot_bytes() const { return host_of(host_).slot_bytes; }
+std::uint64_t Host::slot_stride() const { return host_of(host_).slot_grains * host_of(host_).grain; }
+std::uint64_t Host::capacity() const { return host_of(host_).alloc.grains() * host_of(host_).grain; }
+std::uint64_t Host::used() const { return host_of(host_).alloc.used() * host_of(host_).grain; }
+std::uint64_t Host::live_pages() const { return host_of(host_).live_nodes; }
+std::uint64_t Host::live_slots() const { return host_of(host_).live_slots; }
+
+void Host::check_invariants() const {
+  const auto& h = host_of(host_);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // [first, len), live objects then free runs
+  std::vector<char> is_free(h.nodes.size(), 0);
+  for (std::uint32_t n : h.free_nodes) is_free[n] = 1;
+  std::uint64_t live = 0, used = 0;
+  for (std::uint32_t n = 0; n < h.nodes.size(); ++n)
+    if (!is_free[n]) {
+      spans.emplace_back(h.nodes[n].first, h.page_grains);
+      used += h.page_grains;
+      ++live;
+    }
+  if (live != h.live_nodes) fail(ErrorKind::Api, "host invariant: {} live pages, counter {}", live, h.live_nodes);
+  std::vector<char> slot_free(h.slots.size(), 0);
+  for (std::uint32_t s : h.free_slots) slot_free[s] = 1;
+  for (std::uint32_t s = 0; s < h.slots.size(); ++s)
+    if (!slot_free[s]) {
+      spans.emplace_back(h.slots[s].first, h.slot_grains);
+      used += h.slot_grains;
+    }
+  if (used != h.alloc.used()) fail(ErrorKind::Api, "host invariant: live objects use {} grains, allocator says {}", used, h.alloc.used());
+  std::uint64_t last_end = 0;
+  bool first_run = true;
+  for (const auto& [f, l] : h.alloc.free_runs()) {
+    if (!first_run && f <= last_end) fail(ErrorKind::Api, "host invariant: free runs at {} not coalesced", f);
+    first_run = false;
+    last_end = f + l;
+    spans.emplace_back(f, l);
+  }
+  std::sort(spans.begin(), spans.end());
+  std::uint64_t at = 0;
+  for (const auto& [f, l] : spans) {
+    if (f != at) fail(ErrorKind::Api, "host invariant: grains at {} overlap or are lost (next span at {})", at, f);
+    at = f + l;
+  }
+  if (at != h.alloc.grains()) fail(ErrorKind::Api, "host invariant: spans cover {} of {} grains", at, h.alloc.grains());
+}
+
+}  // namespace kern::pool
