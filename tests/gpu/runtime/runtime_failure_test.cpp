@@ -1,0 +1,79 @@
+// Load-time failures: a tampered module (hash), an ABI mismatch, an unsupported extern; and the
+// driver-level facts the suite relies on.
+#include <filesystem>
+
+#include "gpu_fixture.hpp"
+#include "kern/cuda/cuda.hpp"
+#include "kern/file.hpp"
+
+namespace kern::gputest {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string axpy_manifest(const char* n_type, const char* extra_op = "") {
+  return std::string(R"({
+  "schema_version": 5, "model": "runtime-failure-test",
+  "vars": {"n": {"max": 1024}},
+  "buffers": {"x": {"dtype": "f32", "shape": ["n"], "kind": "input"},
+              "y": {"dtype": "f32", "shape": ["n"], "kind": "carry"}},
+  "modules": {"k": {"source": "runtime_test_kernels", "sha256": "@SHA@"}},
+  "ops": {"axpy": {"params": ["in buffer<f32>", "inout buffer<f32>", ")") +
+         n_type + R"(", "f32"],
+    "impl": {"launches": [{"module": "k", "entry": "axpy_f32", "block": [128, 1, 1], "grid": [{"ceil_div": ["n", 128]}, 1, 1]}]}})" +
+         extra_op + R"(},
+  "programs": {"main": {"calls": [{"op": "axpy", "args": [{"buf": "x"}, {"buf": "y"}, {"var": "n"}, {"f32": 2.0}]}]}}
+})";
+}
+
+TEST(RuntimeGpuFailures, DeviceIsVisible) {
+  cuda::ensure_driver();
+  ASSERT_GE(cuda::device_count(), 1);
+  auto info = cuda::device_info(0);
+  std::printf("GPU 0: %s, sm_%d%d, %d SMs, %.1f GiB, driver %d\n", info.name.c_str(), info.cc_major, info.cc_minor,
+              info.sm_count, info.total_memory / 1073741824.0, info.driver_version);
+  EXPECT_GE(info.max_shared_per_block_optin, 64 * 1024);
+  expect_error([] { RuntimeOptions o; o.gpu = 999; load(verified(axpy_manifest("i32")), o); }, ErrorKind::Api,
+               "GPU 999 does not exist");
+}
+
+TEST(RuntimeGpuFailures, AbiMismatchNamesOpLaunchAndParam) {
+  expect_error([] { load(verified(axpy_manifest("i64"))); }, ErrorKind::KernelArtifact,
+               "op axpy launch 0: ABI mismatch for axpy_f32 in module k: param 2: declared i64");
+}
+
+TEST(RuntimeGpuFailures, TamperedModuleIsKernelArtifact) {
+  const fs::path dir = fs::temp_directory_path() / ("kern-tampered-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string bytes = read_file(cubin_path());
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+  write_file((dir / "runtime_test_kernels.cubin").string(), bytes);
+  expect_error([&] { load(verified(axpy_manifest("i32")), {}, dir.string()); }, ErrorKind::KernelArtifact,
+               cubin_sha().substr(0, 12));
+  // the intact file in the same dir loads, by hash, whatever its name
+  write_file((dir / "renamed.bin").string(), read_file(cubin_path()));
+  auto rt = load(verified(axpy_manifest("i32")), {}, dir.string());
+  rt->load_weights(HostTensors{});
+  std::vector<float> x = random_f32(1024, 5);
+  rt->write_input("x", as_bytes(x));
+  rt->run("main", {{"n", 1024}});
+  auto y = from_bytes<float>(rt->read_buffer("y"));
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(y[i], 2.0f * x[i]);
+  fs::remove_all(dir);
+}
+
+TEST(RuntimeGpuFailures, UnsupportedExternIsRejectedAtLoad) {
+  const char* op = R"(, "f32gemm": {"params": ["in buffer<bf16>", "in buffer<bf16>", "out buffer<f32>", "i32", "i32", "i32"],
+     "impl": {"launches": [{"entry": "extern:cublas_bf16_tn_f32"}]}})";
+  std::string json = axpy_manifest("i32", op);
+  // wire the op into a program so the verifier accepts it
+  json.replace(json.find(R"("buffers": {)"), 12,
+               R"("buffers": {"a": {"dtype": "bf16", "shape": [4, 4], "kind": "input"},
+                 "c": {"dtype": "f32", "shape": [4, 4], "kind": "output"},)");
+  json.replace(json.find(R"("programs": {)"), 13,
+               R"("programs": {"g": {"calls": [{"op": "f32gemm", "args": [{"buf": "a"}, {"buf": "a"}, {"buf": "c"}, {"i32": 4}, {"i32": 4}, {"i32": 4}]}]},)");
+  expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "not supported yet");
+}
+
+}  // namespace
+}  // namespace kern::gputest
