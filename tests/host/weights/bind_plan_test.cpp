@@ -366,3 +366,18 @@ TEST(BindPlan, RandomPlansReproduceTheReferenceBuffer) {
     ASSERT_EQ(got, ref.out) << file_plan.to_string();
   }
 }
+
+TEST(BindPlan, VectorsAndScalarsAreSingleColumnMatrices) {
+  Fixture f;
+  f.add("v", DType::F32, {6});
+  f.add("s", DType::F32, {});
+  const auto plan = plan_bind("w", weight(DType::F32, {rows("v", 2, 5), whole("s")}), 16, f.tensors, {});
+  Reference ref{f.tensors, {}};
+  ref.slice("v", 2, 5, 0, 1);
+  ref.whole("s");
+  EXPECT_EQ(execute(plan, f.tensors), ref.out);
+  ASSERT_EQ(plan.copies.size(), 2u);
+  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Contiguous, "v", 8, 0, 12, 1, 12, 12}));
+  EXPECT_CONTAINS(plan_error(weight(DType::F32, {cols("v", 0, 2)}), 48, f.tensors),
+                  "tensor v: cols [0, 2) is outside the tensor's 1 cols");
+}
