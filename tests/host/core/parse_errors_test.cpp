@@ -369,18 +369,27 @@ TEST(ParseErrors, ExpressionForms) {
 }
 
 TEST(ParseErrors, ExternAndKernelLaunchShapes) {
+  // A kernel entry needs block and grid, with or without a module (module-less kernels are R6).
   Json doc = toy();
-  toy_launch(doc).erase("module");  // no module: extern form, which takes no geometry
-  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].block: a launch without \"module\" is an extern launch"));
+  toy_launch(doc).erase("module");
+  EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].block[0], 32u);
+  toy_launch(doc).erase("block");
+  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0]: missing required field \"block\" in launch"));
+  // Field/kind mismatches are the verifier's (R6 / R12): the parser keeps them in the model.
   doc = toy();
-  toy_launch(doc)["algo"] = Json::object();
-  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].algo: \"algo\" is only allowed on extern launches"));
-  doc = toy();
-  doc["ops"]["scale_rows"]["impl"]["launches"][0] = {{"entry", "extern:cublaslt_bf16_tn"}, {"pdl", true}};
-  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].pdl: a launch without \"module\""));
+  doc["ops"]["scale_rows"]["impl"]["launches"][0] = {{"entry", "extern:cublaslt_bf16_tn"}, {"pdl", true}, {"block", {1, 1, 1}}};
+  const Launch x = parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0];
+  EXPECT_TRUE(x.is_extern());
+  EXPECT_TRUE(x.pdl);
+  EXPECT_EQ(x.block[0], 1u);
+  EXPECT_EQ(x.grid[0].value, 0u);
   doc = toy();
   doc["ops"]["scale_rows"]["impl"]["launches"][0] = {{"entry", "extern:cublaslt_bf16_tn"}, {"algo", {{"id", 3}}}};
   EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].algo: missing required field \"tile\""));
+  doc = toy();
+  toy_launch(doc)["algo"] = {{"id", 1}, {"tile", 0}, {"stages", 0}, {"split_k", 1}, {"reduction", 0}, {"swizzle", 0},
+                            {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}};
+  EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].algo->split_k, 1);
 }
 
 TEST(ParseErrors, UntaggedCallArgs) {
