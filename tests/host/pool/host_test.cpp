@@ -1,1 +1,191 @@
 #include <gtest/gtest.h>
+
+#include "kern/error.hpp"
+#include "kern/pool/host.hpp"
+#include "kern/pool/pool.hpp"
+#include "layouts.hpp"
+
+namespace kern::pool {
+namespace {
+
+using testing::pure_kv;
+using testing::stateful;
+
+Pool make_pool(const PoolLayout& l, std::uint64_t tokens, std::uint64_t seqs) {
+  auto [pool, plan] = Pool::create(l, PoolConfig::from_capacity(l, 40, Capacity{tokens, seqs}));
+  return std::move(pool);
+}
+
+template <typename T>
+T take(Granted<T>&& g) {
+  if (!g.ok()) ADD_FAILURE() << "denied: " << g.denied().describe();
+  return std::move(g).value();
+}
+
+Checkpoint written_checkpoint(Pool& pool, Lease& lease, std::uint64_t len) {
+  for (std::uint64_t p = lease.position(); p < len; ++p) lease.slot(p);
+  return std::move(take(pool.checkpoint(lease, len)).first);
+}
+
+TEST(Host, GeometryIsOnePageOfEveryStateBackToBack) {
+  Pool pool = make_pool(stateful(), 32, 2);
+  Host host(pool, HostConfig{64 * 40, 64});
+  EXPECT_EQ(host.page_bytes(), 4u * 16);
+  EXPECT_EQ(host.page_stride(), 64u);
+  EXPECT_EQ(host.slot_bytes(), 48u + 96);
+  EXPECT_EQ(host.slot_stride(), 192u);
+  EXPECT_EQ(host.capacity(), 64u * 40);
+}
+
+TEST(Host, ParksPagesLowSlotsHighAndReParksOnlyNewPages) {
+  Pool pool = make_pool(stateful(), 32, 2);
+  Host host(pool, HostConfig{64 * 40, 64});
+  Lease a = take(pool.lease(24));
+  Checkpoint c8 = written_checkpoint(pool, a, 8);
+  auto [p8, copies] = take(host.park(c8));
+  ASSERT_EQ(copies.pages.size(), 2u);
+  EXPECT_EQ(copies.pages[0], (CopyPair<std::uint64_t, HostOffset>{a.page_ids()[0], 0}));
+  EXPECT_EQ(copies.pages[1], (CopyPair<std::uint64_t, HostOffset>{a.page_ids()[1], 64}));
+  ASSERT_TRUE(copies.slot);
+  EXPECT_EQ(copies.slot->src, *c8.seq_slot());
+  EXPECT_EQ(copies.slot->dst, 64u * 40 - 192);  // slots from the high end
+  const auto runs = copies.runs(1, host.page_stride());
+  ASSERT_EQ(runs.size(), 1u);  // pages 0 and 1 are consecutive on both sides
+  EXPECT_EQ(runs[0].count, 2u);
+  EXPECT_EQ(p8.offsets(), (std::vector<HostOffset>{0, 64}));
+  EXPECT_EQ(host.used(), 2 * 64u + 192);
+
+  // The same sequence later: only the new pages move; the slot always does.
+  Checkpoint c14 = written_checkpoint(pool, a, 14);
+  auto [p14, more] = take(host.park(c14));
+  ASSERT_EQ(more.pages.size(), 2u);
+  EXPECT_EQ(more.pages[0].src, a.page_ids()[2]);
+  EXPECT_EQ(more.pages[1].src, c14.page_ids()[3]);  // the checkpoint's copy of the partial page
+  EXPECT_EQ(p14.offsets()[0], 0u);
+  EXPECT_EQ(p14.offsets()[1], 64u);
+  EXPECT_EQ(host.live_pages(), 4u);
+  EXPECT_EQ(host.live_slots(), 2u);
+  host.check_invariants();
+
+  // Dropping the shorter one keeps the shared host pages for the longer one.
+  p8 = Parked();
+  EXPECT_EQ(host.live_pages(), 4u);
+  EXPECT_EQ(host.live_slots(), 1u);
+  p14 = Parked();
+  EXPECT_EQ(host.used(), 0u);
+  host.check_invariants();
+}
+
+TEST(Host, WakeCopiesIntoFreshPagesThatRememberTheirTwins) {
+  Pool pool = make_pool(pure_kv(), 64, 1);
+  Host host(pool, HostConfig{64 * 64, 64});  // host page: 4 * 32 B = 128 B = 2 grains
+  Lease a = take(pool.lease(16));
+  Checkpoint cp = written_checkpoint(pool, a, 10);
+  auto [parked, pc] = take(host.park(cp));
+  EXPECT_EQ(pc.pages.size(), 3u);
+  EXPECT_FALSE(pc.slot);
+  a = Lease();
+  cp = Checkpoint();
+  EXPECT_EQ(pool.used(), 0u);
+
+  auto [woken, wc] = take(host.wake(parked, pool, 10));
+  ASSERT_EQ(wc.pages.size(), 3u);
+  EXPECT_EQ(wc.pages[0].src, parked.offsets()[0]);
+  EXPECT_EQ(wc.pages[2].dst, woken.page_ids()[2]);
+  EXPECT_EQ(woken.tokens(), 10u);
+  EXPECT_EQ(pool.used(), 3u);
+  // Parking the woken checkpoint again copies nothing: every page has a live twin.
+  auto [again, ac] = take(host.park(woken));
+  EXPECT_TRUE(ac.empty());
+  EXPECT_EQ(again.offsets(), parked.offsets());
+  // A shorter wake of a slotless store: whole pages only.
+  auto [half, hc] = take(host.wake(parked, pool, 8));
+  EXPECT_EQ(hc.pages.size(), 2u);
+  EXPECT_EQ(half.tokens(), 8u);
+  EXPECT_THROW(host.wake(parked, pool, 7), Error);
+  EXPECT_THROW(host.wake(parked, pool, 11), Error);
+  // Restoring the woken checkpoint works like any other.
+  auto [b, bc] = take(pool.restore(woken, 10, 12));
+  EXPECT_EQ(bc.pages.size(), 1u);
+  host.check_invariants();
+  pool.check_invariants();
+}
+
+TEST(Host, StatefulWakeOnlyAtFullLength) {
+  Pool pool = make_pool(stateful(), 32, 2);
+  Host host(pool, HostConfig{64 * 40, 64});
+  Lease a = take(pool.lease(12));
+  Checkpoint cp = written_checkpoint(pool, a, 9);
+  auto [parked, pc] = take(host.park(cp));
+  EXPECT_THROW(host.wake(parked, pool, 8), Error);
+  auto [woken, wc] = take(host.wake(parked, pool, 9));
+  ASSERT_TRUE(wc.slot);
+  EXPECT_EQ(wc.slot->src, *parked.slot_offset());
+  EXPECT_EQ(wc.slot->dst, *woken.seq_slot());
+  EXPECT_TRUE(woken.has_slot());
+}
+
+TEST(Host, RoomBeforeParkAndHostFull) {
+  Pool pool = make_pool(pure_kv(), 64, 1);
+  Host host(pool, HostConfig{128 * 3, 64});  // three host pages
+  Lease a = take(pool.lease(16));
+  Checkpoint c8 = written_checkpoint(pool, a, 8);
+  {
+    Room room = take(host.room(c8));
+    EXPECT_EQ(host.used(), 256u);  // reserved before a byte moves
+  }
+  EXPECT_EQ(host.used(), 0u);  // dropping the room gives it back
+  Room room = take(host.room(c8));
+  Checkpoint c16 = written_checkpoint(pool, a, 16);
+  auto full = host.room(c16);  // 4 pages: no room, nothing kept
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.denied().kind, DeniedKind::HostFull);
+  EXPECT_EQ(host.used(), 256u);
+  auto [p8, copies] = host.park(std::move(room));
+  EXPECT_EQ(copies.pages.size(), 2u);
+  // With the first two pages on the host, the longer checkpoint needs two more: one fits.
+  EXPECT_EQ(host.room(c16).denied().kind, DeniedKind::HostFull);
+  Checkpoint c12 = std::move(take(pool.checkpoint(a, 12)).first);
+  auto [p12, c12copies] = take(host.park(c12));
+  EXPECT_EQ(c12copies.pages.size(), 1u);
+  EXPECT_EQ(host.used(), 384u);
+  host.check_invariants();
+}
+
+TEST(Host, FreeRunsCoalesce) {
+  Pool pool = make_pool(pure_kv(), 64, 1);
+  Host host(pool, HostConfig{128 * 8, 64});
+  std::vector<Lease> leases;
+  std::vector<Parked> parked;
+  for (int i = 0; i < 4; ++i) {
+    leases.push_back(take(pool.lease(8)));
+    Checkpoint cp = written_checkpoint(pool, leases.back(), 8);
+    parked.push_back(std::move(take(host.park(cp)).first));
+  }
+  EXPECT_EQ(host.used(), 8 * 128u);
+  parked[1] = Parked();
+  parked[2] = Parked();
+  host.check_invariants();  // one coalesced free run of four pages
+  leases.push_back(take(pool.lease(16)));
+  Checkpoint four = written_checkpoint(pool, leases.back(), 16);
+  auto [p4, copies] = take(host.park(four));
+  EXPECT_EQ(p4.offsets(), (std::vector<HostOffset>{256, 384, 512, 640}));
+  ASSERT_EQ(copies.runs(1, host.page_stride()).size(), 1u);
+  host.check_invariants();
+}
+
+TEST(Host, ParkedOutlivesHostAndPool) {
+  Parked parked;
+  {
+    Pool pool = make_pool(pure_kv(), 64, 1);
+    Host host(pool, HostConfig{128 * 8, 64});
+    Lease a = take(pool.lease(8));
+    Checkpoint cp = written_checkpoint(pool, a, 8);
+    parked = std::move(take(host.park(cp)).first);
+  }
+  EXPECT_EQ(parked.offsets().size(), 2u);
+  parked = Parked();
+}
+
+}  // namespace
+}  // namespace kern::pool
