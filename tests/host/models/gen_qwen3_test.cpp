@@ -1,0 +1,314 @@
+// kern gen qwen3: the generated manifests for every released dense Qwen3 shape parse, verify
+// and pass the serving-protocol check; bad configs and options are refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "kern/error.hpp"
+#include "kern/file.hpp"
+#include "kern/json.hpp"
+#include "kern/manifest.hpp"
+#include "kern/models/qwen3_gen.hpp"
+#include "kern/protocol.hpp"
+#include "kern/sha256.hpp"
+#include "kern/verify.hpp"
+
+namespace kern::models {
+namespace {
+
+struct Shape {
+  const char* name;
+  std::uint64_t hidden, inter, layers, heads, kv_heads, head_dim;
+  bool tied;
+};
+
+// The released dense Qwen3 shapes (config.json values).
+const Shape kShapes[] = {
+    {"Qwen3-0.6B", 1024, 3072, 28, 16, 8, 128, true},    {"Qwen3-1.7B", 2048, 6144, 28, 16, 8, 128, true},
+    {"Qwen3-4B", 2560, 9728, 36, 32, 8, 128, true},      {"Qwen3-8B", 4096, 12288, 36, 32, 8, 128, false},
+    {"Qwen3-14B", 5120, 17408, 40, 40, 8, 128, false},   {"Qwen3-32B", 5120, 25600, 64, 64, 8, 128, false},
+};
+
+Json config_json(const Shape& s) {
+  return Json{{"architectures", {"Qwen3ForCausalLM"}},
+              {"attention_bias", false},
+              {"attention_dropout", 0.0},
+              {"bos_token_id", 151643},
+              {"eos_token_id", 151645},
+              {"head_dim", s.head_dim},
+              {"hidden_act", "silu"},
+              {"hidden_size", s.hidden},
+              {"initializer_range", 0.02},
+              {"intermediate_size", s.inter},
+              {"max_position_embeddings", 40960},
+              {"max_window_layers", s.layers},
+              {"model_type", "qwen3"},
+              {"num_attention_heads", s.heads},
+              {"num_hidden_layers", s.layers},
+              {"num_key_value_heads", s.kv_heads},
+              {"rms_norm_eps", 1e-06},
+              {"rope_scaling", nullptr},
+              {"rope_theta", 1000000},
+              {"sliding_window", nullptr},
+              {"tie_word_embeddings", s.tied},
+              {"torch_dtype", "bfloat16"},
+              {"use_cache", true},
+              {"use_sliding_window", false},
+              {"vocab_size", 151936}};
+}
+
+Qwen3GenOptions options() {
+  Qwen3GenOptions o;
+  for (const std::string& f : qwen3_kernel_families()) o.module_sha256[f] = to_hex(sha256(f));
+  o.model = "test";
+  return o;
+}
+
+manifest::Manifest parse(const nlohmann::ordered_json& m) { return manifest::parse_manifest(m.dump(), "generated"); }
+
+const nlohmann::ordered_json& call_named(const nlohmann::ordered_json& program, const std::string& label) {
+  for (const auto& c : program["calls"])
+    if (c.value("label", "") == label) return c;
+  throw std::runtime_error("no call " + label);
+}
+
+TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(s.name);
+    const Qwen3Config c = parse_qwen3_config(config_json(s));
+    const auto m = generate_qwen3_manifest(c, options());
+    manifest::Verified v = manifest::verify(parse(m));
+    const manifest::Protocol protocol = manifest::check_protocol(v);
+    EXPECT_EQ(protocol.row_var(), "tokens");
+    EXPECT_EQ(protocol.group_var(), "seqs");
+    ASSERT_TRUE(protocol.chunk().has_value());
+    EXPECT_FALSE(protocol.chunk()->graph);
+    const auto step = protocol.forward(64, 1);
+    ASSERT_TRUE(step.has_value());
+    EXPECT_TRUE(step->graph);
+    EXPECT_TRUE(step->emits_tokens);
+    ASSERT_EQ(protocol.page_tables().size(), 1u);
+    EXPECT_EQ(protocol.page_tables()[0].stride, 16u);
+    EXPECT_EQ(protocol.page_tables()[0].width, 2560u);  // 40960 / 16
+    EXPECT_EQ(protocol.once_programs(), std::vector<std::string>{"load"});
+
+    // KV: one paged state, per-layer offsets of one page's layer block.
+    EXPECT_EQ(m["states"]["kv"]["bytes_per_token"], s.layers * 2 * s.kv_heads * s.head_dim * 2);
+    const std::uint64_t layer_bytes = 16 * s.kv_heads * s.head_dim * 2 * 2;
+    const auto& last_attn = call_named(m["programs"]["decode"], "layers." + std::to_string(s.layers - 1) + ".attn");
+    EXPECT_EQ(last_attn["args"][1]["offset"], (s.layers - 1) * layer_bytes);
+    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 9 * s.layers + 4);
+
+    // Weights bound to the HF names; q/k/v and gate/up concatenated.
+    const auto& qkv = m["buffers"]["layers.3.qkv"];
+    ASSERT_EQ(qkv["bind"].size(), 3u);
+    EXPECT_EQ(qkv["bind"][1]["tensor"], "model.layers.3.self_attn.k_proj.weight");
+    EXPECT_EQ(qkv["shape"][0], (s.heads + 2 * s.kv_heads) * s.head_dim);
+    EXPECT_EQ(m["buffers"]["layers.0.gate_up"]["bind"][1]["tensor"], "model.layers.0.mlp.up_proj.weight");
+    EXPECT_EQ(m["buffers"]["lm_head"]["bind"][0]["tensor"], s.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+    EXPECT_EQ(m["buffers"]["logits"]["kind"], "workspace");
+  }
+}
+
+TEST(GenQwen3, OptionsShapeTheManifest) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));
+  Qwen3GenOptions o = options();
+  o.max_tokens = 512;
+  o.max_seqs = 8;
+  o.page_size = 32;
+  o.logits_output = true;
+  const auto m = generate_qwen3_manifest(c, o);
+  manifest::Verified v = manifest::verify(parse(m));
+  const manifest::Protocol protocol = manifest::check_protocol(v);
+  EXPECT_EQ(m["vars"]["tokens"]["max"], 512);
+  EXPECT_EQ(m["vars"]["seqs"]["max"], 8);
+  EXPECT_EQ(m["buffers"]["block_table"]["shape"][1], 1280);
+  EXPECT_EQ(m["buffers"]["cu_seqlens"]["shape"][0], 9);
+  EXPECT_EQ(m["buffers"]["logits"]["kind"], "output");
+  EXPECT_EQ(protocol.page_tables()[0].stride, 32u);
+  EXPECT_FALSE(protocol.forward(9, 1).has_value());
+}
+
+TEST(GenQwen3, DeterministicOutput) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[0]));
+  EXPECT_EQ(generate_qwen3_manifest(c, options()).dump(), generate_qwen3_manifest(c, options()).dump());
+}
+
+void expect_config_error(const Json& j, const std::string& needle) {
+  try {
+    parse_qwen3_config(j);
+    ADD_FAILURE() << "accepted a config that should fail with: " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(GenQwen3, RejectsConfigsItCannotServe) {
+  const Json good = config_json(kShapes[2]);
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings", "rope_theta",
+                          "rms_norm_eps", "max_position_embeddings", "model_type"}) {
+    Json j = good;
+    j.erase(key);
+    expect_config_error(j, std::string("missing field '") + key + "'");
+  }
+  auto with = [&](const char* key, Json v) {
+    Json j = good;
+    j[key] = std::move(v);
+    return j;
+  };
+  expect_config_error(with("model_type", "llama"), "not \"qwen3\"");
+  expect_config_error(with("head_dim", 256), "head_dim 256");
+  expect_config_error(with("num_key_value_heads", 5), "not a multiple");
+  expect_config_error(with("num_key_value_heads", 1), "at most 16");
+  expect_config_error(with("hidden_size", 0), "must be positive");
+  expect_config_error(with("hidden_size", -4), "must be positive");
+  expect_config_error(with("hidden_size", "2560"), "must be an integer");
+  expect_config_error(with("rope_theta", -1.0), "positive number");
+  expect_config_error(with("tie_word_embeddings", 1), "boolean");
+  expect_config_error(with("torch_dtype", "float32"), "bf16");
+  expect_config_error(with("attention_bias", true), "biases");
+  expect_config_error(with("rope_scaling", Json{{"type", "yarn"}, {"factor", 4.0}}), "rope_scaling");
+  expect_config_error(with("use_sliding_window", true), "full-causal");
+  expect_config_error(Json::array(), "not a JSON object");
+}
+
+TEST(GenQwen3, RejectsOptionsItCannotHonour) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[0]));
+  auto expect_api = [&](Qwen3GenOptions o, const char* needle) {
+    try {
+      generate_qwen3_manifest(c, o);
+      ADD_FAILURE() << "accepted options that should fail with: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  Qwen3GenOptions o = options();
+  o.max_seqs = 4096;
+  expect_api(o, "exceeds --max-tokens");
+  o = options();
+  o.page_size = 24;
+  expect_api(o, "power of two");
+  o = options();
+  o.max_tokens = 0;
+  expect_api(o, "--max-tokens");
+  o = options();
+  o.module_sha256.erase("attention");
+  expect_api(o, "attention");
+}
+
+TEST(GenQwen3, TensorIndexMustNameEveryBoundTensor) {
+  const Qwen3Config tied = parse_qwen3_config(config_json(kShapes[0]));
+  const Qwen3Config untied = parse_qwen3_config(config_json(kShapes[3]));
+  Json index{{"metadata", {{"total_size", 1}}}, {"weight_map", Json::object()}};
+  for (const std::string& name : qwen3_bound_tensors(tied)) index["weight_map"][name] = "model-00001-of-00002.safetensors";
+  EXPECT_NO_THROW(check_qwen3_tensor_index(tied, index, "index"));
+  // The tied index lacks lm_head.weight, which an untied config binds.
+  try {
+    check_qwen3_tensor_index(untied, index, "index");
+    ADD_FAILURE() << "missing lm_head.weight accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact);
+    EXPECT_NE(std::string(e.what()).find("lm_head.weight"), std::string::npos) << e.what();
+  }
+  index["weight_map"].erase("model.layers.27.mlp.down_proj.weight");
+  EXPECT_THROW(check_qwen3_tensor_index(tied, index, "index"), Error);
+  EXPECT_THROW(check_qwen3_tensor_index(tied, Json::object(), "index"), Error);
+  EXPECT_EQ(qwen3_bound_tensors(tied).size(), 2u + 11u * 28u);
+  EXPECT_EQ(qwen3_bound_tensors(untied).size(), 3u + 11u * 36u);
+}
+
+TEST(GenQwen3, HashesFatbinsAndReportsAMissingOne) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kern_gen_qwen3_fatbins";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const std::string& f : qwen3_kernel_families()) write_file((dir / (f + ".fatbin")).string(), "fatbin " + f);
+  const auto hashes = hash_kernel_fatbins(dir);
+  EXPECT_EQ(hashes.at("rope"), to_hex(sha256("fatbin rope")));
+  std::filesystem::remove(dir / "argmax.fatbin");
+  try {
+    hash_kernel_fatbins(dir);
+    ADD_FAILURE() << "missing fatbin accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::KernelArtifact);
+    EXPECT_NE(std::string(e.what()).find("argmax.fatbin"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Runs a shell command, returning its exit status and (merged) output.
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (f == nullptr) return {-1, out};
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  const int status = ::pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(GenQwen3Cli, GenThenVerify) {
+  const std::string kern = std::string(KERN_BINARY_DIR) + "/bin/kern";
+  if (!std::filesystem::exists(kern)) GTEST_SKIP() << kern << " not built";
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / "kern_gen_qwen3_cli";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "kernels");
+  for (const std::string& f : qwen3_kernel_families())
+    write_file((root / "kernels" / (f + ".fatbin")).string(), "not really a fatbin: " + f);
+  for (const Shape& s : {kShapes[0], kShapes[4]}) {
+    SCOPED_TRACE(s.name);
+    const std::filesystem::path dir = root / s.name;
+    std::filesystem::create_directories(dir);
+    const Qwen3Config c = parse_qwen3_config(config_json(s));
+    Json index{{"metadata", {{"total_size", 1}}}, {"weight_map", Json::object()}};
+    for (const std::string& name : qwen3_bound_tensors(c)) index["weight_map"][name] = "model.safetensors";
+    write_file((dir / "config.json").string(), config_json(s).dump(2));
+    write_file((dir / "model.safetensors.index.json").string(), index.dump(2));
+    const std::string manifest = (root / (std::string(s.name) + ".json")).string();
+    auto [gen_rc, gen_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string() +
+                                 " --max-seqs 32 -o " + manifest);
+    ASSERT_EQ(gen_rc, 0) << gen_out;
+    auto [verify_rc, verify_out] = run(kern + " verify " + manifest);
+    EXPECT_EQ(verify_rc, 0) << verify_out;
+    const Json m = parse_json_strict(read_file(manifest));
+    EXPECT_EQ(m["model"], s.name);
+    EXPECT_EQ(m["modules"]["rope"]["sha256"], to_hex(sha256("not really a fatbin: rope")));
+
+    // The shard index without one bound tensor: refused, naming it.
+    index["weight_map"].erase("model.layers.1.self_attn.v_proj.weight");
+    write_file((dir / "model.safetensors.index.json").string(), index.dump(2));
+    auto [bad_rc, bad_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
+    EXPECT_EQ(bad_rc, 1) << bad_out;
+    EXPECT_NE(bad_out.find("model.layers.1.self_attn.v_proj.weight"), std::string::npos) << bad_out;
+  }
+  {  // an unsupported config: exit 1 with the reason
+    const std::filesystem::path dir = root / "hd256";
+    std::filesystem::create_directories(dir);
+    Json j = config_json(kShapes[1]);
+    j["head_dim"] = 256;
+    write_file((dir / "config.json").string(), j.dump());
+    auto [rc, out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("head_dim 256"), std::string::npos) << out;
+  }
+  {  // no fatbins: exit 1 naming the missing module (a config without a shard index is fine)
+    const std::filesystem::path dir = root / "config_only";
+    std::filesystem::create_directories(dir);
+    write_file((dir / "config.json").string(), config_json(kShapes[0]).dump());
+    auto [rc, out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + root.string());
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find(".fatbin not found"), std::string::npos) << out;
+  }
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace kern::models
