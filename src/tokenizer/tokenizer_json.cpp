@@ -145,12 +145,18 @@ void read_pre_tokenizer(const Reader& r, const Json& doc, Tokenizer::Impl& impl)
   if (!byte_level) r.bad("pre_tokenizer.pretokenizers", "no ByteLevel pre-tokenizer: kern only reads byte-level BPE tokenizers");
 }
 
-void read_model(const Reader& r, const Json& doc, Tokenizer::Impl& impl) {
+// The model first: "not a BPE" is the most useful thing to say about a foreign file.
+const Json& check_model_type(const Reader& r, const Json& doc) {
   const Json& m = r.object(r.member(doc, "model", ""), "model");
   auto it = m.find("type");
   if (it == m.end()) r.bad("model.type", "missing (kern reads BPE models only)");
   const std::string& type = r.string(*it, "model.type");
   if (type != "BPE") r.bad("model.type", fmt::format("model type \"{}\" is not supported (BPE only)", type));
+  return m;
+}
+
+void read_model(const Reader& r, const Json& doc, Tokenizer::Impl& impl) {
+  const Json& m = check_model_type(r, doc);
   if (!absent_or_null(m, "dropout")) r.bad("model.dropout", "BPE dropout is not supported (it makes encoding random)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (!absent_or_null(m, key) && !r.string(m[key], json_path_key("model", key)).empty()) {
@@ -164,6 +170,7 @@ void read_model(const Reader& r, const Json& doc, Tokenizer::Impl& impl) {
   const Json& vocab = r.object(r.member(m, "vocab", "model"), "model.vocab");
   std::unordered_map<std::string, TokenId> by_spelling;  // lookup only
   by_spelling.reserve(vocab.size());
+  impl.model_by_bytes.reserve(vocab.size());
   for (auto v = vocab.begin(); v != vocab.end(); ++v) {
     const std::string path = json_path_key("model.vocab", v.key());
     const TokenId id = r.id(v.value(), path);
@@ -274,6 +281,7 @@ void read_decoding(const Reader& r, const Json& doc) {
 void load_tokenizer_json(const Json& doc, Tokenizer::Impl& impl) {
   const Reader r(impl.what);
   r.object(doc, "(top level)");
+  check_model_type(r, doc);
   read_decoding(r, doc);
   read_normalizer(r, doc, impl);
   read_pre_tokenizer(r, doc, impl);

@@ -32,6 +32,7 @@ TEST(TokenizerErrors, UnsupportedModelsAndStages) {
   Json doc = tiny_tokenizer({});
   doc["model"]["type"] = "WordPiece";
   expect_refused(doc, {"model.type", "WordPiece"});
+  expect_refused(std::string(R"({"model": {"type": "Unigram"}})"), {"model.type", "Unigram"});
 
   doc = tiny_tokenizer({});
   doc["normalizer"] = {{"type", "NFKC"}};
