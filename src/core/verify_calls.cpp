@@ -15,17 +15,24 @@ std::optional<std::uint64_t> state_extent(const State& s) {
     }
     return (last + 1) * dtype_size(s.host->dtype);
   }
-  if (s.bytes != 0) return s.bytes;
+  if (s.bytes != 0 && s.bytes_per_token == 0 && s.bytes_per_seq == 0) return s.bytes;
   return std::nullopt;
 }
 
-void check_scalar_range(Context& c, const ParamType& p, std::uint64_t v, const std::string& path, const char* what) {
+// The arg's JSON path, built only when a violation needs it (the common valid case builds none).
+struct ArgPath {
+  const std::string& call;
+  std::size_t j;
+  operator std::string() const { return idx(key(call, "args"), j); }
+};
+
+void check_scalar_range(Context& c, const ParamType& p, std::uint64_t v, const ArgPath& path, const char* what) {
   if (v > scalar_max(p.kind))
     c.add(path, "R8.range",
           std::string(what) + " reaches " + std::to_string(v) + ", beyond what " + std::string(scalar_name(p.kind)) + " holds");
 }
 
-void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, const CallArg& a, const std::string& path) {
+void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, const CallArg& a, const ArgPath& path) {
   const ParamType& p = op.params[j];
   auto kind_mismatch = [&](const char* given) {
     c.add(path, "R8.arg_kind", std::string(given) + " passed to a '" + p.to_string() + "' param");
@@ -43,7 +50,7 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
       const std::uint64_t es = dtype_size(b.dtype);
       auto bytes = c.buffer_bytes_at_max(b);
       if (a.offset % es != 0) c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is not a multiple of the element size " + std::to_string(es));
-      else if (bytes && a.offset >= *bytes)
+      else if (bytes && *bytes != 0 && a.offset >= *bytes)
         c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is beyond buffer '" + a.name + "' (" + std::to_string(*bytes) + " bytes at var max)");
       if (b.kind == BufferKind::Peer) {
         if (p.writes()) c.add(path, "R11.peer_write", "peer buffer '" + a.name + "' is read-only");
@@ -61,7 +68,7 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
       if (a.kind != CallArg::Kind::State) return kind_mismatch(a.kind == CallArg::Kind::Buf ? "a buffer" : "a scalar");
       auto it = c.m.states.find(a.name);
       if (it == c.m.states.end()) return c.add(path, "R8.unknown", "undeclared state '" + a.name + "'");
-      if (auto ext = state_extent(it->second)) {
+      if (auto ext = state_extent(it->second); ext && *ext != 0) {
         if (a.offset >= *ext)
           c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is beyond state '" + a.name + "' (" + std::to_string(*ext) + " bytes)");
         else if (facts)
@@ -83,9 +90,10 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
       if (!c.has_var(a.name)) return c.add(path, "R8.unknown", "undeclared var '" + a.name + "'");
       return check_scalar_range(c, p, c.var_at(a.name, At::Max), path, ("var '" + a.name + "'").c_str());
     case CallArg::Kind::Expr: {
-      if (!c.check_expr_vars(a.expr, path, "R8.unknown")) return;
-      c.eval_at(a.expr, At::Min, path, "R8.range");
-      if (auto v = c.eval_at(a.expr, At::Max, path, "R8.range")) check_scalar_range(c, p, *v, path, "expression");
+      const std::string ep = path;
+      if (!c.check_expr_vars(a.expr, ep, "R8.unknown")) return;
+      if (!c.eval_at(a.expr, At::Min, ep, "R8.range")) return;
+      if (auto v = c.eval_at(a.expr, At::Max, ep, "R8.range")) check_scalar_range(c, p, *v, path, "expression");
       return;
     }
     case CallArg::Kind::Literal:
@@ -120,7 +128,7 @@ void check_calls(Context& c) {
         c.add(key(path, "args"), "R8.arity",
               std::to_string(call.args.size()) + " args for op '" + call.op + "' with " + std::to_string(op.params.size()) + " params");
       const std::size_t n = std::min(call.args.size(), op.params.size());
-      for (std::size_t j = 0; j < n; ++j) check_arg(c, op, facts, j, call.args[j], idx(key(path, "args"), j));
+      for (std::size_t j = 0; j < n; ++j) check_arg(c, op, facts, j, call.args[j], ArgPath{path, j});
     }
   }
 }

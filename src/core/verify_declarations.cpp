@@ -102,8 +102,7 @@ void check_bound(Context& c, const Buffer& b, const Bound& bound, const std::str
   if (bound.kind == Bound::Kind::Float && std::isnan(bound.f)) c.add(path, "R4.domain", "NaN bound");
   if (bound.kind == Bound::Kind::Expr) {
     if (c.check_expr_vars(bound.expr, path, "R4.domain")) {
-      c.eval_at(bound.expr, At::Min, path, "R4.domain");
-      c.eval_at(bound.expr, At::Max, path, "R4.domain");
+      if (c.eval_at(bound.expr, At::Min, path, "R4.domain")) c.eval_at(bound.expr, At::Max, path, "R4.domain");
     }
   }
 }

@@ -256,6 +256,7 @@ class OpChecker {
       const std::string gp = idx(key(lp, "grid"), a);
       if (!c_.check_expr_vars(l.grid[a], gp, "R6.grid")) continue;
       gmin[a] = eval_launch(c_, l.grid[a], lb.at_min, "min", gp, "R6.grid");
+      if (!gmin[a]) continue;  // the error is reported once
       gmax[a] = eval_launch(c_, l.grid[a], lb.at_max, "max", gp, "R6.grid");
       if (gmin[a] && *gmin[a] == 0) c_.add(gp, "R6.grid", "grid is 0 at var min");
       const std::uint64_t lim = a == 0 ? kMaxGridX : kMaxGridYZ;
@@ -265,8 +266,8 @@ class OpChecker {
     if (l.shared_mem) {
       const std::string sp = key(lp, "shared_mem");
       if (c_.check_expr_vars(*l.shared_mem, sp, "R6.shared_mem")) {
-        eval_launch(c_, *l.shared_mem, lb.at_min, "min", sp, "R6.shared_mem");
-        auto v = eval_launch(c_, *l.shared_mem, lb.at_max, "max", sp, "R6.shared_mem");
+        auto lo = eval_launch(c_, *l.shared_mem, lb.at_min, "min", sp, "R6.shared_mem");
+        auto v = lo ? eval_launch(c_, *l.shared_mem, lb.at_max, "max", sp, "R6.shared_mem") : std::nullopt;
         if (v && *v > kMaxSharedMem)
           c_.add(sp, "R6.shared_mem", "shared_mem " + std::to_string(*v) + " at var max exceeds 232448 bytes (227 KB)");
       }
@@ -297,6 +298,7 @@ class OpChecker {
     if (!l.args) {
       // Default wiring: forward the op's params in order.
       if (params.size() != op_.params.size()) {
+        wiring_broken_ = true;
         c_.add(lp, "R6.args",
                "launch declares " + std::to_string(params.size()) + " params but has no args; the default forwards the op's " +
                    std::to_string(op_.params.size()));
@@ -312,6 +314,7 @@ class OpChecker {
     const auto& args = *l.args;
     const std::string ap = key(lp, "args");
     if (args.size() != params.size()) {
+      wiring_broken_ = true;
       c_.add(ap, "R6.args",
              std::to_string(args.size()) + " args for " + std::to_string(params.size()) + " launch params");
     }
@@ -332,12 +335,13 @@ class OpChecker {
           auto it = op_.impl.scratch.find(a.name);
           if (it == op_.impl.scratch.end()) {
             c_.add(p, "R6.args", "undeclared scratch '" + a.name + "'");
-          } else if (q && (q->kind != ParamType::Kind::Buffer || q->dtype != it->second.dtype)) {
-            c_.add(p, "R6.args",
-                   "scratch '" + a.name + "' (" + std::string(manifest_name(it->second.dtype)) + ") passed to a '" +
-                       q->to_string() + "' param");
           } else if (q) {
-            ev.push_back({a.name, q->reads(), q->writes(), p});
+            if (q->kind != ParamType::Kind::Buffer || q->dtype != it->second.dtype)
+              c_.add(p, "R6.args",
+                     "scratch '" + a.name + "' (" + std::string(manifest_name(it->second.dtype)) + ") passed to a '" +
+                         q->to_string() + "' param");
+            // The access still counts, so one wrong type does not also report a read of unwritten scratch.
+            ev.push_back({a.name, q->reads() || !q->is_pointer(), q->writes(), p});
           }
           used_scratch_.insert(a.name);
           break;
@@ -391,7 +395,8 @@ class OpChecker {
   }
 
   void check_dataflow() {
-    for (std::size_t i = 0; i < op_.params.size(); ++i)
+    // A launch whose wiring is broken (reported) says nothing reliable about what it writes.
+    for (std::size_t i = 0; i < op_.params.size() && !wiring_broken_; ++i)
       if (op_.params[i].dir == Direction::Out && !facts_.params[i].write)
         c_.add(idx(key(path_, "params"), i), "R7.out_unwritten", "interface param " + std::to_string(i) + " is 'out' but no launch writes it");
     std::set<std::string> written;
@@ -414,6 +419,7 @@ class OpChecker {
   OpFacts& facts_;
   std::vector<std::vector<ScratchEvent>> events_;  // per launch
   std::set<std::string> used_scratch_;
+  bool wiring_broken_ = false;
 };
 
 }  // namespace

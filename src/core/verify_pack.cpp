@@ -173,8 +173,8 @@ PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t de
         break;
       case PackField::Kind::Expr:
         if (c.check_expr_vars(f.expr, key(p, "expr"), "R12.pack_source")) {
-          c.eval_at(f.expr, At::Min, key(p, "expr"), "R12.pack_source");
-          value_fits(c.eval_at(f.expr, At::Max, key(p, "expr"), "R12.pack_source"));
+          if (c.eval_at(f.expr, At::Min, key(p, "expr"), "R12.pack_source"))
+            value_fits(c.eval_at(f.expr, At::Max, key(p, "expr"), "R12.pack_source"));
         }
         break;
       case PackField::Kind::Rank:

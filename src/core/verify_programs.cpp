@@ -39,7 +39,7 @@ void check_programs(Context& c) {
       auto it = c.m.ops.find(call.op);
       if (it == c.m.ops.end()) continue;
       const Op& op = it->second;
-      const std::string cp = idx(key(path, "calls"), i);
+      const std::string cp = idx(key(path, "calls"), i);  // NOLINT: one per call
       if (prog.derive && c.ops[call.op].collective)
         c.add(cp, "R9.derive", "a derive program runs no collective");
       const std::size_t n = std::min(call.args.size(), op.params.size());
@@ -47,35 +47,34 @@ void check_programs(Context& c) {
         std::string name;
         BufferKind kind;
         bool read, write;
-        std::string path;
+        std::size_t arg;
       };
       std::vector<Touch> touches;
       for (std::size_t j = 0; j < n; ++j) {
         const CallArg& a = call.args[j];
         const ParamType& p = op.params[j];
-        const std::string ap = idx(key(cp, "args"), j);
         if (a.kind == CallArg::Kind::State && p.kind == ParamType::Kind::State) {
-          if (prog.derive) c.add(ap, "R9.derive", "a derive program touches no state");
+          if (prog.derive) c.add(idx(key(cp, "args"), j), "R9.derive", "a derive program touches no state");
           continue;
         }
         if (a.kind != CallArg::Kind::Buf || p.kind != ParamType::Kind::Buffer) continue;
         auto b = c.m.buffers.find(a.name);
         if (b == c.m.buffers.end()) continue;
         referenced.insert(a.name);
-        touches.push_back({a.name, b->second.kind, p.reads(), p.writes(), ap});
+        touches.push_back({a.name, b->second.kind, p.reads(), p.writes(), j});
       }
       for (const auto& t : touches) {
         if (prog.derive && (t.kind == BufferKind::Input || t.kind == BufferKind::Output || t.kind == BufferKind::Peer))
-          c.add(t.path, "R9.derive", "a derive program touches no " + std::string(to_string(t.kind)) + " buffer");
+          c.add(idx(key(cp, "args"), t.arg), "R9.derive", "a derive program touches no " + std::string(to_string(t.kind)) + " buffer");
         if (t.read && t.kind == BufferKind::Source && !prog.derive)
-          c.add(t.path, "R9.source_read", "source buffer '" + t.name + "' is read only by derive programs");
+          c.add(idx(key(cp, "args"), t.arg), "R9.source_read", "source buffer '" + t.name + "' is read only by derive programs");
         if (t.read && (t.kind == BufferKind::Workspace || t.kind == BufferKind::Output) && !written.count(t.name))
-          c.add(t.path, "R9.read_before_write", "reads " + std::string(to_string(t.kind)) + " buffer '" + t.name + "' before this program wrote it");
+          c.add(idx(key(cp, "args"), t.arg), "R9.read_before_write", "reads " + std::string(to_string(t.kind)) + " buffer '" + t.name + "' before this program wrote it");
       }
       for (const auto& t : touches) {
         if (!t.write) continue;
         if (t.kind == BufferKind::Input || t.kind == BufferKind::Weight || t.kind == BufferKind::Source)
-          c.add(t.path, "R9.write_readonly", "writes " + std::string(to_string(t.kind)) + " buffer '" + t.name + "'");
+          c.add(idx(key(cp, "args"), t.arg), "R9.write_readonly", "writes " + std::string(to_string(t.kind)) + " buffer '" + t.name + "'");
         written.insert(t.name);
         written_somewhere.insert(t.name);
       }

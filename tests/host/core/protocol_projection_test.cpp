@@ -1,0 +1,136 @@
+// The serving-protocol projection of the example manifests: axes, fills, tables, forward
+// selection, chunk, var tables.
+#include <gtest/gtest.h>
+
+#include "kern/error.hpp"
+#include "kern/protocol.hpp"
+#include "verify_fixtures.hpp"
+
+namespace kern::manifest {
+namespace {
+
+Protocol project(const std::string& base, const std::string& patch = "") {
+  return check_protocol(verify(testing::parse_patched(base, patch)));
+}
+
+TEST(ProtocolProjection, QwenAxesFillsAndTables) {
+  const Protocol p = project("qwen");
+  EXPECT_EQ(p.row_var(), "tokens");
+  EXPECT_EQ(p.group_var(), "seqs");
+  EXPECT_EQ(p.tray_var(), "");
+  EXPECT_EQ(p.span_var(), "");
+  ASSERT_NE(p.fill(Fill::Slot), nullptr);
+  EXPECT_EQ(p.fill(Fill::Slot)->buffer, "slot_mapping");
+  EXPECT_EQ(p.fill(Fill::Slot)->dtype, DType::I64);
+  EXPECT_EQ(p.fill(Fill::Slot)->axis, "tokens");
+  const FillSlot* cu = p.fill(Fill::CuSeqlens);
+  ASSERT_NE(cu, nullptr);
+  EXPECT_EQ(cu->axis, "");
+  EXPECT_EQ(cu->extent, 17u);
+  EXPECT_EQ(p.fill(Fill::Count), nullptr);
+  EXPECT_EQ(p.fill(Fill::Tokens)->buffer, "next_token");
+  ASSERT_EQ(p.page_tables().size(), 1u);
+  EXPECT_EQ(p.page_tables()[0].buffer, "block_table");
+  EXPECT_EQ(p.page_tables()[0].state, "kv");
+  EXPECT_EQ(p.page_tables()[0].stride, 16u);
+  EXPECT_EQ(p.page_tables()[0].width, 16u);
+  EXPECT_EQ(p.page_tables()[0].axis, "seqs");
+  EXPECT_TRUE(p.line_tables().empty());
+  EXPECT_EQ(p.once_programs(), std::vector<std::string>{"load"});
+  EXPECT_TRUE(p.derive_programs().empty());
+}
+
+TEST(ProtocolProjection, ForwardPicksTheTightestCoveringProgram) {
+  const Protocol p = project("qwen");
+  auto prefill = p.forward(1, 100);
+  ASSERT_TRUE(prefill);
+  EXPECT_EQ(prefill->program, "prefill");
+  EXPECT_EQ(prefill->rows_var, "tokens");
+  auto decode = p.forward(5, 1);
+  ASSERT_TRUE(decode);
+  EXPECT_EQ(decode->program, "decode");
+  EXPECT_TRUE(decode->graph);
+  EXPECT_TRUE(decode->emits_tokens);
+  EXPECT_EQ(decode->tokens_per_group, 1u);
+  EXPECT_EQ(decode->count, "");
+  EXPECT_EQ(p.forward(16, 1)->program, "decode");
+  // (1, 1): both cover it; prefill's groups bound (1) is tighter than decode's (16).
+  EXPECT_EQ(p.forward(1, 1)->program, "prefill");
+  EXPECT_FALSE(p.forward(17, 1));
+  EXPECT_FALSE(p.forward(2, 2));
+  EXPECT_FALSE(p.forward(1, 257));
+  EXPECT_FALSE(p.forward(0, 1));
+  ASSERT_TRUE(p.chunk());
+  EXPECT_EQ(p.chunk()->program, "prefill");
+  EXPECT_FALSE(p.spanned(1));
+}
+
+TEST(ProtocolProjection, ExactRowsWinATieOnGroups) {
+  const Protocol p = project("qwen", R"([{"op":"add","path":"/programs/decode1","value":{"batch":{"groups":1,"rows":1},"calls":[]}}])");
+  EXPECT_EQ(p.forward(1, 1)->program, "decode1");
+  EXPECT_EQ(p.forward(1, 2)->program, "prefill");
+  EXPECT_EQ(p.forward(2, 1)->program, "decode");
+  EXPECT_FALSE(p.forward(1, 1)->emits_tokens);
+}
+
+TEST(ProtocolProjection, VarsForOneCall) {
+  const Protocol p = project("qwen");
+  auto d = *p.forward(4, 1);
+  auto v = p.vars(d, 4, 1, 100);
+  EXPECT_EQ(v.at("tokens"), 4u);
+  EXPECT_EQ(v.at("seqs"), 4u);
+  auto c = *p.chunk();
+  v = p.vars(c, 1, 200, 900);
+  EXPECT_EQ(v.at("tokens"), 200u);
+  EXPECT_EQ(v.at("seqs"), 1u);
+  EXPECT_THROW(p.vars(d, 17, 1, 1), Error);
+  EXPECT_THROW(p.vars(d, 4, 2, 1), Error);
+  EXPECT_THROW(p.vars(c, 1, 257, 1), Error);
+  try {
+    p.vars(d, 0, 1, 1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Api);
+  }
+}
+
+TEST(ProtocolProjection, ContextAndSpanVars) {
+  const std::string clean = R"([
+    {"op":"add","path":"/vars/ctx","value":{"max":4096}},
+    {"op":"add","path":"/vars/run","value":{"max":8}},
+    {"op":"add","path":"/programs/prefill/batch/context","value":"ctx"},
+    {"op":"add","path":"/ops/span_probe","value":{"params":["in buffer<i32>","i32","i32"],"impl":{"launches":[{"module":"argmax","entry":"probe","block":[32,1,1],"grid":["run",1,1]}]}}},
+    {"op":"add","path":"/buffers/span_first","value":{"dtype":"i32","shape":[1],"kind":"input","fill":"span_at"}},
+    {"op":"add","path":"/programs/decode_span","value":{"batch":{"groups":16,"rows":1,"span":"run"},"calls":[
+       {"op":"span_probe","args":[{"buf":"span_first"},{"var":"run"},{"var":"ctx"}]}]}}
+  ])";
+  const Protocol p = project("qwen", clean);
+  EXPECT_EQ(p.span_var(), "run");
+  EXPECT_EQ(p.context_var(), "ctx");
+  auto s = p.spanned(3);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->program, "decode_span");
+  EXPECT_EQ(p.forward(3, 1)->program, "decode");  // span programs are not plain forwards
+  auto v = p.vars(*s, 3, 1, 700, 5);
+  EXPECT_EQ(v.at("tokens"), 7u);  // two single-row groups + one run of 5
+  EXPECT_EQ(v.at("run"), 5u);
+  EXPECT_EQ(v.at("ctx"), 700u);
+  EXPECT_THROW(p.vars(*s, 3, 1, 5000, 5), Error);  // context beyond its var
+}
+
+TEST(ProtocolProjection, DerivePrograms) {
+  const Protocol p = project("toy_derive");
+  EXPECT_EQ(p.derive_programs(), std::vector<std::string>{"convert"});
+  EXPECT_EQ(p.once_programs(), std::vector<std::string>{"load"});
+  EXPECT_EQ(p.chunk()->program, "step");
+}
+
+TEST(ProtocolProjection, Tp2) {
+  const Protocol p = project("tp2");
+  EXPECT_EQ(p.fill(Fill::Error)->buffer, "flag");
+  EXPECT_EQ(p.forward(3, 1)->program, "decode");
+  EXPECT_FALSE(p.chunk());
+}
+
+}  // namespace
+}  // namespace kern::manifest
