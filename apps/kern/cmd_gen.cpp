@@ -1,0 +1,91 @@
+// kern gen qwen3 <hf-dir>: writes a schema-v5 manifest for a dense Qwen3 checkpoint from its
+// config.json (and checks the bound tensor names against model.safetensors.index.json when the
+// checkpoint has one). The manifest goes to -o FILE, or to stdout.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "command.hpp"
+#include "kern/error.hpp"
+#include "kern/file.hpp"
+#include "kern/json.hpp"
+#include "kern/log.hpp"
+#include "kern/models/qwen3_gen.hpp"
+
+namespace kern::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string hf_dir;
+  std::string out;
+  std::string kernels_dir;
+  std::string model;
+  models::Qwen3GenOptions gen;
+};
+Options opt;
+
+// <build>/kernels: the kern binary lives in <build>/bin.
+std::string default_kernels_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "kernels";
+  buf[n] = '\0';
+  return (fs::path(buf).parent_path().parent_path() / "kernels").string();
+}
+
+int run_qwen3() {
+  const fs::path dir(opt.hf_dir);
+  const models::Qwen3Config config = models::read_qwen3_config(dir);
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::is_regular_file(index, ec)) {
+    const Json j = parse_json_strict(read_file(index.string()), {ErrorKind::WeightArtifact, index.string()});
+    models::check_qwen3_tensor_index(config, j, index.string());
+  } else {
+    log()->info("{} not found: tensor names are checked when the weights load", index.string());
+  }
+  const std::string kernels = opt.kernels_dir.empty() ? default_kernels_dir() : opt.kernels_dir;
+  opt.gen.module_sha256 = models::hash_kernel_fatbins(kernels);
+  opt.gen.model = opt.model;
+  if (opt.gen.model.empty()) {
+    const fs::path canon = fs::weakly_canonical(dir, ec);
+    opt.gen.model = (ec ? dir : canon).filename().string();
+    if (opt.gen.model.empty()) opt.gen.model = "qwen3";
+  }
+  const std::string text = models::generate_qwen3_manifest(config, opt.gen).dump(1) + "\n";
+  if (opt.out.empty() || opt.out == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    write_file(opt.out, text);
+  }
+  log()->info("qwen3 manifest: {} layers, hidden {}, {} heads / {} kv heads × {}, vocab {}, {} embeddings; "
+              "tokens ≤ {}, seqs ≤ {}, page {}; kernels from {}{}",
+              config.layers, config.hidden, config.heads, config.kv_heads, config.head_dim, config.vocab,
+              config.tied ? "tied" : "untied", opt.gen.max_tokens, opt.gen.max_seqs, opt.gen.page_size, kernels,
+              opt.out.empty() || opt.out == "-" ? "" : " -> " + opt.out);
+  return 0;
+}
+
+Runner setup(CLI::App& app) {
+  CLI::App* gen = app.add_subcommand("gen", "Generate a manifest for a model family from a Hugging Face checkpoint");
+  gen->require_subcommand(1);
+  CLI::App* q = gen->add_subcommand("qwen3", "Dense Qwen3 (0.6B ... 32B) from <hf-dir>/config.json");
+  q->add_option("hf-dir", opt.hf_dir, "Hugging Face checkpoint directory (config.json)")->required();
+  q->add_option("-o,--output", opt.out, "Write the manifest here (default: stdout)");
+  q->add_option("--max-tokens", opt.gen.max_tokens, "Rows per call (prefill chunk bound)");
+  q->add_option("--max-seqs", opt.gen.max_seqs, "Sequences per decode step");
+  q->add_option("--page-size", opt.gen.page_size, "KV-cache tokens per page");
+  q->add_option("--kernels-dir", opt.kernels_dir, "Directory of the built fatbins (default: <build>/kernels)");
+  q->add_option("--model", opt.model, "The manifest's model label (default: the checkpoint directory's name)");
+  q->add_flag("--logits-output", opt.gen.logits_output, "Expose logits ([seqs, vocab] bf16) as an output buffer");
+  return [q] { return q->parsed() ? run_qwen3() : 2; };
+}
+Registrar reg("gen", setup);
+
+}  // namespace
+}  // namespace kern::cli

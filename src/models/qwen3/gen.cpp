@@ -1,0 +1,389 @@
+// The Qwen3 manifest builder: buffers, ops and programs over kern's kernels (docs/kernels.md).
+#include <cmath>
+
+#include "kern/error.hpp"
+#include "kern/models/qwen3_gen.hpp"
+#include "kern/sha256.hpp"
+
+namespace kern::models {
+namespace {
+
+using OJ = nlohmann::ordered_json;
+
+constexpr std::uint64_t kDecodeSplits = 16;   // split-KV ranges per decode sequence
+constexpr std::uint64_t kArgmaxBlocks = 64;   // stage-1 blocks per argmax row
+constexpr std::uint64_t kNormThreads = 256;
+constexpr std::uint64_t kI32Max = 0x7fffffff;
+
+OJ p(std::uint64_t i) { return OJ{{"param", i}}; }
+OJ i32(std::uint64_t v) { return OJ{{"i32", v}}; }
+OJ i64(std::uint64_t v) { return OJ{{"i64", v}}; }
+OJ f32(double v) { return OJ{{"f32", v}}; }
+OJ scratch(const char* name) { return OJ{{"scratch", name}}; }
+OJ buf(const std::string& name, std::uint64_t offset = 0) {
+  OJ a{{"buf", name}};
+  if (offset != 0) a["offset"] = offset;
+  return a;
+}
+OJ state(const std::string& name, std::uint64_t offset) {
+  OJ a{{"state", name}};
+  if (offset != 0) a["offset"] = offset;
+  return a;
+}
+OJ var(const char* name) { return OJ{{"var", name}}; }
+
+// Shared geometry, derived once from the config and the options.
+struct Geo {
+  Qwen3Config c;
+  Qwen3GenOptions o;
+  std::uint64_t qkv_width, q_width, max_pages, max_pos, page_elems, page_stride_elems, layer_bytes;
+  std::string hd;  // entry suffix: "_hd128"
+};
+
+OJ launch(const std::string& module, const std::string& entry, std::vector<std::string> params, OJ args, OJ grid,
+          std::uint64_t block) {
+  OJ l;
+  l["module"] = module;
+  l["entry"] = entry;
+  l["params"] = std::move(params);
+  l["block"] = OJ::array({block, 1, 1});
+  l["grid"] = std::move(grid);
+  l["args"] = std::move(args);
+  return l;
+}
+
+OJ op(std::vector<std::string> params, OJ launches, OJ scratch_decl = nullptr) {
+  OJ o;
+  o["params"] = std::move(params);
+  OJ impl;
+  if (!scratch_decl.is_null()) impl["scratch"] = std::move(scratch_decl);
+  impl["launches"] = std::move(launches);
+  o["impl"] = std::move(impl);
+  return o;
+}
+
+OJ gemm_op(std::uint64_t n, std::uint64_t k) {
+  OJ l;
+  l["entry"] = "extern:cublaslt_bf16_tn";
+  l["params"] = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "i32"};
+  l["args"] = OJ::array({p(0), p(1), p(2), p(3), i32(n), i32(k)});
+  return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, OJ::array({l}));
+}
+
+OJ ops(const Geo& g) {
+  const Qwen3Config& c = g.c;
+  const double eps = c.rms_norm_eps;
+  OJ o;
+  o["embedding"] = op({"in buffer<i64>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+                      OJ::array({launch("embedding", "kern_embedding_bf16",
+                                        {"in buffer<i64>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "i32"},
+                                        OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), i32(c.vocab)}),
+                                        OJ::array({"tokens", 1, 1}), kNormThreads)}));
+  o["rms_norm"] = op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+                     OJ::array({launch("rmsnorm", "kern_rms_norm_bf16",
+                                       {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
+                                       OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), f32(eps)}),
+                                       OJ::array({"tokens", 1, 1}), kNormThreads)}));
+  o["add_rms_norm"] = op(
+      {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+      OJ::array({launch("rmsnorm", "kern_fused_add_rms_norm_bf16",
+                        {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32",
+                         "f32"},
+                        OJ::array({p(0), p(1), p(2), p(3), p(4), i32(c.hidden), f32(eps)}), OJ::array({"tokens", 1, 1}),
+                        kNormThreads)}));
+  o["gather_last"] = op({"in buffer<bf16>", "in buffer<i32>", "out buffer<bf16>", "i32"},
+                        OJ::array({launch("embedding", "kern_gather_last_rows_bf16",
+                                          {"in buffer<bf16>", "in buffer<i32>", "out buffer<bf16>", "i32", "i32"},
+                                          OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden)}),
+                                          OJ::array({"seqs", 1, 1}), kNormThreads)}));
+  o["rope_table"] = op({"out buffer<f32>"},
+                       OJ::array({launch("rope", "kern_rope_table_f32", {"out buffer<f32>", "i32", "i32", "f32"},
+                                         OJ::array({p(0), i32(g.max_pos), i32(c.head_dim), f32(c.rope_theta)}),
+                                         OJ::array({(g.max_pos * (c.head_dim / 2) + 255) / 256, 1, 1}), 256)}));
+  o["qk_norm_rope_cache"] = op(
+      {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>", "in buffer<i64>",
+       "inout state", "i32"},
+      OJ::array({launch("rope", "kern_qk_norm_rope_cache_bf16",
+                        {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>",
+                         "in buffer<i64>", "inout state", "i32", "i32", "i32", "i32", "i32", "i64", "i32", "f32"},
+                        OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
+                                   i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
+                                   f32(eps)}),
+                        OJ::array({"tokens", (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128)}));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  {
+    OJ part = launch("attention", "kern_attn_decode_partial" + g.hd,
+                     {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
+                      "out buffer<f32>", "out buffer<f32>", "i32", "i32", "i32", "i32", "i64", "i32", "f32"},
+                     OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
+                                scratch("part_ml"), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
+                                i64(g.page_stride_elems), i32(kDecodeSplits), f32(scale)}),
+                     OJ::array({"seqs", c.kv_heads, kDecodeSplits}), c.head_dim);
+    OJ reduce = launch("attention", "kern_attn_decode_reduce" + g.hd,
+                       {"in buffer<f32>", "in buffer<f32>", "out buffer<bf16>", "i32", "i32", "i32"},
+                       OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(5), i32(c.heads), i32(kDecodeSplits)}),
+                       OJ::array({"seqs", c.heads, 1}), c.head_dim);
+    OJ sc;
+    sc["part_o"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, c.head_dim})}};
+    sc["part_ml"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, 2})}};
+    o["attn_decode"] = op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "out buffer<bf16>", "i32"},
+                          OJ::array({std::move(part), std::move(reduce)}), std::move(sc));
+  }
+  o["attn_prefill"] = op(
+      {"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
+       "out buffer<bf16>", "i32", "i32"},
+      OJ::array({launch("attention", "kern_attn_prefill" + g.hd,
+                        {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
+                         "in buffer<i32>", "in buffer<i64>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i32",
+                         "i64", "f32"},
+                        OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6), p(7),
+                                   p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i64(g.page_stride_elems),
+                                   f32(scale)}),
+                        OJ::array({"tokens", c.kv_heads, 1}), c.head_dim)}));
+  o["silu_mul"] = op({"in buffer<bf16>", "out buffer<bf16>", "i32"},
+                     OJ::array({launch("activation", "kern_silu_mul_bf16",
+                                       {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
+                                       OJ::array({p(0), p(1), p(2), i32(c.intermediate)}),
+                                       OJ::array({"tokens", (c.intermediate + 1023) / 1024, 1}), 256)}));
+  {
+    OJ part = launch("argmax", "kern_argmax_partial_bf16",
+                     {"in buffer<bf16>", "out buffer<f32>", "out buffer<i32>", "i32", "i32", "i32"},
+                     OJ::array({p(0), scratch("part_max"), scratch("part_idx"), p(2), i32(c.vocab), i32(kArgmaxBlocks)}),
+                     OJ::array({kArgmaxBlocks, "seqs", 1}), 256);
+    OJ fin = launch("argmax", "kern_argmax_final", {"in buffer<f32>", "in buffer<i32>", "out buffer<i64>", "i32", "i32"},
+                    OJ::array({scratch("part_max"), scratch("part_idx"), p(1), p(2), i32(kArgmaxBlocks)}),
+                    OJ::array({"seqs", 1, 1}), 64);
+    OJ sc;
+    sc["part_max"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
+    sc["part_idx"] = {{"dtype", "i32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
+    o["argmax"] = op({"in buffer<bf16>", "out buffer<i64>", "i32"}, OJ::array({std::move(part), std::move(fin)}),
+                     std::move(sc));
+  }
+  o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
+  o["gemm_o"] = gemm_op(c.hidden, g.q_width);
+  o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
+  o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
+  o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
+  return o;
+}
+
+std::string layer_name(std::uint64_t l, const char* what) { return "layers." + std::to_string(l) + "." + what; }
+std::string hf_layer(std::uint64_t l, const char* what) {
+  return "model.layers." + std::to_string(l) + "." + what + ".weight";
+}
+
+OJ weight(OJ shape, std::vector<std::string> tensors) {
+  OJ b;
+  b["dtype"] = "bf16";
+  b["shape"] = std::move(shape);
+  b["kind"] = "weight";
+  OJ bind = OJ::array();
+  for (auto& t : tensors) bind.push_back({{"tensor", std::move(t)}});
+  b["bind"] = std::move(bind);
+  return b;
+}
+
+OJ plain(const char* dtype, OJ shape, const char* kind) {
+  OJ b;
+  b["dtype"] = dtype;
+  b["shape"] = std::move(shape);
+  b["kind"] = kind;
+  return b;
+}
+
+OJ buffers(const Geo& g) {
+  const Qwen3Config& c = g.c;
+  OJ b;
+  // Caller inputs.
+  b["token_ids"] = plain("i64", OJ::array({"tokens"}), "input");
+  b["token_ids"]["fill"] = "token";
+  b["token_ids"]["domain"] = {{"index_into", "embed"}};
+  b["positions"] = plain("i64", OJ::array({"tokens"}), "input");
+  b["positions"]["fill"] = "position";
+  b["positions"]["domain"] = {{"index_into", "rope"}};
+  b["slot_mapping"] = plain("i64", OJ::array({"tokens"}), "input");
+  b["slot_mapping"]["fill"] = "slot";
+  b["slot_mapping"]["domain"] = {{"index_into", "kv"}};
+  b["block_table"] = plain("i32", OJ::array({"seqs", g.max_pages}), "input");
+  b["block_table"]["domain"] = {{"index_into", "kv"}, {"stride", g.o.page_size}};
+  b["seq_lens"] = plain("i32", OJ::array({"seqs"}), "input");
+  b["seq_lens"]["fill"] = "seq_len";
+  b["seq_lens"]["domain"] = {{"min", 1}, {"max", g.max_pages * g.o.page_size}};
+  b["cu_seqlens"] = plain("i32", OJ::array({g.o.max_seqs + 1}), "input");
+  b["cu_seqlens"]["fill"] = "cu_seqlens";
+  b["cu_seqlens"]["domain"] = {{"min", 0}, {"max", "tokens"}, {"monotone", true}};
+  // Outputs.
+  b["next_token"] = plain("i64", OJ::array({"seqs"}), "output");
+  b["next_token"]["fill"] = "tokens";
+  b["next_token"]["domain"] = {{"min", 0}, {"max", c.vocab - 1}};
+  b["logits"] = plain("bf16", OJ::array({"seqs", c.vocab}), g.o.logits_output ? "output" : "workspace");
+  // Activations.
+  b["hidden"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  b["normed"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  b["qkv"] = plain("bf16", OJ::array({"tokens", g.qkv_width}), "workspace");
+  b["attn"] = plain("bf16", OJ::array({"tokens", g.q_width}), "workspace");
+  b["delta"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  b["gate_up"] = plain("bf16", OJ::array({"tokens", 2 * c.intermediate}), "workspace");
+  b["act"] = plain("bf16", OJ::array({"tokens", c.intermediate}), "workspace");
+  b["last"] = plain("bf16", OJ::array({"seqs", c.hidden}), "workspace");
+  // Derived at load.
+  b["rope"] = plain("f32", OJ::array({g.max_pos, c.head_dim}), "carry");
+  // Weights, bound to the HF names.
+  b["embed"] = weight(OJ::array({c.vocab, c.hidden}), {"model.embed_tokens.weight"});
+  b["lm_head"] =
+      weight(OJ::array({c.vocab, c.hidden}), {c.tied ? "model.embed_tokens.weight" : "lm_head.weight"});
+  b["final_norm"] = weight(OJ::array({c.hidden}), {"model.norm.weight"});
+  for (std::uint64_t l = 0; l < c.layers; ++l) {
+    b[layer_name(l, "input_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "input_layernorm")});
+    b[layer_name(l, "qkv")] =
+        weight(OJ::array({g.qkv_width, c.hidden}),
+               {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")});
+    b[layer_name(l, "q_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.q_norm")});
+    b[layer_name(l, "k_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.k_norm")});
+    b[layer_name(l, "o_proj")] = weight(OJ::array({c.hidden, g.q_width}), {hf_layer(l, "self_attn.o_proj")});
+    b[layer_name(l, "post_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "post_attention_layernorm")});
+    b[layer_name(l, "gate_up")] = weight(OJ::array({2 * c.intermediate, c.hidden}),
+                                         {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
+    b[layer_name(l, "down")] = weight(OJ::array({c.hidden, c.intermediate}), {hf_layer(l, "mlp.down_proj")});
+  }
+  return b;
+}
+
+OJ call(const char* label, const char* op_name, OJ args) {
+  OJ c;
+  if (label != nullptr && *label != '\0') c["label"] = label;
+  c["op"] = op_name;
+  c["args"] = std::move(args);
+  return c;
+}
+OJ call(const std::string& label, const char* op_name, OJ args) { return call(label.c_str(), op_name, std::move(args)); }
+
+// The forward pass shared by both serving programs; only the attention op differs.
+OJ forward_calls(const Geo& g, bool prefill) {
+  const Qwen3Config& c = g.c;
+  OJ calls = OJ::array();
+  calls.push_back(call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
+  for (std::uint64_t l = 0; l < c.layers; ++l) {
+    const std::string L = "layers." + std::to_string(l);
+    if (l == 0) {
+      calls.push_back(call(L + ".input_norm", "rms_norm",
+                           OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
+    } else {
+      calls.push_back(call(L + ".input_norm", "add_rms_norm",
+                           OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"),
+                                      var("tokens")})));
+    }
+    calls.push_back(call(L + ".qkv_proj", "gemm_qkv",
+                         OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
+    calls.push_back(call(L + ".qk_norm_rope_cache", "qk_norm_rope_cache",
+                         OJ::array({buf("qkv"), buf(layer_name(l, "q_norm")), buf(layer_name(l, "k_norm")), buf("rope"),
+                                    buf("positions"), buf("slot_mapping"), state("kv", l * g.layer_bytes),
+                                    var("tokens")})));
+    if (prefill) {
+      calls.push_back(call(L + ".attn", "attn_prefill",
+                           OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
+                                      buf("cu_seqlens"), buf("positions"), buf("attn"), var("tokens"), var("seqs")})));
+    } else {
+      calls.push_back(call(L + ".attn", "attn_decode",
+                           OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
+                                      buf("attn"), var("seqs")})));
+    }
+    calls.push_back(call(L + ".o_proj", "gemm_o",
+                         OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
+    calls.push_back(call(L + ".post_norm", "add_rms_norm",
+                         OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"),
+                                    var("tokens")})));
+    calls.push_back(call(L + ".gate_up_proj", "gemm_gate_up",
+                         OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("gate_up"), var("tokens")})));
+    calls.push_back(call(L + ".silu_mul", "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
+    calls.push_back(call(L + ".down_proj", "gemm_down",
+                         OJ::array({buf("act"), buf(layer_name(l, "down")), buf("delta"), var("tokens")})));
+  }
+  calls.push_back(call("final_norm", "add_rms_norm",
+                       OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
+  calls.push_back(call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
+  calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
+  calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
+  return calls;
+}
+
+void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
+  if (o.max_tokens == 0 || o.max_tokens > kI32Max) fail(ErrorKind::Api, "--max-tokens must be in [1, {}], got {}", kI32Max, o.max_tokens);
+  if (o.max_seqs == 0 || o.max_seqs > 65535) fail(ErrorKind::Api, "--max-seqs must be in [1, 65535], got {}", o.max_seqs);
+  if (o.max_seqs > o.max_tokens)
+    fail(ErrorKind::Api, "--max-seqs {} exceeds --max-tokens {} (a decode step feeds one row per sequence)", o.max_seqs,
+         o.max_tokens);
+  if (o.page_size == 0 || o.page_size > 256 || (o.page_size & (o.page_size - 1)) != 0)
+    fail(ErrorKind::Api, "--page-size must be a power of two from 1 to 256, got {}", o.page_size);
+  for (const std::string& family : qwen3_kernel_families()) {
+    auto it = o.module_sha256.find(family);
+    if (it == o.module_sha256.end()) fail(ErrorKind::KernelArtifact, "no sha256 for kernel module '{}'", family);
+    if (!is_sha256_hex(it->second)) fail(ErrorKind::KernelArtifact, "module '{}': '{}' is not a sha256", family, it->second);
+  }
+  const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
+  if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
+}
+
+}  // namespace
+
+const std::vector<std::string>& qwen3_kernel_families() {
+  static const std::vector<std::string> families = {"activation", "argmax", "attention", "embedding", "rmsnorm", "rope"};
+  return families;
+}
+
+std::map<std::string, std::string> hash_kernel_fatbins(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& family : qwen3_kernel_families()) {
+    const std::filesystem::path f = dir / (family + ".fatbin");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec))
+      fail(ErrorKind::KernelArtifact, "kernel module {} not found (build the kern_kernels target, or pass --kernels-dir)",
+           f.string());
+    out[family] = sha256_file_hex(f.string());
+  }
+  return out;
+}
+
+std::vector<std::string> qwen3_bound_tensors(const Qwen3Config& c) {
+  std::vector<std::string> names = {"model.embed_tokens.weight"};
+  if (!c.tied) names.push_back("lm_head.weight");
+  names.push_back("model.norm.weight");
+  for (std::uint64_t l = 0; l < c.layers; ++l)
+    for (const char* w : {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                          "self_attn.q_norm", "self_attn.k_norm", "self_attn.o_proj", "post_attention_layernorm",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+      names.push_back(hf_layer(l, w));
+  return names;
+}
+
+nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Config& c, const Qwen3GenOptions& o) {
+  check_options(c, o);
+  Geo g{c, o, 0, 0, 0, 0, 0, 0, 0, "_hd" + std::to_string(c.head_dim)};
+  g.q_width = c.heads * c.head_dim;
+  g.qkv_width = (c.heads + 2 * c.kv_heads) * c.head_dim;
+  g.max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
+  g.max_pos = g.max_pages * o.page_size;  // the RoPE table covers every position a block table reaches
+  g.page_elems = o.page_size * c.kv_heads * c.head_dim;  // one K (or V) block of one layer
+  g.page_stride_elems = c.layers * 2 * g.page_elems;
+  g.layer_bytes = 2 * g.page_elems * 2;
+
+  OJ m;
+  m["schema_version"] = 5;
+  m["model"] = o.model.empty() ? std::string("qwen3") : o.model;
+  m["vars"] = {{"tokens", {{"max", o.max_tokens}}}, {"seqs", {{"max", o.max_seqs}}}};
+  m["states"] = {{"kv", {{"bytes_per_token", c.layers * 2 * c.kv_heads * c.head_dim * 2}}}};
+  m["buffers"] = buffers(g);
+  OJ modules;
+  for (const std::string& family : qwen3_kernel_families())
+    modules[family] = {{"source", family + ".fatbin"}, {"sha256", o.module_sha256.at(family)}};
+  m["modules"] = std::move(modules);
+  m["ops"] = ops(g);
+  OJ programs;
+  programs["decode"] = {{"batch", {{"groups", o.max_seqs}, {"rows", 1}}}, {"graph", true}, {"calls", forward_calls(g, false)}};
+  programs["load"] = {{"once", true}, {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};
+  programs["prefill"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}}, {"calls", forward_calls(g, true)}};
+  m["programs"] = std::move(programs);
+  return m;
+}
+
+}  // namespace kern::models
