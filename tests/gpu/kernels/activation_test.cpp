@@ -21,7 +21,9 @@ void check_silu(int rows, int inter, int grid_y, uint64_t seed) {
       const double u = bf16_to_float(gu[static_cast<size_t>(r) * 2 * inter + inter + i]);
       ref[static_cast<size_t>(r) * inter + i] = g / (1.0 + std::exp(-g)) * u;
     }
-  EXPECT_LT(rel_frobenius(to_double(out), ref), 1e-2) << rows << "x" << inter;
+  const double err = rel_frobenius(to_double(out), ref);
+  report("silu_mul rel err " + std::to_string(rows) + "x" + std::to_string(inter), err);
+  EXPECT_LT(err, 1e-2) << rows << "x" << inter;
 }
 
 TEST(SiluMulGpu, Shapes) {

@@ -115,7 +115,11 @@ void check_decode(const Geometry& g, const std::vector<int>& lens, int splits, u
     const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
     std::vector<double> o(n), r(ref.begin() + s * n, ref.begin() + (s + 1) * n);
     for (size_t i = 0; i < n; ++i) o[i] = bf16_to_float(out[s * n + i]);
-    EXPECT_LT(rel_frobenius(o, r), 1e-2) << "seq " << s << " len " << lens[s];
+    const double err = rel_frobenius(o, r);
+    report("decode rel err H" + std::to_string(g.heads) + " KV" + std::to_string(g.kv_heads) + " len " +
+               std::to_string(lens[s]),
+           err);
+    EXPECT_LT(err, 1e-2) << "seq " << s << " len " << lens[s];
   }
 }
 
@@ -175,7 +179,11 @@ void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, ui
       o.push_back(bf16_to_float(out[i]));
       rr.push_back(ref[i]);
     }
-    EXPECT_LT(rel_frobenius(o, rr), 1e-2) << "seq " << s;
+    const double err = rel_frobenius(o, rr);
+    report("prefill rel err H" + std::to_string(g.heads) + " prefix " + std::to_string(seqs_in[s].prefix) + " rows " +
+               std::to_string(seqs_in[s].rows),
+           err);
+    EXPECT_LT(err, 1e-2) << "seq " << s;
     for (int r : {cu[s], cu[s + 1] - 1}) {
       std::vector<double> a(n), b(ref.begin() + r * n, ref.begin() + (r + 1) * n);
       for (size_t i = 0; i < n; ++i) a[i] = bf16_to_float(out[r * n + i]);

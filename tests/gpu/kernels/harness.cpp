@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -26,14 +27,38 @@ Fatbin::~Fatbin() {
   if (lib_ != nullptr) cudaLibraryUnload(lib_);
 }
 
-void Fatbin::launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args) {
+cudaKernel_t Fatbin::kernel(const std::string& entry) {
   auto it = kernels_.find(entry);
   if (it == kernels_.end()) {
     cudaKernel_t k = nullptr;
     check_cuda(cudaLibraryGetKernel(&k, lib_, entry.c_str()), ("cudaLibraryGetKernel " + entry).c_str());
     it = kernels_.emplace(entry, k).first;
   }
-  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(it->second), grid, block, args, 0, nullptr),
+  return it->second;
+}
+
+double Fatbin::time_raw(const std::string& entry, int iters, dim3 grid, dim3 block, void** args) {
+  const void* k = reinterpret_cast<const void*>(kernel(entry));
+  for (int i = 0; i < 3; ++i) check_cuda(cudaLaunchKernel(k, grid, block, args, 0, nullptr), "warm-up launch");
+  cudaEvent_t start, stop;
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  check_cuda(cudaEventRecord(start, nullptr), "cudaEventRecord");
+  for (int i = 0; i < iters; ++i) check_cuda(cudaLaunchKernel(k, grid, block, args, 0, nullptr), "timed launch");
+  check_cuda(cudaEventRecord(stop, nullptr), "cudaEventRecord");
+  check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  check_cuda(cudaGetLastError(), ("after timing " + entry).c_str());
+  return 1000.0 * ms / iters;
+}
+
+void report(const std::string& what, double value) { std::printf("[figure] %s: %.4g\n", what.c_str(), value); }
+
+void Fatbin::launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args) {
+  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, 0, nullptr),
              ("launch " + entry).c_str());
   check_cuda(cudaGetLastError(), ("after launch " + entry).c_str());
   check_cuda(cudaDeviceSynchronize(), ("execute " + entry).c_str());

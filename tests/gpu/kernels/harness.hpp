@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -37,8 +38,17 @@ class Fatbin {
     launch_raw(entry, grid, block, argv);
   }
 
+  // Mean microseconds per launch over `iters` launches (after 3 warm-up launches), by CUDA events.
+  template <typename... Args>
+  double time_us(const std::string& entry, int iters, dim3 grid, dim3 block, Args... args) {
+    void* argv[] = {static_cast<void*>(&args)...};
+    return time_raw(entry, iters, grid, block, argv);
+  }
+
  private:
   void launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args);
+  double time_raw(const std::string& entry, int iters, dim3 grid, dim3 block, void** args);
+  cudaKernel_t kernel(const std::string& entry);
   cudaLibrary_t lib_ = nullptr;
   std::map<std::string, cudaKernel_t> kernels_;
 };
@@ -104,6 +114,9 @@ double rel_frobenius(const std::vector<double>& out, const std::vector<double>& 
 
 // Runs fn(i) for i in [0, n) on all host cores (references for long contexts).
 void parallel_for(int n, const std::function<void(int)>& fn);
+
+// Prints one measured figure ("[figure] what: value") for the logs.
+void report(const std::string& what, double value);
 
 // Number of NaN entries (poison left unwritten, or a NaN produced).
 size_t count_nan(const std::vector<bf16_bits>& v);

@@ -40,6 +40,7 @@ void check_table(int max_pos, int head_dim, float theta) {
     max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[e]) - want[e]));
     g[e] = got[e];
   }
+  report("rope table max |diff| vs host convention", max_diff);
   EXPECT_LT(max_diff, 1e-6);
   // Against pure float64 angles: only the f32 angle rounding of the convention differs.
   for (int p = 0; p < max_pos; ++p)
@@ -110,7 +111,9 @@ void check_qk_norm_rope_cache(const QkCase& c) {
         got.push_back(bf16_to_float(out[base + half + i]));
       }
     }
-  EXPECT_LT(rel_frobenius(got, ref), 1e-2);
+  const double err = rel_frobenius(got, ref);
+  report("qk_norm_rope rel err rows " + std::to_string(c.rows) + " heads " + std::to_string(c.heads), err);
+  EXPECT_LT(err, 1e-2);
 
   // v heads untouched in qkv; the cache holds exactly k (as rotated) and v at each slot, and
   // nothing else in the cache was written.

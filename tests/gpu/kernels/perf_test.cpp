@@ -1,0 +1,120 @@
+// Timings of the kernels at serving sizes (Qwen3-4B shape), printed as "[figure]" lines. Random
+// data, never zeros; no correctness claims here (the other suites make those).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "harness.hpp"
+
+namespace kern_gpu_test {
+namespace {
+
+constexpr int H = 32, KV = 8, hd = 128, P = 16, kHidden = 2560, kVocab = 151936;
+constexpr int kWidth = (H + 2 * KV) * hd;
+
+struct DecodeSetup {
+  int seqs, len, max_pages;
+  int64_t page_stride;
+  std::unique_ptr<Device<bf16_bits>> cache, qkv, out;
+  std::unique_ptr<Device<int32_t>> table, lens;
+
+  DecodeSetup(std::mt19937_64& rng, int seqs_, int len_) : seqs(seqs_), len(len_) {
+    max_pages = (len + P - 1) / P;
+    page_stride = 2LL * P * KV * hd;  // one layer
+    const int pages = seqs * max_pages;
+    cache = std::make_unique<Device<bf16_bits>>(random_bf16(rng, static_cast<size_t>(pages) * page_stride, -1.f, 1.f));
+    std::vector<int32_t> t(pages);
+    std::iota(t.begin(), t.end(), 0);
+    std::shuffle(t.begin(), t.end(), rng);
+    table = std::make_unique<Device<int32_t>>(t);
+    lens = std::make_unique<Device<int32_t>>(std::vector<int32_t>(seqs, len));
+    qkv = std::make_unique<Device<bf16_bits>>(random_bf16(rng, static_cast<size_t>(seqs) * kWidth, -1.f, 1.f));
+    out = std::make_unique<Device<bf16_bits>>(static_cast<size_t>(seqs) * H * hd);
+  }
+  double kv_bytes() const { return 2.0 * seqs * len * KV * hd * 2; }
+};
+
+TEST(PerfGpu, DecodeAttention) {
+  std::mt19937_64 rng(101);
+  Fatbin fb("attention");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (auto [seqs, len] : {std::pair{1, 32768}, std::pair{1, 2048}, std::pair{64, 2048}, std::pair{16, 8192}}) {
+    DecodeSetup s(rng, seqs, len);
+    const int splits = 16;
+    Device<float> po(static_cast<size_t>(seqs) * H * splits * hd), pml(static_cast<size_t>(seqs) * H * splits * 2);
+    const double t1 = fb.time_us("kern_attn_decode_partial_hd128", 20, dim3(seqs, KV, splits), dim3(hd), s.qkv->get(),
+                                 kWidth, s.cache->get(), s.table->get(), s.max_pages, s.lens->get(), po.get(), pml.get(),
+                                 seqs, H, KV, P, s.page_stride, splits, scale);
+    const double t2 = fb.time_us("kern_attn_decode_reduce_hd128", 20, dim3(seqs, H), dim3(hd), po.get(), pml.get(),
+                                 s.out->get(), seqs, H, splits);
+    const std::string tag = "decode seqs " + std::to_string(seqs) + " len " + std::to_string(len);
+    report(tag + " partial us", t1);
+    report(tag + " reduce us", t2);
+    report(tag + " KV GB/s", s.kv_bytes() / (t1 * 1e3));
+  }
+}
+
+TEST(PerfGpu, PrefillAttention) {
+  std::mt19937_64 rng(102);
+  Fatbin fb("attention");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (auto [prefix, rows] : {std::pair{0, 512}, std::pair{3584, 512}}) {
+    DecodeSetup s(rng, 1, prefix + rows);
+    Device<bf16_bits> qkv(random_bf16(rng, static_cast<size_t>(rows) * kWidth, -1.f, 1.f));
+    Device<bf16_bits> out(static_cast<size_t>(rows) * H * hd);
+    std::vector<int64_t> pos(rows);
+    std::iota(pos.begin(), pos.end(), prefix);
+    Device<int64_t> d_pos(pos);
+    Device<int32_t> cu(std::vector<int32_t>{0, rows});
+    const double t = fb.time_us("kern_attn_prefill_hd128", 5, dim3(rows, KV), dim3(hd), qkv.get(), kWidth,
+                                s.cache->get(), s.table->get(), s.max_pages, s.lens->get(), cu.get(), d_pos.get(),
+                                out.get(), rows, 1, H, KV, P, s.page_stride, scale);
+    report("prefill rows " + std::to_string(rows) + " prefix " + std::to_string(prefix) + " us", t);
+  }
+}
+
+TEST(PerfGpu, SmallKernels) {
+  std::mt19937_64 rng(103);
+  {
+    Fatbin fb("argmax");
+    Device<bf16_bits> logits(random_bf16(rng, kVocab, -10.f, 10.f));
+    Device<float> pm(64);
+    Device<int32_t> pi(64);
+    Device<int64_t> out(1);
+    report("argmax partial 1x151936 us", fb.time_us("kern_argmax_partial_bf16", 50, dim3(64, 1), dim3(256), logits.get(),
+                                                    pm.get(), pi.get(), 1, kVocab, 64));
+    report("argmax final us", fb.time_us("kern_argmax_final", 50, dim3(1), dim3(64), pm.get(), pi.get(), out.get(), 1, 64));
+  }
+  {
+    Fatbin fb("rmsnorm");
+    const int rows = 2048;
+    Device<bf16_bits> x(random_bf16(rng, static_cast<size_t>(rows) * kHidden, -2.f, 2.f));
+    Device<bf16_bits> d(random_bf16(rng, static_cast<size_t>(rows) * kHidden, -2.f, 2.f));
+    Device<bf16_bits> w(random_bf16(rng, kHidden, 0.5f, 1.5f)), y(static_cast<size_t>(rows) * kHidden);
+    report("add_rms_norm 2048x2560 us", fb.time_us("kern_fused_add_rms_norm_bf16", 20, dim3(rows), dim3(256), x.get(),
+                                                   d.get(), w.get(), y.get(), rows, kHidden, 1e-6f));
+    report("add_rms_norm 1x2560 us", fb.time_us("kern_fused_add_rms_norm_bf16", 50, dim3(1), dim3(256), x.get(), d.get(),
+                                                w.get(), y.get(), 1, kHidden, 1e-6f));
+  }
+  {
+    Fatbin fb("rope");
+    const int rows = 2048, max_pos = 4096;
+    Device<float> table(static_cast<size_t>(max_pos) * hd);
+    fb.launch("kern_rope_table_f32", dim3(max_pos * hd / 2 / 256), dim3(256), table.get(), max_pos, hd, 1e6f);
+    Device<bf16_bits> qkv(random_bf16(rng, static_cast<size_t>(rows) * kWidth, -1.f, 1.f));
+    Device<bf16_bits> w(random_bf16(rng, hd, 0.5f, 1.5f));
+    std::vector<int64_t> pos(rows), slots(rows);
+    std::iota(pos.begin(), pos.end(), 0);
+    std::iota(slots.begin(), slots.end(), 0);
+    Device<int64_t> d_pos(pos), d_slots(slots);
+    Device<bf16_bits> cache(static_cast<size_t>(rows) * 2 * KV * hd);
+    report("qk_norm_rope_cache 2048 rows us",
+           fb.time_us("kern_qk_norm_rope_cache_bf16", 20, dim3(rows, (H + 2 * KV + 3) / 4), dim3(128), qkv.get(), w.get(),
+                      w.get(), table.get(), d_pos.get(), d_slots.get(), cache.get(), rows, H, KV, hd, P,
+                      static_cast<int64_t>(2 * P * KV * hd), max_pos, 1e-6f));
+  }
+}
+
+}  // namespace
+}  // namespace kern_gpu_test
