@@ -49,7 +49,7 @@ class Reader {
     if (v < 0 || v >= std::numeric_limits<TokenId>::max()) bad(path, fmt::format("token id {} is out of range", v));
     return static_cast<TokenId>(v);
   }
-  // A member that must be present (null allowed only when `nullable`).
+  // A member that must be present (it may be null).
   const Json& member(const Json& obj, std::string_view key, std::string_view parent) const {
     auto it = obj.find(key);
     if (it == obj.end()) bad(json_path_key(parent, key), "missing");

@@ -79,6 +79,8 @@ TEST(TokenizerSynthetic, SingleWordTokensOnlyMatchAlone) {
   EXPECT_EQ(tok.encode("<x>_"), plain.encode("<x>_"));
   EXPECT_EQ(tok.encode("<x>"), (Ids{300}));
   EXPECT_EQ(tok.encode("a <x>!"), cat({plain.encode("a "), {300}, plain.encode("!")}));
+  EXPECT_EQ(tok.encode("\xC3\xA9<x>"), plain.encode("\xC3\xA9<x>"));         // glued to é
+  EXPECT_EQ(tok.encode("\xC2\xBD<x>"), cat({plain.encode("\xC2\xBD"), {300}}));  // ½ is no word character
 }
 
 TEST(TokenizerSynthetic, NormalizedTokensMatchAfterNfcRawOnesBefore) {
