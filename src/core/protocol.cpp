@@ -216,7 +216,7 @@ struct ProtocolBuilder {
         shapes.emplace(key, name);
       if (!p.row_var_.empty()) {
         const std::uint64_t cap = var_max(p.row_var_);
-        if (f.groups > cap || f.groups * f.rows > cap)
+        if (f.groups > cap || f.rows > cap / f.groups)
           add(json_path_key(pp, "batch"), "P.capacity",
               "groups × rows = " + std::to_string(f.groups) + " × " + std::to_string(f.rows) + " exceeds the row axis max " + std::to_string(cap));
       }
@@ -312,7 +312,10 @@ std::map<std::string, std::uint64_t> Protocol::vars(const Forward& f, std::uint6
     out[var] = value;
   };
   if (!f.span.empty() && span < 1) fail(ErrorKind::Api, "program {}: a span call needs a span of at least 1", f.program);
-  set(row_var_, groups * rows + (f.span.empty() ? 0 : span - 1), "rows");
+  std::uint64_t total = 0;
+  if (__builtin_mul_overflow(groups, rows, &total) || __builtin_add_overflow(total, f.span.empty() ? 0 : span - 1, &total))
+    fail(ErrorKind::Api, "program {}: {} groups x {} rows overflows", f.program, groups, rows);
+  set(row_var_, total, "rows");
   set(group_var_, groups, "groups");
   if (!f.rows_var.empty() && f.rows_var != row_var_) set(f.rows_var, rows, "rows");
   if (!context_var_.empty()) set(context_var_, longest_context, "longest context");

@@ -11,9 +11,13 @@ std::optional<std::uint64_t> state_extent(const State& s) {
     std::uint64_t last = 0;
     for (std::size_t i = 0; i < s.host->shape.size() && i < s.host->strides.size(); ++i) {
       if (s.host->shape[i] == 0) return std::nullopt;
-      last += (s.host->shape[i] - 1) * s.host->strides[i];
+      std::uint64_t term = 0;
+      if (__builtin_mul_overflow(s.host->shape[i] - 1, s.host->strides[i], &term) || __builtin_add_overflow(last, term, &last))
+        return std::nullopt;
     }
-    return (last + 1) * dtype_size(s.host->dtype);
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(last + 1, dtype_size(s.host->dtype), &bytes)) return std::nullopt;
+    return bytes;
   }
   if (s.bytes != 0 && s.bytes_per_token == 0 && s.bytes_per_seq == 0) return s.bytes;
   return std::nullopt;

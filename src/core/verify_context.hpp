@@ -68,12 +68,18 @@ class Context {
 
   // Byte size of a shape at var max; nullopt when a dim is undeclared or the size overflows.
   std::optional<std::uint64_t> shape_bytes_at_max(DType dt, const std::vector<Dim>& shape) const;
+  // Same for a buffer, memoized (calls ask for the same buffers thousands of times).
   std::optional<std::uint64_t> buffer_bytes_at_max(const Buffer& b) const {
-    return shape_bytes_at_max(b.dtype, b.shape);
+    auto it = bytes_cache_.find(&b);
+    if (it != bytes_cache_.end()) return it->second;
+    auto v = shape_bytes_at_max(b.dtype, b.shape);
+    bytes_cache_.emplace(&b, v);
+    return v;
   }
 
  private:
   VarLookup at_min_, at_max_;
+  mutable std::map<const Buffer*, std::optional<std::uint64_t>> bytes_cache_;  // lookup only, never iterated
 };
 
 // The rule families, each in its own file, run in this order by check().

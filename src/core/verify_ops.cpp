@@ -277,7 +277,7 @@ class OpChecker {
       const std::string cp = key(lp, "cluster");
       if (cl[0] == 0 || cl[1] == 0 || cl[2] == 0) {
         c_.add(cp, "R12.cluster", "no cluster dim may be 0");
-      } else if (std::uint64_t{cl[0]} * cl[1] * cl[2] > 16) {
+      } else if (cl[0] > 16 || cl[1] > 16 || cl[2] > 16 || std::uint64_t{cl[0]} * cl[1] * cl[2] > 16) {
         c_.add(cp, "R12.cluster", "a cluster has at most 16 blocks");
       } else {
         for (int a = 0; a < 3; ++a) {

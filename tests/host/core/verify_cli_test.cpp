@@ -1,0 +1,99 @@
+// Runs the built `kern verify` on valid and invalid manifests: exit codes, summary on stdout,
+// one violation per line on stderr with the path first.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "kern/file.hpp"
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+Run run_kern(const std::string& args) {
+  const std::string bin = std::string(KERN_BINARY_DIR) + "/bin/kern";
+  const auto dir = std::filesystem::temp_directory_path() / ("kern_verify_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "out").string(), err = (dir / "err").string();
+  const std::string cmd = "cd '" + dir.string() + "' && '" + bin + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = kern::read_file(out);
+  r.err = kern::read_file(err);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+std::string src(const std::string& rel) { return std::string(KERN_SOURCE_DIR) + "/" + rel; }
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+class VerifyCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(std::string(KERN_BINARY_DIR) + "/bin/kern")) << "build the kern target first";
+  }
+};
+
+TEST_F(VerifyCli, ValidManifestPrintsSummary) {
+  Run r = run_kern("verify '" + src("examples/qwen3-like.json") + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"vars:", "tokens", "1..256", "states:", "kv", "buffers (bytes at var max):", "weight:", "ops:",
+                           "launches per module:", "extern:cublaslt_bf16_tn", "programs:", "decode", "serving protocol:",
+                           "axes: rows=tokens groups=seqs", "page table: block_table -> kv", "chunk: prefill", "once: load", "ok"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << "missing '" << want << "' in:\n" << r.out;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST_F(VerifyCli, InvalidManifestListsEveryViolationPathFirst) {
+  Run r = run_kern("verify '" + src("tests/fixtures/manifests/invalid/three_violations.json") + "'");
+  EXPECT_EQ(r.code, 1);
+  const auto ls = lines(r.err);
+  ASSERT_EQ(ls.size(), 4u) << r.err;
+  EXPECT_EQ(ls[0].rfind("ops.embedding.impl.launches[0].grid[1]: ", 0), 0u) << ls[0];
+  EXPECT_EQ(ls[1].rfind("ops.gemm.impl.launches[0].entry: ", 0), 0u) << ls[1];
+  EXPECT_EQ(ls[2].rfind("vars.unused: ", 0), 0u) << ls[2];
+  EXPECT_EQ(ls[3], "3 violations");
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST_F(VerifyCli, ProtocolFailureIsAnErrorWhenThereIsABatchProgram) {
+  Run r = run_kern("verify '" + src("tests/fixtures/manifests/invalid/protocol_no_token.json") + "'");
+  EXPECT_EQ(r.code, 1);
+  const auto ls = lines(r.err);
+  ASSERT_EQ(ls.size(), 2u) << r.err;
+  EXPECT_EQ(ls[0].rfind("buffers: ", 0), 0u) << ls[0];
+  EXPECT_NE(ls[0].find("[P.token]"), std::string::npos);
+}
+
+TEST_F(VerifyCli, NoBatchProgramMeansNoServingProtocolButValid) {
+  Run r = run_kern("verify '" + src("tests/fixtures/manifests/harness/demo_no_batch.json") + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("no serving protocol:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[P.batch]"), std::string::npos) << r.out;
+}
+
+TEST_F(VerifyCli, ParseErrorAndUsage) {
+  Run bad = run_kern("verify '" + src("tests/fixtures/manifests/invalid/does_not_exist.json") + "'");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_FALSE(bad.err.empty());
+  Run usage = run_kern("verify --no-such-flag x.json");
+  EXPECT_EQ(usage.code, 2);
+  Run none = run_kern("verify");  // no manifest and no kern.toml above the temp dir
+  EXPECT_EQ(none.code, 2) << none.err;
+}
+
+}  // namespace
