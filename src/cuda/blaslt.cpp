@@ -98,6 +98,10 @@ BlasLt::~BlasLt() {
   if (handle_) lt().cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
+void BlasLt::prepare(const GemmShape& s) {
+  if (s.m && s.n && s.k) (void)plan(s);
+}
+
 std::size_t BlasLt::cached_plans() const { return plans_.size(); }
 
 const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {

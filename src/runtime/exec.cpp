@@ -64,7 +64,14 @@ void Runtime::Impl::apply(ProgramExec& p) {
         if (!ok)
           throw Error::call(c.context(), Error(ErrorKind::Api, "a GEMM size expression overflows at these vars"));
         for (int i = 0; i < 3; ++i) e.gemm_ptrs[i] = e.ext_args[i].pointer->address;
-        if (e.active) check_gemm(c, e);
+        if (e.active) {
+          check_gemm(c, e);
+          try {
+            blas->prepare(e.gemm);
+          } catch (const Error& err) {
+            throw Error::call(c.context(), err);
+          }
+        }
         continue;
       }
       for (int d = 0; d < 3; ++d) {

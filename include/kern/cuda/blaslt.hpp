@@ -34,6 +34,8 @@ class BlasLt {
 
   // Enqueues the GEMM on `s`. m, n or k = 0 is a no-op. Error(Blas) naming the call.
   void gemm_bf16_tn(const GemmShape& shape, DevicePtr a, DevicePtr w, DevicePtr c, const Stream& s);
+  // Queries and caches the algorithm for `shape` now (off the launch path, outside capture).
+  void prepare(const GemmShape& shape);
   std::size_t cached_plans() const;
 
  private:
