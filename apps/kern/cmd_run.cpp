@@ -1,0 +1,317 @@
+// kern run: greedy single-sequence generation (docs/run.md).
+//   kern run [--target T] --manifest M --kernels DIR --weights W... --tokenizer FILE
+//            (--prompt TEXT | --prompt-ids a,b,c) [--steps 32] [--gpu 0] [--capacity N]
+//            [--chunk 512] [--eager] [--stop-tokens a,b] [--dump-logits FILE [--logits-buffer NAME]]
+// Flags beat the kern.toml target, which beats the built-in defaults. Generated text streams to
+// stdout (flushed per token); the start-up report, logs and the final summary go to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "config.hpp"
+#include "kern/driver.hpp"
+#include "kern/driver/generation_config.hpp"
+#include "kern/driver/logits_dump.hpp"
+#include "kern/driver/runtime_executor.hpp"
+#include "kern/error.hpp"
+#include "kern/manifest.hpp"
+#include "kern/protocol.hpp"
+#include "kern/runtime.hpp"
+#include "kern/safetensors.hpp"
+#include "kern/tensors.hpp"
+#include "kern/tokenizer.hpp"
+#include "kern/verify.hpp"
+
+namespace kern::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string target;
+  std::string manifest, kernels, tokenizer;
+  std::vector<std::string> weights;
+  std::string prompt, prompt_ids;
+  std::optional<std::uint64_t> steps, capacity;
+  std::optional<int> gpu;
+  std::uint64_t chunk = 512;
+  bool eager = false;
+  std::string stop_tokens;
+  std::string dump_logits, logits_buffer;
+};
+Options opt;
+CLI::App* cmd = nullptr;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void require_path(const std::string& path, const char* what, bool dir) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(ErrorKind::Io, "{} {} does not exist", what, path);
+  if (dir && !fs::is_directory(path, ec)) fail(ErrorKind::Io, "{} {} is not a directory", what, path);
+  if (!dir && fs::is_directory(path, ec)) fail(ErrorKind::Io, "{} {} is a directory, not a file", what, path);
+}
+
+// --weights: one checkpoint directory or file, or several shard files.
+std::unique_ptr<Tensors> open_weights(const std::vector<std::string>& paths) {
+  std::error_code ec;
+  if (paths.size() == 1) return std::make_unique<SafetensorsTensors>(SafetensorsTensors::open(paths[0]));
+  for (const std::string& p : paths)
+    if (fs::is_directory(p, ec))
+      fail(ErrorKind::Api, "--weights {}: give one checkpoint directory, or several .safetensors files", p);
+  return std::make_unique<SafetensorsTensors>(SafetensorsCheckpoint::open_shards(paths));
+}
+
+// Launches one call of `program` makes, per op and per module (extern launches under "extern").
+std::string launch_summary(const manifest::Manifest& m, const std::string& program) {
+  std::map<std::string, std::uint64_t> per_op, per_module;
+  std::uint64_t total = 0;
+  for (const manifest::Call& c : m.programs.at(program).calls) {
+    const manifest::Op& op = m.ops.at(c.op);
+    per_op[c.op] += op.impl.launches.size();
+    for (const manifest::Launch& l : op.impl.launches) per_module[l.is_extern() ? std::string(l.entry) : l.module] += 1;
+    total += op.impl.launches.size();
+  }
+  std::string s = fmt::format("{} calls, {} launches; per op:", m.programs.at(program).calls.size(), total);
+  for (const auto& [o, n] : per_op) s += fmt::format(" {}={}", o, n);
+  s += "; per module:";
+  for (const auto& [mod, n] : per_module) s += fmt::format(" {}={}", mod, n);
+  return s;
+}
+
+// The runtime's executor, bound once it is loaded (the generator checks everything before).
+class LateExecutor final : public driver::Executor {
+ public:
+  void bind(Runtime& rt) { inner_.emplace(rt); }
+  void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
+    get().write_input(b, bytes, prefix);
+  }
+  void run(std::string_view program, const Vars& vars) override { get().run(program, vars); }
+  std::vector<std::byte> read_output(std::string_view b) override { return get().read_output(b); }
+  std::vector<std::byte> read_buffer(std::string_view n) override { return get().read_buffer(n); }
+
+ private:
+  driver::RuntimeExecutor& get() {
+    if (!inner_) fail(ErrorKind::Api, "the runtime is not loaded yet");
+    return *inner_;
+  }
+  std::optional<driver::RuntimeExecutor> inner_;
+};
+
+// Streams text as tokens arrive and times the run.
+class Streamer final : public driver::GenerationObserver {
+ public:
+  Streamer(const Tokenizer* tok, driver::LogitsDump* dump) : dump_(dump) {
+    if (tok) decoder_.emplace(*tok);
+    t0_ = Clock::now();
+  }
+  void on_prefill_done(std::uint64_t) override { prefill_ms_ = ms_since(t0_); }
+  void on_logits(std::uint64_t position, std::span<const float> logits) override {
+    if (dump_) dump_->append(position, logits);
+  }
+  void on_token(std::uint64_t index, std::int64_t token) override {
+    const Clock::time_point now = Clock::now();
+    if (index == 0) first_token_ms_ = std::chrono::duration<double, std::milli>(now - t0_).count();
+    else step_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+    std::string text = decoder_ ? decoder_->push(static_cast<TokenId>(token)) : fmt::format("{} ", token);
+    if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  void finish() {
+    if (decoder_) {
+      const std::string rest = decoder_->finish();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+    }
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  double prefill_ms_ = 0, first_token_ms_ = 0;
+  std::vector<double> step_ms_;
+
+ private:
+  std::optional<StreamingDecoder> decoder_;
+  driver::LogitsDump* dump_;
+  Clock::time_point t0_, last_;
+};
+
+int run() {
+  const Config config = load_config(globals().config);
+  const std::optional<Target> target = config.target(opt.target);
+  if (target) {
+    if (opt.manifest.empty()) opt.manifest = target->manifest;
+    if (opt.kernels.empty()) opt.kernels = target->kernels;
+    if (opt.weights.empty()) opt.weights = target->weights;
+    if (opt.tokenizer.empty()) opt.tokenizer = target->tokenizer;
+  }
+  if (opt.prompt.empty() && opt.prompt_ids.empty() && config.run.prompt) opt.prompt = *config.run.prompt;
+  if (!opt.steps && config.run.steps) {
+    if (*config.run.steps < 1) fail(ErrorKind::Api, "{}: [run] steps must be at least 1", config.path);
+    opt.steps = static_cast<std::uint64_t>(*config.run.steps);
+  }
+  if (!opt.gpu && config.gpu) opt.gpu = static_cast<int>(*config.gpu);
+  const std::uint64_t steps = opt.steps.value_or(32);
+
+  auto missing = [](const char* what) {
+    std::fprintf(stderr, "error: kern run needs %s (a flag, or a kern.toml target)\n", what);
+    return 2;
+  };
+  if (opt.manifest.empty()) return missing("--manifest");
+  if (opt.kernels.empty()) return missing("--kernels");
+  if (opt.weights.empty()) return missing("--weights");
+  if (opt.prompt.empty() && opt.prompt_ids.empty()) return missing("--prompt or --prompt-ids");
+  if (!opt.prompt.empty() && opt.tokenizer.empty()) return missing("--tokenizer to encode --prompt");
+  if (steps == 0) return missing("--steps of at least 1");
+  if (opt.chunk == 0) return missing("--chunk of at least 1");
+  if (!opt.logits_buffer.empty() && opt.dump_logits.empty()) return missing("--dump-logits with --logits-buffer");
+
+  require_path(opt.manifest, "manifest", false);
+  require_path(opt.kernels, "kernels directory", true);
+  for (const std::string& w : opt.weights) {
+    std::error_code ec;
+    if (!fs::exists(w, ec)) fail(ErrorKind::Io, "weights {} does not exist", w);
+  }
+  if (!opt.tokenizer.empty()) require_path(opt.tokenizer, "tokenizer", false);
+
+  const Clock::time_point t_start = Clock::now();
+  const manifest::Verified verified = manifest::verify(manifest::parse_manifest_file(opt.manifest));
+  const manifest::Protocol protocol = manifest::check_protocol(verified);
+  const manifest::Manifest& m = verified.manifest();
+
+  std::optional<Tokenizer> tokenizer;
+  if (!opt.tokenizer.empty()) tokenizer.emplace(Tokenizer::from_file(opt.tokenizer));
+  std::vector<std::int64_t> prompt;
+  if (!opt.prompt_ids.empty()) {
+    prompt = driver::parse_id_list(opt.prompt_ids, "--prompt-ids");
+  } else {
+    for (TokenId id : tokenizer->encode(opt.prompt)) prompt.push_back(id);
+    if (prompt.empty()) fail(ErrorKind::Api, "--prompt encodes to no tokens");
+  }
+
+  std::vector<std::int64_t> stops = driver::read_eos_tokens(opt.weights.front());
+  if (!opt.stop_tokens.empty())
+    for (std::int64_t t : driver::parse_id_list(opt.stop_tokens, "--stop-tokens")) stops.push_back(t);
+
+  driver::GeneratorOptions gopt;
+  gopt.steps = steps;
+  gopt.chunk = opt.chunk;
+  gopt.stop_tokens = stops;
+  gopt.capacity_tokens = opt.capacity ? *opt.capacity : driver::capacity_for(protocol, prompt.size() + steps);
+  if (!opt.dump_logits.empty()) {
+    if (!opt.logits_buffer.empty()) {
+      gopt.logits_buffer = opt.logits_buffer;
+    } else if (auto found = driver::find_logits_output(protocol)) {
+      gopt.logits_buffer = *found;
+    } else {
+      fail(ErrorKind::Api, "--dump-logits: the manifest has no single float output shaped [{}, vocab]; "
+                           "generate it with logits exposed, or name one with --logits-buffer",
+           protocol.group_var());
+    }
+  }
+
+  // Checks the protocol and the options before anything touches the GPU.
+  RuntimeOptions ropt;
+  ropt.gpu = opt.gpu.value_or(0);
+  ropt.capacity.tokens = gopt.capacity_tokens;
+  ropt.capacity.seqs = 1;
+  ropt.eager = opt.eager;
+
+  LateExecutor exec;
+  driver::Generator gen(protocol, exec, gopt);
+  gen.check_fits(prompt.size());
+  const std::unique_ptr<Runtime> rt = Runtime::load(verified, opt.kernels, ropt);
+  exec.bind(*rt);
+
+  const std::unique_ptr<Tensors> weights = open_weights(opt.weights);
+  const Clock::time_point t_weights = Clock::now();
+  rt->load_weights(*weights);
+  const double weights_ms = ms_since(t_weights);
+  const double load_ms = ms_since(t_start);
+
+  // Start-up report.
+  const manifest::Forward* step = &gen.step_program();
+  const std::optional<manifest::Forward>& chunk = gen.chunk_program();
+  std::string vars;
+  for (const auto& [n, v] : m.vars) vars += fmt::format(" {}≤{}", n, v.max);
+  std::fprintf(stderr, "manifest: %s (schema %llu), %zu buffers, %zu ops, %zu programs, vars%s\n", m.model.c_str(),
+               static_cast<unsigned long long>(m.schema_version), m.buffers.size(), m.ops.size(), m.programs.size(), vars.c_str());
+  std::fprintf(stderr, "step program: %s%s\n", launch_summary(m, step->program).c_str(), step->graph && !opt.eager ? " (CUDA graph)" : " (eager)");
+  if (chunk)
+    std::fprintf(stderr, "chunk program: %s; %llu rows per chunk\n", launch_summary(m, chunk->program).c_str(),
+                 static_cast<unsigned long long>(gen.chunk_rows()));
+  const RuntimeStats& st0 = rt->stats();
+  std::fprintf(stderr, "weights: %.3f GB bound in %.0f ms (%.2f GB/s) from %zu file(s); load total %.0f ms; "
+               "capacity %llu tokens; prompt %zu tokens; stop tokens %zu\n",
+               st0.weight_bytes / 1e9, weights_ms, weights_ms > 0 ? st0.weight_bytes / 1e6 / weights_ms : 0.0,
+               weights->files().size(), load_ms, static_cast<unsigned long long>(gopt.capacity_tokens), prompt.size(), stops.size());
+  if (opt.chunk > gen.chunk_rows())
+    std::fprintf(stderr, "note: --chunk %llu capped to %llu rows (the chunk program's bound)\n",
+                 static_cast<unsigned long long>(opt.chunk), static_cast<unsigned long long>(gen.chunk_rows()));
+
+  std::unique_ptr<driver::LogitsDump> dump;
+  if (!opt.dump_logits.empty()) {
+    const manifest::Buffer& b = m.buffers.at(gopt.logits_buffer);
+    std::uint64_t width = 1;
+    for (std::size_t i = 1; i < b.shape.size(); ++i) width *= b.shape[i].value;
+    dump = std::make_unique<driver::LogitsDump>(opt.dump_logits, width);
+  }
+
+  Streamer streamer(tokenizer ? &*tokenizer : nullptr, dump.get());
+  const std::uint64_t launches0 = rt->stats().kernel_launches;
+  const driver::GenerationResult result = gen.generate(prompt, &streamer);
+  streamer.finish();
+  if (dump) dump->finish(prompt, result.tokens, std::string(driver::to_string(result.reason)));
+
+  const RuntimeStats& st = rt->stats();
+  std::vector<double> steps_ms = streamer.step_ms_;
+  double median = 0;
+  if (!steps_ms.empty()) {
+    std::sort(steps_ms.begin(), steps_ms.end());
+    median = steps_ms.size() % 2 ? steps_ms[steps_ms.size() / 2]
+                                 : (steps_ms[steps_ms.size() / 2 - 1] + steps_ms[steps_ms.size() / 2]) / 2;
+  }
+  std::fprintf(stderr, "graphs: %llu captured, %llu launched; %llu kernel launches, %llu GEMMs during generation\n",
+               static_cast<unsigned long long>(st.graph_captures), static_cast<unsigned long long>(st.graph_launches),
+               static_cast<unsigned long long>(st.kernel_launches - launches0), static_cast<unsigned long long>(st.gemm_calls));
+  std::fprintf(stderr, "generated %zu tokens (stop: %s); prefill %zu tokens in %.2f ms (%.0f tokens/s, first token at %.2f ms, "
+               "%llu chunk calls); decode %.3f ms/token (median of %zu)\n",
+               result.tokens.size(), std::string(driver::to_string(result.reason)).c_str(), prompt.size(), streamer.first_token_ms_,
+               streamer.first_token_ms_ > 0 ? prompt.size() * 1000.0 / streamer.first_token_ms_ : 0.0, streamer.first_token_ms_,
+               static_cast<unsigned long long>(result.chunk_calls), median, steps_ms.size());
+  return 0;
+}
+
+Runner setup(CLI::App& app) {
+  cmd = app.add_subcommand("run", "Greedy generation for one prompt (text to stdout, report to stderr)");
+  cmd->add_option("target", opt.target, "kern.toml target (default: the [run] target or the only one)");
+  cmd->add_option("--target", opt.target, "kern.toml target");
+  cmd->add_option("--manifest", opt.manifest, "Manifest JSON");
+  cmd->add_option("--kernels", opt.kernels, "Kernels directory");
+  cmd->add_option("--weights", opt.weights, "Checkpoint directory, or .safetensors files (repeatable)");
+  cmd->add_option("--tokenizer", opt.tokenizer, "tokenizer.json");
+  CLI::Option* p = cmd->add_option("--prompt", opt.prompt, "Prompt text");
+  cmd->add_option("--prompt-ids", opt.prompt_ids, "Prompt token ids a,b,c")->excludes(p);
+  cmd->add_option("--steps", opt.steps, "Tokens to generate at most (default 32)")->check(CLI::PositiveNumber);
+  cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: prompt + steps, rounded up to pages)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", opt.chunk, "Prefill rows per call (capped by the chunk program's bound)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--eager", opt.eager, "Never replay CUDA graphs");
+  cmd->add_option("--stop-tokens", opt.stop_tokens, "Extra stop token ids a,b (generation_config.json eos ids always stop)");
+  cmd->add_option("--dump-logits", opt.dump_logits, "Write every logits row to FILE (.npy f32) + FILE.json (ids)");
+  cmd->add_option("--logits-buffer", opt.logits_buffer, "Output to dump (default: the one float [groups, vocab] output)");
+  return [] { return run(); };
+}
+Registrar reg("run", setup);
+
+}  // namespace
+}  // namespace kern::cli

@@ -1,0 +1,118 @@
+// kern-driver: greedy single-sequence generation over the serving protocol.
+//
+// The caller contract (docs/run.md): the first n−1 prompt tokens go through the chunk program
+// in chunks of `chunk` rows, the last prompt token through the one-row program (the tightest
+// fixed one-row program covering one group) for the first token; then one (1, 1) call per step. Only input fill contents that changed are written
+// (prefix writes), so a decode step writes token, position, slot and seq_len, plus the page-table
+// row when a new page begins. Greedy argmax runs on the device: the driver reads the `tokens`
+// fill output after each call. The driver names nothing itself: every buffer and program comes
+// from manifest::Protocol.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kern/driver/sequence_pages.hpp"
+#include "kern/protocol.hpp"
+#include "kern/runtime/vars.hpp"
+
+namespace kern::driver {
+
+// What the driver needs from an executor (kern::Runtime through RuntimeExecutor; fakes in tests).
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) = 0;
+  virtual void run(std::string_view program, const Vars& vars) = 0;
+  virtual std::vector<std::byte> read_output(std::string_view buffer) = 0;
+  virtual std::vector<std::byte> read_buffer(std::string_view name) = 0;
+};
+
+struct GeneratorOptions {
+  std::uint64_t steps = 32;               // tokens to generate at most (≥ 1)
+  std::uint64_t chunk = 512;              // prefill rows per call; capped by the chunk program's bound
+  std::uint64_t capacity_tokens = 0;      // KV token slots the executor was loaded with (paged states)
+  std::vector<std::int64_t> stop_tokens;  // generation stops after emitting one of these
+  std::string logits_buffer;              // non-empty: read this output after every token-producing call
+};
+
+enum class StopReason : std::uint8_t { Steps, StopToken };
+std::string_view to_string(StopReason r);
+
+// Hooks the caller uses for streaming, timing and logits dumps. Called in order.
+class GenerationObserver {
+ public:
+  virtual ~GenerationObserver() = default;
+  // After the chunk calls (n−1 prompt tokens), before the first token's call.
+  virtual void on_prefill_done(std::uint64_t prompt_tokens) {}
+  // A token-producing call finished: `position` is the row it ran (the last prompt position, then
+  // each generated token's position); `logits` is empty unless GeneratorOptions::logits_buffer.
+  virtual void on_logits(std::uint64_t position, std::span<const float> logits) {}
+  // The i-th generated token (0-based).
+  virtual void on_token(std::uint64_t index, std::int64_t token) {}
+};
+
+struct GenerationResult {
+  std::vector<std::int64_t> tokens;  // generated tokens (the stop token included)
+  StopReason reason = StopReason::Steps;
+  std::uint64_t chunk_calls = 0;     // prefill calls
+  std::uint64_t step_calls = 0;      // (1, 1) calls, the first token's included
+  std::uint64_t chunk_rows = 0;      // rows per prefill call actually used
+};
+
+// The smallest token capacity holding `tokens` positions, rounded up to the page unit of the
+// protocol's page tables (`tokens` itself when there are none).
+std::uint64_t capacity_for(const manifest::Protocol& protocol, std::uint64_t tokens);
+
+// The float output read for logits when none is named: the one output without a fill role
+// whose outer dim is the group axis; nullopt when there is not exactly one.
+std::optional<std::string> find_logits_output(const manifest::Protocol& protocol);
+
+class Generator {
+ public:
+  // Checks that the protocol can be driven for one sequence (token, position and seq_len fills,
+  // a (1, 1) program emitting tokens, no per-sequence line tables, no tray axis) and that the
+  // options make sense. Error(Manifest) / Error(Api) otherwise.
+  Generator(const manifest::Protocol& protocol, Executor& executor, GeneratorOptions options);
+
+  // Runs one prompt (≥ 1 token) from an empty sequence. Error(Api) when prompt + steps cannot fit
+  // the capacity, a page-table row or the position domain. May be called again for a new prompt.
+  GenerationResult generate(std::span<const std::int64_t> prompt, GenerationObserver* observer = nullptr);
+  // The Error(Api) generate() would raise for a prompt of this length (≥ 1), without running.
+  void check_fits(std::uint64_t prompt_tokens) const;
+
+  std::uint64_t chunk_rows() const { return chunk_rows_; }
+  const manifest::Forward& step_program() const { return step_; }
+  const std::optional<manifest::Forward>& chunk_program() const { return chunk_; }
+  // Positions a sequence can reach (capacity, page-table reach and position domain).
+  std::uint64_t max_positions() const { return max_positions_; }
+
+ private:
+  void write_fill(manifest::Fill role, const std::vector<std::int64_t>& values);
+  void write_if_changed(const std::string& buffer, std::vector<std::byte> bytes);
+  // One call of `f` over rows `tokens` at positions [first, first + size); returns the token it
+  // emitted when `emits` (else −1).
+  std::int64_t call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
+                    GenerationObserver* observer, bool emits);
+
+  const manifest::Protocol& protocol_;
+  Executor& exec_;
+  GeneratorOptions options_;
+  manifest::Forward step_;
+  std::optional<manifest::Forward> chunk_;
+  std::uint64_t chunk_rows_ = 1;
+  std::uint64_t max_positions_ = 0;
+  std::string max_positions_why_;
+  SequencePages pages_;
+  std::uint64_t logits_width_ = 0;
+  DType logits_dtype_ = DType::BF16;
+  std::map<std::string, std::vector<std::byte>> known_;  // what each input buffer starts with
+};
+
+}  // namespace kern::driver

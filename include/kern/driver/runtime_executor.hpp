@@ -1,0 +1,23 @@
+// The driver's Executor over a loaded kern::Runtime.
+#pragma once
+
+#include "kern/driver.hpp"
+#include "kern/runtime.hpp"
+
+namespace kern::driver {
+
+class RuntimeExecutor final : public Executor {
+ public:
+  explicit RuntimeExecutor(Runtime& runtime) : rt_(runtime) {}
+  void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) override {
+    rt_.write_input(buffer, bytes, prefix);
+  }
+  void run(std::string_view program, const Vars& vars) override { rt_.run(program, vars); }
+  std::vector<std::byte> read_output(std::string_view buffer) override { return rt_.read_output(buffer); }
+  std::vector<std::byte> read_buffer(std::string_view name) override { return rt_.read_buffer(name); }
+
+ private:
+  Runtime& rt_;
+};
+
+}  // namespace kern::driver

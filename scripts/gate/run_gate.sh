@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The HF-transformers correctness gate for kern run (docs/run.md), on a GPU machine.
+#
+#   scripts/gate/run_gate.sh BUNDLE
+#
+# BUNDLE holds bin/kern, kernels/*.fatbin and tokenizer/tokenizer.json (+ tokenizer_config.json);
+# scripts/gate/make_bundle.sh BUILD_DIR BUNDLE makes it from a build. For each shape in $SHAPES
+# (default "tiny 4b 8b-l4": the tiny preset, the 4B preset, and an untied 8B shape cut to 4
+# layers) it synthesizes a checkpoint, generates a manifest with logits exposed, runs
+# `kern run --dump-logits` on every gate prompt (19 windows of natural text, 1..512 tokens) with
+# $STEPS (32) decode steps, plus the determinism variants (--chunk 1, --eager, a repeat) on a
+# few prompts; then hf_compare.py teacher-forces HF transformers (bf16, GPU) and compares.
+# Work files go to $WORK (default /tmp/kern-gate); the JSON report and logs to $OUT.
+# Exit 0 when the gate passes, 1 when it fails.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bundle=$(cd "${1:?usage: run_gate.sh BUNDLE}" && pwd)
+WORK=${WORK:-/tmp/kern-gate}
+OUT=${OUT:-$WORK/out}
+SHAPES=${SHAPES:-"tiny 4b 8b-l4"}
+STEPS=${STEPS:-32}
+kern=$bundle/bin/kern
+mkdir -p "$WORK" "$OUT"
+export KERN_LOG=${KERN_LOG:-warn}
+
+python3 "$here/make_prompts.py" --kern "$kern" --tokenizer "$bundle/tokenizer/tokenizer.json" \
+  --corpus "$here/corpus.txt" -o "$WORK/prompts.json" || exit 1
+nprompts=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$WORK/prompts.json")
+# Determinism variants run on these prompt indices (short, mid, the 512-token one).
+VARIANT_PROMPTS=${VARIANT_PROMPTS:-"0 9 $((nprompts - 1))"}
+
+runs=$WORK/runs.tsv
+: > "$runs"
+for shape in $SHAPES; do
+  case $shape in
+    tiny) synth=(--preset tiny) ;;
+    4b) synth=(--preset 4b) ;;
+    8b-l4) synth=(--preset 8b --layers 4) ;;
+    *) echo "unknown shape $shape"; exit 1 ;;
+  esac
+  ckpt=$WORK/$shape
+  t0=$(date +%s%N)
+  "$kern" synth qwen3 "${synth[@]}" -o "$ckpt" --seed 7 --tokenizer-dir "$bundle/tokenizer" --force \
+    2> "$OUT/$shape-synth.log" || { echo "$shape: synth failed"; cat "$OUT/$shape-synth.log"; printf '%s\tsynth\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+  t1=$(date +%s%N)
+  "$kern" gen qwen3 "$ckpt" -o "$WORK/$shape.json" --kernels-dir "$bundle/kernels" --logits-output \
+    2> "$OUT/$shape-gen.log" || { echo "$shape: gen failed"; cat "$OUT/$shape-gen.log"; printf '%s\tgen\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+  echo "$shape: synthesized in $(( (t1 - t0) / 1000000 )) ms, manifest $(stat -c %s "$WORK/$shape.json") bytes"
+  mkdir -p "$WORK/$shape-runs"
+  run_one() {  # prompt-index variant extra-args...
+    local i=$1 variant=$2; shift 2
+    local ids name dump log rc s0 s1
+    name=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]['name'])" "$WORK/prompts.json" "$i")
+    ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))[int(sys.argv[2])]['ids'])))" "$WORK/prompts.json" "$i")
+    dump=$WORK/$shape-runs/$name.$variant.npy
+    log=$WORK/$shape-runs/$name.$variant.log
+    s0=$(date +%s%N)
+    "$kern" run --manifest "$WORK/$shape.json" --kernels "$bundle/kernels" --weights "$ckpt" \
+      --tokenizer "$bundle/tokenizer/tokenizer.json" --prompt-ids "$ids" --steps "$STEPS" \
+      --dump-logits "$dump" "$@" > "$log.stdout" 2> "$log"
+    rc=$?
+    s1=$(date +%s%N)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$shape" "$name" "$variant" "$dump" "$rc" "$(( (s1 - s0) / 1000000 ))" >> "$runs"
+    if [ $rc -ne 0 ]; then echo "$shape $name $variant: kern run exit $rc"; tail -5 "$log"; fi
+  }
+  for ((i = 0; i < nprompts; i++)); do run_one "$i" main; done
+  for i in $VARIANT_PROMPTS; do
+    run_one "$i" chunk1 --chunk 1
+    run_one "$i" eager --eager
+    run_one "$i" repeat
+  done
+  # Keep one run's report (start-up report + summary) for the record.
+  cp "$WORK/$shape-runs/p$(printf %02d $((nprompts - 1))).main.log" "$OUT/$shape-run-512.log" 2>/dev/null
+  cp "$WORK/$shape-runs/p00.main.log" "$OUT/$shape-run-1.log" 2>/dev/null
+done
+
+python3 "$here/hf_compare.py" --work "$WORK" --runs "$runs" --report "$OUT/gate-report.json"

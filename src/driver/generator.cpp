@@ -1,0 +1,279 @@
+// Greedy single-sequence generation over the serving protocol (see kern/driver.hpp).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "driver/encode.hpp"
+#include "kern/driver.hpp"
+#include "kern/error.hpp"
+
+namespace kern::driver {
+
+using manifest::Fill;
+
+std::string_view to_string(StopReason r) {
+  switch (r) {
+    case StopReason::Steps: return "steps";
+    case StopReason::StopToken: return "stop token";
+  }
+  return "?";
+}
+
+std::uint64_t capacity_for(const manifest::Protocol& protocol, std::uint64_t tokens) {
+  std::uint64_t unit = 1;
+  for (const manifest::PageTable& t : protocol.page_tables())
+    if (t.stride) unit = std::lcm(unit, t.stride);
+  return (tokens + unit - 1) / unit * unit;
+}
+
+std::optional<std::string> find_logits_output(const manifest::Protocol& protocol) {
+  const manifest::Manifest& m = protocol.verified().manifest();
+  std::optional<std::string> found;
+  for (const auto& [name, b] : m.buffers) {
+    if (b.kind != manifest::BufferKind::Output || b.fill || !is_float(b.dtype) || b.shape.size() < 2) continue;
+    if (protocol.group_var().empty() || b.shape[0].var != protocol.group_var()) continue;
+    if (found) return std::nullopt;  // ambiguous: the caller must name it
+    found = name;
+  }
+  return found;
+}
+
+namespace {
+
+// The largest value the buffer's domain admits (inclusive), when it is a plain bound or an
+// index into a buffer of constant rows; nullopt otherwise (the runtime checks the rest).
+std::optional<std::uint64_t> domain_max(const manifest::Manifest& m, const std::string& buffer) {
+  auto it = m.buffers.find(buffer);
+  if (it == m.buffers.end() || !it->second.domain) return std::nullopt;
+  const manifest::Domain& d = *it->second.domain;
+  if (d.max) {
+    std::map<std::string, std::uint64_t> vmax;
+    for (const auto& [n, v] : m.vars) vmax[n] = v.max;
+    switch (d.max->kind) {
+      case manifest::Bound::Kind::Int:
+        return d.max->i < 0 ? 0 : static_cast<std::uint64_t>(d.max->i);
+      case manifest::Bound::Kind::Float:
+        return d.max->f < 0 ? 0 : static_cast<std::uint64_t>(d.max->f);
+      case manifest::Bound::Kind::Expr:
+        return manifest::eval(d.max->expr, manifest::lookup_in(vmax), "buffers." + buffer + ".domain.max");
+    }
+  }
+  if (d.index_into) {
+    auto target = m.buffers.find(d.index_into->target);
+    if (target == m.buffers.end() || target->second.shape.empty() || target->second.shape[0].is_var()) return std::nullopt;
+    const std::uint64_t stride = d.index_into->stride ? d.index_into->stride : 1;
+    const std::uint64_t rows = target->second.shape[0].value / stride;
+    if (rows == 0) return 0;
+    return rows - 1;
+  }
+  return std::nullopt;
+}
+
+// The program for one sequence × one row: among the programs with exactly one row per group
+// (not span ones), the tightest groups bound; else whatever Protocol::forward(1, 1) picks.
+// (Protocol::forward prefers the tightest groups bound, which is the rows-as-fed prefill
+// program when it is declared with one group: a decode step must be a fixed-shape program.)
+std::optional<manifest::Forward> step_forward(const manifest::Protocol& p) {
+  std::optional<manifest::Forward> best;
+  for (const manifest::Forward& f : p.forwards()) {
+    if (!f.rows_var.empty() || f.rows != 1 || !f.span.empty() || f.groups < 1) continue;
+    if (!best || f.groups < best->groups) best = f;
+  }
+  if (best) return best;
+  return p.forward(1, 1);
+}
+
+const manifest::FillSlot& require_fill(const manifest::Protocol& p, Fill role) {
+  const manifest::FillSlot* f = p.fill(role);
+  if (!f) fail(ErrorKind::Manifest, "kern run needs an input with fill '{}'; the manifest has none", manifest::to_string(role));
+  return *f;
+}
+
+}  // namespace
+
+Generator::Generator(const manifest::Protocol& protocol, Executor& executor, GeneratorOptions options)
+    : protocol_(protocol),
+      exec_(executor),
+      options_(std::move(options)),
+      pages_(protocol.page_tables(), options_.capacity_tokens) {
+  if (options_.steps == 0) fail(ErrorKind::Api, "steps must be at least 1");
+  if (options_.chunk == 0) fail(ErrorKind::Api, "chunk must be at least 1 row");
+  if (!protocol_.tray_var().empty())
+    fail(ErrorKind::Manifest, "kern run drives one sequence; the manifest has a tray axis '{}'", protocol_.tray_var());
+  if (!protocol_.line_tables().empty())
+    fail(ErrorKind::Manifest, "kern run drives paged states only; per-sequence state table {} is not supported",
+         protocol_.line_tables().front().buffer);
+  require_fill(protocol_, Fill::Token);
+  require_fill(protocol_, Fill::Position);
+  require_fill(protocol_, Fill::SeqLen);
+  const manifest::Manifest& m = protocol_.verified().manifest();
+  const bool paged = std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
+  if (paged) require_fill(protocol_, Fill::Slot);
+  if (paged && options_.capacity_tokens == 0) fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed");
+
+  std::optional<manifest::Forward> step = step_forward(protocol_);
+  if (!step) fail(ErrorKind::Manifest, "no batch program accepts one sequence of one row (a decode step)");
+  if (!step->emits_tokens)
+    fail(ErrorKind::Manifest, "the one-row program does not write the 'tokens' fill: greedy tokens must come from the device");
+  step_ = *step;
+  chunk_ = protocol_.chunk();
+  if (chunk_) {
+    chunk_rows_ = std::min(options_.chunk, chunk_->rows);
+  } else {
+    chunk_rows_ = 1;  // no chunk program: the prompt goes through the one-row program row by row
+  }
+
+  if (!options_.logits_buffer.empty()) {
+    auto it = m.buffers.find(options_.logits_buffer);
+    if (it == m.buffers.end()) fail(ErrorKind::Api, "logits buffer '{}' is not in the manifest", options_.logits_buffer);
+    const manifest::Buffer& b = it->second;
+    if (b.kind != manifest::BufferKind::Output)
+      fail(ErrorKind::Api, "logits buffer '{}' is a {} buffer, not an output (generate the manifest with logits exposed)",
+           options_.logits_buffer, manifest::to_string(b.kind));
+    if (b.dtype != DType::BF16 && b.dtype != DType::F16 && b.dtype != DType::F32)
+      fail(ErrorKind::Api, "logits buffer '{}' is {}, not bf16/f16/f32", options_.logits_buffer, manifest_name(b.dtype));
+    if (b.shape.size() < 2 || b.shape[0].var != protocol_.group_var())
+      fail(ErrorKind::Api, "logits buffer '{}' must be shaped [{}, vocab]", options_.logits_buffer, protocol_.group_var());
+    logits_width_ = 1;
+    for (std::size_t i = 1; i < b.shape.size(); ++i) {
+      if (b.shape[i].is_var()) fail(ErrorKind::Api, "logits buffer '{}': inner dims must be constant", options_.logits_buffer);
+      logits_width_ *= b.shape[i].value;
+    }
+    logits_dtype_ = b.dtype;
+  }
+
+  // How far one sequence can go.
+  max_positions_ = std::numeric_limits<std::uint64_t>::max();
+  if (paged || !protocol_.page_tables().empty()) {
+    max_positions_ = pages_.max_tokens();
+    max_positions_why_ = pages_.row_pages() * pages_.unit() < pages_.total_pages() * pages_.unit() && !protocol_.page_tables().empty()
+                             ? fmt::format("one page-table row reaches {} pages of {} tokens", pages_.row_pages(), pages_.unit())
+                             : fmt::format("the KV capacity is {} tokens", pages_.total_pages() * pages_.unit());
+  }
+  if (auto pmax = domain_max(m, protocol_.fill(Fill::Position)->buffer); pmax && *pmax + 1 < max_positions_) {
+    max_positions_ = *pmax + 1;
+    max_positions_why_ = fmt::format("positions go up to {} (domain of the position input)", *pmax);
+  }
+  if (auto smax = domain_max(m, protocol_.fill(Fill::SeqLen)->buffer); smax && *smax < max_positions_) {
+    max_positions_ = *smax;
+    max_positions_why_ = fmt::format("sequence lengths go up to {} (domain of the seq_len input)", *smax);
+  }
+}
+
+void Generator::write_if_changed(const std::string& buffer, std::vector<std::byte> bytes) {
+  std::vector<std::byte>& known = known_[buffer];
+  if (known.size() >= bytes.size() && std::equal(bytes.begin(), bytes.end(), known.begin())) return;
+  exec_.write_input(buffer, bytes, true);
+  if (bytes.size() >= known.size()) {
+    known = std::move(bytes);
+  } else {
+    std::copy(bytes.begin(), bytes.end(), known.begin());
+  }
+}
+
+void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
+  const manifest::FillSlot* f = protocol_.fill(role);
+  if (!f) return;
+  write_if_changed(f->buffer, encode_ints(f->dtype, values, f->buffer));
+}
+
+std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
+                             GenerationObserver* observer, bool emits) {
+  const std::uint64_t rows = tokens.size();
+  const std::uint64_t end = first + rows;
+  if (pages_.reserve(end) > 0) {  // a new page began: its table rows grow
+    for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t)
+      write_if_changed(protocol_.page_tables()[t].buffer,
+                       encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
+  }
+  std::vector<std::int64_t> values(tokens.begin(), tokens.end());
+  const manifest::FillSlot* token = protocol_.fill(Fill::Token);
+  if (token->axis == protocol_.group_var() && rows > 1)
+    fail(ErrorKind::Manifest, "the token input {} is per sequence; it cannot feed {} rows", token->buffer, rows);
+  write_fill(Fill::Token, values);
+  for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(first + r);
+  write_fill(Fill::Position, values);
+  if (protocol_.fill(Fill::Slot)) {
+    for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(pages_.slot(first + r));
+    write_fill(Fill::Slot, values);
+  }
+  if (protocol_.fill(Fill::Valid)) write_fill(Fill::Valid, std::vector<std::int64_t>(rows, 1));
+  write_fill(Fill::SeqLen, {static_cast<std::int64_t>(end)});
+  write_fill(Fill::CuSeqlens, {0, static_cast<std::int64_t>(rows)});
+
+  const std::map<std::string, std::uint64_t> table = protocol_.vars(f, 1, rows, end);
+  exec_.run(f.program, Vars(table.begin(), table.end()));
+
+  if (const manifest::FillSlot* err = protocol_.fill(Fill::Error)) {
+    const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec_.read_output(err->buffer), err->buffer);
+    for (std::int64_t v : flags)
+      if (v != 0) fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}", first, end, v, err->buffer);
+  }
+  if (!emits) return -1;
+  const manifest::FillSlot& out = *protocol_.fill(Fill::Tokens);
+  const std::vector<std::int64_t> produced = decode_ints(out.dtype, exec_.read_output(out.buffer), out.buffer);
+  const std::uint64_t per_group = std::max<std::uint64_t>(f.tokens_per_group, 1);
+  const std::uint64_t index = std::min<std::uint64_t>(rows, per_group) - 1;  // group 0's last row
+  if (index >= produced.size())
+    fail(ErrorKind::Api, "output {} holds {} values; expected at least {}", out.buffer, produced.size(), index + 1);
+  const std::int64_t next = produced[index];
+  if (next < 0) fail(ErrorKind::Call, "the device produced token {} at position {}", next, end - 1);
+  if (observer && logits_width_) {
+    const std::vector<std::byte> raw = exec_.read_output(options_.logits_buffer);
+    const std::vector<float> row = decode_floats(logits_dtype_, raw, logits_width_, options_.logits_buffer);
+    observer->on_logits(end - 1, row);
+  } else if (observer) {
+    observer->on_logits(end - 1, {});
+  }
+  return next;
+}
+
+void Generator::check_fits(std::uint64_t n) const {
+  if (n == 0) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
+  const std::uint64_t needed = n + options_.steps - 1;  // the last generated token is never fed back
+  if (needed > max_positions_)
+    fail(ErrorKind::Api, "a prompt of {} tokens and {} steps needs {} positions, but {}", n, options_.steps, needed,
+         max_positions_why_);
+}
+
+GenerationResult Generator::generate(std::span<const std::int64_t> prompt, GenerationObserver* observer) {
+  check_fits(prompt.size());
+  const std::uint64_t n = prompt.size();
+  pages_.clear();
+  known_.clear();
+
+  GenerationResult result;
+  result.chunk_rows = chunk_rows_;
+  const manifest::Forward& chunk = chunk_ ? *chunk_ : step_;
+  for (std::uint64_t i = 0; i + 1 < n; i += chunk_rows_) {
+    const std::uint64_t c = std::min(chunk_rows_, n - 1 - i);
+    call(chunk, prompt.subspan(i, c), i, observer, false);
+    ++result.chunk_calls;
+  }
+  if (observer) observer->on_prefill_done(n - 1);
+
+  auto is_stop = [&](std::int64_t t) {
+    return std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), t) != options_.stop_tokens.end();
+  };
+  std::int64_t token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true);
+  ++result.step_calls;
+  while (true) {
+    result.tokens.push_back(token);
+    if (observer) observer->on_token(result.tokens.size() - 1, token);
+    if (is_stop(token)) {
+      result.reason = StopReason::StopToken;
+      break;
+    }
+    if (result.tokens.size() >= options_.steps) {
+      result.reason = StopReason::Steps;
+      break;
+    }
+    const std::int64_t fed[1] = {token};
+    token = call(step_, fed, n - 1 + result.tokens.size(), observer, true);
+    ++result.step_calls;
+  }
+  return result;
+}
+
+}  // namespace kern::driver

@@ -1,0 +1,113 @@
+// A host stand-in for the runtime: holds every input/output buffer of a manifest at var max,
+// applies (prefix) writes, records every write, run and read, and on run acts like a tiny model:
+// it stores each row's (position, token) in a KV map at the row's slot, checks that the page
+// table finds every earlier position of the sequence there, and emits a deterministic next token
+// (plus a logits row) from the last row.
+#pragma once
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kern/driver.hpp"
+#include "kern/error.hpp"
+#include "kern/manifest.hpp"
+
+namespace kern::driver::test {
+
+struct Event {
+  enum class Kind { Write, Run, Read } kind;
+  std::string name;                 // buffer or program
+  std::vector<std::int64_t> values; // Write: the integers written
+  bool prefix = false;
+  Vars vars;                        // Run
+};
+
+inline std::int64_t toy_next(std::int64_t token, std::uint64_t position) {
+  return (token * 7 + static_cast<std::int64_t>(position) * 3 + 5) % 100;
+}
+
+class FakeExecutor final : public Executor {
+ public:
+  explicit FakeExecutor(const manifest::Manifest& m, std::uint64_t page = 4) : m_(m), page_(page) {
+    std::map<std::string, std::uint64_t> vmax;
+    for (const auto& [n, v] : m.vars) vmax[n] = v.max;
+    for (const auto& [n, b] : m.buffers)
+      if (b.kind == manifest::BufferKind::Input || b.kind == manifest::BufferKind::Output)
+        bytes_[n].assign(manifest::shape_elements(b.shape, manifest::lookup_in(vmax)) * dtype_size(b.dtype), std::byte{0xEE});
+  }
+
+  void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) override {
+    auto it = bytes_.find(std::string(buffer));
+    if (it == bytes_.end()) fail(ErrorKind::Api, "fake: unknown input {}", buffer);
+    if (bytes.size() > it->second.size() || (!prefix && bytes.size() != it->second.size()))
+      fail(ErrorKind::Api, "fake: {} bytes for {} of {}", bytes.size(), buffer, it->second.size());
+    std::memcpy(it->second.data(), bytes.data(), bytes.size());
+    Event e{Event::Kind::Write, std::string(buffer), {}, false, {}};
+    const DType dt = m_.buffers.at(std::string(buffer)).dtype;
+    const std::size_t w = dtype_size(dt);
+    for (std::size_t i = 0; i < bytes.size() / w; ++i) e.values.push_back(get(buffer, i));
+    e.prefix = prefix;
+    events.push_back(std::move(e));
+  }
+
+  void run(std::string_view program, const Vars& vars) override {
+    { Event e{Event::Kind::Run, std::string(program), {}, false, vars}; events.push_back(std::move(e)); }
+    const std::uint64_t rows = vars.at("tokens");
+    const std::int64_t len = get("lens", 0);
+    if (get("cu", 0) != 0 || get("cu", 1) != static_cast<std::int64_t>(rows)) violations.push_back("cu_seqlens");
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      const std::int64_t pos = get("pos", r);
+      if (pos != len - static_cast<std::int64_t>(rows - r)) violations.push_back("position/seq_len mismatch");
+      kv[get("slots", r)] = {pos, get("ids", r)};
+    }
+    // Every position of the sequence must be found through the page table.
+    for (std::int64_t p = 0; p < len; ++p) {
+      const std::int64_t page = get("table", static_cast<std::size_t>(p) / page_);
+      const std::int64_t slot = page * static_cast<std::int64_t>(page_) + p % static_cast<std::int64_t>(page_);
+      auto it = kv.find(slot);
+      if (it == kv.end() || it->second.first != p) violations.push_back("position " + std::to_string(p) + " not found via table");
+    }
+    const std::int64_t last = get("ids", rows - 1);
+    const std::int64_t next = toy_next(last, static_cast<std::uint64_t>(get("pos", rows - 1)));
+    set_i64("next", 0, next);
+    for (int k = 0; k < 6; ++k) {
+      float f = static_cast<float>(next) * 0.5f + static_cast<float>(k);
+      std::memcpy(bytes_["scores"].data() + 4 * k, &f, 4);
+    }
+  }
+
+  std::vector<std::byte> read_output(std::string_view buffer) override {
+    events.push_back(Event{Event::Kind::Read, std::string(buffer), {}, false, {}});
+    return bytes_.at(std::string(buffer));
+  }
+  std::vector<std::byte> read_buffer(std::string_view name) override { return read_output(name); }
+
+  std::int64_t get(std::string_view buffer, std::size_t i) const {
+    const std::vector<std::byte>& b = bytes_.at(std::string(buffer));
+    const DType dt = m_.buffers.at(std::string(buffer)).dtype;
+    if (dt == DType::I64) {
+      std::int64_t v;
+      std::memcpy(&v, b.data() + 8 * i, 8);
+      return v;
+    }
+    std::int32_t v;
+    std::memcpy(&v, b.data() + 4 * i, 4);
+    return v;
+  }
+  void set_i64(std::string_view buffer, std::size_t i, std::int64_t v) {
+    std::memcpy(bytes_.at(std::string(buffer)).data() + 8 * i, &v, 8);
+  }
+
+  std::vector<Event> events;
+  std::vector<std::string> violations;
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> kv;  // slot -> (position, token)
+
+ private:
+  const manifest::Manifest& m_;
+  std::uint64_t page_;
+  std::map<std::string, std::vector<std::byte>> bytes_;
+};
+
+}  // namespace kern::driver::test

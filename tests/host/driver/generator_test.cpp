@@ -1,0 +1,315 @@
+// The generic greedy driver against a fake executor over a small verified manifest
+// (tests/host/driver/fixtures/driver-toy.json: page size 4, one table row reaches 4 pages,
+// chunk program bound 8 rows, positions < 64).
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "fake_executor.hpp"
+#include "kern/driver.hpp"
+#include "kern/error.hpp"
+#include "kern/file.hpp"
+#include "kern/manifest.hpp"
+#include "kern/protocol.hpp"
+#include "kern/verify.hpp"
+
+namespace kern::driver {
+namespace {
+
+using test::Event;
+using test::FakeExecutor;
+using test::toy_next;
+
+struct Toy {
+  manifest::Verified verified =
+      manifest::verify(manifest::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  manifest::Protocol protocol = manifest::check_protocol(verified);
+};
+
+const Toy& toy() {
+  static const Toy t;
+  return t;
+}
+
+std::vector<std::int64_t> iota_prompt(std::size_t n, std::int64_t start = 10) {
+  std::vector<std::int64_t> p(n);
+  std::iota(p.begin(), p.end(), start);
+  return p;
+}
+
+// What the toy model generates greedily after `prompt`.
+std::vector<std::int64_t> expected_tokens(const std::vector<std::int64_t>& prompt, std::size_t steps) {
+  std::vector<std::int64_t> out;
+  std::int64_t t = prompt.back();
+  std::uint64_t pos = prompt.size() - 1;
+  for (std::size_t i = 0; i < steps; ++i, ++pos) {
+    t = toy_next(t, pos);
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<const Event*> runs(const FakeExecutor& f) {
+  std::vector<const Event*> r;
+  for (const Event& e : f.events)
+    if (e.kind == Event::Kind::Run) r.push_back(&e);
+  return r;
+}
+
+// Events between run i−1 and run i (the writes made for call i).
+std::vector<const Event*> writes_before_run(const FakeExecutor& f, std::size_t i) {
+  std::vector<const Event*> w;
+  std::size_t seen = 0;
+  for (const Event& e : f.events) {
+    if (e.kind == Event::Kind::Run) {
+      if (seen == i) return w;
+      ++seen;
+      w.clear();
+    } else if (e.kind == Event::Kind::Write) {
+      w.push_back(&e);
+    }
+  }
+  return w;
+}
+
+GeneratorOptions options(std::uint64_t steps, std::uint64_t chunk, std::uint64_t capacity = 16) {
+  GeneratorOptions o;
+  o.steps = steps;
+  o.chunk = chunk;
+  o.capacity_tokens = capacity;
+  return o;
+}
+
+TEST(Generator, ChunksTheFirstNMinusOneTokensAndDecodesTheLast) {
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(3, 4));
+  const auto prompt = iota_prompt(11);
+  const GenerationResult r = gen.generate(prompt);
+  EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 3u + 3u);  // chunks 4, 4, 2; then three one-row calls
+  const std::uint64_t chunk_rows[] = {4, 4, 2};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rs[i]->name, "prefill");
+    EXPECT_EQ(rs[i]->vars.at("tokens"), chunk_rows[i]);
+    EXPECT_EQ(rs[i]->vars.at("seqs"), 1u);
+  }
+  for (int i = 3; i < 6; ++i) {
+    EXPECT_EQ(rs[i]->name, "decode");
+    EXPECT_EQ(rs[i]->vars.at("tokens"), 1u);
+    EXPECT_EQ(rs[i]->vars.at("seqs"), 1u);
+  }
+  // The third chunk carries prompt[8..10) at positions 8, 9; the last prompt token goes to decode.
+  const auto w2 = writes_before_run(fake, 2);
+  auto find = [](const std::vector<const Event*>& w, const std::string& name) -> const Event* {
+    for (const Event* e : w)
+      if (e->name == name) return e;
+    return nullptr;
+  };
+  ASSERT_NE(find(w2, "ids"), nullptr);
+  EXPECT_EQ(find(w2, "ids")->values, (std::vector<std::int64_t>{18, 19}));
+  EXPECT_EQ(find(w2, "pos")->values, (std::vector<std::int64_t>{8, 9}));
+  EXPECT_EQ(find(w2, "lens")->values, (std::vector<std::int64_t>{10}));
+  EXPECT_EQ(find(w2, "cu")->values, (std::vector<std::int64_t>{0, 2}));
+  const auto w3 = writes_before_run(fake, 3);
+  EXPECT_EQ(find(w3, "ids")->values, (std::vector<std::int64_t>{20}));
+  EXPECT_EQ(find(w3, "pos")->values, (std::vector<std::int64_t>{10}));
+  EXPECT_EQ(find(w3, "lens")->values, (std::vector<std::int64_t>{11}));
+  EXPECT_EQ(r.tokens, expected_tokens(prompt, 3));
+  EXPECT_EQ(r.chunk_calls, 3u);
+  EXPECT_EQ(r.step_calls, 3u);
+  EXPECT_EQ(r.reason, StopReason::Steps);
+}
+
+TEST(Generator, ChunkIsCappedByTheChunkProgramsRowBound) {
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(2, 512));
+  EXPECT_EQ(gen.chunk_rows(), 8u);  // vars.tokens.max
+  const auto prompt = iota_prompt(14);
+  gen.generate(prompt);
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 2u + 2u);
+  EXPECT_EQ(rs[0]->vars.at("tokens"), 8u);
+  EXPECT_EQ(rs[1]->vars.at("tokens"), 5u);
+  EXPECT_TRUE(fake.violations.empty());
+}
+
+TEST(Generator, DecodeStepsWriteOnlyWhatChanged) {
+  // Prompt of 3 tokens, chunk 1: chunks at positions 0, 1 (one row each), decode from position 2.
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(12, 1));
+  const auto prompt = iota_prompt(3);
+  const GenerationResult r = gen.generate(prompt);
+  EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
+  EXPECT_EQ(r.tokens, expected_tokens(prompt, 12));
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 2u + 12u);
+  // First chunk: every input including the table row (page 0) and cu_seqlens.
+  std::vector<std::string> first;
+  for (const Event* e : writes_before_run(fake, 0)) first.push_back(e->name);
+  EXPECT_EQ(first, (std::vector<std::string>{"table", "ids", "pos", "slots", "lens", "cu"}));
+  for (std::size_t i = 2; i < rs.size(); ++i) {
+    const std::uint64_t pos = prompt.size() - 1 + (i - 2);
+    std::vector<std::string> names;
+    for (const Event* e : writes_before_run(fake, i)) {
+      names.push_back(e->name);
+      EXPECT_TRUE(e->prefix);
+      if (e->name == "ids") {
+        EXPECT_EQ(e->values, (std::vector<std::int64_t>{i == 2 ? prompt.back() : r.tokens[i - 3]}));
+      } else if (e->name == "pos") {
+        EXPECT_EQ(e->values, (std::vector<std::int64_t>{static_cast<std::int64_t>(pos)}));
+      } else if (e->name == "slots") {
+        EXPECT_EQ(e->values, (std::vector<std::int64_t>{static_cast<std::int64_t>(pos)}));
+      } else if (e->name == "lens") {
+        EXPECT_EQ(e->values, (std::vector<std::int64_t>{static_cast<std::int64_t>(pos + 1)}));
+      }
+      if (e->name == "table") {
+        std::vector<std::int64_t> row(pos / 4 + 1);
+        std::iota(row.begin(), row.end(), 0);
+        EXPECT_EQ(e->values, row) << "position " << pos;
+      }
+    }
+    const std::int64_t fed = i == 2 ? prompt.back() : r.tokens[i - 3];
+    const std::int64_t fed_before = i == 2 ? prompt[1] : i == 3 ? prompt.back() : r.tokens[i - 4];
+    std::vector<std::string> want;
+    if (pos % 4 == 0) want.push_back("table");  // a new page begins
+    if (fed != fed_before) want.push_back("ids");  // an unchanged token is not rewritten
+    want.insert(want.end(), {"pos", "slots", "lens"});
+    EXPECT_EQ(names, want) << "call " << i << " at position " << pos;
+  }
+  // Reads: one tokens read per one-row call and nothing else (no logits buffer asked for).
+  std::size_t reads = 0;
+  for (const Event& e : fake.events)
+    if (e.kind == Event::Kind::Read) {
+      ++reads;
+      EXPECT_EQ(e.name, "next");
+    }
+  EXPECT_EQ(reads, 12u);
+}
+
+TEST(Generator, StopsAfterAStopToken) {
+  const auto prompt = iota_prompt(5);
+  const auto all = expected_tokens(prompt, 8);
+  FakeExecutor fake(toy().verified.manifest());
+  GeneratorOptions o = options(8, 4);
+  o.stop_tokens = {999, all[3]};
+  Generator gen(toy().protocol, fake, o);
+  const GenerationResult r = gen.generate(prompt);
+  ASSERT_EQ(r.reason, StopReason::StopToken);
+  // The first occurrence of the stop token ends it (it may occur before index 3).
+  const std::size_t first = static_cast<std::size_t>(std::find(all.begin(), all.end(), all[3]) - all.begin());
+  EXPECT_EQ(r.tokens, std::vector<std::int64_t>(all.begin(), all.begin() + first + 1));
+  EXPECT_EQ(r.step_calls, first + 1);
+}
+
+TEST(Generator, StepsLimitAndRepeatedPrompts) {
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(5, 3));
+  const auto a = iota_prompt(7);
+  const auto b = iota_prompt(2, 40);
+  EXPECT_EQ(gen.generate(a).tokens, expected_tokens(a, 5));
+  const GenerationResult rb = gen.generate(b);  // a fresh sequence over the same buffers
+  EXPECT_EQ(rb.tokens, expected_tokens(b, 5));
+  EXPECT_EQ(rb.reason, StopReason::Steps);
+  EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
+}
+
+TEST(Generator, OneTokenPromptSkipsPrefill) {
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(4, 4));
+  const std::vector<std::int64_t> prompt{42};
+  const GenerationResult r = gen.generate(prompt);
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 4u);
+  for (const Event* e : rs) EXPECT_EQ(e->name, "decode");
+  EXPECT_EQ(r.chunk_calls, 0u);
+  EXPECT_EQ(r.tokens, expected_tokens(prompt, 4));
+  EXPECT_TRUE(fake.violations.empty());
+}
+
+TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
+  FakeExecutor fake(toy().verified.manifest());
+  {
+    Generator gen(toy().protocol, fake, options(4, 4, 8));  // capacity 8 tokens
+    gen.generate(iota_prompt(5));                            // 8 positions: fits exactly
+    try {
+      gen.generate(iota_prompt(6));  // 9 positions
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Api);
+      EXPECT_NE(std::string(e.what()).find("needs 9 positions, but the KV capacity is 8 tokens"), std::string::npos) << e.what();
+    }
+  }
+  {
+    Generator gen(toy().protocol, fake, options(8, 4, 64));  // 16 pages, but a row lists 4 pages
+    EXPECT_EQ(gen.max_positions(), 16u);
+    try {
+      gen.check_fits(10);  // 17 positions
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Api);
+      EXPECT_NE(std::string(e.what()).find("one page-table row reaches 4 pages of 4 tokens"), std::string::npos) << e.what();
+    }
+  }
+  const std::size_t before = fake.events.size();
+  Generator gen(toy().protocol, fake, options(8, 4, 64));
+  EXPECT_THROW(gen.generate(iota_prompt(10)), Error);
+  EXPECT_EQ(fake.events.size(), before);  // refused before touching the executor
+  EXPECT_THROW(gen.generate({}), Error);
+}
+
+TEST(Generator, RefusesBadOptions) {
+  FakeExecutor fake(toy().verified.manifest());
+  EXPECT_THROW(Generator(toy().protocol, fake, options(0, 4)), Error);
+  EXPECT_THROW(Generator(toy().protocol, fake, options(4, 0)), Error);
+  EXPECT_THROW(Generator(toy().protocol, fake, options(4, 4, 0)), Error);  // paged state, no capacity
+  GeneratorOptions o = options(4, 4);
+  o.logits_buffer = "lens";  // an input
+  EXPECT_THROW(Generator(toy().protocol, fake, o), Error);
+  o.logits_buffer = "nope";
+  EXPECT_THROW(Generator(toy().protocol, fake, o), Error);
+}
+
+class Recorder final : public GenerationObserver {
+ public:
+  void on_prefill_done(std::uint64_t n) override { log.push_back("prefill " + std::to_string(n)); }
+  void on_logits(std::uint64_t position, std::span<const float> l) override {
+    log.push_back("logits " + std::to_string(position));
+    rows.emplace_back(l.begin(), l.end());
+  }
+  void on_token(std::uint64_t index, std::int64_t token) override {
+    log.push_back("token " + std::to_string(index) + " " + std::to_string(token));
+  }
+  std::vector<std::string> log;
+  std::vector<std::vector<float>> rows;
+};
+
+TEST(Generator, ReadsLogitsAfterEveryTokenProducingCall) {
+  EXPECT_EQ(find_logits_output(toy().protocol), std::optional<std::string>("scores"));
+  FakeExecutor fake(toy().verified.manifest());
+  GeneratorOptions o = options(3, 4);
+  o.logits_buffer = "scores";
+  Generator gen(toy().protocol, fake, o);
+  Recorder rec;
+  const auto prompt = iota_prompt(6);
+  const GenerationResult r = gen.generate(prompt, &rec);
+  const auto want = expected_tokens(prompt, 3);
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"prefill 5", "logits 5", "token 0 " + std::to_string(want[0]), "logits 6",
+                                               "token 1 " + std::to_string(want[1]), "logits 7",
+                                               "token 2 " + std::to_string(want[2])}));
+  ASSERT_EQ(rec.rows.size(), 3u);
+  for (std::size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(rec.rows[k].size(), 6u);
+    EXPECT_FLOAT_EQ(rec.rows[k][0], static_cast<float>(r.tokens[k]) * 0.5f);
+    EXPECT_FLOAT_EQ(rec.rows[k][5], static_cast<float>(r.tokens[k]) * 0.5f + 5);
+  }
+}
+
+TEST(Generator, CapacityForRoundsUpToThePageUnit) {
+  EXPECT_EQ(capacity_for(toy().protocol, 1), 4u);
+  EXPECT_EQ(capacity_for(toy().protocol, 8), 8u);
+  EXPECT_EQ(capacity_for(toy().protocol, 9), 12u);
+}
+
+}  // namespace
+}  // namespace kern::driver
