@@ -28,6 +28,18 @@ if [ -n "$src_then" ] && [ "$src_then" != "$root" ] && [ ! -e "$src_then" ]; the
   mkdir -p "$(dirname "$src_then")" && ln -s "$root" "$src_then" && say "gpu-tests: linked $src_then -> $root"
 fi
 
+# gtest test lists were discovered where the build was made; the ctest include files name
+# that machine's CMake module dir. Keep the lists fresh (no rediscovery) and, if the module
+# dir is absent here, point it at this machine's CMake modules.
+find "$build" -name '*_tests.cmake' -exec touch {} + 2>/dev/null
+mod_then=$(sed -n 's/.*include("\(.*\)\/GoogleTestAddTests.cmake").*/\1/p' $(find "$build" -name '*_include.cmake' | head -1) 2>/dev/null | head -1)
+if [ -n "$mod_then" ] && [ ! -e "$mod_then" ]; then
+  mod_here=$(dirname "$(find / -name GoogleTestAddTests.cmake -path '*Modules*' 2>/dev/null | head -1)")
+  if [ -n "$mod_here" ] && [ "$mod_here" != "." ]; then
+    mkdir -p "$(dirname "$mod_then")" && ln -s "$mod_here" "$mod_then" && say "gpu-tests: linked $mod_then -> $mod_here"
+  fi
+fi
+
 # cuBLASLt / cuBLAS: use the system's, else the CUDA toolkit's or a pip wheel's.
 if ! ldconfig -p 2>/dev/null | grep -q 'libcublasLt\.so\.13'; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
@@ -50,8 +62,10 @@ say "gpu-tests: build $build, log $log"
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 900 ${KERN_CTEST_ARGS:-} 2>&1 | tee -a "$log"
 rc=${PIPESTATUS[0]}
 
-total=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
-failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+summary=$(grep -E '[0-9]+% tests passed' "$log" | tail -1)
+total=$(echo "$summary" | sed -n 's/.*out of \([0-9]*\).*/\1/p')
+failed=$(echo "$summary" | sed -n 's/.*, \([0-9]*\) tests\{0,1\} failed out of.*/\1/p')
+[ -n "$failed" ] || failed=0
 if [ -z "$total" ]; then
   say "gpu suite: 0 passed, 0 failed (no gpu tests ran; ctest exit $rc) ($machine)"
   exit 1

@@ -57,10 +57,13 @@ void Runtime::Impl::bind_buffer(BufferSlot& b, const Tensors& tensors) {
     st.next ^= 1;
     st.done[slot].synchronize();  // the chunk's previous DMA has finished
     tensors.read(c.tensor, p.src_offset, p.bytes, st.chunk[slot].data());
-    if (p.strided)
-      cuda::copy_2d_async(b.addr + p.dst_offset, c.dst_pitch, st.chunk[slot].data(), 0, c.src_pitch, p.width, p.rows,
-                          *stream);
-    else
+    if (p.strided) {
+      // One read per piece; the rows are scattered with one H2D each (cuMemcpy2DAsync from
+      // pinned host memory was refused with CUDA_ERROR_INVALID_VALUE on the H200 test machine).
+      for (std::uint64_t r = 0; r < p.rows; ++r)
+        cuda::copy_h2d_async(b.addr + p.dst_offset + r * c.dst_pitch, st.chunk[slot].data() + r * c.src_pitch, p.width,
+                             *stream);
+    } else
       cuda::copy_h2d_async(b.addr + p.dst_offset, st.chunk[slot].data(), p.bytes, *stream);
     st.done[slot].record(*stream);
     ++stats.staging_chunks;
