@@ -1,11 +1,13 @@
 // Paged attention over the KV layout documented in rope.cu (and docs/kernels.md).
 //
-// One block serves one query row and one kv head with all of that kv head's q heads
-// (GQA group G = heads / kv_heads <= 16), so each K/V tile is read once per group. Keys are
-// streamed in tiles of 32 tokens through shared memory with an online (log2-domain) softmax.
+// One block serves one kv head and up to 16 queries of it: all of that kv head's q heads
+// (GQA group G = heads / kv_heads <= 16) of one row (decode) or of up to 16/G consecutive rows of
+// one sequence (prefill), so each K/V tile is read once for all of them. Keys are streamed in
+// tiles of 32 tokens through shared memory with an online (log2-domain) softmax.
 //
 //  * decode: kern_attn_decode_partial_hd{64,128} splits each sequence's context [0, seq_len) into
-//    `splits` contiguous ranges (grid z); kern_attn_decode_reduce_hd{64,128} merges them.
+//    `splits` contiguous ranges of at least 256 tokens (grid z); kern_attn_decode_reduce_hd{64,128}
+//    merges them.
 //  * chunked prefill: kern_attn_prefill_hd{64,128}: row r of sequence s (by cu_seqlens) attends to
 //    keys [0, min(positions[r] + 1, seq_lens[s])) of s through the block table; the chunk's own K/V
 //    must already be in the cache (kern_qk_norm_rope_cache_bf16 runs first), so causality within the
@@ -16,20 +18,23 @@ using namespace kern_dev;
 
 namespace {
 
-constexpr int kTile = 32;  // keys per tile (= warp size, used by the softmax step)
-constexpr int kMaxGroup = 16;
+constexpr int kTile = 32;        // keys per tile (= warp size, used by the softmax step)
+constexpr int kMaxQ = 16;        // queries per block: rows x q heads of one kv head
+constexpr int kMaxGroup = kMaxQ; // q heads per kv head
+constexpr int kMinSplitTokens = 256;  // decode: a split range is never shorter (except the last)
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD>
 struct Smem {
   static constexpr int kPad = 8;  // keeps 16-byte row reads conflict-free
-  float q[kMaxGroup][HD];         // pre-scaled by scale*log2(e)
+  float q[kMaxQ][HD];             // pre-scaled by scale*log2(e)
   bf16 k[kTile][HD + kPad];
   bf16 v[kTile][HD + kPad];
-  float p[kMaxGroup][kTile];
-  float m[kMaxGroup];
-  float l[kMaxGroup];
-  float alpha[kMaxGroup];
+  float p[kMaxQ][kTile];
+  float m[kMaxQ];
+  float l[kMaxQ];
+  float alpha[kMaxQ];
+  int end[kMaxQ];                 // per query: keys [begin, end) it attends to
 };
 
 struct PagedKv {
@@ -40,22 +45,25 @@ struct PagedKv {
   int64_t page_stride;    // elements between consecutive pages
 };
 
-// Attends the G q heads at q (q heads contiguous, each HD) to keys [begin, end) of kv head kvh.
-// Thread d (blockDim.x == HD) ends with acc[g] = sum_t p_gt v_t[d] (unnormalised) and
-// sm.m[g], sm.l[g] the running max (log2 domain) and sum.
+// Attends nq = rows * G queries to keys [begin, end) of kv head kvh, query qi being q head
+// kvh*G + qi%G of row qi/G (q rows at q0, q0 + q_stride, ...). Query qi sees only keys below
+// sm.end[qi] (filled by the caller before the call; end = the largest of them).
+// Thread d (blockDim.x == HD) ends with acc[qi] = sum_t p_t v_t[d] (unnormalised) and
+// sm.m[qi], sm.l[qi] the running max (log2 units) and sum.
 template <int HD>
-__device__ void attend(Smem<HD>& sm, const bf16* __restrict__ q, int G, float scale, const PagedKv& kv, int kvh,
-                       int begin, int end, float (&acc)[kMaxGroup]) {
+__device__ void attend(Smem<HD>& sm, const bf16* __restrict__ q0, int q_stride, int G, int nq, float scale,
+                       const PagedKv& kv, int kvh, int begin, int end, float (&acc)[kMaxQ]) {
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = HD / 32;
-  for (int g = 0; g < G; ++g) sm.q[g][tid] = to_f(q[g * HD + tid]) * (scale * kLog2e);
-  if (tid < kMaxGroup) {
+  for (int qi = 0; qi < nq; ++qi)
+    sm.q[qi][tid] = to_f(q0[static_cast<int64_t>(qi / G) * q_stride + (kvh * G + qi % G) * HD + tid]) * (scale * kLog2e);
+  if (tid < kMaxQ) {
     sm.m[tid] = -INFINITY;
     sm.l[tid] = 0.0f;
   }
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
+  for (int qi = 0; qi < kMaxQ; ++qi) acc[qi] = 0.0f;
   __syncthreads();
 
   const int64_t v_offset = static_cast<int64_t>(kv.page_size) * kv.kv_heads * HD;
@@ -75,46 +83,46 @@ __device__ void attend(Smem<HD>& sm, const bf16* __restrict__ q, int G, float sc
       }
     }
     __syncthreads();
-    // Scores (log2 domain) for every (g, t).
-    for (int idx = tid; idx < G * kTile; idx += HD) {
-      const int g = idx / kTile, t = idx % kTile;
+    // Scores (log2 units) for every (query, key); keys a query may not see score -inf.
+    for (int idx = tid; idx < nq * kTile; idx += HD) {
+      const int qi = idx / kTile, t = idx % kTile;
       float s = -INFINITY;
-      if (t < n) {
+      if (t < n && t0 + t < sm.end[qi]) {
         s = 0.0f;
 #pragma unroll 4
         for (int d = 0; d < HD; d += 8) {
           const Bf16x8 kc = *reinterpret_cast<const Bf16x8*>(&sm.k[t][d]);
-          const float4 qa = *reinterpret_cast<const float4*>(&sm.q[g][d]);
-          const float4 qb = *reinterpret_cast<const float4*>(&sm.q[g][d + 4]);
+          const float4 qa = *reinterpret_cast<const float4*>(&sm.q[qi][d]);
+          const float4 qb = *reinterpret_cast<const float4*>(&sm.q[qi][d + 4]);
           s += qa.x * to_f(kc.v[0]) + qa.y * to_f(kc.v[1]) + qa.z * to_f(kc.v[2]) + qa.w * to_f(kc.v[3]);
           s += qb.x * to_f(kc.v[4]) + qb.y * to_f(kc.v[5]) + qb.z * to_f(kc.v[6]) + qb.w * to_f(kc.v[7]);
         }
       }
-      sm.p[g][t] = s;
+      sm.p[qi][t] = s;
     }
     __syncthreads();
-    // Online softmax: one warp per q head, one lane per key of the tile.
-    for (int g = warp; g < G; g += kWarps) {
-      const float s = sm.p[g][lane];
-      const float m_old = sm.m[g];
-      const float m_new = fmaxf(m_old, warp_max(s));  // finite: n >= 1
-      const float e = lane < n ? exp2f(s - m_new) : 0.0f;
+    // Online softmax: one warp per query, one lane per key of the tile.
+    for (int qi = warp; qi < nq; qi += kWarps) {
+      const float s = sm.p[qi][lane];
+      const float m_old = sm.m[qi];
+      const float m_new = fmaxf(m_old, warp_max(s));  // -inf only while the query has seen no key
+      const float e = s == -INFINITY ? 0.0f : exp2f(s - m_new);
       const float sum = warp_sum(e);
-      sm.p[g][lane] = e;
+      sm.p[qi][lane] = e;
       if (lane == 0) {
-        const float a = exp2f(m_old - m_new);
-        sm.alpha[g] = a;
-        sm.l[g] = sm.l[g] * a + sum;
-        sm.m[g] = m_new;
+        const float a = m_old == -INFINITY ? 0.0f : exp2f(m_old - m_new);
+        sm.alpha[qi] = a;
+        sm.l[qi] = sm.l[qi] * a + sum;
+        sm.m[qi] = m_new;
       }
     }
     __syncthreads();
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g < G) {
-        float a = acc[g] * sm.alpha[g];
-        for (int t = 0; t < n; ++t) a += sm.p[g][t] * to_f(sm.v[t][tid]);
-        acc[g] = a;
+    for (int qi = 0; qi < kMaxQ; ++qi) {
+      if (qi < nq) {
+        float a = acc[qi] * sm.alpha[qi];
+        for (int t = 0; t < n; ++t) a += sm.p[qi][t] * to_f(sm.v[t][tid]);
+        acc[qi] = a;
       }
     }
     __syncthreads();  // tiles and p are overwritten next round
@@ -135,15 +143,15 @@ __device__ void decode_partial(const bf16* __restrict__ qkv, int32_t q_stride, c
   int len = seq_lens[s];
   len = max(0, min(len, max_pages * page_size));
   int chunk = (len + splits - 1) / splits;
-  chunk = (chunk + kTile - 1) / kTile * kTile;
+  chunk = max(kMinSplitTokens, (chunk + kTile - 1) / kTile * kTile);
   const int begin = min(len, split * chunk), end = min(len, begin + chunk);
+  if (threadIdx.x < kMaxQ) sm.end[threadIdx.x] = end;
 
-  float acc[kMaxGroup];
+  float acc[kMaxQ];
   const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride};
-  attend<HD>(sm, qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh) * G * HD, G, scale, kv, kvh,
-             begin, end, acc);
+  attend<HD>(sm, qkv + static_cast<int64_t>(s) * q_stride, q_stride, G, G, scale, kv, kvh, begin, end, acc);
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kMaxQ; ++g) {
     if (g < G) {
       const int64_t e = (static_cast<int64_t>(s) * heads + kvh * G + g) * splits + split;
       const float l = sm.l[g];
@@ -184,33 +192,53 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ cu_seqlens,
                         const int64_t* __restrict__ positions, bf16* __restrict__ out, int32_t rows, int32_t seqs,
-                        int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale) {
+                        int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,
+                        int32_t rows_per_block) {
   __shared__ Smem<HD> sm;
-  const int r = blockIdx.x, kvh = blockIdx.y;
-  if (r >= rows || kvh >= kv_heads) return;
+  const int kvh = blockIdx.y;
+  const int r0 = blockIdx.x * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  if (kvh >= kv_heads || rows_per_block < 1) return;
   const int G = heads / kv_heads;
   if (G < 1 || G > kMaxGroup || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
-  // Sequence of row r: the last s with cu_seqlens[s] <= r < cu_seqlens[s + 1].
-  int s = -1;
-  for (int i = 0; i < seqs; ++i)
-    if (cu_seqlens[i] <= r && r < cu_seqlens[i + 1]) s = i;
-  int end = 0;
-  if (s >= 0) {
-    const int64_t pos = positions[r];
-    end = static_cast<int>(min(static_cast<int64_t>(seq_lens[s]), pos + 1));
-    end = max(0, min(end, max_pages * page_size));
-  }
-  float acc[kMaxGroup];
-  const PagedKv kv{cache, block_table + static_cast<int64_t>(s < 0 ? 0 : s) * max_pages, page_size, kv_heads,
-                   page_stride};
-  attend<HD>(sm, qkv + static_cast<int64_t>(r) * q_stride + static_cast<int64_t>(kvh) * G * HD, G, scale, kv, kvh, 0,
-             end, acc);
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g < G) {
-      const float l = sm.l[g];
-      out[(static_cast<int64_t>(r) * heads + kvh * G + g) * HD + threadIdx.x] = to_bf(l > 0.0f ? acc[g] / l : 0.0f);
+  const int max_rows = kMaxQ / G;  // rows attended together (they share each K/V tile)
+  const int context_cap = max_pages * page_size;
+  for (int a = r0; a < r1;) {
+    // Sequence of row a: the s with cu_seqlens[s] <= a < cu_seqlens[s + 1]; rows past the last
+    // sequence belong to none (they attend to nothing and get zeros).
+    int s = -1, seg_end = r1;
+    for (int i = 0; i < seqs; ++i)
+      if (cu_seqlens[i] <= a && a < cu_seqlens[i + 1]) {
+        s = i;
+        seg_end = min(r1, cu_seqlens[i + 1]);
+      }
+    if (s < 0) seg_end = a + 1;  // a row outside every sequence: alone, attending to nothing
+    const int b = min(seg_end, a + max_rows);
+    const int nq = (b - a) * G;
+    const int seq_len = s < 0 ? 0 : seq_lens[s];
+    int end = 0;
+    for (int r = a; r < b; ++r) {
+      const int e = s < 0 ? 0 : static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(seq_len), positions[r] + 1)));
+      end = max(end, min(e, context_cap));
     }
+    __syncthreads();  // the previous round's readers of sm are done
+    if (threadIdx.x < nq) {
+      const int r = a + threadIdx.x / G;
+      const int e = s < 0 ? 0 : static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(seq_len), positions[r] + 1)));
+      sm.end[threadIdx.x] = min(e, context_cap);
+    }
+    float acc[kMaxQ];
+    const PagedKv kv{cache, block_table + static_cast<int64_t>(s < 0 ? 0 : s) * max_pages, page_size, kv_heads,
+                     page_stride};
+    attend<HD>(sm, qkv + static_cast<int64_t>(a) * q_stride, q_stride, G, nq, scale, kv, kvh, 0, end, acc);
+#pragma unroll
+    for (int qi = 0; qi < kMaxQ; ++qi) {
+      if (qi < nq) {
+        const float l = sm.l[qi];
+        const int64_t row = a + qi / G;
+        out[(row * heads + kvh * G + qi % G) * HD + threadIdx.x] = to_bf(l > 0.0f ? acc[qi] / l : 0.0f);
+      }
+    }
+    a = b;
   }
 }
 
@@ -220,7 +248,7 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // part_o: f32 [seqs, heads, splits, HD]; part_ml: f32 [seqs, heads, splits, 2] (max, sum).
 // decode partial grid: (seqs, kv_heads, splits), block (HD, 1, 1).
 // decode reduce grid: (seqs, heads, 1), block (HD, 1, 1).
-// prefill grid: (rows, kv_heads, 1), block (HD, 1, 1).
+// prefill grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (HD, 1, 1).
 #define KERN_ATTN_ENTRIES(HD)                                                                                        \
   extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_partial_hd##HD(                                  \
       const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
@@ -236,9 +264,10 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   extern "C" __global__ void __launch_bounds__(HD) kern_attn_prefill_hd##HD(                                         \
       const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
       const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
-      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale) {         \
+      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,            \
+      int32_t rows_per_block) {                                                                                      \
     prefill<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, seqs,    \
-                heads, kv_heads, page_size, page_stride, scale);                                                   \
+                heads, kv_heads, page_size, page_stride, scale, rows_per_block);                                   \
   }
 
 KERN_ATTN_ENTRIES(64)

@@ -1,4 +1,5 @@
 // The Qwen3 manifest builder: buffers, ops and programs over kern's kernels (docs/kernels.md).
+#include <algorithm>
 #include <cmath>
 
 #include "kern/error.hpp"
@@ -10,7 +11,8 @@ namespace {
 
 using OJ = nlohmann::ordered_json;
 
-constexpr std::uint64_t kDecodeSplits = 16;   // split-KV ranges per decode sequence
+constexpr std::uint64_t kDecodeSplits = 64;   // split-KV ranges per decode sequence (>= 256 tokens each)
+constexpr std::uint64_t kAttnQueries = 16;    // queries (rows x q heads) one attention block holds
 constexpr std::uint64_t kArgmaxBlocks = 64;   // stage-1 blocks per argmax row
 constexpr std::uint64_t kNormThreads = 256;
 constexpr std::uint64_t kI32Max = 0x7fffffff;
@@ -31,6 +33,7 @@ OJ state(const std::string& name, std::uint64_t offset) {
   return a;
 }
 OJ var(const char* name) { return OJ{{"var", name}}; }
+OJ ceil_div(OJ e, std::uint64_t d) { return OJ{{"ceil_div", OJ::array({std::move(e), d})}}; }
 
 // Shared geometry, derived once from the config and the options.
 struct Geo {
@@ -129,17 +132,18 @@ OJ ops(const Geo& g) {
     o["attn_decode"] = op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "out buffer<bf16>", "i32"},
                           OJ::array({std::move(part), std::move(reduce)}), std::move(sc));
   }
+  const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, kAttnQueries / (c.heads / c.kv_heads));
   o["attn_prefill"] = op(
       {"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
        "out buffer<bf16>", "i32", "i32"},
       OJ::array({launch("attention", "kern_attn_prefill" + g.hd,
                         {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
                          "in buffer<i32>", "in buffer<i64>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i32",
-                         "i64", "f32"},
+                         "i64", "f32", "i32"},
                         OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6), p(7),
                                    p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i64(g.page_stride_elems),
-                                   f32(scale)}),
-                        OJ::array({"tokens", c.kv_heads, 1}), c.head_dim)}));
+                                   f32(scale), i32(rows_per_block)}),
+                        OJ::array({ceil_div("tokens", rows_per_block), c.kv_heads, 1}), c.head_dim)}));
   o["silu_mul"] = op({"in buffer<bf16>", "out buffer<bf16>", "i32"},
                      OJ::array({launch("activation", "kern_silu_mul_bf16",
                                        {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},

@@ -130,13 +130,16 @@ TEST(AttnDecodeGpu, Gqa5) { check_decode({40, 8, 128, 32}, {255, 257}, 32, 74); 
 TEST(AttnDecodeGpu, MoreSplitsThanTokens) { check_decode({32, 8, 128, 16}, {3, 40}, 64, 75); }
 TEST(AttnDecodeGpu, OneSplit) { check_decode({32, 8, 128, 16}, {1023, 1025}, 1, 76); }
 TEST(AttnDecodeGpu, HeadDim64) { check_decode({16, 4, 64, 16}, {65, 7, 16}, 8, 77); }
-TEST(AttnDecodeGpu, LongContext32k) { check_decode({32, 8, 128, 16}, {32768, 32767, 32769}, 32, 78); }
+TEST(AttnDecodeGpu, LongContext32k) { check_decode({32, 8, 128, 16}, {32768, 32767, 32769}, 64, 78); }
 
 struct PrefillSeq {
   int prefix, rows;
 };
 
-void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed) {
+// rows_per_block 0 = what kern gen uses (16 / G); extra_rows rows follow the last sequence and
+// belong to none (they must come out zero).
+void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed, int rows_per_block = 0,
+                   int extra_rows = 0) {
   std::mt19937_64 rng(seed);
   const int seqs = static_cast<int>(seqs_in.size());
   std::vector<int> lens;
@@ -151,7 +154,9 @@ void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, ui
       row_seq.push_back(s);
     }
   }
-  const int rows = cu.back();
+  const int used_rows = cu.back(), rows = used_rows + extra_rows;
+  for (int i = 0; i < extra_rows; ++i) pos.push_back(i);
+  const int per_block = rows_per_block > 0 ? rows_per_block : std::max(1, 16 / (g.heads / g.kv_heads));
   const PagedCache cache(rng, g, lens, 3, 2);
   const int q_stride = (g.heads + 2 * g.kv_heads) * g.head_dim;
   const auto qkv = random_bf16(rng, static_cast<size_t>(rows) * q_stride, -1.0f, 1.0f);
@@ -161,14 +166,17 @@ void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, ui
   Device<bf16_bits> d_qkv(qkv), d_cache(cache.data), d_out(static_cast<size_t>(rows) * g.heads * g.head_dim);
   Device<int32_t> d_table(cache.table), d_lens(std::vector<int32_t>(lens.begin(), lens.end())), d_cu(cu);
   Device<int64_t> d_pos(pos);
-  fb.launch("kern_attn_prefill" + suffix(g), dim3(rows, g.kv_heads), dim3(g.head_dim), d_qkv.get(), q_stride,
-            d_cache.get() + cache.layer_off, d_table.get(), cache.max_pages, d_lens.get(), d_cu.get(), d_pos.get(),
-            d_out.get(), rows, seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride, scale);
+  fb.launch("kern_attn_prefill" + suffix(g), dim3((rows + per_block - 1) / per_block, g.kv_heads), dim3(g.head_dim),
+            d_qkv.get(), q_stride, d_cache.get() + cache.layer_off, d_table.get(), cache.max_pages, d_lens.get(),
+            d_cu.get(), d_pos.get(), d_out.get(), rows, seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride, scale,
+            per_block);
   const auto out = d_out.download();
   ASSERT_EQ(count_nan(out), 0u);
   const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
   std::vector<double> ref(out.size());
-  parallel_for(rows, [&](int r) {
+  for (size_t i = static_cast<size_t>(used_rows) * n; i < out.size(); ++i)
+    ASSERT_EQ(out[i], 0) << "row outside every sequence not zero";
+  parallel_for(used_rows, [&](int r) {
     reference_row(cache, row_seq[r], qkv.data() + static_cast<size_t>(r) * q_stride, static_cast<int>(pos[r]) + 1,
                   scale, ref.data() + r * n);
   });
@@ -199,6 +207,9 @@ TEST(AttnPrefillGpu, TwoSequences) { check_prefill({32, 8, 128, 16}, {{0, 20}, {
 TEST(AttnPrefillGpu, Gqa8Chunk) { check_prefill({64, 8, 128, 16}, {{200, 300}}, 85); }
 TEST(AttnPrefillGpu, HeadDim64) { check_prefill({16, 4, 64, 16}, {{5, 29}}, 86); }
 TEST(AttnPrefillGpu, LongContext32k) { check_prefill({32, 8, 128, 16}, {{32760, 9}}, 87); }
+TEST(AttnPrefillGpu, OneRowPerBlock) { check_prefill({32, 8, 128, 16}, {{0, 20}, {31, 37}}, 88, 1); }
+TEST(AttnPrefillGpu, BlocksSpanSequences) { check_prefill({40, 8, 128, 16}, {{3, 7}, {0, 5}, {16, 11}}, 89, 5, 4); }
+TEST(AttnPrefillGpu, WideBlocksGqa2) { check_prefill({16, 8, 128, 16}, {{100, 61}, {7, 9}}, 90, 13); }
 
 }  // namespace
 }  // namespace kern_gpu_test

@@ -61,9 +61,10 @@ TEST(PipelineGpu, ChunkedPrefillThenDecode) {
     Device<int64_t> d_pos(rows), d_slots(rows);
     write_chunk(r0, r1, d_qkv, d_pos, d_slots);
     Device<int32_t> d_lens(std::vector<int32_t>{r1}), d_cu(std::vector<int32_t>{0, rows});
-    attn.launch("kern_attn_prefill_hd128", dim3(rows, KV), dim3(hd), d_qkv.get(), width, d_cache.get() + layer_off,
-                d_table.get(), max_pages, d_lens.get(), d_cu.get(), d_pos.get(), d_out.get(), rows, 1, H, KV, P,
-                page_stride, scale);
+    const int per_block = 16 / (H / KV);
+    attn.launch("kern_attn_prefill_hd128", dim3((rows + per_block - 1) / per_block, KV), dim3(hd), d_qkv.get(), width,
+                d_cache.get() + layer_off, d_table.get(), max_pages, d_lens.get(), d_cu.get(), d_pos.get(), d_out.get(),
+                rows, 1, H, KV, P, page_stride, scale, per_block);
     const auto out = d_out.download();
     std::copy(out.begin(), out.end(), attn_out.begin() + static_cast<size_t>(r0) * H * hd);
   }
