@@ -140,10 +140,10 @@ TEST(RuntimeArgs, OverflowIsReportedNotWrapped) {
     "buffers": {}, "modules": {}, "ops": {}, "programs": {}})");
   VarTable vars(m);
   auto e = CompiledExpr::compile(manifest::Expr::mul(manifest::Expr::variable("t"), 1ull << 62), vars);
-  std::uint64_t v[1] = {3};
-  EXPECT_FALSE(e.eval(v).has_value());
-  v[0] = 2;
-  EXPECT_EQ(*e.eval(v), 1ull << 63);
+  std::uint64_t v[1] = {4};
+  EXPECT_FALSE(e.eval(v).has_value());  // 4 · 2^62 = 2^64
+  v[0] = 3;
+  EXPECT_EQ(*e.eval(v), 3ull << 62);
   Patch p{0, 8, false, e};
   std::byte buf[8]{};
   v[0] = 4;

@@ -27,7 +27,7 @@ TEST(RuntimeVars, AssignChecksNamesAndBounds) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Api);
-    EXPECT_STREQ(e.what(), "program decode: var tokens = 2049 is outside its bounds [1, 2048]");
+    EXPECT_EQ(e.message(), "program decode: var tokens = 2049 is outside its bounds [1, 2048]");
   }
   EXPECT_THROW(t.assign({{"tokens", 0}}, out, "decode"), Error);
   try {
