@@ -300,20 +300,23 @@ std::string_view untagged_form(const Node& n, std::string_view what, std::initia
   expect_object(n, what);
   const Json& o = n.json();
   std::string_view found;
-  std::string tag_list;
-  for (std::string_view t : tags) tag_list += (tag_list.empty() ? "\"" : ", \"") + std::string(t) + "\"";
+  auto tag_list = [&] {
+    std::string list;
+    for (std::string_view t : tags) list += (list.empty() ? "\"" : ", \"") + std::string(t) + "\"";
+    return list;
+  };
   for (auto it = o.begin(); it != o.end(); ++it) {
     for (std::string_view t : tags) {
       if (t != it.key()) continue;
-      if (!found.empty()) n.fail("ambiguous {}: it has both \"{}\" and \"{}\" (exactly one of {})", what, found, t, tag_list);
+      if (!found.empty()) n.fail("ambiguous {}: it has both \"{}\" and \"{}\" (exactly one of {})", what, found, t, tag_list());
       found = t;
     }
   }
   if (found.empty()) {
-    if (o.empty()) n.fail("empty {} (expected exactly one of {})", what, tag_list);
+    if (o.empty()) n.fail("empty {} (expected exactly one of {})", what, tag_list());
     std::string keys;
     for (auto it = o.begin(); it != o.end(); ++it) keys += (keys.empty() ? "\"" : ", \"") + it.key() + "\"";
-    n.fail("unrecognized {} with keys {} (expected exactly one of {})", what, keys, tag_list);
+    n.fail("unrecognized {} with keys {} (expected exactly one of {})", what, keys, tag_list());
   }
   return found;
 }
