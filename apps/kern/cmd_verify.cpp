@@ -3,6 +3,7 @@
 // A manifest with at least one batch program must also satisfy the serving protocol.
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "command.hpp"
@@ -184,16 +185,23 @@ Runner setup(CLI::App& app) {
     } catch (const Error& e) {
       return print_error(e);
     }
-    std::printf("manifest: %s\n", path.c_str());
-    print_declarations(v->manifest());
     bool has_batch = false;
     for (const auto& [n, p] : v->manifest().programs) has_batch |= p.batch.has_value();
+    std::optional<Protocol> protocol;
+    std::optional<Error> no_protocol;
     try {
-      print_protocol(check_protocol(*v));
+      protocol = check_protocol(*v);
     } catch (const Error& e) {
-      if (has_batch) return print_error(e);
-      std::printf("no serving protocol: %s\n", e.message().c_str());
-      for (const auto& line : e.details()) std::printf("  %s\n", line.c_str());
+      if (has_batch) return print_error(e);  // a batch program must be servable
+      no_protocol = e;
+    }
+    std::printf("manifest: %s\n", path.c_str());
+    print_declarations(v->manifest());
+    if (protocol) {
+      print_protocol(*protocol);
+    } else {
+      std::printf("no serving protocol: %s\n", no_protocol->message().c_str());
+      for (const auto& line : no_protocol->details()) std::printf("  %s\n", line.c_str());
     }
     std::printf("ok\n");
     return 0;
