@@ -90,8 +90,30 @@ Manifest read_manifest(const Node& root) {
 }  // namespace
 }  // namespace wire
 
+namespace {
+
+// The strict JSON reader words structural errors as "<what>: duplicate key "k" at <path>" and
+// "<what>: nesting deeper than N levels at <path>"; manifest errors put the path first, like
+// every other parse error. Syntax errors (line and column, no path) pass unchanged.
+std::string path_first(const std::string& message, std::string_view what) {
+  const std::string prefix = std::string(what) + ": ";
+  if (message.rfind(prefix, 0) != 0) return message;
+  std::string_view rest = std::string_view(message).substr(prefix.size());
+  const bool known = rest.rfind("duplicate key \"", 0) == 0 || rest.rfind("nesting deeper than ", 0) == 0;
+  auto at = rest.rfind(" at ");
+  if (!known || at == std::string_view::npos) return message;
+  return fmt::format("{}: {}", rest.substr(at + 4), rest.substr(0, at));
+}
+
+}  // namespace
+
 Manifest parse_manifest(std::string_view json_text, std::string_view what) {
-  Json doc = parse_json_strict(json_text, {ErrorKind::ManifestParse, what});
+  Json doc;
+  try {
+    doc = parse_json_strict(json_text, {ErrorKind::ManifestParse, what});
+  } catch (const Error& e) {
+    throw Error(ErrorKind::ManifestParse, path_first(e.message(), what));
+  }
   // Constants first: every later numeric position may name one.
   wire::Constants none;
   wire::Node bare = wire::Node::root(doc, none);

@@ -14,7 +14,11 @@ TEST(ParseErrors, SyntaxErrorNamesLineAndColumn) {
   std::string text = "{\n  \"schema_version\": 5,\n  \"model\": \"x\",\n  \"vars\": {\"tokens\": {\"max\": 4,}}\n}";
   std::string m = parse_error_text(text);
   EXPECT_THAT(m, HasSubstr("syntax error at line 4, column 32")) << m;
+  EXPECT_THAT(m, StartsWith("manifest: syntax error")) << m;  // no path: the text is not JSON
   EXPECT_THAT(parse_error_text(""), HasSubstr("line 1, column 1"));
+  // nesting too deep names where it happened
+  std::string deep = "{\"model\": " + std::string(200, '[') + std::string(200, ']') + "}";
+  EXPECT_THAT(parse_error_text(deep), StartsWith("model[0][0]"));
   EXPECT_THAT(parse_error_text("[1, 2"), HasSubstr("syntax error"));
 }
 
@@ -23,15 +27,19 @@ TEST(ParseErrors, DuplicateKeysAnywhere) {
   // a nested duplicate inside a launch
   std::string dup = text;
   dup.replace(dup.find("\"entry\": \"demo_scale\""), 21, "\"entry\": \"demo_scale\", \"entry\": \"x\"");
-  EXPECT_THAT(parse_error_text(dup), HasSubstr("duplicate key \"entry\" at ops.scale_rows.impl.launches[0].entry"));
+  EXPECT_EQ(parse_error_text(dup), "ops.scale_rows.impl.launches[0].entry: duplicate key \"entry\"");
   // a duplicate map name (two buffers called inp)
   dup = text;
   dup.replace(dup.find("\"res\":"), 6, "\"inp\":");
-  EXPECT_THAT(parse_error_text(dup), HasSubstr("duplicate key \"inp\" at buffers.inp"));
+  EXPECT_EQ(parse_error_text(dup), "buffers.inp: duplicate key \"inp\"");
   // duplicate constants are caught before expansion
   dup = text;
   dup.replace(dup.find("\"model\""), 7, "\"constants\": {\"A\": 1, \"A\": 2}, \"model\"");
-  EXPECT_THAT(parse_error_text(dup), HasSubstr("duplicate key \"A\" at constants.A"));
+  EXPECT_EQ(parse_error_text(dup), "constants.A: duplicate key \"A\"");
+  // a duplicate inside an arg object
+  dup = text;
+  dup.replace(dup.find("{\"buf\": \"gain\"}"), 15, "{\"buf\": \"gain\", \"buf\": \"res\"}");
+  EXPECT_EQ(parse_error_text(dup), "programs.step.calls[0].args[1].buf: duplicate key \"buf\"");
 }
 
 TEST(ParseErrors, RootMustBeAnObject) {
