@@ -328,7 +328,10 @@ struct Manifest {
 
 // Strict parse of schema-v5 JSON text: unknown fields, duplicate keys, wrong types and
 // malformed param types are Error(ManifestParse) naming the JSON path; syntax errors name
-// line and column. `constants` are expanded (any numeric position may name one).
+// line and column. `constants` are expanded (any numeric position may name one; the list of
+// positions is at the top of src/core/constants.cpp). Left to the verifier: the value of
+// schema_version (any non-negative integer parses; rule 1) and which launch fields fit which
+// launch kind (a launch needs `block` and `grid` unless its entry is "extern:<name>"; R6/R12).
 Manifest parse_manifest(std::string_view json_text, std::string_view what = "manifest");
 Manifest parse_manifest_file(const std::string& path);
 
