@@ -3,6 +3,7 @@
 #include "kern/error.hpp"
 #include "kern/pool/host.hpp"
 #include "kern/pool/pool.hpp"
+#include "kern/pool/prefix.hpp"
 #include "layouts.hpp"
 
 namespace kern::pool {
@@ -172,6 +173,39 @@ TEST(Host, FreeRunsCoalesce) {
   EXPECT_EQ(p4.offsets(), (std::vector<HostOffset>{256, 384, 512, 640}));
   ASSERT_EQ(copies.runs(1, host.page_stride()).size(), 1u);
   host.check_invariants();
+}
+
+static_assert(Kept<Checkpoint> && Kept<Parked>);
+
+TEST(Host, PrefixIndexOverRealStores) {
+  Pool pool = make_pool(pure_kv(), 64, 1);
+  Host host(pool, HostConfig{128 * 2, 64});  // room for two host pages
+  Prefix<Checkpoint, Parked> index(pool.unit());
+  const std::vector<Token> tokens{5, 6, 7, 8, 9, 10, 11, 12, 13};
+  {
+    Lease a = take(pool.lease(12));
+    Checkpoint cp = written_checkpoint(pool, a, 8);
+    index.insert(std::span<const Token>(tokens).first(8), cp);
+  }
+  EXPECT_EQ(pool.used(), 2u);  // the index holds the checkpoint
+  auto park = [&](Checkpoint&& cp) -> std::variant<Parked, Checkpoint> {
+    auto p = host.park(cp);
+    if (!p.ok()) return std::move(cp);
+    return std::move(std::move(p).value().first);
+  };
+  auto ev = index.evict(park);
+  ASSERT_TRUE(ev);
+  EXPECT_FALSE(ev->dropped);
+  EXPECT_EQ(pool.used(), 0u);  // device pages released once parked
+  EXPECT_EQ(host.live_pages(), 2u);
+  auto hit = index.lookup(tokens);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->len, 8u);
+  ASSERT_EQ(hit->tier(), Tier::Parked);
+  auto [woken, copies] = take(host.wake(std::get<1>(hit->found), pool, hit->len));
+  EXPECT_EQ(copies.pages.size(), 2u);
+  auto [lease, rc] = take(pool.restore(woken, 8, 9));
+  EXPECT_EQ(lease.prefix(), 8u);
 }
 
 TEST(Host, ParkedOutlivesHostAndPool) {
