@@ -5,7 +5,11 @@ find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
+pkg_check_modules(TOMLPP REQUIRED tomlplusplus)
+# toml++ is used header-only (TOML_HEADER_ONLY=1): include directories only, never its shared library.
+add_library(kern_tomlpp INTERFACE)
+target_include_directories(kern_tomlpp INTERFACE ${TOMLPP_INCLUDE_DIRS})
+target_compile_definitions(kern_tomlpp INTERFACE TOML_HEADER_ONLY=1)
 
 set(OPENSSL_USE_STATIC_LIBS TRUE)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
