@@ -2,7 +2,7 @@
 //
 // A contiguous copy is read in chunk-sized pieces; a strided copy in pieces of whole rows
 // whose source span ((rows-1)·src_pitch + width) fits a chunk, read with ONE pread per piece
-// and scattered by one 2-D copy. A row wider than a chunk becomes per-row contiguous pieces.
+// (the runtime scatters its rows with one H2D each). A row wider than a chunk becomes per-row contiguous pieces.
 #pragma once
 
 #include <cstdint>
