@@ -47,7 +47,7 @@ int run_qwen3() {
     const Json j = parse_json_strict(read_file(index.string()), {ErrorKind::WeightArtifact, index.string()});
     models::check_qwen3_tensor_index(config, j, index.string());
   } else {
-    log()->info("{} not found: tensor names are checked when the weights load", index.string());
+    log().info("{} not found: tensor names are checked when the weights load", index.string());
   }
   const std::string kernels = opt.kernels_dir.empty() ? default_kernels_dir() : opt.kernels_dir;
   opt.gen.module_sha256 = models::hash_kernel_fatbins(kernels);
@@ -63,7 +63,7 @@ int run_qwen3() {
   } else {
     write_file(opt.out, text);
   }
-  log()->info("qwen3 manifest: {} layers, hidden {}, {} heads / {} kv heads × {}, vocab {}, {} embeddings; "
+  log().info("qwen3 manifest: {} layers, hidden {}, {} heads / {} kv heads × {}, vocab {}, {} embeddings; "
               "tokens ≤ {}, seqs ≤ {}, page {}; kernels from {}{}",
               config.layers, config.hidden, config.heads, config.kv_heads, config.head_dim, config.vocab,
               config.tied ? "tied" : "untied", opt.gen.max_tokens, opt.gen.max_seqs, opt.gen.page_size, kernels,
