@@ -132,7 +132,7 @@ struct ScratchEvent {
 class OpChecker {
  public:
   OpChecker(Context& c, const std::string& name, const Op& op)
-      : c_(c), name_(name), op_(op), path_(key("ops", name)), facts_(c.ops[name]) {
+      : c_(c), op_(op), path_(key("ops", name)), facts_(c.ops[name]) {
     facts_.params.assign(op.params.size(), Access{});
   }
 
@@ -413,7 +413,6 @@ class OpChecker {
   }
 
   Context& c_;
-  const std::string& name_;
   const Op& op_;
   std::string path_;
   OpFacts& facts_;

@@ -12,19 +12,19 @@
 
 namespace {
 
-struct Run {
+struct CliResult {
   int code = -1;
   std::string out, err;
 };
 
-Run run_kern(const std::string& args) {
+CliResult run_kern(const std::string& args) {
   const std::string bin = std::string(KERN_BINARY_DIR) + "/bin/kern";
   const auto dir = std::filesystem::temp_directory_path() / ("kern_verify_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string out = (dir / "out").string(), err = (dir / "err").string();
   const std::string cmd = "cd '" + dir.string() + "' && '" + bin + "' " + args + " >'" + out + "' 2>'" + err + "'";
   const int status = std::system(cmd.c_str());
-  Run r;
+  CliResult r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = kern::read_file(out);
   r.err = kern::read_file(err);
@@ -49,7 +49,7 @@ class VerifyCli : public ::testing::Test {
 };
 
 TEST_F(VerifyCli, ValidManifestPrintsSummary) {
-  Run r = run_kern("verify '" + src("examples/qwen3-like.json") + "'");
+  CliResult r = run_kern("verify '" + src("examples/qwen3-like.json") + "'");
   EXPECT_EQ(r.code, 0) << r.err;
   for (const char* want : {"vars:", "tokens", "1..256", "states:", "kv", "buffers (bytes at var max):", "weight:", "ops:",
                            "launches per module:", "extern:cublaslt_bf16_tn", "programs:", "decode", "serving protocol:",
@@ -59,7 +59,7 @@ TEST_F(VerifyCli, ValidManifestPrintsSummary) {
 }
 
 TEST_F(VerifyCli, InvalidManifestListsEveryViolationPathFirst) {
-  Run r = run_kern("verify '" + src("tests/fixtures/manifests/invalid/three_violations.json") + "'");
+  CliResult r = run_kern("verify '" + src("tests/fixtures/manifests/invalid/three_violations.json") + "'");
   EXPECT_EQ(r.code, 1);
   const auto ls = lines(r.err);
   ASSERT_EQ(ls.size(), 4u) << r.err;
@@ -71,7 +71,7 @@ TEST_F(VerifyCli, InvalidManifestListsEveryViolationPathFirst) {
 }
 
 TEST_F(VerifyCli, ProtocolFailureIsAnErrorWhenThereIsABatchProgram) {
-  Run r = run_kern("verify '" + src("tests/fixtures/manifests/invalid/protocol_no_token.json") + "'");
+  CliResult r = run_kern("verify '" + src("tests/fixtures/manifests/invalid/protocol_no_token.json") + "'");
   EXPECT_EQ(r.code, 1);
   const auto ls = lines(r.err);
   ASSERT_EQ(ls.size(), 2u) << r.err;
@@ -80,19 +80,19 @@ TEST_F(VerifyCli, ProtocolFailureIsAnErrorWhenThereIsABatchProgram) {
 }
 
 TEST_F(VerifyCli, NoBatchProgramMeansNoServingProtocolButValid) {
-  Run r = run_kern("verify '" + src("tests/fixtures/manifests/harness/demo_no_batch.json") + "'");
+  CliResult r = run_kern("verify '" + src("tests/fixtures/manifests/harness/demo_no_batch.json") + "'");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("no serving protocol:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[P.batch]"), std::string::npos) << r.out;
 }
 
 TEST_F(VerifyCli, ParseErrorAndUsage) {
-  Run bad = run_kern("verify '" + src("tests/fixtures/manifests/invalid/does_not_exist.json") + "'");
+  CliResult bad = run_kern("verify '" + src("tests/fixtures/manifests/invalid/does_not_exist.json") + "'");
   EXPECT_EQ(bad.code, 1);
   EXPECT_FALSE(bad.err.empty());
-  Run usage = run_kern("verify --no-such-flag x.json");
+  CliResult usage = run_kern("verify --no-such-flag x.json");
   EXPECT_EQ(usage.code, 2);
-  Run none = run_kern("verify");  // no manifest and no kern.toml above the temp dir
+  CliResult none = run_kern("verify");  // no manifest and no kern.toml above the temp dir
   EXPECT_EQ(none.code, 2) << none.err;
 }
 
