@@ -16,4 +16,13 @@ cp "$build/bin/kern" "$bundle/bin/"
 cp "$build"/kernels/*.fatbin "$bundle/kernels/"
 cp "$tok/tokenizer.json" "$bundle/tokenizer/"
 [ -f "$tok/tokenizer_config.json" ] && cp "$tok/tokenizer_config.json" "$bundle/tokenizer/"
+# Shared libraries beyond glibc/libgcc that the binary needs (e.g. toml++, fmt when the build
+# links them dynamically): the GPU machine does not have them; run_gate.sh puts bundle/lib first.
+mkdir -p "$bundle/lib"
+ldd "$build/bin/kern" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+    *) cp -L "$lib" "$bundle/lib/" && echo "bundled $(basename "$lib")" ;;
+  esac
+done
 du -sh "$bundle"

@@ -20,6 +20,7 @@ OUT=${OUT:-$WORK/out}
 SHAPES=${SHAPES:-"tiny 4b 8b-l4"}
 STEPS=${STEPS:-32}
 kern=$bundle/bin/kern
+export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$WORK" "$OUT"
 export KERN_LOG=${KERN_LOG:-warn}
 
@@ -41,10 +42,10 @@ for shape in $SHAPES; do
   ckpt=$WORK/$shape
   t0=$(date +%s%N)
   "$kern" synth qwen3 "${synth[@]}" -o "$ckpt" --seed 7 --tokenizer-dir "$bundle/tokenizer" --force \
-    2> "$OUT/$shape-synth.log" || { echo "$shape: synth failed"; cat "$OUT/$shape-synth.log"; printf '%s\tsynth\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+    2> "$WORK/$shape-synth.log" || { echo "$shape: synth failed"; cat "$WORK/$shape-synth.log"; printf '%s\tsynth\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
   t1=$(date +%s%N)
   "$kern" gen qwen3 "$ckpt" -o "$WORK/$shape.json" --kernels-dir "$bundle/kernels" --logits-output \
-    2> "$OUT/$shape-gen.log" || { echo "$shape: gen failed"; cat "$OUT/$shape-gen.log"; printf '%s\tgen\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+    2> "$WORK/$shape-gen.log" || { echo "$shape: gen failed"; cat "$WORK/$shape-gen.log"; printf '%s\tgen\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
   echo "$shape: synthesized in $(( (t1 - t0) / 1000000 )) ms, manifest $(stat -c %s "$WORK/$shape.json") bytes"
   mkdir -p "$WORK/$shape-runs"
   run_one() {  # prompt-index variant extra-args...
@@ -55,7 +56,7 @@ for shape in $SHAPES; do
     dump=$WORK/$shape-runs/$name.$variant.npy
     log=$WORK/$shape-runs/$name.$variant.log
     s0=$(date +%s%N)
-    "$kern" run --manifest "$WORK/$shape.json" --kernels "$bundle/kernels" --weights "$ckpt" \
+    timeout "${RUN_TIMEOUT:-120}" "$kern" run --manifest "$WORK/$shape.json" --kernels "$bundle/kernels" --weights "$ckpt" \
       --tokenizer "$bundle/tokenizer/tokenizer.json" --prompt-ids "$ids" --steps "$STEPS" \
       --dump-logits "$dump" "$@" > "$log.stdout" 2> "$log"
     rc=$?
@@ -71,7 +72,13 @@ for shape in $SHAPES; do
   done
   # Keep one run's report (start-up report + summary) for the record.
   cp "$WORK/$shape-runs/p$(printf %02d $((nprompts - 1))).main.log" "$OUT/$shape-run-512.log" 2>/dev/null
-  cp "$WORK/$shape-runs/p00.main.log" "$OUT/$shape-run-1.log" 2>/dev/null
+  # Compare this shape now (the report grows shape by shape, so a cut-short run keeps what it has).
+  python3 "$here/hf_compare.py" --work "$WORK" --runs "$runs" --report "$OUT/gate-report.json" --shape "$shape"
+  if ! awk -F'\t' -v s="$shape" '$1 == s && $3 == "main" && $5 == 0 { ok = 1 } END { exit !ok }' "$runs"; then
+    echo "$shape: no kern run succeeded; the remaining shapes are skipped"
+    break
+  fi
+  rm -rf "$ckpt"  # disk: the next shape's checkpoint
 done
 
-python3 "$here/hf_compare.py" --work "$WORK" --runs "$runs" --report "$OUT/gate-report.json"
+python3 "$here/hf_compare.py" --work "$WORK" --runs "$runs" --report "$OUT/gate-report.json" --summary --expect "$SHAPES"
