@@ -110,7 +110,7 @@ class LateExecutor final : public driver::Executor {
 // Streams text as tokens arrive and times the run.
 class Streamer final : public driver::GenerationObserver {
  public:
-  Streamer(const Tokenizer* tok, driver::LogitsDump* dump) : dump_(dump) {
+  Streamer(const Tokenizer* tok, driver::LogitsDump* dump) : tok_(tok), dump_(dump) {
     if (tok) decoder_.emplace(*tok);
     t0_ = Clock::now();
   }
@@ -123,7 +123,11 @@ class Streamer final : public driver::GenerationObserver {
     if (index == 0) first_token_ms_ = std::chrono::duration<double, std::milli>(now - t0_).count();
     else step_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_).count());
     last_ = now;
-    std::string text = decoder_ ? decoder_->push(static_cast<TokenId>(token)) : fmt::format("{} ", token);
+    // An id past the tokenizer's vocabulary (the embedding's padding rows) decodes to nothing,
+    // as in HF's decode.
+    std::string text;
+    if (!decoder_) text = fmt::format("{} ", token);
+    else if (tok_->contains(static_cast<TokenId>(token))) text = decoder_->push(static_cast<TokenId>(token));
     if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
@@ -139,6 +143,7 @@ class Streamer final : public driver::GenerationObserver {
   std::vector<double> step_ms_;
 
  private:
+  const Tokenizer* tok_;
   std::optional<StreamingDecoder> decoder_;
   driver::LogitsDump* dump_;
   Clock::time_point t0_, last_;
