@@ -3,43 +3,13 @@
 
 #include "kern/error.hpp"
 #include "kern/manifest.hpp"
+#include "parse_support.hpp"
 
 using namespace kern;
 using namespace kern::manifest;
 
 namespace {
-
-constexpr std::string_view kToy = R"({
-  "schema_version": 5,
-  "model": "demo-toy",
-  "vars":    { "tokens": { "max": 512 } },
-  "states":  { "cache":  { "bytes_per_token": 128 } },
-  "buffers": {
-    "inp":  { "dtype": "bf16", "shape": ["tokens", 32], "kind": "input" },
-    "gain": { "dtype": "bf16", "shape": [32], "kind": "weight",
-              "bind": [ { "tensor": "demo.gain" } ] },
-    "res":  { "dtype": "bf16", "shape": ["tokens", 32], "kind": "output" }
-  },
-  "modules": {
-    "demo": { "source": "demo.cubin",
-              "sha256": "0000000000000000000000000000000000000000000000000000000000000000" }
-  },
-  "ops": {
-    "scale_rows": {
-      "params": ["in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "inout state", "i32"],
-      "impl": { "launches": [
-        { "module": "demo", "entry": "demo_scale", "block": [32, 1, 1], "grid": ["tokens", 1, 1] }
-      ] }
-    }
-  },
-  "programs": {
-    "step": { "calls": [
-      { "op": "scale_rows",
-        "args": [ {"buf": "inp"}, {"buf": "gain"}, {"buf": "res"}, {"state": "cache"}, {"var": "tokens"} ] }
-    ] }
-  }
-})";
-
+constexpr std::string_view kToy = kern::manifest::testing::kToyManifest;
 }  // namespace
 
 TEST(ParseToy, ProducesTheExpectedTypedValues) {
