@@ -116,20 +116,26 @@ Checkpoint Pool::retire(Lease&& lease, std::uint64_t len) {
   return cp;
 }
 
+Granted<std::pair<Lease, DeviceCopies>> Pool::slot_only_copy(SlotId src, std::uint64_t len) {
+  detail::PoolCore& c = *core_.get();
+  auto t = c.take(0, true);
+  if (!t) return t.denied();
+  Lease l;
+  l.core_ = core_;
+  l.unit_ = c.unit;
+  l.slot_ = t.value().slot;
+  l.prefix_ = l.position_ = len;
+  DeviceCopies copies;
+  copies.slot = {src, *l.slot_};
+  return std::pair{std::move(l), std::move(copies)};
+}
+
 Granted<std::pair<Lease, DeviceCopies>> Pool::restore(const Checkpoint& cp, std::uint64_t len, std::uint64_t tokens) {
   detail::PoolCore& c = core_checked(core_, cp.core_, "checkpoint");
   DeviceCopies copies;
   if (cp.pages_ == 0) {  // slot-only: moves the slot only
     if (len != cp.len_) fail(ErrorKind::Api, "pool: a slot-only checkpoint restores only at its length {}", cp.len_);
-    auto t = c.take(0, true);
-    if (!t) return t.denied();
-    Lease l;
-    l.core_ = core_;
-    l.unit_ = c.unit;
-    l.slot_ = t.value().slot;
-    l.prefix_ = l.position_ = len;
-    copies.slot = {*cp.slot_, *l.slot_};
-    return std::pair{std::move(l), std::move(copies)};
+    return slot_only_copy(*cp.slot_, len);
   }
   if (cp.slot_) {
     if (len != cp.len_)
@@ -155,17 +161,7 @@ Granted<std::pair<Lease, DeviceCopies>> Pool::restore(const Checkpoint& cp, std:
 Granted<std::pair<Lease, DeviceCopies>> Pool::fork(Lease& parent, std::uint64_t len, std::uint64_t tokens) {
   detail::PoolCore& c = core_checked(core_, parent.core_, "lease");
   DeviceCopies copies;
-  if (!parent.paged_) {
-    auto t = c.take(0, true);
-    if (!t) return t.denied();
-    Lease l;
-    l.core_ = core_;
-    l.unit_ = c.unit;
-    l.slot_ = t.value().slot;
-    l.prefix_ = l.position_ = len;
-    copies.slot = {*parent.slot_, *l.slot_};
-    return std::pair{std::move(l), std::move(copies)};
-  }
+  if (!parent.paged_) return slot_only_copy(*parent.slot_, len);
   if (len == 0 || len > parent.capacity())
     fail(ErrorKind::Api, "pool: fork at {} tokens of a lease holding {}", len, parent.capacity());
   if (parent.slot_ && len != parent.position_)

@@ -101,6 +101,8 @@ class Pool {
   explicit Pool(detail::CoreRef core) : core_(std::move(core)) {}
   static void seal(detail::PoolCore& c, Lease& lease, std::uint64_t upto);
   // A lease sharing the first len/unit nodes of `chain` (root first), then `fresh` pages.
+  // restore / fork of a slot-only holder: a fresh slot, a copy from `src`, no pages.
+  Granted<std::pair<Lease, DeviceCopies>> slot_only_copy(SlotId src, std::uint64_t len);
   Lease start_lease(const std::vector<std::uint32_t>& chain, std::uint64_t len, std::vector<PageId> fresh,
                     std::optional<SlotId> slot);
   detail::CoreRef core_;
