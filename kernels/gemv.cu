@@ -1,0 +1,180 @@
+// Decode-time GEMV over row-major bf16 weights W[n, k] and a few bf16 input rows x[m, k] (row
+// stride ldx), f32 accumulation, bf16 out, with fused epilogues:
+//
+//   kern_gemv_bf16(x, w, y, m, n, k, ldx)                 y[m, n] = bf16(x · Wᵀ)
+//   kern_gemv_residual_bf16(x, w, h, m, n, k, ldx)        h[m, n] = bf16(h + x · Wᵀ)   (sum in f32, one rounding)
+//   kern_gemv_gate_up_silu_bf16(x, w, act, m, inter, k, ldx)
+//        W = [2·inter, k] (gate rows 0..inter-1, then up rows), g = bf16(x · W[j]ᵀ), u = bf16(x · W[inter+j]ᵀ),
+//        act[m, inter] = bf16(bf16(silu(g)) · u)   (the rounding of HF and of kern_silu_mul_bf16)
+//
+// Parameters (all i32 scalars): m rows of x (any m ≥ 0; W is streamed once per 8 rows of x, so
+// the decode program uses these only for m ≤ 8), n (or inter) output columns, k, ldx (elements
+// between rows of x). Preconditions: k % 8 == 0, ldx % 8 == 0, ldx ≥ k, x / w 16-byte aligned,
+// y / h / act not overlapping x or w. A violated k / ldx precondition traps (launch error).
+// y, h and act are dense [m, n] (row stride n, or inter).
+//
+// Geometry: block = any multiple of 32 threads up to 512 (kern gen: 256). A block takes tiles of
+// 16 weight rows (kern_gemv_*: tile t = W rows [16t, 16t+16); silu: tile t = act columns
+// [8t, 8t+8) = gate rows and the matching up rows); tiles are strided over the grid
+// (tile = blockIdx.x; tile += gridDim.x), so any grid works; kern gen launches one block per tile:
+// ceil(n / 16) blocks (silu: ceil(inter / 8)).
+//
+// How: one tensor-core mma.m16n8k16 (bf16 in, f32 accumulate) per 16 rows × 16 k: the 16 weight
+// rows are the A operand, the (up to 8) rows of x the B operand, so m ≤ 8 costs the same as m = 1
+// and the kernel is bound by streaming W. Each lane loads 16 bytes of W per row (4 lanes cover 32
+// consecutive k of one row), with kUnroll such loads per row in flight before the first mma. The
+// dot product is order-free in k, so the 8 values of one 16-byte load are spread over the k slots
+// of two mma steps, and x is loaded with the same permutation. Warps of a block split k into
+// contiguous ranges; their partial sums meet in shared memory and are added in warp order. No
+// atomics: results are bitwise repeatable for a given geometry.
+#include "common.cuh"
+
+using namespace kern_dev;
+
+namespace {
+
+constexpr int kTileRows = 16;  // mma M: weight rows per tile
+constexpr int kXRows = 8;      // mma N: rows of x per pass
+constexpr int kMaxWarps = 16;  // block of at most 512 threads
+constexpr int kUnroll = 4;     // 16-byte loads per weight row in flight per lane
+
+enum class Epilogue { Store, Residual, SiluMul };
+
+// Streamed weights: read once, keep them out of L1.
+__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// x is small and read by every block: through L1/L2.
+__device__ __forceinline__ uint4 load_x(const bf16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// D = A·B + D, A 16×16 bf16 (row), B 16×8 bf16 (col), D 16×8 f32.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One block's work on one tile for rows [m0, m0 + xrows) of x. `lo` and `hi` are the weight rows
+// of mma rows g and g + 8 for this lane (nullptr: outside W, contributes zeros).
+// Returns, through `red`, the per-warp partial sums red[warp][tile row][x row].
+__device__ __forceinline__ void tile_partials(const bf16* __restrict__ lo, const bf16* __restrict__ hi,
+                                              const bf16* __restrict__ xrow, int k, float (*red)[kTileRows][kXRows]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int chunks = k >> 3;              // 16-byte chunks per row
+  const int quads = (chunks + 3) >> 2;    // 4 chunks (32 k) per mma pair
+  const int q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
+  const int q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int q = q_begin; q < q_end; q += kUnroll) {
+    uint4 a[kUnroll], b[kUnroll], xv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = (q + u) * 4 + t;
+      const bool in = q + u < q_end && c < chunks;
+      a[u] = in && lo != nullptr ? load_stream(lo + c * 8) : zero;
+      b[u] = in && hi != nullptr ? load_stream(hi + c * 8) : zero;
+      xv[u] = in && xrow != nullptr ? load_x(xrow + c * 8) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      // k values 0..3 of the chunk go to the first mma's slots (2t, 2t+1 | 2t+8, 2t+9), 4..7 to the second's.
+      mma_bf16(acc, a[u].x, b[u].x, a[u].y, b[u].y, xv[u].x, xv[u].y);
+      mma_bf16(acc, a[u].z, b[u].z, a[u].w, b[u].w, xv[u].z, xv[u].w);
+    }
+  }
+  // acc: (tile row g, x row 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+  red[warp][g][2 * t] = acc[0];
+  red[warp][g][2 * t + 1] = acc[1];
+  red[warp][g + 8][2 * t] = acc[2];
+  red[warp][g + 8][2 * t + 1] = acc[3];
+}
+
+__device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows], int row, int xr) {
+  const int nwarps = blockDim.x >> 5;
+  float s = 0.0f;
+  for (int w = 0; w < nwarps; ++w) s += red[w][row][xr];
+  return s;
+}
+
+template <Epilogue E>
+__device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
+                                     int m, int n, int k, int ldx) {
+  if ((k & 7) != 0 || (ldx & 7) != 0 || ldx < k || blockDim.x > 32 * kMaxWarps || (blockDim.x & 31) != 0) __trap();
+  __shared__ float red[kMaxWarps][kTileRows][kXRows];
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  // Output columns per tile: 16 weight rows, or 8 (gate, up) pairs.
+  constexpr int cols = E == Epilogue::SiluMul ? kTileRows / 2 : kTileRows;
+  const int tiles = (n + cols - 1) / cols;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int col0 = tile * cols;
+    const bf16* lo;
+    const bf16* hi;
+    if constexpr (E == Epilogue::SiluMul) {
+      const bool ok = col0 + g < n;
+      lo = ok ? w + static_cast<int64_t>(col0 + g) * k : nullptr;
+      hi = ok ? w + static_cast<int64_t>(n + col0 + g) * k : nullptr;
+    } else {
+      lo = col0 + g < n ? w + static_cast<int64_t>(col0 + g) * k : nullptr;
+      hi = col0 + g + 8 < n ? w + static_cast<int64_t>(col0 + g + 8) * k : nullptr;
+    }
+    for (int m0 = 0; m0 < m; m0 += kXRows) {
+      const int xrows = min(kXRows, m - m0);
+      const bf16* xrow = g < xrows ? x + static_cast<int64_t>(m0 + g) * ldx : nullptr;
+      tile_partials(lo, hi, xrow, k, red);
+      __syncthreads();
+      if constexpr (E == Epilogue::SiluMul) {
+        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
+          const int xr = i / cols, j = i % cols;
+          if (xr < xrows && col0 + j < n) {
+            const float gate = round_bf(warp_ordered_sum(red, j, xr));
+            const float up = round_bf(warp_ordered_sum(red, j + 8, xr));
+            const float act = round_bf(gate / (1.0f + __expf(-gate)));
+            out[static_cast<int64_t>(m0 + xr) * n + col0 + j] = to_bf(act * up);
+          }
+        }
+      } else {
+        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
+          const int xr = i / cols, j = i % cols;
+          if (xr < xrows && col0 + j < n) {
+            const float s = warp_ordered_sum(red, j, xr);
+            bf16* o = out + static_cast<int64_t>(m0 + xr) * n + col0 + j;
+            if constexpr (E == Epilogue::Residual)
+              *o = to_bf(to_f(*o) + s);
+            else
+              *o = to_bf(s);
+          }
+        }
+      }
+      __syncthreads();  // red is reused by the next pass
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void kern_gemv_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+                                          int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store>(x, w, y, m, n, k, ldx);
+}
+
+extern "C" __global__ void kern_gemv_residual_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                                   bf16* __restrict__ h, int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Residual>(x, w, h, m, n, k, ldx);
+}
+
+extern "C" __global__ void kern_gemv_gate_up_silu_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                                       bf16* __restrict__ act, int32_t m, int32_t inter, int32_t k,
+                                                       int32_t ldx) {
+  gemv<Epilogue::SiluMul>(x, w, act, m, inter, k, ldx);
+}
