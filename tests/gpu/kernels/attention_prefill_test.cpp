@@ -1,0 +1,341 @@
+// GPU checks of kernels/attention_prefill.cu (tensor-core chunked prefill over the paged cache):
+// against a float64 host reference on random data over randomly permuted pages; bitwise row
+// invariance (one call vs one row per call vs 7-row calls vs other block widths); repeatability.
+// PerfGpu.PrefillMma prints timings at Qwen3-4B shapes (never asserted).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "harness.hpp"
+
+namespace kern_gpu_test {
+namespace {
+
+struct Geometry {
+  int heads, kv_heads, head_dim, page_size;
+  int group() const { return heads / kv_heads; }
+  int q_stride() const { return (heads + 2 * kv_heads) * head_dim; }
+  int out_width() const { return heads * head_dim; }
+};
+
+constexpr int kBlockQueries = 128;  // queries per block of the production entries (8 warps x 16)
+
+std::string entry(const Geometry& g) { return "kern_attn_prefill_mma_hd" + std::to_string(g.head_dim); }
+int default_rows_per_block(const Geometry& g) { return std::max(1, kBlockQueries / g.group()); }
+
+// Paged K/V (layout of docs/kernels.md, `layers` layers, checked layer `layer`) holding random
+// values for every slot of every sequence's pages; block-table rows point at permuted pages and
+// unused entries at a page far outside the cache (reading one would fault).
+struct PagedKv {
+  Geometry g;
+  int layers = 3, layer = 1, max_pages = 1;
+  int64_t block = 0, page_stride = 0, layer_off = 0;
+  std::vector<bf16_bits> data;
+  std::vector<int32_t> table;  // [seqs, max_pages]
+
+  PagedKv(std::mt19937_64& rng, const Geometry& geo, const std::vector<int>& context) : g(geo) {
+    int total_pages = 1;  // one spare page nobody references
+    for (int len : context) {
+      const int n = (len + g.page_size - 1) / g.page_size;
+      max_pages = std::max(max_pages, n);
+      total_pages += n;
+    }
+    block = static_cast<int64_t>(g.page_size) * g.kv_heads * g.head_dim;
+    page_stride = static_cast<int64_t>(layers) * 2 * block;
+    layer_off = static_cast<int64_t>(layer) * 2 * block;
+    data = random_bf16(rng, static_cast<size_t>(total_pages) * page_stride, -1.0f, 1.0f);
+    std::vector<int32_t> perm(total_pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    table.assign(context.size() * max_pages, 1 << 30);
+    int next = 0;
+    for (size_t s = 0; s < context.size(); ++s)
+      for (int i = 0; i < (context[s] + g.page_size - 1) / g.page_size; ++i) table[s * max_pages + i] = perm[next++];
+  }
+
+  double k(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, 0); }
+  double v(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, block); }
+
+ private:
+  double at(int seq, int token, int kvh, int d, int64_t extra) const {
+    const int64_t page = table[static_cast<size_t>(seq) * max_pages + token / g.page_size];
+    return bf16_to_float(data[page * page_stride + layer_off + extra +
+                              (static_cast<int64_t>(token % g.page_size) * g.kv_heads + kvh) * g.head_dim + d]);
+  }
+};
+
+// Softmax attention of one row (all q heads at q) of sequence seq over keys [0, end), in float64.
+void reference_row(const PagedKv& c, int seq, const bf16_bits* q, int end, double scale, double* out) {
+  const Geometry& g = c.g;
+  std::vector<double> w(std::max(end, 1));
+  for (int h = 0; h < g.heads; ++h) {
+    const int kvh = h / g.group();
+    double m = -INFINITY;
+    for (int t = 0; t < end; ++t) {
+      double dot = 0.0;
+      for (int d = 0; d < g.head_dim; ++d) dot += bf16_to_float(q[h * g.head_dim + d]) * c.k(seq, t, kvh, d);
+      w[t] = dot * scale;
+      m = std::max(m, w[t]);
+    }
+    double den = 0.0;
+    for (int t = 0; t < end; ++t) den += (w[t] = std::exp(w[t] - m));
+    for (int d = 0; d < g.head_dim; ++d) {
+      double acc = 0.0;
+      for (int t = 0; t < end; ++t) acc += w[t] * c.v(seq, t, kvh, d);
+      out[h * g.head_dim + d] = end > 0 ? acc / den : 0.0;
+    }
+  }
+}
+
+struct Chunk {
+  int prefix, rows;  // rows at positions prefix .. prefix + rows - 1
+};
+
+// One call's inputs: sequences of chunks, then extra_rows rows that belong to no sequence.
+struct Problem {
+  Geometry g;
+  std::vector<Chunk> chunks;
+  std::vector<int> lens;       // seq_lens
+  std::vector<int32_t> cu = {0};
+  std::vector<int64_t> pos;
+  std::vector<int> row_seq;    // -1: outside every sequence
+  int rows = 0;
+  std::unique_ptr<PagedKv> kv;
+  std::vector<bf16_bits> qkv;
+  float scale;
+
+  Problem(const Geometry& geo, std::vector<Chunk> c, uint64_t seed, int extra_rows = 0) : g(geo), chunks(std::move(c)) {
+    std::mt19937_64 rng(seed);
+    for (size_t s = 0; s < chunks.size(); ++s) {
+      lens.push_back(chunks[s].prefix + chunks[s].rows);
+      cu.push_back(cu.back() + chunks[s].rows);
+      for (int i = 0; i < chunks[s].rows; ++i) {
+        pos.push_back(chunks[s].prefix + i);
+        row_seq.push_back(static_cast<int>(s));
+      }
+    }
+    for (int i = 0; i < extra_rows; ++i) {
+      pos.push_back(i);
+      row_seq.push_back(-1);
+    }
+    rows = static_cast<int>(pos.size());
+    kv = std::make_unique<PagedKv>(rng, g, lens);
+    qkv = random_bf16(rng, static_cast<size_t>(rows) * g.q_stride(), -1.0f, 1.0f);
+    scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+  }
+
+  std::vector<double> reference() const {
+    const int n = g.out_width();
+    std::vector<double> ref(static_cast<size_t>(rows) * n, 0.0);
+    parallel_for(rows, [&](int r) {
+      if (row_seq[r] >= 0)
+        reference_row(*kv, row_seq[r], qkv.data() + static_cast<size_t>(r) * g.q_stride(), static_cast<int>(pos[r]) + 1,
+                      scale, ref.data() + static_cast<size_t>(r) * n);
+    });
+    return ref;
+  }
+};
+
+// Device copies of a problem, and the launch over rows [r0, r1) as one call of its own (the row
+// slice's qkv/positions/out pointers, one sequence per chunk overlapping the slice).
+struct DeviceProblem {
+  const Problem& p;
+  Device<bf16_bits> qkv, cache, out;
+  Device<int32_t> table;
+  Device<int64_t> pos;
+
+  explicit DeviceProblem(const Problem& pr)
+      : p(pr), qkv(pr.qkv), cache(pr.kv->data), out(static_cast<size_t>(pr.rows) * pr.g.out_width()),
+        table(pr.kv->table), pos(pr.pos) {}
+
+  // The whole problem in one call.
+  void run(Fatbin& fb, const std::string& name, int rows_per_block) {
+    std::vector<int32_t> lens(p.lens.begin(), p.lens.end());
+    call(fb, name, 0, p.rows, p.cu, lens, rows_per_block, 0);
+  }
+
+  // Rows [r0, r1) of sequence 0 (no extra rows) as their own call: seq_len = end of the slice
+  // (what the serving path passes for a chunk), the cache already holding later keys too.
+  void run_slice(Fatbin& fb, int r0, int r1) {
+    call(fb, entry(p.g), r0, r1, {0, r1 - r0}, {static_cast<int32_t>(p.pos[r1 - 1] + 1)}, default_rows_per_block(p.g),
+         0);
+  }
+
+  void call(Fatbin& fb, const std::string& name, int r0, int r1, const std::vector<int32_t>& cu,
+            const std::vector<int32_t>& lens, int rows_per_block, int table_row) {
+    const Geometry& g = p.g;
+    const int rows = r1 - r0, seqs = static_cast<int>(lens.size());
+    Device<int32_t> d_cu(cu), d_lens(lens);
+    fb.launch(name, dim3((rows + rows_per_block - 1) / rows_per_block, g.kv_heads), dim3(256),
+              qkv.get() + static_cast<int64_t>(r0) * g.q_stride(), g.q_stride(), cache.get() + p.kv->layer_off,
+              table.get() + static_cast<int64_t>(table_row) * p.kv->max_pages, p.kv->max_pages, d_lens.get(), d_cu.get(),
+              pos.get() + r0, out.get() + static_cast<int64_t>(r0) * g.out_width(), rows, seqs, g.heads, g.kv_heads,
+              g.page_size, p.kv->page_stride, p.scale, rows_per_block);
+  }
+};
+
+std::string tag(const Geometry& g) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "H%d KV%d hd%d P%d", g.heads, g.kv_heads, g.head_dim, g.page_size);
+  return buf;
+}
+
+// Runs the problem in one call and checks it against the float64 reference: every sequence (and
+// its first and last row) within 1e-2 relative Frobenius error, rows outside every sequence zero.
+// Returns the output for further bitwise comparisons.
+std::vector<bf16_bits> check(const Problem& p, int rows_per_block = 0) {
+  const Geometry& g = p.g;
+  Fatbin fb("attention_prefill");
+  DeviceProblem d(p);
+  d.run(fb, entry(g), rows_per_block > 0 ? rows_per_block : default_rows_per_block(g));
+  const auto out = d.out.download();
+  EXPECT_EQ(count_nan(out), 0u);
+  const auto ref = p.reference();
+  const size_t n = g.out_width();
+  size_t outside = 0, nonzero = 0;
+  for (int r = 0; r < p.rows; ++r) {
+    if (p.row_seq[r] >= 0) continue;
+    ++outside;
+    for (size_t i = 0; i < n; ++i) nonzero += out[r * n + i] != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(nonzero, 0u) << "values not zero in the " << outside << " rows outside every sequence";
+  auto err_of = [&](size_t b, size_t e) {
+    std::vector<double> o, rr;
+    for (size_t i = b; i < e; ++i) {
+      o.push_back(bf16_to_float(out[i]));
+      rr.push_back(ref[i]);
+    }
+    return rel_frobenius(o, rr);
+  };
+  for (size_t s = 0; s < p.chunks.size(); ++s) {
+    if (p.chunks[s].rows == 0) continue;
+    const double err = err_of(p.cu[s] * n, p.cu[s + 1] * n);
+    report("prefill mma rel err " + tag(g) + " prefix " + std::to_string(p.chunks[s].prefix) + " rows " +
+               std::to_string(p.chunks[s].rows),
+           err);
+    EXPECT_LT(err, 1e-2) << "sequence " << s;
+    for (int r : {p.cu[s], p.cu[s + 1] - 1}) EXPECT_LT(err_of(r * n, (r + 1) * n), 1e-2) << "row " << r;
+  }
+  return out;
+}
+
+TEST(AttentionPrefillMmaGpu, Qwen3FirstChunkOddLength) { check(Problem({32, 8, 128, 16}, {{0, 77}}, 201)); }
+TEST(AttentionPrefillMmaGpu, Gqa1HeadDim64) { check(Problem({16, 16, 64, 16}, {{5, 131}}, 202)); }
+TEST(AttentionPrefillMmaGpu, Gqa2PagePlusOne) { check(Problem({16, 8, 128, 16}, {{17, 16}}, 203)); }
+TEST(AttentionPrefillMmaGpu, Gqa4HeadDim64Page32) { check(Problem({16, 4, 64, 32}, {{31, 65}}, 204)); }
+TEST(AttentionPrefillMmaGpu, Gqa8PrefixLongerThanChunk) { check(Problem({64, 8, 128, 16}, {{1000, 100}}, 205)); }
+TEST(AttentionPrefillMmaGpu, Gqa16HeadDim128Page8) { check(Problem({32, 2, 128, 8}, {{63, 41}}, 206)); }
+TEST(AttentionPrefillMmaGpu, SingleRowAtPageEnd) { check(Problem({32, 8, 128, 16}, {{15, 1}}, 207)); }
+TEST(AttentionPrefillMmaGpu, TwoSequencesOneCall) { check(Problem({32, 8, 128, 16}, {{0, 20}, {31, 37}}, 208)); }
+TEST(AttentionPrefillMmaGpu, EmptySequenceAndRowsOutside) {
+  check(Problem({32, 8, 128, 16}, {{3, 7}, {9, 0}, {16, 45}}, 209, 5));
+}
+TEST(AttentionPrefillMmaGpu, BlocksSpanSequences) {
+  check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {16, 11}, {64, 33}}, 210, 4), 13);
+}
+TEST(AttentionPrefillMmaGpu, OneRowPerBlock) { check(Problem({32, 8, 128, 16}, {{0, 20}, {31, 37}}, 211), 1); }
+TEST(AttentionPrefillMmaGpu, Long4kKeys) { check(Problem({32, 8, 128, 16}, {{4000, 96}}, 212)); }
+TEST(AttentionPrefillMmaGpu, FirstChunkOfManyTiles) { check(Problem({32, 8, 128, 16}, {{0, 1100}}, 213)); }
+
+// Row invariance: rows 0..n-1 of one sequence give bitwise the same output in one call, in n calls
+// of one row, in calls of 7 rows, and with other block widths.
+void check_row_invariance(const Geometry& g, int n, uint64_t seed) {
+  const Problem p(g, {{0, n}}, seed);
+  Fatbin fb("attention_prefill");
+  DeviceProblem d(p);
+  d.run(fb, entry(g), default_rows_per_block(g));
+  const auto whole = d.out.download();
+  ASSERT_EQ(count_nan(whole), 0u);
+  const size_t bytes = whole.size() * sizeof(bf16_bits);
+
+  d.out.poison();
+  for (int r = 0; r < n; ++r) d.run_slice(fb, r, r + 1);
+  const auto single = d.out.download();
+  EXPECT_EQ(std::memcmp(whole.data(), single.data(), bytes), 0) << tag(g) << ": one row per call differs";
+
+  d.out.poison();
+  for (int r = 0; r < n; r += 7) d.run_slice(fb, r, std::min(n, r + 7));
+  const auto sevens = d.out.download();
+  EXPECT_EQ(std::memcmp(whole.data(), sevens.data(), bytes), 0) << tag(g) << ": 7-row calls differ";
+
+  for (int per_block : {1, 3, default_rows_per_block(g) + 5}) {
+    d.out.poison();
+    d.run(fb, entry(g), per_block);
+    const auto other = d.out.download();
+    EXPECT_EQ(std::memcmp(whole.data(), other.data(), bytes), 0) << tag(g) << ": rows_per_block " << per_block;
+  }
+  // The outputs compared are real attention outputs, not a constant.
+  std::vector<double> ref(static_cast<size_t>(g.out_width()));
+  reference_row(*p.kv, 0, p.qkv.data() + static_cast<size_t>(n - 1) * g.q_stride(), n, p.scale, ref.data());
+  std::vector<double> last(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) last[i] = bf16_to_float(whole[(n - 1) * ref.size() + i]);
+  EXPECT_LT(rel_frobenius(last, ref), 1e-2);
+}
+
+TEST(AttentionPrefillMmaGpu, RowInvarianceQwen3) { check_row_invariance({32, 8, 128, 16}, 511, 221); }
+TEST(AttentionPrefillMmaGpu, RowInvarianceGqa1HeadDim64) { check_row_invariance({8, 8, 64, 16}, 300, 222); }
+TEST(AttentionPrefillMmaGpu, RowInvarianceGqa8) { check_row_invariance({64, 8, 128, 16}, 200, 223); }
+
+TEST(AttentionPrefillMmaGpu, Repeatable) {
+  const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}}, 231);
+  Fatbin fb("attention_prefill");
+  DeviceProblem d(p);
+  d.run(fb, entry(p.g), default_rows_per_block(p.g));
+  const auto a = d.out.download();
+  for (int i = 0; i < 3; ++i) {
+    d.out.poison();
+    d.run(fb, entry(p.g), default_rows_per_block(p.g));
+    const auto b = d.out.download();
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16_bits)), 0) << "run " << i;
+  }
+}
+
+// Timings at the Qwen3-4B shape (H 32, KV 8, hd 128, page 16) next to the FMA kernel of attention.cu.
+TEST(PerfGpu, PrefillMma) {
+  const Geometry g{32, 8, 128, 16};
+  constexpr int kLayers = 36;
+  std::mt19937_64 rng(241);
+  Fatbin fb("attention_prefill"), old("attention");
+  for (auto [prefix, rows] : {std::pair{0, 512}, std::pair{0, 2048}, std::pair{0, 8192}, std::pair{7680, 512}}) {
+    const int len = prefix + rows, max_pages = (len + g.page_size - 1) / g.page_size;
+    const int64_t page_stride = 2LL * g.page_size * g.kv_heads * g.head_dim;  // one layer
+    Device<bf16_bits> cache(random_bf16(rng, static_cast<size_t>(max_pages) * page_stride, -1.f, 1.f));
+    std::vector<int32_t> t(max_pages);
+    std::iota(t.begin(), t.end(), 0);
+    std::shuffle(t.begin(), t.end(), rng);
+    Device<int32_t> table(t), lens(std::vector<int32_t>{len}), cu(std::vector<int32_t>{0, rows});
+    Device<bf16_bits> qkv(random_bf16(rng, static_cast<size_t>(rows) * g.q_stride(), -1.f, 1.f));
+    Device<bf16_bits> out(static_cast<size_t>(rows) * g.out_width());
+    std::vector<int64_t> pos(rows);
+    std::iota(pos.begin(), pos.end(), prefix);
+    Device<int64_t> d_pos(pos);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+    double flops = 0.0;  // 2 (q·k) + 2 (p·v) per key, head dim and q head
+    for (int r = 0; r < rows; ++r) flops += 4.0 * g.head_dim * g.heads * (prefix + r + 1);
+    const std::string what = "prefill attn rows " + std::to_string(rows) + " prefix " + std::to_string(prefix);
+    const int iters = rows >= 8192 ? 5 : 20;
+    auto time = [&](Fatbin& f, const std::string& name, int threads, int per_block, int n) {
+      return f.time_us(name, n, dim3((rows + per_block - 1) / per_block, g.kv_heads), dim3(threads), qkv.get(),
+                       g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
+                       rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block);
+    };
+    const double us = time(fb, "kern_attn_prefill_mma_hd128", 256, kBlockQueries / g.group(), iters);
+    report(what + " mma ms/layer", us / 1e3);
+    report(what + " mma TFLOP/s", flops / (us * 1e6));
+    report(what + " mma ms for 36 layers", us * kLayers / 1e3);
+    const double w4 = time(fb, "kern_attn_prefill_mma_w4_hd128", 128, 64 / g.group(), iters);
+    report(what + " mma 4-warp variant ms/layer", w4 / 1e3);
+    const double b2 = time(fb, "kern_attn_prefill_mma_w8b2_hd128", 256, kBlockQueries / g.group(), iters);
+    report(what + " mma 8-warp 2-blocks variant ms/layer", b2 / 1e3);
+    if (rows <= 2048) {  // the FMA kernel grows too slow past that
+      const double fma = time(old, "kern_attn_prefill_hd128", g.head_dim, 16 / g.group(), 2);
+      report(what + " fma (attention.cu) ms/layer", fma / 1e3);
+      report(what + " fma TFLOP/s", flops / (fma * 1e6));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kern_gpu_test
