@@ -21,6 +21,18 @@ say() { echo "setup-deps: $*" >&2; }
 # Checks the committed files against SHA256SUMS and unpacks every .deb into .deps/root (once
 # per SHA256SUMS content), then writes .deps/cmake-args for scripts/build.sh.
 use_offline_debs() {
+  rm -f "$cmake_args_file"
+  # What the .deb files cannot bring: the tools themselves.
+  local missing_tools=() t
+  for t in cmake ninja; do
+    command -v "$t" >/dev/null 2>&1 || missing_tools+=("$t")
+  done
+  command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || missing_tools+=(g++)
+  [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1 || missing_tools+=(nvcc)
+  if ((${#missing_tools[@]})); then
+    say "error: ${missing_tools[*]} not found and cannot be installed here (no working apt); install them first"
+    exit 1
+  fi
   local sums=$offline_dir/SHA256SUMS
   [ -f "$sums" ] || { say "error: $sums is missing"; exit 1; }
   local tool
@@ -78,17 +90,6 @@ use_offline_debs() {
   echo "-DKERN_DEPS_ROOT=$abs_root" > "$cmake_args_file"
   say "offline: wrote $cmake_args_file; scripts/build.sh takes the dependencies from $abs_root"
 
-  # What the .deb files cannot bring: the tools themselves.
-  local missing_tools=() t
-  for t in cmake ninja; do
-    command -v "$t" >/dev/null 2>&1 || missing_tools+=("$t")
-  done
-  command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || missing_tools+=(g++)
-  [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1 || missing_tools+=(nvcc)
-  if ((${#missing_tools[@]})); then
-    say "error: ${missing_tools[*]} not found and cannot be installed here (no working apt); install them first"
-    exit 1
-  fi
 }
 
 pkgs=(cmake ninja-build g++ pkg-config git nodejs
@@ -111,7 +112,10 @@ else
   fi
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   if ((${#missing[@]})); then
-    if command -v apt-get >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" != 0 ]; then
+      say "missing packages ${missing[*]} and not root (apt-get cannot install); using the committed packages of $offline_dir"
+      offline=1
+    elif command -v apt-get >/dev/null 2>&1; then
       echo "setup-deps: installing ${missing[*]}" >&2
       export DEBIAN_FRONTEND=noninteractive
       # nodejs from nodesource already ships npm; only ask for npm when it is really absent.
