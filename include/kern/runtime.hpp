@@ -48,6 +48,14 @@ struct RuntimeStats {
   std::uint64_t staging_chunks = 0;    // pinned staging chunks used by load_weights
 };
 
+// GPU time of one call of a program (Runtime::time_calls).
+struct CallTime {
+  std::size_t index = 0;  // call index in the program
+  std::string label;      // the call's label ("" when it has none)
+  std::string op;         // the op it calls
+  double ms = 0;          // GPU milliseconds between events around its launches
+};
+
 class Runtime {
  public:
   // Error kinds: Driver (no GPU stack), KernelArtifact (module missing / tampered / ABI),
@@ -79,6 +87,18 @@ class Runtime {
   std::vector<std::byte> read_output(std::string_view buffer);
   std::vector<std::byte> read_buffer(std::string_view name);
   std::uint64_t buffer_bytes(std::string_view name) const;
+
+  // Profiling (profile.cpp; for kern bench, never on the serving path).
+  // Runs `program` once (capturing its graph for these vars if needed), then `replays` graph
+  // replays back to back with timing events around each: GPU ms per replay. Api error when the
+  // program has no graph or the runtime is eager.
+  std::vector<double> time_replays(std::string_view program, const Vars& vars, std::size_t replays);
+  // Runs `program` eagerly with timing events between its calls, `reps` times (the host is given
+  // a head start of queued copies so launch gaps do not count): per call, the median GPU ms.
+  std::vector<CallTime> time_calls(std::string_view program, const Vars& vars, std::size_t reps = 5);
+  // Fills every state with one 16-bit pattern (e.g. a small bf16 value) and waits.
+  void fill_states(std::uint16_t pattern);
+  int gpu() const;
 
   const RuntimeStats& stats() const;
   const manifest::Manifest& manifest() const;

@@ -32,6 +32,7 @@ namespace kern::cuda::detail {
   X(cuEventDestroy, cuEventDestroy_v2)                         \
   X(cuEventRecord, cuEventRecord)                              \
   X(cuEventSynchronize, cuEventSynchronize)                    \
+  X(cuEventElapsedTime, cuEventElapsedTime_v2)                 \
   X(cuMemAlloc, cuMemAlloc_v2)                                 \
   X(cuMemFree, cuMemFree_v2)                                   \
   X(cuMemHostAlloc, cuMemHostAlloc)                            \

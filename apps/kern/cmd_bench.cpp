@@ -1,0 +1,320 @@
+// kern bench: issue 5's performance figures for a dense Qwen3 checkpoint on one GPU, plus the
+// PyTorch peer in the same run (docs/perf.md).
+//   kern bench --weights DIR [--kernels DIR] [--json FILE] [--peer bench/torch_peer.py | --no-peer]
+//              [--contexts 128,1024,8192,32768] [--prefill 512,2048,8192] [--replays 200] [--quick]
+// Progress goes to stderr, the table to stdout, the JSON document to --json.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "kern/cuda/cuda.hpp"
+#include "kern/driver.hpp"
+#include "kern/driver/bench.hpp"
+#include "kern/error.hpp"
+#include "kern/file.hpp"
+#include "kern/log.hpp"
+#include "kern/manifest.hpp"
+#include "kern/models/qwen3_gen.hpp"
+#include "kern/protocol.hpp"
+#include "kern/runtime.hpp"
+#include "kern/tensors.hpp"
+#include "kern/verify.hpp"
+
+namespace kern::cli {
+namespace {
+
+namespace fs = std::filesystem;
+namespace bench = driver::bench;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string weights, kernels, json, peer = "bench/torch_peer.py";
+  bool no_peer = false, quick = false;
+  std::string contexts = "128,1024,8192,32768";
+  std::string prefill = "512,2048,8192";
+  std::uint64_t replays = 200;
+  std::uint64_t chunk = 512;
+  std::uint64_t copy_mib = 2048;
+  std::uint64_t gemm_size = 8192;
+  int gpu = 0;
+  bool no_startup = false;
+};
+Options opt;
+CLI::Option* contexts_flag = nullptr;
+CLI::Option* prefill_flag = nullptr;
+CLI::Option* replays_flag = nullptr;
+
+// This process's command line, for the report.
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.empty()) return "kern bench";
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    out += (out.empty() ? "" : " ") + text.substr(start, end - start);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string exe_path() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) fail(ErrorKind::Io, "kern bench: cannot read /proc/self/exe");
+  buf[n] = '\0';
+  return buf;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+bench::ModelShape shape_of(const models::Qwen3Config& c) {
+  bench::ModelShape s;
+  s.hidden = c.hidden;
+  s.intermediate = c.intermediate;
+  s.layers = c.layers;
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  s.vocab = c.vocab;
+  s.tied = c.tied;
+  return s;
+}
+
+void progress(const std::string& what) {
+  std::fprintf(stderr, "bench: %s\n", what.c_str());
+  std::fflush(stderr);
+}
+
+bench::Startup measure_startup(const std::string& tmp, const std::string& manifest_path, std::size_t runs) {
+  bench::Startup s;
+  std::vector<std::string> argv = {exe_path(), "run", "--manifest", manifest_path, "--kernels", opt.kernels,
+                                   "--weights", opt.weights, "--steps", "1", "--gpu", std::to_string(opt.gpu)};
+  const fs::path tok = fs::path(opt.weights) / "tokenizer.json";
+  std::error_code ec;
+  if (fs::is_regular_file(tok, ec)) {
+    for (const char* a : {"--tokenizer", tok.c_str(), "--prompt", "The quick brown fox jumps over the lazy dog."}) argv.push_back(a);
+  } else {
+    for (const char* a : {"--prompt-ids", "785,3974,13876,38835,34208,916,279,15678,5562,13"}) argv.push_back(a);
+  }
+  std::vector<double> ms;
+  for (std::size_t i = 0; i < runs + 1; ++i) {  // the first run warms the page cache
+    std::string why;
+    const auto t = bench::time_to_first_output(argv, tmp + "/run-stderr.log", 120, why);
+    if (!t) {
+      s.note = why;
+      return s;
+    }
+    if (i > 0) ms.push_back(*t);
+  }
+  s.measured = true;
+  s.first_token_ms = bench::median(ms);
+  return s;
+}
+
+bench::Peer run_peer(const std::string& tmp, const std::vector<std::uint64_t>& contexts,
+                     const std::vector<std::uint64_t>& prefill) {
+  bench::Peer p;
+  if (opt.no_peer) {
+    p.note = "--no-peer";
+    return p;
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(opt.peer, ec)) {
+    p.note = fmt::format("peer script {} not found", opt.peer);
+    return p;
+  }
+  auto join = [](const std::vector<std::uint64_t>& v) {
+    std::string s;
+    for (std::uint64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+  };
+  const std::string out = tmp + "/peer.json";
+  const std::vector<std::string> argv = {"python3", opt.peer, "--config", (fs::path(opt.weights) / "config.json").string(),
+                                         "--json", out, "--contexts", join(contexts), "--prefill", join(prefill),
+                                         "--replays", std::to_string(opt.replays), "--chunk", std::to_string(opt.chunk),
+                                         "--gpu", std::to_string(opt.gpu)};
+  progress("running the PyTorch peer: python3 " + opt.peer);
+  const int status = bench::run_child(argv, 900);
+  if (status == 127) {
+    p.note = "python3 could not be started";
+  } else if (status == 3) {
+    p.note = "python3 has no torch (or no CUDA device for it)";
+  } else if (status != 0) {
+    p.note = status < 0 ? "the peer did not finish within 900 s" : fmt::format("the peer exited with status {}", status);
+  } else if (!fs::is_regular_file(out, ec)) {
+    p.note = "the peer wrote no JSON";
+  } else {
+    return bench::parse_peer_json(read_file(out), out);
+  }
+  return p;
+}
+
+int run() {
+  if (opt.quick) {  // smaller defaults; explicit flags still win
+    if (!contexts_flag->count()) opt.contexts = "128,1024";
+    if (!prefill_flag->count()) opt.prefill = "512";
+    if (!replays_flag->count()) opt.replays = 50;
+  }
+  const std::vector<std::uint64_t> contexts = bench::parse_sizes(opt.contexts, "--contexts");
+  const std::vector<std::uint64_t> prefill = bench::parse_sizes(opt.prefill, "--prefill");
+  if (opt.weights.empty()) {
+    std::fprintf(stderr, "error: kern bench needs --weights DIR (a Qwen3 checkpoint directory)\n");
+    return 2;
+  }
+  if (opt.kernels.empty()) opt.kernels = (fs::path(exe_path()).parent_path().parent_path() / "kernels").string();
+  std::error_code ec;
+  if (!fs::is_directory(opt.weights, ec)) fail(ErrorKind::Io, "--weights {} is not a directory", opt.weights);
+  if (!fs::is_directory(opt.kernels, ec)) fail(ErrorKind::Io, "--kernels {} is not a directory", opt.kernels);
+
+  const models::Qwen3Config config = models::read_qwen3_config(opt.weights);
+  const bench::ModelShape shape = shape_of(config);
+  const std::uint64_t max_context = *std::max_element(contexts.begin(), contexts.end());
+  const std::uint64_t max_prefill = *std::max_element(prefill.begin(), prefill.end());
+  const std::uint64_t e2e_steps = opt.replays;
+  if (max_context + e2e_steps > config.max_positions)
+    fail(ErrorKind::Api, "--contexts: {} + {} host-loop steps exceed the model's max_position_embeddings {}", max_context,
+         e2e_steps, config.max_positions);
+  if (max_prefill + 1 > config.max_positions)
+    fail(ErrorKind::Api, "--prefill: {} tokens exceed the model's max_position_embeddings {}", max_prefill, config.max_positions);
+
+  // The manifest, generated in memory and written to a temporary file for the start-up child.
+  char tmpl[] = "/tmp/kern-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) fail(ErrorKind::Io, "kern bench: cannot create a temporary directory under /tmp");
+  const std::string tmp = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } cleanup{tmp};
+  models::Qwen3GenOptions gen;
+  gen.max_tokens = std::max<std::uint64_t>({max_prefill, opt.chunk, 8});
+  gen.max_seqs = 8;
+  gen.model = fs::path(opt.weights).filename().string();
+  gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
+  const std::string manifest_path = tmp + "/manifest.json";
+  write_file(manifest_path, models::generate_qwen3_manifest(config, gen).dump(1) + "\n");
+  const manifest::Verified verified = manifest::verify(manifest::parse_manifest_file(manifest_path));
+  const manifest::Protocol protocol = manifest::check_protocol(verified);
+
+  bench::Report report;
+  report.date = utc_now();
+  report.model = gen.model;
+  report.shape = shape;
+  report.command = command_line();
+  {
+    const cuda::DeviceInfo d = cuda::device_info(opt.gpu);
+    report.machine = fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver {}", d.name, d.cc_major, d.cc_minor, d.sm_count,
+                                 d.total_memory / 1073741824.0, d.driver_version);
+  }
+
+  if (opt.no_startup) {
+    report.startup.note = "--no-startup";
+  } else {
+    progress("start-up: kern run --steps 1 (one warm-up run, then the measured ones)");
+    report.startup = measure_startup(tmp, manifest_path, opt.quick ? 1 : 3);
+  }
+
+  progress(fmt::format("ceilings: {} MiB device copy, bf16 GEMM {}^3", opt.copy_mib, opt.gemm_size));
+  report.ceilings = bench::measure_ceilings(opt.gpu, opt.copy_mib << 20, opt.gemm_size, opt.quick ? 10 : 20);
+
+  const std::uint64_t capacity = driver::capacity_for(protocol, std::max(max_context + e2e_steps, max_prefill + 1));
+  RuntimeOptions ropt;
+  ropt.gpu = opt.gpu;
+  ropt.capacity.tokens = capacity;
+  ropt.capacity.seqs = 1;
+  progress(fmt::format("loading: {} layers, KV capacity {} tokens", config.layers, capacity));
+  std::unique_ptr<Runtime> rt = Runtime::load(verified, opt.kernels, ropt);
+  {
+    const SafetensorsTensors weights = SafetensorsTensors::open(opt.weights);
+    const Clock::time_point t0 = Clock::now();
+    rt->load_weights(weights);
+    report.startup.weight_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    report.startup.weight_bytes = rt->stats().weight_bytes;
+    report.startup.weight_gbps = report.startup.weight_ms > 0 ? report.startup.weight_bytes / (report.startup.weight_ms * 1e6) : 0;
+  }
+  rt->fill_states(0x3c24);  // bf16 ≈ 0.01 everywhere in the KV cache: finite, non-zero attention inputs
+
+  {
+    bench::DecodeBench decode(protocol, *rt, capacity);
+    for (std::uint64_t c : contexts) {
+      progress(fmt::format("decode at context {}: {} graph replays, {} host-loop steps", c, opt.replays, e2e_steps));
+      decode.set_context(c, static_cast<std::int64_t>(c % shape.vocab));
+      const std::vector<double> step = decode.gpu_step_ms(opt.replays);
+      const std::vector<double> e2e = decode.e2e_ms(e2e_steps);
+      report.decode.push_back(bench::make_decode_point(shape, c, step, e2e, report.ceilings.copy_gbps));
+    }
+    report.op_context = std::find(contexts.begin(), contexts.end(), 1024) != contexts.end() ? 1024 : contexts.front();
+    progress(fmt::format("per-op times at context {} (eager)", report.op_context));
+    decode.set_context(report.op_context, 1);
+    report.ops = bench::op_shares(decode.call_ms(opt.quick ? 3 : 10));
+  }
+
+  for (std::uint64_t n : prefill) {
+    std::vector<std::uint64_t> chunks = {n};
+    if (opt.chunk < n) chunks.push_back(opt.chunk);
+    for (std::uint64_t c : chunks) {
+      progress(fmt::format("prefill {} tokens, chunk {}", n, c));
+      const std::vector<double> ms = bench::measure_prefill_ms(protocol, *rt, capacity, n, c, shape.vocab, opt.quick ? 2 : 5);
+      report.prefill.push_back(bench::make_prefill_point(shape, n, c, ms, report.ceilings.gemm_tflops));
+    }
+  }
+  rt.reset();  // the peer gets the GPU to itself
+
+  report.peer = run_peer(tmp, contexts, prefill);
+
+  const std::string table = bench::format_table(report);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  std::fflush(stdout);
+  if (!opt.json.empty()) {
+    write_file(opt.json, bench::to_json(report).dump(2) + "\n");
+    progress("JSON written to " + opt.json);
+  }
+  return 0;
+}
+
+Runner setup(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("bench", "Decode, prefill and start-up figures on one GPU, with the PyTorch peer");
+  cmd->add_option("--weights", opt.weights, "Qwen3 checkpoint directory (config.json, safetensors, tokenizer.json)");
+  cmd->add_option("--kernels", opt.kernels, "Kernels directory (default: <build>/kernels)");
+  cmd->add_option("--json", opt.json, "Write the JSON report here");
+  CLI::Option* peer = cmd->add_option("--peer", opt.peer, "The PyTorch peer script (default bench/torch_peer.py)");
+  cmd->add_flag("--no-peer", opt.no_peer, "Do not run the PyTorch peer")->excludes(peer);
+  contexts_flag = cmd->add_option("--contexts", opt.contexts, "Decode contexts a,b,c (default 128,1024,8192,32768)");
+  prefill_flag = cmd->add_option("--prefill", opt.prefill, "Prefill prompt lengths a,b,c (default 512,2048,8192)");
+  replays_flag = cmd->add_option("--replays", opt.replays, "Graph replays (and host-loop steps) per context")->check(CLI::Range(1, 100000));
+  cmd->add_option("--chunk", opt.chunk, "The second prefill chunk size (the first is the whole prompt)")->check(CLI::PositiveNumber);
+  cmd->add_option("--copy-mib", opt.copy_mib, "Device copy size for the bandwidth ceiling (MiB)")->check(CLI::Range(16, 65536));
+  cmd->add_option("--gemm", opt.gemm_size, "m = n = k of the GEMM ceiling")->check(CLI::Range(256, 32768));
+  cmd->add_option("--gpu", opt.gpu, "GPU index")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
+  cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions");
+  return [] { return run(); };
+}
+Registrar reg("bench", setup);
+
+}  // namespace
+}  // namespace kern::cli

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Dev round for kern bench (issue 5): a cut-down Qwen3-4B (4B shape, 4 layers) synthesized on the
+# GPU machine, then `kern bench --quick` with the PyTorch peer. Must finish within 120 s.
+# Usage: bash scripts/dev/bench.sh <build-dir> <out-dir>   (from the repo root)
+set -uo pipefail
+build=${1:-build}
+out=${2:-/tmp/bench-out}
+mkdir -p "$out"
+log="$out/bench.log"
+t0=$(date +%s)
+main() {
+echo "bench.sh: $(date -u) on $(hostname); build $build; commit $(git rev-parse --short HEAD 2>/dev/null)"
+nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | head -3
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.is_available())" 2>&1 | tail -1
+
+model=/tmp/bench-model
+layers=${BENCH_LAYERS:-4}
+rm -rf "$model"
+echo "--- synth 4b --layers $layers"
+/usr/bin/time -f "synth: %e s" timeout 40 "$build/bin/kern" synth qwen3 --preset 4b --layers "$layers" -o "$model" >/dev/null
+echo "synth rc=$? after $(( $(date +%s) - t0 )) s; $(du -sh "$model" | cut -f1)"
+
+echo "--- kern bench --quick"
+left=$(( 112 - ($(date +%s) - t0) ))
+timeout "$left" "$build/bin/kern" bench --weights "$model" --kernels "$build/kernels" --json "$out/bench.json" \
+  --quick ${BENCH_ARGS:-}
+echo "bench rc=$? after $(( $(date +%s) - t0 )) s"
+[ -f "$out/bench.json" ] && cat "$out/bench.json"
+rm -rf "$model"
+echo "bench.sh: done in $(( $(date +%s) - t0 )) s"
+}
+main 2>&1 | tee "$log"

@@ -1,0 +1,290 @@
+// kern bench measurements on one GPU: ceilings, decode at a context, prefill, child processes.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "driver/encode.hpp"
+#include "kern/cuda/blaslt.hpp"
+#include "kern/cuda/cuda.hpp"
+#include "kern/cuda/event.hpp"
+#include "kern/driver.hpp"
+#include "kern/driver/bench.hpp"
+#include "kern/driver/runtime_executor.hpp"
+#include "kern/driver/sequence_pages.hpp"
+#include "kern/error.hpp"
+#include "kern/protocol.hpp"
+#include "kern/runtime.hpp"
+
+namespace kern::driver::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using manifest::Fill;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+template <typename Body>
+double median_event_ms(const cuda::Stream& s, std::size_t reps, Body body) {
+  std::vector<double> ms;
+  cuda::TimingEvent start, end;
+  body();  // warm-up
+  for (std::size_t i = 0; i < reps; ++i) {
+    start.record(s);
+    body();
+    end.record(s);
+    ms.push_back(cuda::elapsed_ms(start, end));
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_size, std::size_t reps) {
+  cuda::Context ctx(gpu);
+  cuda::Stream stream;
+  double copy_ms = 0;
+  {
+    cuda::DeviceMemory a = cuda::DeviceMemory::allocate(copy_bytes, "bench copy source");
+    cuda::DeviceMemory b = cuda::DeviceMemory::allocate(copy_bytes, "bench copy destination");
+    cuda::memset_d8_async(a.ptr(), 0x3c, copy_bytes, stream);
+    copy_ms = median_event_ms(stream, reps, [&] { cuda::copy_d2d_async(b.ptr(), a.ptr(), copy_bytes, stream); });
+  }
+  double gemm_ms = 0;
+  {
+    const std::uint64_t n = gemm_size, bytes = n * n * 2;
+    cuda::DeviceMemory a = cuda::DeviceMemory::allocate(bytes, "bench GEMM A");
+    cuda::DeviceMemory w = cuda::DeviceMemory::allocate(bytes, "bench GEMM W");
+    cuda::DeviceMemory c = cuda::DeviceMemory::allocate(bytes, "bench GEMM C");
+    cuda::memset_d8_async(a.ptr(), 0x3c, bytes, stream);  // bf16 0x3c3c ≈ 0.0115: finite products
+    cuda::memset_d8_async(w.ptr(), 0x3c, bytes, stream);
+    cuda::BlasLt blas;
+    cuda::GemmShape shape;
+    shape.m = shape.n = shape.k = n;
+    shape.lda = shape.ldc = n;
+    blas.prepare(shape);
+    gemm_ms = median_event_ms(stream, reps, [&] { blas.gemm_bf16_tn(shape, a.ptr(), w.ptr(), c.ptr(), stream); });
+  }
+  stream.synchronize();
+  return make_ceilings(copy_bytes, copy_ms, gemm_size, gemm_size, gemm_size, gemm_ms);
+}
+
+// ---- DecodeBench ----
+
+struct DecodeBench::State {
+  const manifest::Protocol& protocol;
+  Runtime& rt;
+  SequencePages pages;
+  manifest::Forward step;
+  std::uint64_t context = 0;
+  std::int64_t token = 0;
+  std::map<std::string, std::vector<std::byte>> known;  // what each input starts with
+
+  void write(const std::string& buffer, std::vector<std::byte> bytes) {
+    std::vector<std::byte>& k = known[buffer];
+    if (k.size() >= bytes.size() && std::equal(bytes.begin(), bytes.end(), k.begin())) return;
+    rt.write_input(buffer, bytes, true);
+    if (bytes.size() >= k.size()) k = std::move(bytes);
+    else std::copy(bytes.begin(), bytes.end(), k.begin());
+  }
+  void fill(Fill role, std::vector<std::int64_t> values) {
+    if (const manifest::FillSlot* f = protocol.fill(role)) write(f->buffer, encode_ints(f->dtype, values, f->buffer));
+  }
+  // The inputs of one step at position pos (context pos + 1).
+  void inputs(std::uint64_t pos, std::int64_t tok) {
+    if (pages.reserve(pos + 1) > 0)
+      for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
+        const manifest::PageTable& pt = protocol.page_tables()[t];
+        write(pt.buffer, encode_ints(pt.dtype, pages.row(t), pt.buffer));
+      }
+    fill(Fill::Token, {tok});
+    fill(Fill::Position, {static_cast<std::int64_t>(pos)});
+    if (protocol.fill(Fill::Slot)) fill(Fill::Slot, {static_cast<std::int64_t>(pages.slot(pos))});
+    if (protocol.fill(Fill::Valid)) fill(Fill::Valid, {1});
+    fill(Fill::SeqLen, {static_cast<std::int64_t>(pos + 1)});
+    fill(Fill::CuSeqlens, {0, 1});
+  }
+  Vars vars(std::uint64_t context_len) const {
+    const auto table = protocol.vars(step, 1, 1, context_len);
+    return Vars(table.begin(), table.end());
+  }
+};
+
+DecodeBench::DecodeBench(const manifest::Protocol& protocol, Runtime& runtime, std::uint64_t capacity_tokens)
+    : s_(nullptr) {
+  std::optional<manifest::Forward> step;
+  for (const manifest::Forward& f : protocol.forwards())
+    if (f.rows_var.empty() && f.rows == 1 && f.span.empty() && f.emits_tokens && (!step || f.groups < step->groups)) step = f;
+  if (!step) fail(ErrorKind::Manifest, "kern bench: no one-row program writing the 'tokens' fill (a decode step)");
+  if (!protocol.fill(Fill::Token) || !protocol.fill(Fill::Position) || !protocol.fill(Fill::SeqLen))
+    fail(ErrorKind::Manifest, "kern bench: the manifest needs token, position and seq_len fills");
+  if (!protocol.line_tables().empty() || !protocol.tray_var().empty())
+    fail(ErrorKind::Manifest, "kern bench drives one sequence over paged states (no line tables, no tray axis)");
+  s_ = new State{protocol, runtime, SequencePages(protocol.page_tables(), capacity_tokens), *step, 0, 0, {}};
+}
+
+DecodeBench::~DecodeBench() { delete s_; }
+
+void DecodeBench::set_context(std::uint64_t context, std::int64_t token) {
+  if (context == 0) fail(ErrorKind::Api, "kern bench: a decode context is at least 1 token");
+  s_->pages.clear();
+  s_->known.clear();
+  s_->inputs(context - 1, token);
+  s_->context = context;
+  s_->token = token;
+}
+
+std::vector<double> DecodeBench::gpu_step_ms(std::size_t replays) {
+  if (s_->context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
+  return s_->rt.time_replays(s_->step.program, s_->vars(s_->context), replays);
+}
+
+std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
+  if (s_->context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
+  const manifest::FillSlot& out = *s_->protocol.fill(Fill::Tokens);
+  std::vector<double> ms;
+  std::int64_t token = s_->token;
+  std::uint64_t pos = s_->context - 1;
+  Clock::time_point last = Clock::now();
+  for (std::size_t i = 0; i < steps; ++i, ++pos) {
+    s_->inputs(pos, token);
+    s_->rt.run(s_->step.program, s_->vars(pos + 1));
+    const std::vector<std::int64_t> produced = decode_ints(out.dtype, s_->rt.read_output(out.buffer), out.buffer);
+    if (produced.empty() || produced[0] < 0) fail(ErrorKind::Call, "kern bench: the device produced no token at {}", pos);
+    token = produced[0];
+    const Clock::time_point now = Clock::now();
+    ms.push_back(ms_between(last, now));
+    last = now;
+  }
+  set_context(s_->context, s_->token);  // back to the context the caller set
+  return ms;
+}
+
+std::vector<std::pair<std::string, double>> DecodeBench::call_ms(std::size_t reps) {
+  if (s_->context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
+  std::vector<std::pair<std::string, double>> out;
+  for (const CallTime& c : s_->rt.time_calls(s_->step.program, s_->vars(s_->context), reps)) out.emplace_back(c.op, c.ms);
+  return out;
+}
+
+// ---- prefill ----
+
+std::vector<double> measure_prefill_ms(const manifest::Protocol& protocol, Runtime& runtime, std::uint64_t capacity_tokens,
+                                       std::uint64_t tokens, std::uint64_t chunk, std::uint64_t vocab, std::size_t reps) {
+  RuntimeExecutor exec(runtime);
+  GeneratorOptions o;
+  o.steps = 1;
+  o.chunk = chunk;
+  o.capacity_tokens = capacity_tokens;
+  Generator gen(protocol, exec, o);
+  std::vector<std::int64_t> prompt(tokens);
+  for (std::uint64_t i = 0; i < tokens; ++i) prompt[i] = static_cast<std::int64_t>((i * 7919 + 13) % vocab);
+  std::vector<double> ms;
+  for (std::size_t r = 0; r < reps + 1; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    gen.generate(prompt);
+    const double t = ms_between(t0, Clock::now());
+    if (r > 0) ms.push_back(t);
+  }
+  return ms;
+}
+
+// ---- child processes ----
+
+namespace {
+
+std::vector<char*> c_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> a;
+  for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  return a;
+}
+
+// Waits for `pid` until `deadline`; kills it past the deadline. Exit status, −1 on timeout.
+int wait_child(pid_t pid, Clock::time_point deadline) {
+  while (true) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    if (r < 0) return 127;
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    ::usleep(2000);
+  }
+}
+
+}  // namespace
+
+std::optional<double> time_to_first_output(const std::vector<std::string>& argv, const std::string& stderr_path,
+                                           int timeout_s, std::string& why) {
+  int fds[2];
+  if (::pipe(fds) != 0) fail(ErrorKind::Io, "kern bench: pipe failed: {}", std::strerror(errno));
+  std::vector<char*> a = c_argv(argv);
+  const Clock::time_point t0 = Clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) fail(ErrorKind::Io, "kern bench: fork failed: {}", std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    const int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (err >= 0) ::dup2(err, 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  const Clock::time_point deadline = t0 + std::chrono::seconds(timeout_s);
+  std::optional<double> first;
+  char buf[4096];
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fds[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      break;
+    }
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0 && !first) first = ms_between(t0, Clock::now());
+    if (n <= 0) break;
+  }
+  ::close(fds[0]);
+  const int status = wait_child(pid, deadline + std::chrono::seconds(5));
+  if (status == -1) {
+    why = fmt::format("{} did not finish within {} s", argv[0], timeout_s);
+    return std::nullopt;
+  }
+  if (status != 0) {
+    why = fmt::format("{} exited with status {} (its stderr: {})", argv[0], status, stderr_path);
+    return std::nullopt;
+  }
+  if (!first) why = fmt::format("{} wrote nothing to stdout", argv[0]);
+  return first;
+}
+
+int run_child(const std::vector<std::string>& argv, int timeout_s) {
+  std::vector<char*> a = c_argv(argv);
+  const Clock::time_point t0 = Clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) fail(ErrorKind::Io, "kern bench: fork failed: {}", std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(2, 1);
+    ::execvp(a[0], a.data());
+    ::_exit(127);
+  }
+  return wait_child(pid, t0 + std::chrono::seconds(timeout_s));
+}
+
+}  // namespace kern::driver::bench

@@ -1,0 +1,162 @@
+// kern bench report: targets, the table, the JSON document and the peer's JSON.
+#include <gtest/gtest.h>
+
+#include "kern/driver/bench.hpp"
+#include "kern/error.hpp"
+
+namespace kern::driver::bench {
+namespace {
+
+ModelShape small() {
+  ModelShape s;
+  s.hidden = 8;
+  s.intermediate = 16;
+  s.layers = 2;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 2;
+  s.vocab = 10;
+  return s;
+}
+
+DecodePoint decode(std::uint64_t context, double step_us, double e2e_us, double ratio) {
+  DecodePoint d;
+  d.context = context;
+  d.gpu_step_us = step_us;
+  d.e2e_us = e2e_us;
+  d.ratio = ratio;
+  return d;
+}
+
+PrefillPoint prefill(std::uint64_t tokens, std::uint64_t chunk, double tps) {
+  PrefillPoint p;
+  p.tokens = tokens;
+  p.chunk = chunk;
+  p.tokens_per_s = tps;
+  p.ms = tokens / tps * 1e3;
+  return p;
+}
+
+Report sample() {
+  Report r;
+  r.date = "2026-11-29 23:00:00 UTC";
+  r.machine = "NVIDIA H200";
+  r.model = "bench-model";
+  r.shape = small();
+  r.ceilings = make_ceilings(1ull << 31, 1.0, 8192, 8192, 8192, 2.0);
+  r.decode = {decode(1024, 2000, 2020, 1.15), decode(32768, 3000, 3040, 1.30)};
+  r.prefill = {prefill(2048, 2048, 65000), prefill(2048, 512, 50000), prefill(8192, 8192, 40000)};
+  r.startup.measured = true;
+  r.startup.first_token_ms = 2500;
+  r.peer.ran = true;
+  r.peer.note = "NVIDIA H200, torch 2.11";
+  r.peer.decode = {decode(1024, 5000, 5100, 0), decode(32768, 4500, 4600, 0)};
+  r.peer.prefill = {prefill(2048, 2048, 50000), prefill(8192, 8192, 40000)};
+  return r;
+}
+
+const Target* find(const std::vector<Target>& t, const std::string& name) {
+  for (const Target& x : t)
+    if (x.name == name) return &x;
+  return nullptr;
+}
+
+TEST(BenchReport, TargetsPassAndMiss) {
+  const std::vector<Target> t = evaluate_targets(sample());
+  const Target* d1k = find(t, "decode step at 1k / floor");
+  ASSERT_NE(d1k, nullptr);
+  EXPECT_TRUE(d1k->pass);
+  const Target* d32k = find(t, "decode step at 32k / floor (KV bytes included)");
+  ASSERT_NE(d32k, nullptr);
+  EXPECT_FALSE(d32k->pass);  // 1.30 > 1.25
+  const Target* e2e = find(t, "end-to-end minus GPU step at 32768 (us)");
+  ASSERT_NE(e2e, nullptr);
+  EXPECT_DOUBLE_EQ(e2e->measured, 40);
+  EXPECT_FALSE(e2e->pass);
+  EXPECT_TRUE(find(t, "end-to-end minus GPU step at 1024 (us)")->pass);
+  EXPECT_TRUE(find(t, "prefill 2048 tokens (tok/s)")->pass);
+  EXPECT_FALSE(find(t, "prefill 8192 tokens (tok/s)")->pass);  // 40k < 45k
+  EXPECT_TRUE(find(t, "start-up to first token (s)")->pass);
+  const Target* peer1k = find(t, "decode at 1024: peer step / kern step");
+  ASSERT_NE(peer1k, nullptr);
+  EXPECT_DOUBLE_EQ(peer1k->measured, 2.5);
+  EXPECT_TRUE(peer1k->pass);
+  EXPECT_FALSE(find(t, "decode at 32768: peer step / kern step")->pass);  // 1.5x
+  EXPECT_DOUBLE_EQ(find(t, "prefill 2048: kern tok/s / peer tok/s")->measured, 1.3);
+  EXPECT_FALSE(find(t, "prefill 8192: kern tok/s / peer tok/s")->pass);  // 1.0x
+}
+
+TEST(BenchReport, MissingFiguresGiveNoTargets) {
+  Report r;
+  r.shape = small();
+  EXPECT_TRUE(evaluate_targets(r).empty());
+  r.decode = {decode(128, 100, 0, 1.5)};  // no e2e figure, no 1k / 32k context
+  EXPECT_TRUE(evaluate_targets(r).empty());
+}
+
+TEST(BenchReport, TableNamesEveryFigure) {
+  const std::string t = format_table(sample());
+  for (const char* want : {"ceilings", "decode", "prefill", "start-up", "targets", "32768", "MISS", "PASS", "2.50",
+                           "NVIDIA H200, torch 2.11"})
+    EXPECT_NE(t.find(want), std::string::npos) << want << "\n" << t;
+  Report r = sample();
+  r.peer = Peer{};
+  r.peer.note = "python3 has no torch";
+  r.startup = Startup{};
+  r.startup.note = "--no-startup";
+  const std::string t2 = format_table(r);
+  EXPECT_NE(t2.find("not run (python3 has no torch)"), std::string::npos) << t2;
+  EXPECT_NE(t2.find("not measured: --no-startup"), std::string::npos) << t2;
+}
+
+TEST(BenchReport, JsonCarriesFiguresRatiosAndTargets) {
+  const auto j = to_json(sample());
+  EXPECT_EQ(j["format"], "kern-bench-1");
+  EXPECT_EQ(j["decode"].size(), 2u);
+  EXPECT_EQ(j["decode"][1]["context"], 32768);
+  EXPECT_DOUBLE_EQ(j["decode"][0]["ratio_to_floor"].get<double>(), 1.15);
+  EXPECT_NEAR(j["ceilings"]["copy_gbps"].get<double>(), 2.0 * 2147483648.0 / 1e-3 / 1e9, 1e-6);
+  EXPECT_DOUBLE_EQ(j["peer"]["decode"][0]["kern_speedup"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["peer"]["prefill"][0]["kern_speedup"].get<double>(), 1.3);
+  EXPECT_EQ(j["prefill"].size(), 3u);
+  EXPECT_EQ(j["targets"].size(), evaluate_targets(sample()).size());
+}
+
+TEST(BenchReport, PeerJsonRoundTrip) {
+  const std::string text = R"({"device": "NVIDIA H200", "torch": "2.11.0",
+    "decode": [{"context": 128, "replays": 200, "gpu_step_us": 4100.5, "e2e_us": 4180.0}],
+    "prefill": [{"tokens": 512, "chunk": 512, "ms": 12.5, "tokens_per_s": 40960.0}]})";
+  const Peer p = parse_peer_json(text, "peer.json");
+  EXPECT_TRUE(p.ran);
+  EXPECT_EQ(p.note, "NVIDIA H200, torch 2.11.0");
+  ASSERT_EQ(p.decode.size(), 1u);
+  EXPECT_EQ(p.decode[0].context, 128u);
+  EXPECT_DOUBLE_EQ(p.decode[0].gpu_step_us, 4100.5);
+  EXPECT_EQ(p.decode[0].replays, 200u);
+  ASSERT_EQ(p.prefill.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.prefill[0].tokens_per_s, 40960.0);
+}
+
+TEST(BenchReport, PeerJsonErrorsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"([1, 2])", "must be a JSON object"},
+      {R"({"decode": []})", "'prefill' must be a list"},
+      {R"({"decode": [{"context": 128}], "prefill": []})", "decode[0]: 'gpu_step_us' must be a number"},
+      {R"({"decode": [{"context": 0, "gpu_step_us": 1}], "prefill": []})", "'context' must be a positive integer"},
+      {R"({"decode": [], "prefill": [{"tokens": 5, "chunk": 5, "ms": -1, "tokens_per_s": 1}]})", "'ms' = -1"},
+      {R"({"decode": [], "prefill": [], "decode": []})", "decode"},
+      {R"({"decode": [)", "peer.json"},
+  };
+  for (const auto& [text, fragment] : cases) {
+    try {
+      parse_peer_json(text, "peer.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Api) << text;
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << text << " -> " << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kern::driver::bench
