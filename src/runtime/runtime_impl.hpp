@@ -16,6 +16,7 @@
 #include "kern/runtime/domain.hpp"
 #include "kern/runtime/program_vars.hpp"
 #include "kern/runtime/vars.hpp"
+#include "kern/runtime/weight_loader.hpp"
 #include "runtime/state_memory.hpp"
 
 namespace kern {
@@ -106,8 +107,8 @@ struct Runtime::Impl {
   void enqueue_call(CallExec& c);
   void run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole);
 
-  // weights.cpp
-  void bind_buffer(BufferSlot& b, const Tensors& t);
+  // weights.cpp: binds buffers (all weights at once, or one source) through the loader
+  void bind_buffers(const std::vector<BufferSlot*>& bufs, const Tensors& t, rt::DeviceWeightLoader& loader);
 
   ProgramExec& program(std::string_view name);
   BufferSlot& buffer(std::string_view name);

@@ -1,73 +1,54 @@
-// Runtime::load_weights: bind plans through pinned staging, derive programs, once programs.
+// Runtime::load_weights: every weight's bind plan through the pipelined loader (reader threads,
+// pinned slabs, a copy stream), then derive programs (sources bound the same way), then once
+// programs.
 #include <algorithm>
-#include <array>
+#include <chrono>
 #include <set>
 
 #include "kern/bind_plan.hpp"
 #include "kern/error.hpp"
 #include "kern/log.hpp"
-#include "kern/runtime/staging.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern {
-namespace {
 
-constexpr std::uint64_t kChunkBytes = 64ull << 20;
-
-// Two pinned chunks used alternately: one is read into while the other's DMA runs.
-struct Staging {
-  std::array<cuda::PinnedMemory, 2> chunk;
-  std::array<cuda::Event, 2> done;
-  std::size_t next = 0;
-};
-
-}  // namespace
-
-void Runtime::Impl::bind_buffer(BufferSlot& b, const Tensors& tensors) {
+void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const Tensors& tensors,
+                                 rt::DeviceWeightLoader& loader) {
   std::map<std::string, std::uint32_t> rank32;
   for (const auto& [g, r] : ranks) rank32[g] = static_cast<std::uint32_t>(r);
-  BindPlan plan = plan_bind(b.name, *b.decl, b.bytes, tensors, rank32);
-  stats.weight_bytes += b.bytes;
-  if (b.host.data()) {
-    execute_bind_plan_on_host(plan, tensors, std::span<std::byte>(b.host.data(), b.bytes));
-    return;
-  }
-  // Device-resident tensors copy device to device; the rest through staging.
-  std::vector<BindCopy> staged;
-  for (const BindCopy& c : plan.copies) {
-    const TensorInfo* t = tensors.find(c.tensor);
-    if (!t) fail(ErrorKind::WeightArtifact, "buffer {}: tensor {} is missing", b.name, c.tensor);
-    if (t->location.kind == TensorLocation::Kind::Device) {
-      if (c.kind == BindCopy::Kind::Strided && c.height > 1)
-        cuda::copy_2d_async(b.addr + c.dst_offset, c.dst_pitch, nullptr, t->location.device + c.src_offset, c.src_pitch,
-                            c.width, c.height, *stream);
-      else
-        cuda::copy_d2d_async(b.addr + c.dst_offset, t->location.device + c.src_offset, c.width * c.height, *stream);
-    } else {
-      staged.push_back(c);
+  std::vector<rt::LoadTarget> targets;
+  std::vector<cuda::DevicePtr> dst;
+  for (BufferSlot* slot : bufs) {
+    BufferSlot& b = *slot;
+    BindPlan plan = plan_bind(b.name, *b.decl, b.bytes, tensors, rank32);
+    stats.weight_bytes += b.bytes;
+    if (b.host.data()) {
+      execute_bind_plan_on_host(plan, tensors, std::span<std::byte>(b.host.data(), b.bytes));
+      continue;
+    }
+    // Device-resident tensors copy device to device (runtime stream); the rest through the loader.
+    rt::LoadTarget target{b.name, {}};
+    for (const BindCopy& c : plan.copies) {
+      const TensorInfo* t = tensors.find(c.tensor);
+      if (!t) fail(ErrorKind::WeightArtifact, "buffer {}: tensor {} is missing", b.name, c.tensor);
+      if (t->location.kind == TensorLocation::Kind::Device) {
+        if (c.kind == BindCopy::Kind::Strided && c.height > 1)
+          cuda::copy_2d_async(b.addr + c.dst_offset, c.dst_pitch, nullptr, t->location.device + c.src_offset,
+                              c.src_pitch, c.width, c.height, *stream);
+        else
+          cuda::copy_d2d_async(b.addr + c.dst_offset, t->location.device + c.src_offset, c.width * c.height, *stream);
+      } else {
+        target.copies.push_back(c);
+      }
+    }
+    if (!target.copies.empty()) {
+      targets.push_back(std::move(target));
+      dst.push_back(b.addr);
     }
   }
-  if (staged.empty()) return;
-  auto pieces = rt::plan_staging(staged, kChunkBytes);
-  Staging st;
-  for (auto& c : st.chunk) c = cuda::PinnedMemory::allocate(std::min<std::uint64_t>(kChunkBytes, b.bytes), "weight staging");
-  for (const rt::StagingPiece& p : pieces) {
-    const BindCopy& c = staged[p.copy];
-    const std::size_t slot = st.next;
-    st.next ^= 1;
-    st.done[slot].synchronize();  // the chunk's previous DMA has finished
-    tensors.read(c.tensor, p.src_offset, p.bytes, st.chunk[slot].data());
-    if (p.strided) {
-      // One read per piece; the rows are scattered with one H2D each (cuMemcpy2DAsync from
-      // pinned host memory was refused with CUDA_ERROR_INVALID_VALUE on the H200 test machine).
-      for (std::uint64_t r = 0; r < p.rows; ++r)
-        cuda::copy_h2d_async(b.addr + p.dst_offset + r * c.dst_pitch, st.chunk[slot].data() + r * c.src_pitch, p.width,
-                             *stream);
-    } else
-      cuda::copy_h2d_async(b.addr + p.dst_offset, st.chunk[slot].data(), p.bytes, *stream);
-    st.done[slot].record(*stream);
-    ++stats.staging_chunks;
-  }
+  const std::uint64_t fills_before = loader.stats().fills;
+  loader.load(targets, dst, tensors);
+  stats.staging_chunks += loader.stats().fills - fills_before;
   stream->synchronize();
 }
 
@@ -75,9 +56,17 @@ void Runtime::load_weights(const Tensors& tensors) {
   Impl& r = *impl_;
   if (r.weights_loaded) fail(ErrorKind::Api, "load_weights runs once per runtime; weights are already loaded");
   const manifest::Manifest& m = *r.m;
+  rt::DeviceWeightLoader loader(rt::loader_options_from_env({}));
+  std::vector<BufferSlot*> weights;
   for (auto& [name, b] : r.buffers)
-    if (b.decl->kind == manifest::BufferKind::Weight) r.bind_buffer(b, tensors);
-  r.stream->synchronize();
+    if (b.decl->kind == manifest::BufferKind::Weight) weights.push_back(&b);
+  r.bind_buffers(weights, tensors, loader);
+  {
+    const rt::DeviceLoadStats& ls = loader.stats();
+    log().info("weights: {:.2f} GB in {:.3f} s ({:.2f} GB/s; {} reader threads, {} slab fills, {} reads, {} copies)",
+               ls.payload_bytes / 1e9, ls.seconds, ls.seconds > 0 ? ls.payload_bytes / 1e9 / ls.seconds : 0.0,
+               ls.threads, ls.fills, ls.reads, ls.copies);
+  }
 
   // Derive programs in name order, call by call; each source lives from just before its first
   // reading call to just after its last.
@@ -106,7 +95,7 @@ void Runtime::load_weights(const Tensors& tensors) {
         b.device = cuda::DeviceMemory::allocate(b.bytes, "source " + b.name);
         b.addr = b.device.ptr();
         b.alive = true;
-        r.bind_buffer(b, tensors);
+        r.bind_buffers({&b}, tensors, loader);
       }
       ProgramExec one;
       one.name = *derive[pi].first;
