@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -224,6 +225,22 @@ int wait_child(pid_t pid, Clock::time_point deadline) {
   }
 }
 
+// The last non-empty line of a small text file ("" when there is none).
+std::string last_line(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) {
+    text.append(buf, n);
+    if (text.size() > (1u << 20)) text.erase(0, text.size() - 4096);
+  }
+  std::fclose(f);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  const std::size_t nl = text.rfind('\n');
+  return nl == std::string::npos ? text : text.substr(nl + 1);
+}
+
 }  // namespace
 
 std::optional<double> time_to_first_output(const std::vector<std::string>& argv, const std::string& stderr_path,
@@ -267,7 +284,7 @@ std::optional<double> time_to_first_output(const std::vector<std::string>& argv,
     return std::nullopt;
   }
   if (status != 0) {
-    why = fmt::format("{} exited with status {} (its stderr: {})", argv[0], status, stderr_path);
+    why = fmt::format("{} exited with status {}: {}", argv[0], status, last_line(stderr_path));
     return std::nullopt;
   }
   if (!first) why = fmt::format("{} wrote nothing to stdout", argv[0]);
