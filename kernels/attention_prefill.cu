@@ -31,13 +31,6 @@ namespace {
 constexpr int kBN = 64;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int HD>
-struct Tiles {
-  static constexpr int kStride = HD + 8;  // 16-byte pad: ldmatrix rows hit distinct banks
-  bf16 k[kBN * kStride];
-  bf16 v[kBN * kStride];
-};
-
 struct PagedKv {
   const bf16* cache;     // layer base
   const int32_t* pages;  // block-table row of this sequence
@@ -105,7 +98,7 @@ __device__ __forceinline__ void load_tile(bf16* dst, const PagedKv& kv, int kvh,
       src = kv.cache + page * kv.page_stride + v_offset +
             (static_cast<int64_t>(j % kv.page_size) * kv.kv_heads + kvh) * HD + part * 8;
     }
-    cp_async16(smem_u32(dst + r * Tiles<HD>::kStride + part * 8), src, valid);
+    cp_async16(smem_u32(dst + r * (HD + 8) + part * 8), src, valid);
   }
 }
 
@@ -130,16 +123,34 @@ __device__ __forceinline__ int sequence_of(const int32_t* __restrict__ cu_seqlen
   return a < cu_seqlens[lo + 1] ? lo : -1;
 }
 
-// Attends queries of rows [a, a + nq / G) (nq = rows * G <= 16 * kWarps) of sequence s to kv head kvh.
-template <int HD, int kWarps>
-__device__ __forceinline__ void attend_segment(Tiles<HD>& sm, int* red, const bf16* __restrict__ qkv, int32_t q_stride,
-                                               const PagedKv& kv, const int64_t* __restrict__ positions,
-                                               bf16* __restrict__ out, int a, int nq, int G, int seq_len, int64_t cap,
-                                               int heads, int kvh, float scale_log2) {
+// Shared-memory tiles of one block: K and V tiles [kBN][HD + 8] bf16 and, when the Q fragments
+// are not kept in registers, the block's Q tile [kWarps * 16 * MT][HD + 8].
+template <int HD>
+__host__ __device__ constexpr int tile_elems() {
+  return kBN * (HD + 8);
+}
+template <int HD, int kWarps, int MT>
+__host__ __device__ constexpr int q_tile_elems() {
+  return kWarps * 16 * MT * (HD + 8);
+}
+
+// Attends queries of rows [a, a + nq / G) (nq = rows * G <= 16 * MT * kWarps) of sequence s to kv
+// head kvh. Each warp owns MT m16 tiles of queries (16 * MT consecutive queries). MT == 1 keeps the
+// warp's Q fragments in registers; MT == 2 stages Q in shared memory (sq) and reuses each K/V
+// fragment read from shared memory for both m16 tiles.
+template <int HD, int kWarps, int MT>
+__device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int* red, const bf16* __restrict__ qkv,
+                                               int32_t q_stride, const PagedKv& kv,
+                                               const int64_t* __restrict__ positions, bf16* __restrict__ out, int a,
+                                               int nq, int G, int seq_len, int64_t cap, int heads, int kvh,
+                                               float scale_log2) {
   constexpr int kThreads = kWarps * 32;
+  constexpr int kStride = HD + 8;
   constexpr int KS = HD / 16;   // k-steps of Q·Kᵀ
   constexpr int NB = kBN / 8;   // n-blocks of a score tile
   constexpr int ND = HD / 8;    // n-blocks of the output
+  constexpr int KK = kBN / 16;  // k-steps of P·V
+  constexpr bool kQInSmem = MT > 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int rows = nq / G;
@@ -154,14 +165,24 @@ __device__ __forceinline__ void attend_segment(Tiles<HD>& sm, int* red, const bf
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) kend = max(kend, red[w]);
 
-  // This thread's two queries (rows g and g + 8 of the warp's m16 tile).
-  const int qa = warp * 16 + g, qb = qa + 8;
-  const int end_a = qa < nq ? key_end(positions, a + qa / G, seq_len, cap) : 0;
-  const int end_b = qb < nq ? key_end(positions, a + qb / G, seq_len, cap) : 0;
-  const int warp_end = __reduce_max_sync(0xffffffffu, max(end_a, end_b));
+  // This thread's queries: rows g and g + 8 of each of the warp's m16 tiles.
+  int q_idx[MT][2], q_end[MT][2];
+  int warp_end = 0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int qi = (warp * MT + mt) * 16 + g + 8 * h;
+      q_idx[mt][h] = qi;
+      q_end[mt][h] = qi < nq ? key_end(positions, a + qi / G, seq_len, cap) : 0;
+      warp_end = max(warp_end, q_end[mt][h]);
+    }
+  warp_end = __reduce_max_sync(0xffffffffu, warp_end);
 
-  uint32_t qf[KS][4];
-  {
+  // Q: fragments in registers (MT == 1), or the block's Q tile staged in shared memory.
+  uint32_t qf[kQInSmem ? 1 : KS][4];
+  if constexpr (!kQInSmem) {
+    const int qa = q_idx[0][0], qb = q_idx[0][1];
     const bf16* pa = qa < nq ? qkv + static_cast<int64_t>(a + qa / G) * q_stride + (kvh * G + qa % G) * HD : nullptr;
     const bf16* pb = qb < nq ? qkv + static_cast<int64_t>(a + qb / G) * q_stride + (kvh * G + qb % G) * HD : nullptr;
 #pragma unroll
@@ -172,112 +193,148 @@ __device__ __forceinline__ void attend_segment(Tiles<HD>& sm, int* red, const bf
       qf[ks][2] = pa != nullptr ? load_u32(pa + d + 8) : 0u;
       qf[ks][3] = pb != nullptr ? load_u32(pb + d + 8) : 0u;
     }
+  } else {
+    constexpr int kChunks = HD / 8;
+    for (int c = threadIdx.x; c < kWarps * 16 * MT * kChunks; c += kThreads) {
+      const int qi = c / kChunks, part = c % kChunks;
+      const bool valid = qi < nq;
+      const bf16* src = valid ? qkv + static_cast<int64_t>(a + qi / G) * q_stride + (kvh * G + qi % G) * HD + part * 8
+                              : qkv;
+      cp_async16(smem_u32(sq + qi * kStride + part * 8), src, valid);
+    }
   }
 
-  float o[ND][4];
+  float o[MT][ND][4];
+  float m[MT][2], l[MT][2];
 #pragma unroll
-  for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) o[mt][nd][0] = o[mt][nd][1] = o[mt][nd][2] = o[mt][nd][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
 
   const int64_t v_offset = static_cast<int64_t>(kv.page_size) * kv.kv_heads * HD;
   const int ntiles = (kend + kBN - 1) / kBN;
   // ldmatrix lane addresses: K (non-transposed) rows key nb*8 + (lane & 7), columns + (lane >> 3) * 8;
-  // V (transposed) rows key kk*16 + ((lane >> 3) & 1) * 8 + (lane & 7), columns + (lane >> 4) * 8.
-  const uint32_t k_base = smem_u32(sm.k) + ((lane & 7) * Tiles<HD>::kStride + (lane >> 3) * 8) * 2;
-  const uint32_t v_base =
-      smem_u32(sm.v) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * Tiles<HD>::kStride + (lane >> 4) * 8) * 2;
+  // V (transposed) rows key kk*16 + ((lane >> 3) & 1) * 8 + (lane & 7), columns + (lane >> 4) * 8;
+  // Q (A operand) rows query (lane & 15), columns + (lane >> 4) * 8.
+  const uint32_t k_base = smem_u32(sk) + ((lane & 7) * kStride + (lane >> 3) * 8) * 2;
+  const uint32_t v_base = smem_u32(sv) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t q_base = smem_u32(sq) + ((warp * MT * 16 + (lane & 15)) * kStride + (lane >> 4) * 8) * 2;
 
-  if (ntiles > 0) load_tile<HD, kThreads>(sm.k, kv, kvh, 0, kend, 0);
-  cp_async_commit();
+  if (ntiles > 0) load_tile<HD, kThreads>(sk, kv, kvh, 0, kend, 0);
+  cp_async_commit();  // (with the Q tile when staged)
   for (int j = 0; j < ntiles; ++j) {
     const int t0 = j * kBN;
-    load_tile<HD, kThreads>(sm.v, kv, kvh, t0, kend, v_offset);
+    load_tile<HD, kThreads>(sv, kv, kvh, t0, kend, v_offset);
     cp_async_commit();
     cp_async_wait<1>();  // K of tile j
     __syncthreads();
     const bool active = t0 < warp_end;
-    float sc[NB][4];
+    float sc[MT][NB][4];
     if (active) {
 #pragma unroll
-      for (int nb = 0; nb < NB; ++nb) {
-        sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int ks = 0; ks < KS; ks += 2) {
+        for (int nb = 0; nb < NB; ++nb) sc[mt][nb][0] = sc[mt][nb][1] = sc[mt][nb][2] = sc[mt][nb][3] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < KS; ks += 2) {
+        uint32_t qs[MT][2][4];
+        if constexpr (kQInSmem) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              ldsm_x4(q_base + (mt * 16 * kStride + (ks + h) * 16) * 2, qs[mt][h][0], qs[mt][h][1], qs[mt][h][2],
+                      qs[mt][h][3]);
+        }
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) {
           uint32_t b0, b1, b2, b3;
-          ldsm_x4(k_base + (nb * 8 * Tiles<HD>::kStride + ks * 16) * 2, b0, b1, b2, b3);
-          mma_bf16(sc[nb], qf[ks], b0, b1);
-          mma_bf16(sc[nb], qf[ks + 1], b2, b3);
+          ldsm_x4(k_base + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (kQInSmem) {
+              mma_bf16(sc[mt][nb], qs[mt][0], b0, b1);
+              mma_bf16(sc[mt][nb], qs[mt][1], b2, b3);
+            } else {
+              mma_bf16(sc[mt][nb], qf[ks], b0, b1);
+              mma_bf16(sc[mt][nb], qf[ks + 1], b2, b3);
+            }
+          }
         }
       }
     }
     __syncthreads();  // every warp is done with K of tile j
-    if (j + 1 < ntiles) load_tile<HD, kThreads>(sm.k, kv, kvh, t0 + kBN, kend, 0);
+    if (j + 1 < ntiles) load_tile<HD, kThreads>(sk, kv, kvh, t0 + kBN, kend, 0);
     cp_async_commit();
 
-    uint32_t pf[kBN / 16][4];
+    uint32_t pf[MT][KK][4];
     if (active) {
-      // Scores in log2 units; keys a query may not see score -inf.
-      float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-      for (int nb = 0; nb < NB; ++nb) {
+      for (int mt = 0; mt < MT; ++mt) {
+        // Scores in log2 units; keys a query may not see score -inf.
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = t0 + nb * 8 + 2 * t + (e & 1);
-          const float s = sc[nb][e] * scale_log2;
-          sc[nb][e] = key < (e < 2 ? end_a : end_b) ? s : -INFINITY;
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = t0 + nb * 8 + 2 * t + (e & 1);
+            const float s = sc[mt][nb][e] * scale_log2;
+            sc[mt][nb][e] = key < q_end[mt][e >> 1] ? s : -INFINITY;
+            mx[e >> 1] = fmaxf(mx[e >> 1], sc[mt][nb][e]);
+          }
+        float base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+          const float mn = fmaxf(m[mt][h], mx[h]);
+          // While a query has seen no key its max is -inf: subtract 0 instead (every p is 0 then).
+          base[h] = mn == -INFINITY ? 0.0f : mn;
+          const float alpha = exp2f(m[mt][h] - base[h]);
+          m[mt][h] = mn;
+          l[mt][h] *= alpha;
+#pragma unroll
+          for (int nd = 0; nd < ND; ++nd) {
+            o[mt][nd][2 * h] *= alpha;
+            o[mt][nd][2 * h + 1] *= alpha;
+          }
         }
-        mx_a = fmaxf(mx_a, fmaxf(sc[nb][0], sc[nb][1]));
-        mx_b = fmaxf(mx_b, fmaxf(sc[nb][2], sc[nb][3]));
-      }
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-      const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-      // While a query has seen no key its max is -inf: subtract 0 instead (every p is 0 then).
-      const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
-      const float alpha_a = exp2f(m_a - base_a), alpha_b = exp2f(m_b - base_b);
-      m_a = mn_a;
-      m_b = mn_b;
-      float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
-      for (int nb = 0; nb < NB; ++nb) {
-        sc[nb][0] = exp2f(sc[nb][0] - base_a);
-        sc[nb][1] = exp2f(sc[nb][1] - base_a);
-        sc[nb][2] = exp2f(sc[nb][2] - base_b);
-        sc[nb][3] = exp2f(sc[nb][3] - base_b);
-        sum_a += sc[nb][0] + sc[nb][1];
-        sum_b += sc[nb][2] + sc[nb][3];
-      }
-      l_a = l_a * alpha_a + sum_a;
-      l_b = l_b * alpha_b + sum_b;
+        for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-      for (int nd = 0; nd < ND; ++nd) {
-        o[nd][0] *= alpha_a;
-        o[nd][1] *= alpha_a;
-        o[nd][2] *= alpha_b;
-        o[nd][3] *= alpha_b;
-      }
-      // P as the A operand of P·V: k-step kk covers keys kk*16 .. kk*16 + 15 of the tile.
+          for (int e = 0; e < 4; ++e) {
+            sc[mt][nb][e] = exp2f(sc[mt][nb][e] - base[e >> 1]);
+            sum[e >> 1] += sc[mt][nb][e];
+          }
+        l[mt][0] += sum[0];
+        l[mt][1] += sum[1];
+        // P as the A operand of P·V: k-step kk covers keys kk*16 .. kk*16 + 15 of the tile.
 #pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        pf[kk][0] = pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]);
-        pf[kk][1] = pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]);
-        pf[kk][2] = pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-        pf[kk][3] = pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+        for (int kk = 0; kk < KK; ++kk) {
+          pf[mt][kk][0] = pack_bf16x2(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+          pf[mt][kk][1] = pack_bf16x2(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+          pf[mt][kk][2] = pack_bf16x2(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+          pf[mt][kk][3] = pack_bf16x2(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+        }
       }
     }
     cp_async_wait<1>();  // V of tile j (K of tile j + 1 may still be in flight)
     __syncthreads();
     if (active) {
 #pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
+      for (int kk = 0; kk < KK; ++kk) {
 #pragma unroll
         for (int nd = 0; nd < ND; nd += 2) {
           uint32_t b0, b1, b2, b3;
-          ldsm_x4_trans(v_base + (kk * 16 * Tiles<HD>::kStride + nd * 8) * 2, b0, b1, b2, b3);
-          mma_bf16(o[nd], pf[kk], b0, b1);
-          mma_bf16(o[nd + 1], pf[kk], b2, b3);
+          ldsm_x4_trans(v_base + (kk * 16 * kStride + nd * 8) * 2, b0, b1, b2, b3);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(o[mt][nd], pf[mt][kk], b0, b1);
+            mma_bf16(o[mt][nd + 1], pf[mt][kk], b2, b3);
+          }
         }
       }
     }
@@ -286,35 +343,48 @@ __device__ __forceinline__ void attend_segment(Tiles<HD>& sm, int* red, const bf
   cp_async_wait<0>();
   __syncthreads();  // red and the tiles are free for the next segment
 
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-  const float inv_a = l_a > 0.0f ? 1.0f / l_a : 0.0f, inv_b = l_b > 0.0f ? 1.0f / l_b : 0.0f;
-  if (qa < nq) {
-    bf16* dst = out + (static_cast<int64_t>(a + qa / G) * heads + kvh * G + qa % G) * HD + 2 * t;
 #pragma unroll
-    for (int nd = 0; nd < ND; ++nd)
-      *reinterpret_cast<uint32_t*>(dst + nd * 8) = pack_bf16x2(o[nd][0] * inv_a, o[nd][1] * inv_a);
-  }
-  if (qb < nq) {
-    bf16* dst = out + (static_cast<int64_t>(a + qb / G) * heads + kvh * G + qb % G) * HD + 2 * t;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nd = 0; nd < ND; ++nd)
-      *reinterpret_cast<uint32_t*>(dst + nd * 8) = pack_bf16x2(o[nd][2] * inv_b, o[nd][3] * inv_b);
-  }
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[mt][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int qi = q_idx[mt][h];
+      if (qi < nq) {
+        bf16* dst = out + (static_cast<int64_t>(a + qi / G) * heads + kvh * G + qi % G) * HD + 2 * t;
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd)
+          *reinterpret_cast<uint32_t*>(dst + nd * 8) =
+              pack_bf16x2(o[mt][nd][2 * h] * inv, o[mt][nd][2 * h + 1] * inv);
+      }
+    }
 }
 
-template <int HD, int kWarps>
+// Shared memory: static when the Q fragments live in registers (MT == 1), else dynamic
+// (Q tile + K tile + V tile, launched with prefill_mma_smem_bytes(HD, kWarps, MT) bytes).
+template <int HD, int kWarps, int MT>
 __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                                             const int32_t* __restrict__ block_table, int32_t max_pages,
                                             const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ cu_seqlens,
                                             const int64_t* __restrict__ positions, bf16* __restrict__ out, int32_t rows,
                                             int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
                                             int64_t page_stride, float scale, int32_t rows_per_block) {
-  __shared__ __align__(128) Tiles<HD> sm;
   __shared__ int red[kWarps];
-  constexpr int kBM = kWarps * 16;
+  bf16 *sk, *sv, *sq;
+  if constexpr (MT == 1) {
+    __shared__ __align__(128) bf16 tiles[2 * tile_elems<HD>()];
+    sk = tiles;
+    sv = tiles + tile_elems<HD>();
+    sq = tiles;  // unused
+  } else {
+    extern __shared__ __align__(128) unsigned char dyn_smem[];
+    sq = reinterpret_cast<bf16*>(dyn_smem);
+    sk = sq + q_tile_elems<HD, kWarps, MT>();
+    sv = sk + tile_elems<HD>();
+  }
+  constexpr int kBM = kWarps * 16 * MT;
   const int kvh = blockIdx.y;
   if (kvh >= kv_heads || rows_per_block < 1 || page_size < 1) return;
   const int G = heads / kv_heads;
@@ -338,8 +408,8 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
     }
     const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
     const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride};
-    attend_segment<HD, kWarps>(sm, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s], cap, heads,
-                               kvh, scale_log2);
+    attend_segment<HD, kWarps, MT>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s],
+                                   cap, heads, kvh, scale_log2);
     a = b;
   }
 }
@@ -347,22 +417,26 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
 }  // namespace
 
 // qkv rows: row i at qkv + i*q_stride, q heads first; out [rows, heads*HD] bf16.
-// grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (kWarps*32, 1, 1); static shared memory
-// only (2 * 64 * (HD + 8) * 2 bytes). kern gen uses rows_per_block = kWarps*16 / G.
-#define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MINB)                                                          \
+// grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (WARPS*32, 1, 1). Shared-memory rows
+// are padded by 16 bytes (HD + 8 elements) so ldmatrix reads hit distinct banks.
+#define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MT, MINB)                                                      \
   extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB) NAME(                                               \
       const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
       const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
       int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,            \
       int32_t rows_per_block) {                                                                                      \
-    prefill_mma<HD, WARPS>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, \
-                           seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block);                   \
+    prefill_mma<HD, WARPS, MT>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out,   \
+                               rows, seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block);         \
   }
 
-// Production entries: 8 warps (128 queries) per block.
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd64, 64, 8, 1)
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1)
-// Tuning variants, timed by the GPU perf test only: 4 warps (64 queries) per block, and 8 warps
-// capped at 128 registers (two blocks per SM).
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4_hd128, 128, 4, 3)
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w8b2_hd128, 128, 8, 2)
+// Production entries: 8 warps x 16 queries (128 queries) per block, Q fragments in registers,
+// static shared memory only (K and V tiles: 2 * 64 * (HD + 8) * 2 bytes); kern gen uses
+// rows_per_block = 128 / G.
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd64, 64, 8, 1, 1)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1, 1)
+// Tuning variants, run by the GPU tests only (rows_per_block = queries per block / G):
+//  * w4: 4 warps x 16 queries, three blocks per SM;
+//  * m32: 4 warps x 32 queries (each K/V fragment feeds two m16 tiles; Q staged in shared memory),
+//    dynamic shared memory (128 + 2 * 64) * (HD + 8) * 2 bytes = 69632 for hd 128, two blocks per SM.
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4_hd128, 128, 4, 1, 3)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32_hd128, 128, 4, 2, 2)

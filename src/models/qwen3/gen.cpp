@@ -132,18 +132,20 @@ OJ ops(const Geo& g) {
     o["attn_decode"] = op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "out buffer<bf16>", "i32"},
                           OJ::array({std::move(part), std::move(reduce)}), std::move(sc));
   }
-  const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, kAttnQueries / (c.heads / c.kv_heads));
+  // Tensor-core prefill (attention_prefill.cu): 8 warps of 16 queries (rows x q heads of one kv head).
+  constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256;
+  const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, kPrefillQueries / (c.heads / c.kv_heads));
   o["attn_prefill"] = op(
       {"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
        "out buffer<bf16>", "i32", "i32"},
-      OJ::array({launch("attention", "kern_attn_prefill" + g.hd,
+      OJ::array({launch("attention_prefill", "kern_attn_prefill_mma" + g.hd,
                         {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
                          "in buffer<i32>", "in buffer<i64>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i32",
                          "i64", "f32", "i32"},
                         OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6), p(7),
                                    p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i64(g.page_stride_elems),
                                    f32(scale), i32(rows_per_block)}),
-                        OJ::array({ceil_div("tokens", rows_per_block), c.kv_heads, 1}), c.head_dim)}));
+                        OJ::array({ceil_div("tokens", rows_per_block), c.kv_heads, 1}), kPrefillThreads)}));
   o["silu_mul"] = op({"in buffer<bf16>", "out buffer<bf16>", "i32"},
                      OJ::array({launch("activation", "kern_silu_mul_bf16",
                                        {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
@@ -331,7 +333,7 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
 }  // namespace
 
 const std::vector<std::string>& qwen3_kernel_families() {
-  static const std::vector<std::string> families = {"activation", "argmax", "attention", "embedding", "rmsnorm", "rope"};
+  static const std::vector<std::string> families = {"activation", "argmax", "attention", "attention_prefill", "embedding", "rmsnorm", "rope"};
   return families;
 }
 

@@ -20,10 +20,22 @@ struct Geometry {
   int out_width() const { return heads * head_dim; }
 };
 
-constexpr int kBlockQueries = 128;  // queries per block of the production entries (8 warps x 16)
+// One compiled configuration of the kernel: entry, threads per block, queries per block (kern gen
+// passes rows_per_block = queries / G), dynamic shared memory bytes.
+struct Variant {
+  std::string name;
+  int threads, queries, shared;
+  std::string entry(const Geometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
+  int rows_per_block(const Geometry& g) const { return std::max(1, queries / g.group()); }
+};
 
-std::string entry(const Geometry& g) { return "kern_attn_prefill_mma_hd" + std::to_string(g.head_dim); }
-int default_rows_per_block(const Geometry& g) { return std::max(1, kBlockQueries / g.group()); }
+const Variant kProduction{"kern_attn_prefill_mma", 256, 128, 0};                 // 8 warps x 16 queries
+const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, 0};               // 4 warps x 16 queries
+const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, (128 + 128) * 136 * 2};  // 4 warps x 32 queries (hd 128)
+
+void prepare(Fatbin& fb, const Variant& v, const Geometry& g) {
+  if (v.shared > 0) fb.set_dynamic_shared(v.entry(g), v.shared);
+}
 
 // Paged K/V (layout of docs/kernels.md, `layers` layers, checked layer `layer`) holding random
 // values for every slot of every sequence's pages; block-table rows point at permuted pages and
@@ -150,27 +162,26 @@ struct DeviceProblem {
       : p(pr), qkv(pr.qkv), cache(pr.kv->data), out(static_cast<size_t>(pr.rows) * pr.g.out_width()),
         table(pr.kv->table), pos(pr.pos) {}
 
-  // The whole problem in one call.
-  void run(Fatbin& fb, const std::string& name, int rows_per_block) {
+  // The whole problem in one call (rows_per_block 0: the variant's default).
+  void run(Fatbin& fb, const Variant& v, int rows_per_block = 0) {
     std::vector<int32_t> lens(p.lens.begin(), p.lens.end());
-    call(fb, name, 0, p.rows, p.cu, lens, rows_per_block, 0);
+    call(fb, v, 0, p.rows, p.cu, lens, rows_per_block > 0 ? rows_per_block : v.rows_per_block(p.g));
   }
 
   // Rows [r0, r1) of sequence 0 (no extra rows) as their own call: seq_len = end of the slice
   // (what the serving path passes for a chunk), the cache already holding later keys too.
-  void run_slice(Fatbin& fb, int r0, int r1) {
-    call(fb, entry(p.g), r0, r1, {0, r1 - r0}, {static_cast<int32_t>(p.pos[r1 - 1] + 1)}, default_rows_per_block(p.g),
-         0);
+  void run_slice(Fatbin& fb, const Variant& v, int r0, int r1) {
+    call(fb, v, r0, r1, {0, r1 - r0}, {static_cast<int32_t>(p.pos[r1 - 1] + 1)}, v.rows_per_block(p.g));
   }
 
-  void call(Fatbin& fb, const std::string& name, int r0, int r1, const std::vector<int32_t>& cu,
-            const std::vector<int32_t>& lens, int rows_per_block, int table_row) {
+  void call(Fatbin& fb, const Variant& v, int r0, int r1, const std::vector<int32_t>& cu,
+            const std::vector<int32_t>& lens, int rows_per_block) {
     const Geometry& g = p.g;
     const int rows = r1 - r0, seqs = static_cast<int>(lens.size());
     Device<int32_t> d_cu(cu), d_lens(lens);
-    fb.launch(name, dim3((rows + rows_per_block - 1) / rows_per_block, g.kv_heads), dim3(256),
+    fb.launch(v.entry(g), dim3((rows + rows_per_block - 1) / rows_per_block, g.kv_heads), dim3(v.threads),
               qkv.get() + static_cast<int64_t>(r0) * g.q_stride(), g.q_stride(), cache.get() + p.kv->layer_off,
-              table.get() + static_cast<int64_t>(table_row) * p.kv->max_pages, p.kv->max_pages, d_lens.get(), d_cu.get(),
+              table.get(), p.kv->max_pages, d_lens.get(), d_cu.get(),
               pos.get() + r0, out.get() + static_cast<int64_t>(r0) * g.out_width(), rows, seqs, g.heads, g.kv_heads,
               g.page_size, p.kv->page_stride, p.scale, rows_per_block);
   }
@@ -185,11 +196,12 @@ std::string tag(const Geometry& g) {
 // Runs the problem in one call and checks it against the float64 reference: every sequence (and
 // its first and last row) within 1e-2 relative Frobenius error, rows outside every sequence zero.
 // Returns the output for further bitwise comparisons.
-std::vector<bf16_bits> check(const Problem& p, int rows_per_block = 0) {
+std::vector<bf16_bits> check(const Problem& p, int rows_per_block = 0, const Variant& v = kProduction) {
   const Geometry& g = p.g;
   Fatbin fb("attention_prefill");
+  prepare(fb, v, g);
   DeviceProblem d(p);
-  d.run(fb, entry(g), rows_per_block > 0 ? rows_per_block : default_rows_per_block(g));
+  d.run(fb, v, rows_per_block);
   const auto out = d.out.download();
   EXPECT_EQ(count_nan(out), 0u);
   const auto ref = p.reference();
@@ -212,7 +224,7 @@ std::vector<bf16_bits> check(const Problem& p, int rows_per_block = 0) {
   for (size_t s = 0; s < p.chunks.size(); ++s) {
     if (p.chunks[s].rows == 0) continue;
     const double err = err_of(p.cu[s] * n, p.cu[s + 1] * n);
-    report("prefill mma rel err " + tag(g) + " prefix " + std::to_string(p.chunks[s].prefix) + " rows " +
+    report(v.name + " rel err " + tag(g) + " prefix " + std::to_string(p.chunks[s].prefix) + " rows " +
                std::to_string(p.chunks[s].rows),
            err);
     EXPECT_LT(err, 1e-2) << "sequence " << s;
@@ -241,28 +253,29 @@ TEST(AttentionPrefillMmaGpu, FirstChunkOfManyTiles) { check(Problem({32, 8, 128,
 
 // Row invariance: rows 0..n-1 of one sequence give bitwise the same output in one call, in n calls
 // of one row, in calls of 7 rows, and with other block widths.
-void check_row_invariance(const Geometry& g, int n, uint64_t seed) {
+void check_row_invariance(const Geometry& g, int n, uint64_t seed, const Variant& v = kProduction) {
   const Problem p(g, {{0, n}}, seed);
   Fatbin fb("attention_prefill");
+  prepare(fb, v, g);
   DeviceProblem d(p);
-  d.run(fb, entry(g), default_rows_per_block(g));
+  d.run(fb, v);
   const auto whole = d.out.download();
   ASSERT_EQ(count_nan(whole), 0u);
   const size_t bytes = whole.size() * sizeof(bf16_bits);
 
   d.out.poison();
-  for (int r = 0; r < n; ++r) d.run_slice(fb, r, r + 1);
+  for (int r = 0; r < n; ++r) d.run_slice(fb, v, r, r + 1);
   const auto single = d.out.download();
   EXPECT_EQ(std::memcmp(whole.data(), single.data(), bytes), 0) << tag(g) << ": one row per call differs";
 
   d.out.poison();
-  for (int r = 0; r < n; r += 7) d.run_slice(fb, r, std::min(n, r + 7));
+  for (int r = 0; r < n; r += 7) d.run_slice(fb, v, r, std::min(n, r + 7));
   const auto sevens = d.out.download();
   EXPECT_EQ(std::memcmp(whole.data(), sevens.data(), bytes), 0) << tag(g) << ": 7-row calls differ";
 
-  for (int per_block : {1, 3, default_rows_per_block(g) + 5}) {
+  for (int per_block : {1, 3, v.rows_per_block(g) + 5}) {
     d.out.poison();
-    d.run(fb, entry(g), per_block);
+    d.run(fb, v, per_block);
     const auto other = d.out.download();
     EXPECT_EQ(std::memcmp(whole.data(), other.data(), bytes), 0) << tag(g) << ": rows_per_block " << per_block;
   }
@@ -278,15 +291,27 @@ TEST(AttentionPrefillMmaGpu, RowInvarianceQwen3) { check_row_invariance({32, 8, 
 TEST(AttentionPrefillMmaGpu, RowInvarianceGqa1HeadDim64) { check_row_invariance({8, 8, 64, 16}, 300, 222); }
 TEST(AttentionPrefillMmaGpu, RowInvarianceGqa8) { check_row_invariance({64, 8, 128, 16}, 200, 223); }
 
+// The tuning variants (hd 128 only) meet the same bar, so either can replace the production entry.
+TEST(AttentionPrefillMmaGpu, VariantFourWarps) {
+  check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 251, 4), 0, kFourWarps);
+  check_row_invariance({32, 8, 128, 16}, 200, 252, kFourWarps);
+}
+TEST(AttentionPrefillMmaGpu, VariantM32) {
+  check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 253, 4), 0, kM32);
+  check(Problem({16, 16, 128, 16}, {{31, 100}}, 254), 0, kM32);
+  check(Problem({64, 8, 128, 16}, {{0, 77}}, 255), 0, kM32);
+  check_row_invariance({32, 8, 128, 16}, 511, 256, kM32);
+}
+
 TEST(AttentionPrefillMmaGpu, Repeatable) {
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}}, 231);
   Fatbin fb("attention_prefill");
   DeviceProblem d(p);
-  d.run(fb, entry(p.g), default_rows_per_block(p.g));
+  d.run(fb, kProduction);
   const auto a = d.out.download();
   for (int i = 0; i < 3; ++i) {
     d.out.poison();
-    d.run(fb, entry(p.g), default_rows_per_block(p.g));
+    d.run(fb, kProduction);
     const auto b = d.out.download();
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16_bits)), 0) << "run " << i;
   }
@@ -321,14 +346,14 @@ TEST(PerfGpu, PrefillMma) {
                        g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
                        rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block);
     };
-    const double us = time(fb, "kern_attn_prefill_mma_hd128", 256, kBlockQueries / g.group(), iters);
-    report(what + " mma ms/layer", us / 1e3);
-    report(what + " mma TFLOP/s", flops / (us * 1e6));
-    report(what + " mma ms for 36 layers", us * kLayers / 1e3);
-    const double w4 = time(fb, "kern_attn_prefill_mma_w4_hd128", 128, 64 / g.group(), iters);
-    report(what + " mma 4-warp variant ms/layer", w4 / 1e3);
-    const double b2 = time(fb, "kern_attn_prefill_mma_w8b2_hd128", 256, kBlockQueries / g.group(), iters);
-    report(what + " mma 8-warp 2-blocks variant ms/layer", b2 / 1e3);
+    for (const Variant* v : {&kProduction, &kFourWarps, &kM32}) {
+      prepare(fb, *v, g);
+      const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
+      const std::string name = what + " " + v->name;
+      report(name + " ms/layer", us / 1e3);
+      report(name + " TFLOP/s", flops / (us * 1e6));
+      report(name + " ms for 36 layers", us * kLayers / 1e3);
+    }
     if (rows <= 2048) {  // the FMA kernel grows too slow past that
       const double fma = time(old, "kern_attn_prefill_hd128", g.head_dim, 16 / g.group(), 2);
       report(what + " fma (attention.cu) ms/layer", fma / 1e3);

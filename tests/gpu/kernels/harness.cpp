@@ -37,14 +37,30 @@ cudaKernel_t Fatbin::kernel(const std::string& entry) {
   return it->second;
 }
 
+void Fatbin::set_dynamic_shared(const std::string& entry, int bytes) {
+  if (bytes > 48 * 1024) {
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaKernelSetAttributeForDevice(kernel(entry), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, device),
+               ("cudaKernelSetAttributeForDevice " + entry).c_str());
+  }
+  dynamic_shared_[entry] = bytes;
+}
+
+int Fatbin::dynamic_shared(const std::string& entry) const {
+  auto it = dynamic_shared_.find(entry);
+  return it == dynamic_shared_.end() ? 0 : it->second;
+}
+
 double Fatbin::time_raw(const std::string& entry, int iters, dim3 grid, dim3 block, void** args) {
   const void* k = reinterpret_cast<const void*>(kernel(entry));
-  for (int i = 0; i < 3; ++i) check_cuda(cudaLaunchKernel(k, grid, block, args, 0, nullptr), "warm-up launch");
+  const size_t shared = dynamic_shared(entry);
+  for (int i = 0; i < 3; ++i) check_cuda(cudaLaunchKernel(k, grid, block, args, shared, nullptr), "warm-up launch");
   cudaEvent_t start, stop;
   check_cuda(cudaEventCreate(&start), "cudaEventCreate");
   check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
   check_cuda(cudaEventRecord(start, nullptr), "cudaEventRecord");
-  for (int i = 0; i < iters; ++i) check_cuda(cudaLaunchKernel(k, grid, block, args, 0, nullptr), "timed launch");
+  for (int i = 0; i < iters; ++i) check_cuda(cudaLaunchKernel(k, grid, block, args, shared, nullptr), "timed launch");
   check_cuda(cudaEventRecord(stop, nullptr), "cudaEventRecord");
   check_cuda(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0;
@@ -58,7 +74,8 @@ double Fatbin::time_raw(const std::string& entry, int iters, dim3 grid, dim3 blo
 void report(const std::string& what, double value) { std::printf("[figure] %s: %.4g\n", what.c_str(), value); }
 
 void Fatbin::launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args) {
-  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, 0, nullptr),
+  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, dynamic_shared(entry),
+                              nullptr),
              ("launch " + entry).c_str());
   check_cuda(cudaGetLastError(), ("after launch " + entry).c_str());
   check_cuda(cudaDeviceSynchronize(), ("execute " + entry).c_str());

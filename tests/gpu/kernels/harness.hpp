@@ -38,6 +38,10 @@ class Fatbin {
     launch_raw(entry, grid, block, argv);
   }
 
+  // Launches of `entry` from now on get `bytes` of dynamic shared memory (above 48 KB the kernel's
+  // limit is raised first, as the runtime does for a launch's shared_mem).
+  void set_dynamic_shared(const std::string& entry, int bytes);
+
   // Mean microseconds per launch over `iters` launches (after 3 warm-up launches), by CUDA events.
   template <typename... Args>
   double time_us(const std::string& entry, int iters, dim3 grid, dim3 block, Args... args) {
@@ -49,8 +53,10 @@ class Fatbin {
   void launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args);
   double time_raw(const std::string& entry, int iters, dim3 grid, dim3 block, void** args);
   cudaKernel_t kernel(const std::string& entry);
+  int dynamic_shared(const std::string& entry) const;
   cudaLibrary_t lib_ = nullptr;
   std::map<std::string, cudaKernel_t> kernels_;
+  std::map<std::string, int> dynamic_shared_;
 };
 
 // Device buffer of n elements; poisoned with 0xFF bytes on creation (NaN for bf16/f32, -1 for ints).
