@@ -21,20 +21,23 @@ struct Geometry {
 };
 
 // One compiled configuration of the kernel: entry, threads per block, queries per block (kern gen
-// passes rows_per_block = queries / G), dynamic shared memory bytes.
+// passes rows_per_block = queries / G), and whether Q is staged in dynamic shared memory (then the
+// launch gets (queries + 2 * 64) * (hd + 8) * 2 bytes).
 struct Variant {
   std::string name;
-  int threads, queries, shared;
+  int threads, queries;
+  bool q_in_smem;
   std::string entry(const Geometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
   int rows_per_block(const Geometry& g) const { return std::max(1, queries / g.group()); }
+  int shared(const Geometry& g) const { return q_in_smem ? (queries + 2 * 64) * (g.head_dim + 8) * 2 : 0; }
 };
 
-const Variant kProduction{"kern_attn_prefill_mma", 256, 128, 0};                 // 8 warps x 16 queries
-const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, 0};               // 4 warps x 16 queries
-const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, (128 + 128) * 136 * 2};  // 4 warps x 32 queries (hd 128)
+const Variant kProduction{"kern_attn_prefill_mma", 256, 128, false};  // 8 warps x 16 queries
+const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, false};  // 4 warps x 16 queries (hd 128)
+const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, true};       // 4 warps x 32 queries (hd 128)
 
 void prepare(Fatbin& fb, const Variant& v, const Geometry& g) {
-  if (v.shared > 0) fb.set_dynamic_shared(v.entry(g), v.shared);
+  if (v.q_in_smem) fb.set_dynamic_shared(v.entry(g), v.shared(g));
 }
 
 // Paged K/V (layout of docs/kernels.md, `layers` layers, checked layer `layer`) holding random
