@@ -98,6 +98,11 @@ class LateExecutor final : public driver::Executor {
   void run(std::string_view program, const Vars& vars) override { get().run(program, vars); }
   std::vector<std::byte> read_output(std::string_view b) override { return get().read_output(b); }
   std::vector<std::byte> read_buffer(std::string_view n) override { return get().read_buffer(n); }
+  std::vector<std::byte> read_output_prefix(std::string_view b, std::uint64_t bytes) override {
+    std::vector<std::byte> out(std::min<std::uint64_t>(bytes, get().buffer_bytes(b)));
+    get().read_output(b, 0, out);
+    return out;
+  }
 
  private:
   driver::RuntimeExecutor& get() {

@@ -32,6 +32,12 @@ class Executor {
   virtual void run(std::string_view program, const Vars& vars) = 0;
   virtual std::vector<std::byte> read_output(std::string_view buffer) = 0;
   virtual std::vector<std::byte> read_buffer(std::string_view name) = 0;
+  // The first `bytes` bytes of an output (a decode step needs 8). Default: read all and cut.
+  virtual std::vector<std::byte> read_output_prefix(std::string_view buffer, std::uint64_t bytes) {
+    std::vector<std::byte> all = read_output(buffer);
+    if (bytes < all.size()) all.resize(bytes);
+    return all;
+  }
 };
 
 struct GeneratorOptions {

@@ -85,6 +85,9 @@ class Runtime {
   // Reads an output buffer (after the last run). read_buffer reads any device or host buffer
   // and any state (tests, probes).
   std::vector<std::byte> read_output(std::string_view buffer);
+  // Reads `out.size()` bytes of output `buffer` starting at byte `offset`, through pinned memory
+  // (a decode step reads back 8 bytes, not the whole buffer). Error(Api) if out of range.
+  void read_output(std::string_view buffer, std::uint64_t offset, std::span<std::byte> out);
   std::vector<std::byte> read_buffer(std::string_view name);
   std::uint64_t buffer_bytes(std::string_view name) const;
 

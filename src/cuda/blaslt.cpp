@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <limits>
 #include <mutex>
 #include <string>
 
@@ -26,6 +27,10 @@ namespace {
   X(cublasLtMatmulPreferenceDestroy)       \
   X(cublasLtMatmulPreferenceSetAttribute)  \
   X(cublasLtMatmulAlgoGetHeuristic)        \
+  X(cublasLtMatmulAlgoInit)                \
+  X(cublasLtMatmulAlgoCheck)               \
+  X(cublasLtMatmulAlgoConfigSetAttribute)  \
+  X(cublasLtMatmulAlgoConfigGetAttribute)  \
   X(cublasLtMatmul)
 
 struct LtApi {
@@ -72,18 +77,73 @@ void check(cublasStatus_t r, const char* call) {
 
 #define KERN_LT(fn, ...) check(lt().fn(__VA_ARGS__), #fn)
 
-}  // namespace
-
-struct BlasLt::Plan {
+struct Layouts {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t w = nullptr, a = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  ~Plan() {
+  Layouts() = default;
+  Layouts(const Layouts&) = delete;
+  Layouts& operator=(const Layouts&) = delete;
+  ~Layouts() {
     if (c) lt().cublasLtMatrixLayoutDestroy(c);
     if (a) lt().cublasLtMatrixLayoutDestroy(a);
     if (w) lt().cublasLtMatrixLayoutDestroy(w);
     if (desc) lt().cublasLtMatmulDescDestroy(desc);
   }
+  // Column-major view: W is k×n (ld k) used transposed, A is k×m (ld lda), C is n×m (ld ldc).
+  void create(const GemmShape& s, std::uint64_t m) {
+    KERN_LT(cublasLtMatmulDescCreate, &desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    KERN_LT(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    KERN_LT(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    KERN_LT(cublasLtMatrixLayoutCreate, &w, CUDA_R_16BF, s.k, s.n, static_cast<int64_t>(s.k));
+    KERN_LT(cublasLtMatrixLayoutCreate, &a, CUDA_R_16BF, s.k, m, static_cast<int64_t>(s.lda));
+    KERN_LT(cublasLtMatrixLayoutCreate, &c, CUDA_R_16BF, s.n, m, static_cast<int64_t>(s.ldc));
+  }
+};
+
+template <typename T>
+void set_config(cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, std::int64_t value,
+                const char* name) {
+  if (value < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+      value > static_cast<std::int64_t>(std::numeric_limits<T>::max()))
+    fail(ErrorKind::Manifest, "pinned cuBLASLt algo: {} = {} is out of range", name, value);
+  const T v = static_cast<T>(value);
+  check(lt().cublasLtMatmulAlgoConfigSetAttribute(&algo, attr, &v, sizeof v), "cublasLtMatmulAlgoConfigSetAttribute");
+}
+
+template <typename T>
+std::int64_t get_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  T v{};
+  std::size_t written = 0;
+  if (lt().cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return static_cast<std::int64_t>(v);
+}
+
+std::string config_text(const cublasLtMatmulAlgo_t& a) {
+  return fmt::format("id={} tile={} stages={} split_k={} reduction={} swizzle={} custom={} inner_shape={} cluster_shape={}",
+                     get_config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
+                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                     get_config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                     get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
+                     get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+}
+
+}  // namespace
+
+struct BlasLt::Choice {
+  cublasLtMatmulAlgo_t algo{};
+  std::string text;
+  std::string origin;  // "heuristic at m=..." or "pinned by the manifest"
+};
+
+struct BlasLt::Plan {
+  Layouts layouts;
+  const Choice* choice = nullptr;
 };
 
 BlasLt::BlasLt() {
@@ -95,6 +155,7 @@ BlasLt::BlasLt() {
 
 BlasLt::~BlasLt() {
   plans_.clear();
+  choices_.clear();
   if (handle_) lt().cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
 }
 
@@ -104,44 +165,107 @@ void BlasLt::prepare(const GemmShape& s) {
 
 std::size_t BlasLt::cached_plans() const { return plans_.size(); }
 
+std::string BlasLt::describe(const GemmShape& s) {
+  const Choice& c = choice(s);
+  return fmt::format("{} ({})", c.text, c.origin);
+}
+
+BlasLt::ChoiceKey BlasLt::choice_key(const GemmShape& s) {
+  return ChoiceKey(s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo);
+}
+
+const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
+  const ChoiceKey key = choice_key(s);
+  auto it = choices_.find(key);
+  if (it != choices_.end()) return *it->second;
+  auto c = std::make_unique<Choice>();
+  const auto handle = static_cast<cublasLtHandle_t>(handle_);
+  if (s.algo) {
+    const GemmAlgo& g = *s.algo;
+    if (g.id < 0 || g.id > std::numeric_limits<int>::max())
+      fail(ErrorKind::Manifest, "pinned cuBLASLt algo: id {} is out of range", g.id);
+    KERN_LT(cublasLtMatmulAlgoInit, handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
+            CUDA_R_16BF, static_cast<int>(g.id), &c->algo);
+    set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, g.tile, "tile");
+    set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, g.stages, "stages");
+    set_config<std::int32_t>(c->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, g.split_k, "split_k");
+    set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, g.reduction, "reduction");
+    set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, g.swizzle, "swizzle");
+    set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, g.custom, "custom");
+    set_config<std::uint16_t>(c->algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, g.inner_shape, "inner_shape");
+    set_config<std::uint16_t>(c->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, g.cluster_shape, "cluster_shape");
+    c->origin = "pinned by the manifest";
+  } else {
+    // The heuristic's first answer at m_ref that also runs at m = 1 (checked below at every m used).
+    const std::uint64_t m_ref = s.m_ref ? s.m_ref : s.m;
+    Layouts at_ref, at_one;
+    at_ref.create(s, m_ref);
+    at_one.create(s, 1);
+    cublasLtMatmulPreference_t pref = nullptr;
+    KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
+    std::uint64_t ws = kWorkspaceBytes;
+    constexpr int kAsk = 8;
+    cublasLtMatmulHeuristicResult_t results[kAsk]{};
+    int found = 0;
+    cublasStatus_t r = lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                                   sizeof ws);
+    if (r == CUBLAS_STATUS_SUCCESS)
+      r = lt().cublasLtMatmulAlgoGetHeuristic(handle, at_ref.desc, at_ref.w, at_ref.a, at_ref.c, at_ref.c, pref, kAsk,
+                                              results, &found);
+    lt().cublasLtMatmulPreferenceDestroy(pref);
+    check(r, "cublasLtMatmulAlgoGetHeuristic");
+    int pick = -1;
+    for (int i = 0; i < found && pick < 0; ++i) {
+      cublasLtMatmulHeuristicResult_t probe{};
+      if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes &&
+          lt().cublasLtMatmulAlgoCheck(handle, at_one.desc, at_one.w, at_one.a, at_one.c, at_one.c, &results[i].algo,
+                                       &probe) == CUBLAS_STATUS_SUCCESS &&
+          probe.workspaceSize <= kWorkspaceBytes)
+        pick = i;
+    }
+    if (pick < 0)
+      fail(ErrorKind::Blas,
+           "cuBLASLt has no algorithm for bf16 n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates)",
+           s.n, s.k, s.lda, s.ldc, m_ref, found);
+    c->algo = results[pick].algo;
+    c->origin = fmt::format("heuristic at m={}, candidate {}", m_ref, pick);
+  }
+  c->text = config_text(c->algo);
+  log().debug("cuBLASLt n={} k={} lda={} ldc={}{}: {} ({})", s.n, s.k, s.lda, s.ldc, s.accumulate ? " acc" : "", c->text,
+              c->origin);
+  return *choices_.emplace(key, std::move(c)).first->second;
+}
+
 const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
-  auto it = plans_.find(s.key());
+  const PlanKey key(s.m, choice_key(s));
+  auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
+  const Choice& c = choice(s);
   auto p = std::make_unique<Plan>();
-  KERN_LT(cublasLtMatmulDescCreate, &p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  KERN_LT(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-  KERN_LT(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-  // Column-major view: W is k×n (ld k) used transposed, A is k×m (ld lda), C is n×m (ld ldc).
-  KERN_LT(cublasLtMatrixLayoutCreate, &p->w, CUDA_R_16BF, s.k, s.n, static_cast<int64_t>(s.k));
-  KERN_LT(cublasLtMatrixLayoutCreate, &p->a, CUDA_R_16BF, s.k, s.m, static_cast<int64_t>(s.lda));
-  KERN_LT(cublasLtMatrixLayoutCreate, &p->c, CUDA_R_16BF, s.n, s.m, static_cast<int64_t>(s.ldc));
-  cublasLtMatmulPreference_t pref = nullptr;
-  KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
-  std::uint64_t ws = kWorkspaceBytes;
-  cublasStatus_t r = lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                                 sizeof ws);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  if (r == CUBLAS_STATUS_SUCCESS)
-    r = lt().cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->w, p->a, p->c, p->c,
-                                            pref, 1, &result, &found);
-  lt().cublasLtMatmulPreferenceDestroy(pref);
-  check(r, "cublasLtMatmulAlgoGetHeuristic");
-  if (found < 1)
-    fail(ErrorKind::Blas, "cublasLtMatmulAlgoGetHeuristic found no algorithm for bf16 m={} n={} k={} lda={} ldc={}",
-         s.m, s.n, s.k, s.lda, s.ldc);
-  p->algo = result.algo;
-  return *plans_.emplace(s.key(), std::move(p)).first->second;
+  p->choice = &c;
+  p->layouts.create(s, s.m);
+  cublasLtMatmulHeuristicResult_t probe{};
+  const cublasStatus_t r = lt().cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), p->layouts.desc,
+                                                        p->layouts.w, p->layouts.a, p->layouts.c, p->layouts.c, &c.algo,
+                                                        &probe);
+  if (r != CUBLAS_STATUS_SUCCESS || probe.workspaceSize > kWorkspaceBytes) {
+    const char* name = lt().cublasLtGetStatusName(r);
+    fail(ErrorKind::Blas, "cuBLASLt algorithm [{}] ({}) does not run bf16 m={} n={} k={} lda={} ldc={}: {}", c.text,
+         c.origin, s.m, s.n, s.k, s.lda, s.ldc,
+         r != CUBLAS_STATUS_SUCCESS ? std::string(name ? name : "?")
+                                    : fmt::format("needs {} bytes of workspace", probe.workspaceSize));
+  }
+  return *plans_.emplace(key, std::move(p)).first->second;
 }
 
 void BlasLt::gemm_bf16_tn(const GemmShape& s, DevicePtr a, DevicePtr w, DevicePtr c, const Stream& stream) {
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
   const Plan& p = plan(s);
+  const Layouts& l = p.layouts;
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha, reinterpret_cast<const void*>(w),
-          p.w, reinterpret_cast<const void*>(a), p.a, &beta, reinterpret_cast<const void*>(c), p.c,
-          reinterpret_cast<void*>(c), p.c, &p.algo, reinterpret_cast<void*>(workspace_.ptr()), kWorkspaceBytes,
+  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(w),
+          l.w, reinterpret_cast<const void*>(a), l.a, &beta, reinterpret_cast<const void*>(c), l.c,
+          reinterpret_cast<void*>(c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()), kWorkspaceBytes,
           static_cast<cudaStream_t>(stream.handle()));
 }
 

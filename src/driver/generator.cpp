@@ -212,15 +212,18 @@ std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::in
   }
   if (!emits) return -1;
   const manifest::FillSlot& out = *protocol_.fill(Fill::Tokens);
-  const std::vector<std::int64_t> produced = decode_ints(out.dtype, exec_.read_output(out.buffer), out.buffer);
   const std::uint64_t per_group = std::max<std::uint64_t>(f.tokens_per_group, 1);
   const std::uint64_t index = std::min<std::uint64_t>(rows, per_group) - 1;  // group 0's last row
+  // Only the values up to group 0's last row come back (8 bytes for a one-row decode step).
+  const std::vector<std::int64_t> produced = decode_ints(
+      out.dtype, exec_.read_output_prefix(out.buffer, (index + 1) * dtype_size(out.dtype)), out.buffer);
   if (index >= produced.size())
     fail(ErrorKind::Api, "output {} holds {} values; expected at least {}", out.buffer, produced.size(), index + 1);
   const std::int64_t next = produced[index];
   if (next < 0) fail(ErrorKind::Call, "the device produced token {} at position {}", next, end - 1);
   if (observer && logits_width_) {
-    const std::vector<std::byte> raw = exec_.read_output(options_.logits_buffer);
+    const std::vector<std::byte> raw =
+        exec_.read_output_prefix(options_.logits_buffer, logits_width_ * dtype_size(logits_dtype_));
     const std::vector<float> row = decode_floats(logits_dtype_, raw, logits_width_, options_.logits_buffer);
     observer->on_logits(end - 1, row);
   } else if (observer) {

@@ -30,6 +30,26 @@ std::vector<std::byte> Runtime::read_output(std::string_view name) {
   return read_buffer(name);
 }
 
+void Runtime::read_output(std::string_view name, std::uint64_t offset, std::span<std::byte> out) {
+  Impl& r = *impl_;
+  BufferSlot& b = r.buffer(name);
+  if (b.decl->kind != manifest::BufferKind::Output)
+    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, manifest::to_string(b.decl->kind));
+  if (offset > b.bytes || out.size() > b.bytes - offset)
+    fail(ErrorKind::Api, "read_output: bytes [{}, {}) are outside output {} ({} bytes at var max)", offset,
+         offset + out.size(), name, b.bytes);
+  if (out.empty()) return;
+  if (b.host.data()) {
+    r.stream->synchronize();
+    std::memcpy(out.data(), b.host.data() + offset, out.size());
+    return;
+  }
+  if (!b.staging.data()) b.staging = cuda::PinnedMemory::allocate(b.bytes, "readback staging of output " + b.name);
+  cuda::copy_d2h_async(b.staging.data(), b.addr + offset, out.size(), *r.stream);
+  r.stream->synchronize();
+  std::memcpy(out.data(), b.staging.data(), out.size());
+}
+
 std::vector<std::byte> Runtime::read_buffer(std::string_view name) {
   Impl& r = *impl_;
   r.stream->synchronize();

@@ -189,7 +189,6 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
           e.ext = ExternKind::GemmBf16Acc;
         else
           fail(ErrorKind::Manifest, "launch {}: extern:{} is not supported yet", li, name);
-        if (l.algo) fail(ErrorKind::Manifest, "launch {}: a pinned cuBLASLt algo is not supported yet", li);
         if (values.size() < 6 || values.size() > 8)
           fail(ErrorKind::Manifest, "launch {}: extern:{} takes a, w, c, m, n, k [, ldc [, a_row_stride]], got {} args", li,
                name, values.size());
@@ -200,6 +199,19 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
           if (values[i].pointer || values[i].is_float)
             fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be an integer", li, name, i);
         if (!blas) blas = std::make_unique<cuda::BlasLt>();
+        // Row invariance: the algorithm is chosen at m's value at the var bounds (docs/runtime.md).
+        if (values[3].patches.empty()) {
+          e.gemm.m_ref = rt::load_le(values[3].bytes.data(), values[3].bytes.size());
+        } else {
+          auto at_bound = values[3].patches[0].expr.eval(at_max.data());
+          if (!at_bound) fail(ErrorKind::Manifest, "launch {}: extern:{} m overflows at the var bounds", li, name);
+          e.gemm.m_ref = *at_bound;
+        }
+        if (l.algo) {
+          const manifest::Algo& a = *l.algo;
+          e.gemm.algo = cuda::GemmAlgo{a.id, a.tile, a.stages, a.split_k, a.reduction, a.swizzle, a.custom,
+                                       a.inner_shape, a.cluster_shape};
+        }
         e.ext_args = std::move(values);
       } else {
         e.fn = resolve_entry(call.op, li, l);

@@ -3,25 +3,39 @@
 //
 // Row-major C[m,n] = A[m,k] · W[n,k]ᵀ (bf16 in, f32 compute, bf16 out), mapped onto
 // cuBLASLt's column-major form as Cᵀ[n,m] = op_T(W)·Aᵀ with transa = T. One handle and one
-// 32 MiB workspace per object; the algorithm heuristic is queried once per shape and cached,
+// 32 MiB workspace per object; the algorithm is chosen once per (m_ref, n, k, strides) and cached,
 // so a launch does no host synchronisation and can be captured into a graph.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #include "kern/cuda/cuda.hpp"
 
 namespace kern::cuda {
 
+// A cuBLASLt algorithm configuration (the manifest's `algo`): cublasLtMatmulAlgoInit(id) plus
+// the config attributes of the same names.
+struct GemmAlgo {
+  std::int64_t id = 0, tile = 0, stages = 0, split_k = 1, reduction = 0, swizzle = 0, custom = 0, inner_shape = 0,
+               cluster_shape = 0;
+  auto operator<=>(const GemmAlgo&) const = default;
+};
+
 struct GemmShape {
   std::uint64_t m = 0, n = 0, k = 0;
   std::uint64_t lda = 0;  // A row stride in elements (>= k)
   std::uint64_t ldc = 0;  // C row stride in elements (>= n)
   bool accumulate = false;  // beta = 1
-  auto key() const { return std::tuple(m, n, k, lda, ldc, accumulate); }
+  // Row invariance: the algorithm is chosen once, at m = m_ref (the launch's m at the var bounds),
+  // and used for every m of that launch, so a row's result does not depend on how many rows
+  // share the call (chunked prefill gives the same bits for any chunk size). 0 = choose at m.
+  std::uint64_t m_ref = 0;
+  std::optional<GemmAlgo> algo;  // pinned by the manifest: used as given, checked at every m
 };
 
 class BlasLt {
@@ -38,14 +52,22 @@ class BlasLt {
   void prepare(const GemmShape& shape);
   std::size_t cached_plans() const;
 
+ // The chosen configuration for `shape` as text (id, tile, stages, split_k, ...), for reports.
+  std::string describe(const GemmShape& shape);
+
  private:
   struct Plan;
+  struct Choice;
+  using ChoiceKey = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool,
+                               std::optional<GemmAlgo>>;
+  using PlanKey = std::tuple<std::uint64_t, ChoiceKey>;
+  static ChoiceKey choice_key(const GemmShape& s);
+  const Choice& choice(const GemmShape& shape);
   const Plan& plan(const GemmShape& shape);
   void* handle_ = nullptr;
   DeviceMemory workspace_;
-  std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool>,
-           std::unique_ptr<Plan>>
-      plans_;
+  std::map<ChoiceKey, std::unique_ptr<Choice>> choices_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace kern::cuda

@@ -15,6 +15,11 @@ class RuntimeExecutor final : public Executor {
   void run(std::string_view program, const Vars& vars) override { rt_.run(program, vars); }
   std::vector<std::byte> read_output(std::string_view buffer) override { return rt_.read_output(buffer); }
   std::vector<std::byte> read_buffer(std::string_view name) override { return rt_.read_buffer(name); }
+  std::vector<std::byte> read_output_prefix(std::string_view buffer, std::uint64_t bytes) override {
+    std::vector<std::byte> out(std::min<std::uint64_t>(bytes, rt_.buffer_bytes(buffer)));
+    rt_.read_output(buffer, 0, out);
+    return out;
+  }
 
  private:
   Runtime& rt_;
