@@ -21,20 +21,22 @@ struct Geometry {
 };
 
 // One compiled configuration of the kernel: entry, threads per block, queries per block (kern gen
-// passes rows_per_block = queries / G), and whether Q is staged in dynamic shared memory (then the
-// launch gets (queries + 2 * 64) * (hd + 8) * 2 bytes).
+// passes rows_per_block = queries / G), keys per tile, and whether Q is staged in dynamic shared
+// memory (then the launch gets (queries + 2 * keys) * (hd + 8) * 2 bytes).
 struct Variant {
   std::string name;
-  int threads, queries;
+  int threads, queries, keys;
   bool q_in_smem;
   std::string entry(const Geometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
   int rows_per_block(const Geometry& g) const { return std::max(1, queries / g.group()); }
-  int shared(const Geometry& g) const { return q_in_smem ? (queries + 2 * 64) * (g.head_dim + 8) * 2 : 0; }
+  int shared(const Geometry& g) const { return q_in_smem ? (queries + 2 * keys) * (g.head_dim + 8) * 2 : 0; }
 };
 
-const Variant kProduction{"kern_attn_prefill_mma", 256, 128, false};  // 8 warps x 16 queries
-const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, false};  // 4 warps x 16 queries (hd 128)
-const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, true};       // 4 warps x 32 queries (hd 128)
+const Variant kProduction{"kern_attn_prefill_mma", 256, 128, 64, false};  // 8 warps x 16 queries
+// Tuning variants (hd 128 only).
+const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, 64, false};  // 4 warps x 16 queries
+const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, 64, true};       // 4 warps x 32 queries
+const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};  // the same, key tiles of 32
 
 void prepare(Fatbin& fb, const Variant& v, const Geometry& g) {
   if (v.q_in_smem) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -305,6 +307,11 @@ TEST(AttentionPrefillMmaGpu, VariantM32) {
   check(Problem({64, 8, 128, 16}, {{0, 77}}, 255), 0, kM32);
   check_row_invariance({32, 8, 128, 16}, 511, 256, kM32);
 }
+TEST(AttentionPrefillMmaGpu, VariantM32N32) {
+  check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 257, 4), 0, kM32N32);
+  check(Problem({64, 8, 128, 16}, {{33, 77}}, 258), 0, kM32N32);
+  check_row_invariance({32, 8, 128, 16}, 511, 259, kM32N32);
+}
 
 TEST(AttentionPrefillMmaGpu, Repeatable) {
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}}, 231);
@@ -349,7 +356,7 @@ TEST(PerfGpu, PrefillMma) {
                        g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
                        rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block);
     };
-    for (const Variant* v : {&kProduction, &kFourWarps, &kM32}) {
+    for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32}) {
       prepare(fb, *v, g);
       const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
       const std::string name = what + " " + v->name;
