@@ -133,6 +133,7 @@ struct DeviceBuffers {
 };
 
 TEST(WeightLoaderGpu, ManyThreadsMatchHostCopyBitwise) {
+  (void)gpu();  // no GPU: fail before writing files
   Fixture fx;
   const auto want = fx.reference();
   TempPath file("kern-loader-gpu");
@@ -161,6 +162,7 @@ TEST(WeightLoaderGpu, ManyThreadsMatchHostCopyBitwise) {
 }
 
 TEST(WeightLoaderGpu, TruncatedCheckpointIsIoErrorNamingTensorAndFile) {
+  (void)gpu();
   Fixture fx;
   TempPath file("kern-loader-trunc");
   write_checkpoint(file.path(), fx.tensors);
@@ -221,6 +223,7 @@ TEST(WeightLoaderGpu, SpeedOnSyntheticCheckpoint) {
   const char* env = std::getenv("KERN_LOADER_SPEED_GB");
   const double gb = env ? std::atof(env) : 2.0;
   if (gb <= 0) GTEST_SKIP() << "KERN_LOADER_SPEED_GB=0";
+  (void)gpu();
   const std::uint64_t tensor_bytes = 32ull << 20;
   const int count = std::max(1, static_cast<int>(gb * 1e9 / tensor_bytes));
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kern-loader-speed-" + std::to_string(::getpid()));
