@@ -16,6 +16,11 @@ constexpr std::uint64_t kAttnQueries = 16;    // queries (rows x q heads) one at
 constexpr std::uint64_t kArgmaxBlocks = 64;   // stage-1 blocks per argmax row
 constexpr std::uint64_t kNormThreads = 256;
 constexpr std::uint64_t kI32Max = 0x7fffffff;
+// Decode GEMMs: kern's GEMV (kernels/gemv.cu) up to this many sequences, cuBLASLt above. The GEMV
+// streams W once per 8 rows of x (one tensor-core mma N), so 8 rows cost what 1 row costs.
+constexpr std::uint64_t kGemvMaxRows = 8;
+constexpr std::uint64_t kGemvThreads = 256;
+constexpr std::uint64_t kGemvTileRows = 16;  // weight rows per block (gate_up: 8 gate + 8 up rows)
 
 OJ p(std::uint64_t i) { return OJ{{"param", i}}; }
 OJ i32(std::uint64_t v) { return OJ{{"i32", v}}; }
@@ -71,6 +76,64 @@ OJ gemm_op(std::uint64_t n, std::uint64_t k) {
   l["params"] = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "i32"};
   l["args"] = OJ::array({p(0), p(1), p(2), p(3), i32(n), i32(k)});
   return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, OJ::array({l}));
+}
+
+// The `when` of a decode GEMM launch: the GEMV for seqs <= kGemvMaxRows, cuBLASLt above.
+OJ when_gemv() { return OJ{{"var", "seqs"}, {"max", kGemvMaxRows}}; }
+OJ when_blas() { return OJ{{"var", "seqs"}, {"min", kGemvMaxRows + 1}}; }
+
+// The decode ops use cuBLASLt launches only when a decode step can have more than kGemvMaxRows rows.
+bool decode_uses_blas(const Geo& g) { return g.o.max_seqs > kGemvMaxRows; }
+
+OJ gemv_launch(const char* entry, const char* out_dir, std::uint64_t out_param, std::uint64_t m_param, std::uint64_t n,
+               std::uint64_t k, std::uint64_t blocks) {
+  OJ l = launch("gemv", entry,
+                {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32", "i32"},
+                OJ::array({p(0), p(1), p(out_param), p(m_param), i32(n), i32(k), i32(k)}), OJ::array({blocks, 1, 1}),
+                kGemvThreads);
+  l["when"] = when_gemv();
+  return l;
+}
+
+OJ blas_launch(const char* ext, const char* out_dir, std::uint64_t out_param, std::uint64_t m_param, std::uint64_t n,
+               std::uint64_t k) {
+  OJ l;
+  l["entry"] = std::string("extern:") + ext;
+  l["params"] = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32"};
+  l["when"] = when_blas();
+  l["args"] = OJ::array({p(0), p(1), p(out_param), p(m_param), i32(n), i32(k)});
+  return l;
+}
+
+// Decode y[seqs, n] = x·Wᵀ (residual: h[seqs, n] += x·Wᵀ, in place). Params: x, w, y | h, seqs.
+OJ decode_gemm_op(const Geo& g, bool residual, std::uint64_t n, std::uint64_t k) {
+  const char* dir = residual ? "inout" : "out";
+  OJ launches = OJ::array({gemv_launch(residual ? "kern_gemv_residual_bf16" : "kern_gemv_bf16", dir, 2, 3, n, k,
+                                       (n + kGemvTileRows - 1) / kGemvTileRows)});
+  if (decode_uses_blas(g))
+    launches.push_back(blas_launch(residual ? "cublaslt_bf16_tn_acc" : "cublaslt_bf16_tn", dir, 2, 3, n, k));
+  return op({"in buffer<bf16>", "in buffer<bf16>", std::string(dir) + " buffer<bf16>", "i32"}, std::move(launches));
+}
+
+// Decode act[seqs, I] = silu(x·W_gateᵀ)·(x·W_upᵀ) over the concatenated [2I, H] gate_up weight.
+// Params: x, w, act, [gate_up (the cuBLASLt path's [seqs, 2I] intermediate),] seqs.
+OJ decode_gate_up_silu_op(const Geo& g) {
+  const Qwen3Config& c = g.c;
+  const bool blas = decode_uses_blas(g);
+  const std::uint64_t m = blas ? 4 : 3;
+  OJ launches = OJ::array({gemv_launch("kern_gemv_gate_up_silu_bf16", "out", 2, m, c.intermediate, c.hidden,
+                                       (c.intermediate + kGemvTileRows / 2 - 1) / (kGemvTileRows / 2))});
+  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
+  if (blas) {
+    params.insert(params.begin() + 3, "out buffer<bf16>");
+    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", 3, m, 2 * c.intermediate, c.hidden));
+    OJ silu = launch("activation", "kern_silu_mul_bf16", {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
+                     OJ::array({p(3), p(2), p(m), i32(c.intermediate)}),
+                     OJ::array({"seqs", (c.intermediate + 1023) / 1024, 1}), 256);
+    silu["when"] = when_blas();
+    launches.push_back(std::move(silu));
+  }
+  return op(std::move(params), std::move(launches));
 }
 
 OJ ops(const Geo& g) {
@@ -170,6 +233,11 @@ OJ ops(const Geo& g) {
   o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
   o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
   o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
+  o["decode_qkv"] = decode_gemm_op(g, false, g.qkv_width, c.hidden);
+  o["decode_o_residual"] = decode_gemm_op(g, true, c.hidden, g.q_width);
+  o["decode_gate_up_silu"] = decode_gate_up_silu_op(g);
+  o["decode_down_residual"] = decode_gemm_op(g, true, c.hidden, c.intermediate);
+  o["decode_lm_head"] = decode_gemm_op(g, false, c.vocab, c.hidden);
   return o;
 }
 
@@ -264,14 +332,18 @@ OJ call(const char* label, const char* op_name, OJ args) {
 }
 OJ call(const std::string& label, const char* op_name, OJ args) { return call(label.c_str(), op_name, std::move(args)); }
 
-// The forward pass shared by both serving programs; only the attention op differs.
+// The forward pass of both serving programs. Prefill: cuBLASLt GEMMs into `delta`, the residual
+// added by the next add_rms_norm, logits of each sequence's last row. Decode (one row per
+// sequence): GEMV ops (cuBLASLt above kGemvMaxRows sequences) that add o_proj and down_proj into
+// `hidden` in place, so every norm is a plain rms_norm, gate_up fused with SiLU·mul, and the
+// lm_head reading `normed` directly (every decode row is the last row of its sequence).
 OJ forward_calls(const Geo& g, bool prefill) {
   const Qwen3Config& c = g.c;
   OJ calls = OJ::array();
   calls.push_back(call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
   for (std::uint64_t l = 0; l < c.layers; ++l) {
     const std::string L = "layers." + std::to_string(l);
-    if (l == 0) {
+    if (l == 0 || !prefill) {
       calls.push_back(call(L + ".input_norm", "rms_norm",
                            OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
     } else {
@@ -279,8 +351,9 @@ OJ forward_calls(const Geo& g, bool prefill) {
                            OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"),
                                       var("tokens")})));
     }
-    calls.push_back(call(L + ".qkv_proj", "gemm_qkv",
-                         OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
+    calls.push_back(call(L + ".qkv_proj", prefill ? "gemm_qkv" : "decode_qkv",
+                         OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"),
+                                    var(prefill ? "tokens" : "seqs")})));
     calls.push_back(call(L + ".qk_norm_rope_cache", "qk_norm_rope_cache",
                          OJ::array({buf("qkv"), buf(layer_name(l, "q_norm")), buf(layer_name(l, "k_norm")), buf("rope"),
                                     buf("positions"), buf("slot_mapping"), state("kv", l * g.layer_bytes),
@@ -294,21 +367,42 @@ OJ forward_calls(const Geo& g, bool prefill) {
                            OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
                                       buf("attn"), var("seqs")})));
     }
-    calls.push_back(call(L + ".o_proj", "gemm_o",
-                         OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
-    calls.push_back(call(L + ".post_norm", "add_rms_norm",
-                         OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"),
-                                    var("tokens")})));
-    calls.push_back(call(L + ".gate_up_proj", "gemm_gate_up",
-                         OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("gate_up"), var("tokens")})));
-    calls.push_back(call(L + ".silu_mul", "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
-    calls.push_back(call(L + ".down_proj", "gemm_down",
-                         OJ::array({buf("act"), buf(layer_name(l, "down")), buf("delta"), var("tokens")})));
+    if (prefill) {
+      calls.push_back(call(L + ".o_proj", "gemm_o",
+                           OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
+      calls.push_back(call(L + ".post_norm", "add_rms_norm",
+                           OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"),
+                                      var("tokens")})));
+      calls.push_back(call(L + ".gate_up_proj", "gemm_gate_up",
+                           OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("gate_up"), var("tokens")})));
+      calls.push_back(call(L + ".silu_mul", "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
+      calls.push_back(call(L + ".down_proj", "gemm_down",
+                           OJ::array({buf("act"), buf(layer_name(l, "down")), buf("delta"), var("tokens")})));
+    } else {
+      calls.push_back(call(L + ".o_proj", "decode_o_residual",
+                           OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var("seqs")})));
+      calls.push_back(call(L + ".post_norm", "rms_norm",
+                           OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
+      OJ gate_up_args = OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("act")});
+      if (decode_uses_blas(g)) gate_up_args.push_back(buf("gate_up"));
+      gate_up_args.push_back(var("seqs"));
+      calls.push_back(call(L + ".gate_up_silu", "decode_gate_up_silu", std::move(gate_up_args)));
+      calls.push_back(call(L + ".down_proj", "decode_down_residual",
+                           OJ::array({buf("act"), buf(layer_name(l, "down")), buf("hidden"), var("seqs")})));
+    }
   }
-  calls.push_back(call("final_norm", "add_rms_norm",
-                       OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
-  calls.push_back(call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
-  calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
+  if (prefill) {
+    calls.push_back(call("final_norm", "add_rms_norm",
+                         OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(
+        call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
+    calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
+  } else {
+    calls.push_back(
+        call("final_norm", "rms_norm", OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(
+        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
+  }
   calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
   return calls;
 }
@@ -333,7 +427,7 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
 }  // namespace
 
 const std::vector<std::string>& qwen3_kernel_families() {
-  static const std::vector<std::string> families = {"activation", "argmax", "attention", "attention_prefill", "embedding", "rmsnorm", "rope"};
+  static const std::vector<std::string> families = {"activation", "argmax", "attention", "attention_prefill", "embedding", "gemv", "rmsnorm", "rope"};
   return families;
 }
 

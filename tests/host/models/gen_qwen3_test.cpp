@@ -103,7 +103,8 @@ TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
     const std::uint64_t layer_bytes = 16 * s.kv_heads * s.head_dim * 2 * 2;
     const auto& last_attn = call_named(m["programs"]["decode"], "layers." + std::to_string(s.layers - 1) + ".attn");
     EXPECT_EQ(last_attn["args"][1]["offset"], (s.layers - 1) * layer_bytes);
-    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 9 * s.layers + 4);
+    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 8 * s.layers + 3);
+    EXPECT_EQ(m["programs"]["prefill"]["calls"].size(), 1 + 9 * s.layers + 4);
 
     // Weights bound to the HF names; q/k/v and gate/up concatenated.
     const auto& qkv = m["buffers"]["layers.3.qkv"];
@@ -114,6 +115,129 @@ TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
     EXPECT_EQ(m["buffers"]["lm_head"]["bind"][0]["tensor"], s.tied ? "model.embed_tokens.weight" : "lm_head.weight");
     EXPECT_EQ(m["buffers"]["logits"]["kind"], "workspace");
   }
+}
+
+std::vector<std::string> op_names(const nlohmann::ordered_json& calls, std::size_t from, std::size_t count) {
+  std::vector<std::string> names;
+  for (std::size_t i = from; i < from + count; ++i) names.push_back(calls.at(i)["op"].get<std::string>());
+  return names;
+}
+
+// Every launch of a decode GEMM op is chosen by `when` on seqs, and the distinct ranges cover
+// 1..max_seqs exactly once (no gap, no overlap).
+void expect_when_partition(const nlohmann::ordered_json& op, std::uint64_t max_seqs, const std::string& name) {
+  SCOPED_TRACE(name);
+  std::set<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const auto& l : op["impl"]["launches"]) {
+    ASSERT_TRUE(l.contains("when")) << l.dump();
+    EXPECT_EQ(l["when"]["var"], "seqs");
+    ranges.insert({l["when"].value("min", std::uint64_t{1}), l["when"].value("max", UINT64_MAX)});
+  }
+  for (std::uint64_t seqs = 1; seqs <= max_seqs; ++seqs) {
+    int covering = 0;
+    for (const auto& [lo, hi] : ranges) covering += lo <= seqs && seqs <= hi ? 1 : 0;
+    EXPECT_EQ(covering, 1) << "seqs " << seqs;
+  }
+  for (const auto& [lo, hi] : ranges) EXPECT_LE(lo, max_seqs) << "a range no decode step reaches";
+}
+
+// The launches of `op` active at `seqs`, as entry names.
+std::vector<std::string> active_entries(const nlohmann::ordered_json& op, std::uint64_t seqs) {
+  std::vector<std::string> out;
+  for (const auto& l : op["impl"]["launches"]) {
+    const auto& w = l["when"];
+    if (w.value("min", std::uint64_t{1}) <= seqs && seqs <= w.value("max", UINT64_MAX))
+      out.push_back(l["entry"].get<std::string>());
+  }
+  return out;
+}
+
+TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
+  for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
+    SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
+    Qwen3GenOptions o = options();
+    o.max_seqs = max_seqs;
+    const auto m = generate_qwen3_manifest(c, o);
+    ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
+    const auto& calls = m["programs"]["decode"]["calls"];
+    ASSERT_EQ(calls.size(), 1 + 8 * c.layers + 3);
+    const std::vector<std::string> layer = {"rms_norm",          "decode_qkv",          "qk_norm_rope_cache",
+                                            "attn_decode",       "decode_o_residual",   "rms_norm",
+                                            "decode_gate_up_silu", "decode_down_residual"};
+    for (std::uint64_t l : {std::uint64_t{0}, std::uint64_t{1}, c.layers - 1})
+      EXPECT_EQ(op_names(calls, 1 + 8 * l, 8), layer) << "layer " << l;
+    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3),
+              (std::vector<std::string>{"rms_norm", "decode_lm_head", "argmax"}));
+
+    // Residual GEMVs add into hidden in place; the lm_head reads normed (no gather in decode).
+    const auto& o_proj = call_named(m["programs"]["decode"], "layers.5.o_proj");
+    EXPECT_EQ(o_proj["args"][2]["buf"], "hidden");
+    EXPECT_EQ(o_proj["args"][3]["var"], "seqs");
+    EXPECT_EQ(call_named(m["programs"]["decode"], "layers.5.down_proj")["args"][2]["buf"], "hidden");
+    EXPECT_EQ(call_named(m["programs"]["decode"], "lm_head")["args"][0]["buf"], "normed");
+    EXPECT_EQ(call_named(m["programs"]["decode"], "layers.5.qkv_proj")["args"][3]["var"], "seqs");
+    const auto& gu = call_named(m["programs"]["decode"], "layers.5.gate_up_silu");
+    EXPECT_EQ(gu["args"][2]["buf"], "act");
+    EXPECT_EQ(gu["args"].size(), max_seqs > 8 ? 5u : 4u);
+    if (max_seqs > 8) {
+      EXPECT_EQ(gu["args"][3]["buf"], "gate_up");
+    }
+    for (const auto& call : calls) EXPECT_EQ(call["args"].dump().find("\"delta\""), std::string::npos) << call.dump();
+
+    const auto& ops = m["ops"];
+    for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
+                             "decode_lm_head"})
+      expect_when_partition(ops[name], max_seqs, name);
+    EXPECT_EQ(active_entries(ops["decode_qkv"], 1), std::vector<std::string>{"kern_gemv_bf16"});
+    EXPECT_EQ(active_entries(ops["decode_o_residual"], std::min<std::uint64_t>(8, max_seqs)),
+              std::vector<std::string>{"kern_gemv_residual_bf16"});
+    EXPECT_EQ(active_entries(ops["decode_gate_up_silu"], 1), std::vector<std::string>{"kern_gemv_gate_up_silu_bf16"});
+    if (max_seqs > 8) {
+      EXPECT_EQ(active_entries(ops["decode_qkv"], 9), std::vector<std::string>{"extern:cublaslt_bf16_tn"});
+      EXPECT_EQ(active_entries(ops["decode_down_residual"], max_seqs),
+                std::vector<std::string>{"extern:cublaslt_bf16_tn_acc"});
+      EXPECT_EQ(active_entries(ops["decode_gate_up_silu"], 9),
+                (std::vector<std::string>{"extern:cublaslt_bf16_tn", "kern_silu_mul_bf16"}));
+    } else {
+      EXPECT_EQ(ops["decode_qkv"]["impl"]["launches"].size(), 1u);
+      EXPECT_EQ(ops["decode_gate_up_silu"]["params"].size(), 4u);
+    }
+    // GEMV geometry and sizes: one block per 16 weight rows (8 gate/up pairs), n and k literal.
+    const auto& qkv = ops["decode_qkv"]["impl"]["launches"][0];
+    EXPECT_EQ(qkv["module"], "gemv");
+    EXPECT_EQ(qkv["grid"][0], (6144 + 15) / 16);
+    EXPECT_EQ(qkv["args"][4]["i32"], 6144);
+    EXPECT_EQ(qkv["args"][5]["i32"], 2560);
+    const auto& gate = ops["decode_gate_up_silu"]["impl"]["launches"][0];
+    EXPECT_EQ(gate["grid"][0], 9728 / 8);
+    EXPECT_EQ(gate["args"][4]["i32"], 9728);
+    EXPECT_EQ(ops["decode_lm_head"]["impl"]["launches"][0]["grid"][0], 151936 / 16);
+    EXPECT_EQ(ops["decode_down_residual"]["impl"]["launches"][0]["args"][5]["i32"], 9728);
+    EXPECT_EQ(ops["decode_o_residual"]["params"][2], "inout buffer<bf16>");
+  }
+}
+
+TEST(GenQwen3, PrefillKeepsCublasGemmsForEveryRowCount) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));
+  const auto m = generate_qwen3_manifest(c, options());
+  const auto& calls = m["programs"]["prefill"]["calls"];
+  ASSERT_EQ(calls.size(), 1 + 9 * c.layers + 4);
+  EXPECT_EQ(op_names(calls, 1, 9),
+            (std::vector<std::string>{"rms_norm", "gemm_qkv", "qk_norm_rope_cache", "attn_prefill", "gemm_o",
+                                      "add_rms_norm", "gemm_gate_up", "silu_mul", "gemm_down"}));
+  EXPECT_EQ(op_names(calls, 1 + 9 * (c.layers - 1), 9),
+            (std::vector<std::string>{"add_rms_norm", "gemm_qkv", "qk_norm_rope_cache", "attn_prefill", "gemm_o",
+                                      "add_rms_norm", "gemm_gate_up", "silu_mul", "gemm_down"}));
+  EXPECT_EQ(op_names(calls, 1 + 9 * c.layers, 4),
+            (std::vector<std::string>{"add_rms_norm", "gather_last", "gemm_lm_head", "argmax"}));
+  for (const char* name : {"gemm_qkv", "gemm_o", "gemm_gate_up", "gemm_down", "gemm_lm_head"}) {
+    const auto& launches = m["ops"][name]["impl"]["launches"];
+    ASSERT_EQ(launches.size(), 1u) << name;
+    EXPECT_EQ(launches[0]["entry"], "extern:cublaslt_bf16_tn") << name;
+    EXPECT_FALSE(launches[0].contains("when")) << name;
+  }
+  EXPECT_EQ(call_named(m["programs"]["prefill"], "layers.3.o_proj")["args"][3]["var"], "tokens");
 }
 
 TEST(GenQwen3, OptionsShapeTheManifest) {
@@ -168,6 +292,7 @@ TEST(GenQwen3, RejectsConfigsItCannotServe) {
   expect_config_error(with("head_dim", 256), "head_dim 256");
   expect_config_error(with("num_key_value_heads", 5), "not a multiple");
   expect_config_error(with("num_key_value_heads", 1), "at most 16");
+  expect_config_error(with("intermediate_size", 3076), "multiples of 8");  // the decode GEMV's 16-byte loads
   expect_config_error(with("hidden_size", 0), "must be positive");
   expect_config_error(with("hidden_size", -4), "must be positive");
   expect_config_error(with("hidden_size", "2560"), "must be an integer");
