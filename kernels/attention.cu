@@ -1,13 +1,15 @@
 // Paged attention over the KV layout documented in rope.cu (and docs/kernels.md).
 //
-// One block serves one kv head and up to 16 queries of it: all of that kv head's q heads
-// (GQA group G = heads / kv_heads <= 16) of one row (decode) or of up to 16/G consecutive rows of
-// one sequence (prefill), so each K/V tile is read once for all of them. Keys are streamed in
-// tiles of 32 tokens through shared memory with an online (log2-domain) softmax.
+// Prefill: one block serves one kv head and up to 16 queries of it: all of that kv head's q heads
+// (GQA group G = heads / kv_heads <= 16) of up to 16/G consecutive rows of one sequence, so each
+// K/V tile is read once for all of them. Keys are streamed in tiles of 32 tokens through shared
+// memory with an online (log2-domain) softmax.
 //
-//  * decode: kern_attn_decode_partial_hd{64,128} splits each sequence's context [0, seq_len) into
-//    `splits` contiguous ranges of at least 256 tokens (grid z); kern_attn_decode_reduce_hd{64,128}
-//    merges them.
+//  * decode (section "Split-KV decode" below, independent of the prefill code):
+//    kern_attn_decode_partial_hd{64,128} cuts each sequence's context [0, seq_len) into ranges
+//    whose count and length it chooses from seq_len and the number of sequences, serving every q
+//    head of a kv head from one read of its K/V; kern_attn_decode_reduce_hd{64,128} merges the
+//    ranges of sequences that have more than one.
 //  * chunked prefill: kern_attn_prefill_hd{64,128}: row r of sequence s (by cu_seqlens) attends to
 //    keys [0, min(positions[r] + 1, seq_lens[s])) of s through the block table; the chunk's own K/V
 //    must already be in the cache (kern_qk_norm_rope_cache_bf16 runs first), so causality within the
@@ -21,7 +23,6 @@ namespace {
 constexpr int kTile = 32;        // keys per tile (= warp size, used by the softmax step)
 constexpr int kMaxQ = 16;        // queries per block: rows x q heads of one kv head
 constexpr int kMaxGroup = kMaxQ; // q heads per kv head
-constexpr int kMinSplitTokens = 256;  // decode: a split range is never shorter (except the last)
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <int HD>
@@ -130,64 +131,6 @@ __device__ void attend(Smem<HD>& sm, const bf16* __restrict__ q0, int q_stride, 
 }
 
 template <int HD>
-__device__ void decode_partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
-                               const int32_t* __restrict__ block_table, int32_t max_pages,
-                               const int32_t* __restrict__ seq_lens, float* __restrict__ part_o,
-                               float* __restrict__ part_ml, int32_t seqs, int32_t heads, int32_t kv_heads,
-                               int32_t page_size, int64_t page_stride, int32_t splits, float scale) {
-  __shared__ Smem<HD> sm;
-  const int s = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-  if (s >= seqs || kvh >= kv_heads || split >= splits) return;
-  const int G = heads / kv_heads;
-  if (G < 1 || G > kMaxGroup || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
-  int len = seq_lens[s];
-  len = max(0, min(len, max_pages * page_size));
-  int chunk = (len + splits - 1) / splits;
-  chunk = max(kMinSplitTokens, (chunk + kTile - 1) / kTile * kTile);
-  const int begin = min(len, split * chunk), end = min(len, begin + chunk);
-  if (threadIdx.x < kMaxQ) sm.end[threadIdx.x] = end;
-
-  float acc[kMaxQ];
-  const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride};
-  attend<HD>(sm, qkv + static_cast<int64_t>(s) * q_stride, q_stride, G, G, scale, kv, kvh, begin, end, acc);
-#pragma unroll
-  for (int g = 0; g < kMaxQ; ++g) {
-    if (g < G) {
-      const int64_t e = (static_cast<int64_t>(s) * heads + kvh * G + g) * splits + split;
-      const float l = sm.l[g];
-      part_o[e * HD + threadIdx.x] = l > 0.0f ? acc[g] / l : 0.0f;
-      if (threadIdx.x == 0) {
-        part_ml[e * 2] = sm.m[g];
-        part_ml[e * 2 + 1] = l;
-      }
-    }
-  }
-}
-
-template <int HD>
-__device__ void decode_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-                              bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t splits) {
-  const int s = blockIdx.x, h = blockIdx.y;
-  if (s >= seqs || h >= heads) return;
-  const int64_t e0 = (static_cast<int64_t>(s) * heads + h) * splits;
-  float m = -INFINITY;
-  for (int i = 0; i < splits; ++i)
-    if (part_ml[(e0 + i) * 2 + 1] > 0.0f) m = fmaxf(m, part_ml[(e0 + i) * 2]);
-  float num = 0.0f, den = 0.0f;
-  if (m != -INFINITY) {
-    for (int i = 0; i < splits; ++i) {
-      const float l = part_ml[(e0 + i) * 2 + 1];
-      if (l > 0.0f) {
-        const float w = l * exp2f(part_ml[(e0 + i) * 2] - m);
-        num += w * part_o[(e0 + i) * HD + threadIdx.x];
-        den += w;
-      }
-    }
-  }
-  out[(static_cast<int64_t>(s) * heads + h) * HD + threadIdx.x] = to_bf(den > 0.0f ? num / den : 0.0f);
-}
-
-template <int HD>
 __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ cu_seqlens,
@@ -242,25 +185,328 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Split-KV decode (one query row per sequence).
+//
+// Work split: the sequences' contexts are cut into `nsplit` ranges each, the same nsplit for
+// every sequence of the call: nsplit = clamp(ceil(target_blocks / (seqs * kv_heads)), 1,
+// splits_max), so a call with few sequences gets many short ranges (enough blocks to fill the
+// GPU) and a call with many sequences gets few long ones (less partial-output traffic). A
+// sequence of length len uses ranges of chunk = max(32, round_up(ceil(len / nsplit), 32))
+// tokens, ceil(len / chunk) of them; a sequence with one range (or none: len 0) is written
+// straight to `out` by the partial kernel and the reduce skips it. Everything is a pure
+// function of (seq_lens, seqs, kv_heads, target_blocks, splits_max): results are bitwise
+// repeatable; a sequence's bits depend on the number of sequences in the call (nsplit).
+//
+// Partial block = one (sequence, kv head, range), 4 warps. Every q head of the kv head (GQA
+// group G; up to 4 per pass in registers, a larger group takes more passes over the range, whose
+// repeated reads mostly hit L2) is served from each K/V byte read once per pass. A key row
+// (HD bf16) is spread over HD/8 lanes, 8 elements (16 bytes) each, so a warp holds 32/(HD/8)
+// keys per load step and kUnroll steps are in flight per iteration (K and V: 2*kUnroll
+// 16-byte loads per lane). Warps own interleaved groups of keys of the range and keep their
+// own online softmax (log2 units) with no block barrier in the key loop; one barrier at the
+// end merges the warps in a fixed order.
+namespace decode {
+
+constexpr int kWarps = 4;           // warps per partial block
+constexpr int kThreads = kWarps * 32;
+constexpr int kMinBlocksPerSm = 4;  // caps registers at 128 per thread (4 blocks of 4 warps per SM)
+constexpr int kUnroll = 4;          // load steps in flight per warp iteration
+constexpr int kPassHeads = 4;       // q heads one pass holds in registers (more: a second pass)
+constexpr int kSplitAlign = 32;     // range lengths are multiples of this (and at least this)
+constexpr int kMaxSplits = 1024;    // hard cap on splits_max (reduce keeps weights in shared memory)
+
+struct Split {
+  int nsplit;  // ranges per sequence in this call
+  int len;     // the sequence's context, clamped to the block table
+  int chunk;   // tokens per range
+  int used;    // non-empty ranges: ceil(len / chunk)
+};
+
+__device__ __forceinline__ int splits_per_seq(int seqs, int kv_heads, int target_blocks, int splits_max) {
+  const long long units = static_cast<long long>(max(seqs, 1)) * max(kv_heads, 1);
+  const long long want = (static_cast<long long>(max(target_blocks, 1)) + units - 1) / units;
+  return static_cast<int>(max(1LL, min(want, static_cast<long long>(min(max(splits_max, 1), kMaxSplits)))));
+}
+
+__device__ __forceinline__ Split split_of(int seq_len, int nsplit, int max_pages, int page_size) {
+  Split sp;
+  sp.nsplit = nsplit;
+  sp.len = static_cast<int>(max(0LL, min(static_cast<long long>(seq_len), static_cast<long long>(max_pages) * page_size)));
+  const int per = (sp.len + nsplit - 1) / nsplit;
+  sp.chunk = max(kSplitAlign, (per + kSplitAlign - 1) / kSplitAlign * kSplitAlign);
+  sp.used = (sp.len + sp.chunk - 1) / sp.chunk;
+  return sp;
+}
+
+// 16 bytes of K or V, streamed (not kept in L1).
+__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+struct Args {
+  const bf16* qkv;
+  int32_t q_stride;
+  const bf16* cache;
+  const int32_t* pages;  // block-table row of the sequence
+  int32_t page_size, kv_heads, heads, group;
+  int64_t page_stride;
+  float q_scale;         // scale * log2(e)
+  float* part_o;
+  float* part_ml;
+  bf16* out;
+  int32_t splits_max;
+};
+
+// Shared memory of one partial block: per warp, per head of the pass, (max, sum, HD sums).
+template <int HD>
+struct WarpState {
+  float m[kWarps][kPassHeads];
+  float l[kWarps][kPassHeads];
+  float o[kWarps][kPassHeads][HD];
+};
+
+// q heads g0 .. g0+nq-1 of kv head kvh of sequence s (nq <= QG) over keys [begin, end).
+template <int HD, int QG>
+__device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, int g0, int nq, int split, int begin,
+                             int end, bool direct) {
+  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kKeysPerStep = 32 / kLanesPerKey;
+  constexpr int kKeysPerIter = kKeysPerStep * kUnroll;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int slot = lane / kLanesPerKey, part = lane % kLanesPerKey;
+
+  float q[QG][8];
+  const bf16* qrow = a.qkv + static_cast<int64_t>(s) * a.q_stride + static_cast<int64_t>(kvh * a.group + g0) * HD + part * 8;
+#pragma unroll
+  for (int g = 0; g < QG; ++g) {
+    if (g < nq) {
+      unpack8(*reinterpret_cast<const uint4*>(qrow + g * HD), q[g]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[g][i] *= a.q_scale;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[g][i] = 0.0f;
+    }
+  }
+  float m[QG], l[QG], acc[QG][8];
+#pragma unroll
+  for (int g = 0; g < QG; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
+  }
+
+  const int64_t v_offset = static_cast<int64_t>(a.page_size) * a.kv_heads * HD;
+  const bf16* head_base = a.cache + static_cast<int64_t>(kvh) * HD + part * 8;
+  for (int base = begin + warp * kKeysPerIter; base < end; base += kWarps * kKeysPerIter) {
+    uint4 kr[kUnroll], vr[kUnroll];
+    bool valid[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + u * kKeysPerStep + slot;
+      valid[u] = j < end;
+      kr[u] = make_uint4(0, 0, 0, 0);
+      vr[u] = make_uint4(0, 0, 0, 0);
+      if (valid[u]) {
+        const int64_t page = a.pages[j / a.page_size];
+        const bf16* src = head_base + page * a.page_stride + static_cast<int64_t>(j % a.page_size) * a.kv_heads * HD;
+        kr[u] = load_stream(src);
+        vr[u] = load_stream(src + v_offset);
+      }
+    }
+    // Scores (log2 units) of this lane's keys for every head of the pass; masked keys -inf.
+    float sc[kUnroll][QG];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float k[8];
+      unpack8(kr[u], k);
+#pragma unroll
+      for (int g = 0; g < QG; ++g) {
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d = fmaf(q[g][i], k[i], d);
+#pragma unroll
+        for (int o = kLanesPerKey / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        sc[u][g] = valid[u] ? d : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < QG; ++g) {
+      float cm = sc[0][g];
+#pragma unroll
+      for (int u = 1; u < kUnroll; ++u) cm = fmaxf(cm, sc[u][g]);
+#pragma unroll
+      for (int o = kLanesPerKey; o < 32; o <<= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));
+      // Key `base` is valid, so cm (and the new max) is finite; exp2(-inf - finite) = 0.
+      const float m_new = fmaxf(m[g], cm);
+      const float alpha = exp2f(m[g] - m_new);
+      m[g] = m_new;
+      l[g] *= alpha;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] *= alpha;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const float p = exp2f(sc[u][g] - m_new);  // 0 for a masked key (its V is zeros)
+        l[g] += p;
+        float v[8];
+        unpack8(vr[u], v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
+      }
+    }
+  }
+  // Sum the warp's key slots (m is already uniform over the warp), then publish per warp.
+#pragma unroll
+  for (int g = 0; g < QG; ++g) {
+#pragma unroll
+    for (int o = kLanesPerKey; o < 32; o <<= 1) {
+      l[g] += __shfl_xor_sync(0xffffffffu, l[g], o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] += __shfl_xor_sync(0xffffffffu, acc[g][i], o);
+    }
+  }
+  if (slot == 0) {
+#pragma unroll
+    for (int g = 0; g < QG; ++g) {
+      *reinterpret_cast<float4*>(&ws.o[warp][g][part * 8]) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+      *reinterpret_cast<float4*>(&ws.o[warp][g][part * 8 + 4]) = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+      if (part == 0) {
+        ws.m[warp][g] = m[g];
+        ws.l[warp][g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  // Merge the warps in warp order.
+  for (int e = threadIdx.x; e < nq * HD; e += kThreads) {
+    const int g = e / HD, d = e % HD;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ws.m[w][g]);
+    float num = 0.0f, den = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = exp2f(ws.m[w][g] - mx);  // 0 for a warp that saw no key
+        num += f * ws.o[w][g][d];
+        den += f * ws.l[w][g];
+      }
+    }
+    const float o = den > 0.0f ? num / den : 0.0f;
+    const int64_t h = static_cast<int64_t>(s) * a.heads + kvh * a.group + g0 + g;
+    if (direct) {
+      a.out[h * HD + d] = to_bf(o);
+    } else {
+      const int64_t e_split = h * a.splits_max + split;
+      a.part_o[e_split * HD + d] = o;
+      if (d == 0) {
+        a.part_ml[e_split * 2] = mx;
+        a.part_ml[e_split * 2 + 1] = den;
+      }
+    }
+  }
+  __syncthreads();  // ws is reused by the next pass
+}
+
+template <int HD, int QG>
+__device__ void partial_all_heads(const Args& a, WarpState<HD>& ws, int s, int kvh, int split, int begin, int end,
+                                  bool direct) {
+  for (int g0 = 0; g0 < a.group; g0 += QG)
+    partial_pass<HD, QG>(a, ws, s, kvh, g0, min(QG, a.group - g0), split, begin, end, direct);
+}
+
+template <int HD>
+__device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                        const int32_t* __restrict__ block_table, int32_t max_pages, const int32_t* __restrict__ seq_lens,
+                        float* __restrict__ part_o, float* __restrict__ part_ml, bf16* __restrict__ out, int32_t seqs,
+                        int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,
+                        int32_t target_blocks, float scale) {
+  __shared__ __align__(16) WarpState<HD> ws;
+  if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
+  const int group = heads / kv_heads;
+  if (group < 1 || group * kv_heads != heads || group > kMaxGroup) return;  // rejected by kern gen
+  const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
+  const long long b = blockIdx.x;
+  if (b >= static_cast<long long>(seqs) * kv_heads * nsplit) return;
+  const int split = static_cast<int>(b % nsplit);
+  const int unit = static_cast<int>(b / nsplit);
+  const int kvh = unit % kv_heads, s = unit / kv_heads;
+  const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);
+  const bool direct = sp.used <= 1;  // one range (or an empty context): the block writes `out`
+  if (split >= max(sp.used, 1)) return;
+  const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
+
+  const Args a{qkv,         q_stride,       cache,  block_table + static_cast<int64_t>(s) * max_pages,
+               page_size,   kv_heads,       heads,  group,
+               page_stride, scale * kLog2e, part_o, part_ml,
+               out,         splits_max};
+  static_assert(kPassHeads == 4, "the dispatch below assumes passes of up to 4 heads");
+  if (group <= 1)
+    partial_all_heads<HD, 1>(a, ws, s, kvh, split, begin, end, direct);
+  else if (group <= 2)
+    partial_all_heads<HD, 2>(a, ws, s, kvh, split, begin, end, direct);
+  else if (group == 3)
+    partial_all_heads<HD, 3>(a, ws, s, kvh, split, begin, end, direct);
+  else
+    partial_all_heads<HD, 4>(a, ws, s, kvh, split, begin, end, direct);
+}
+
+// One block per (sequence, q head), HD threads; sequences with at most one range were written
+// by the partial kernel.
+template <int HD>
+__device__ void reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml, bf16* __restrict__ out,
+                       const int32_t* __restrict__ seq_lens, int32_t max_pages, int32_t seqs, int32_t heads,
+                       int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float total;
+  const int s = blockIdx.x, h = blockIdx.y;
+  if (s >= seqs || h >= heads || kv_heads < 1 || page_size < 1) return;
+  const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
+  const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);
+  if (sp.used <= 1) return;
+  const int64_t e0 = (static_cast<int64_t>(s) * heads + h) * splits_max;
+  // Every used range saw at least one key: its sum is >= 1 and its max finite.
+  float mx = -INFINITY;
+  for (int i = 0; i < sp.used; ++i) mx = fmaxf(mx, part_ml[(e0 + i) * 2]);
+  for (int i = threadIdx.x; i < sp.used; i += blockDim.x)
+    weight[i] = part_ml[(e0 + i) * 2 + 1] * exp2f(part_ml[(e0 + i) * 2] - mx);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float den = 0.0f;
+    for (int i = 0; i < sp.used; ++i) den += weight[i];
+    total = den;
+  }
+  __syncthreads();
+  const float* po = part_o + e0 * HD + threadIdx.x;
+  float num = 0.0f;
+#pragma unroll 8
+  for (int i = 0; i < sp.used; ++i) num = fmaf(weight[i], po[static_cast<int64_t>(i) * HD], num);
+  out[(static_cast<int64_t>(s) * heads + h) * HD + threadIdx.x] = to_bf(num / total);
+}
+
+}  // namespace decode
+
 }  // namespace
 
 // q rows: row i of qkv (row stride q_stride elements), q heads first; out [*, heads*HD] bf16.
-// part_o: f32 [seqs, heads, splits, HD]; part_ml: f32 [seqs, heads, splits, 2] (max, sum).
-// decode partial grid: (seqs, kv_heads, splits), block (HD, 1, 1).
-// decode reduce grid: (seqs, heads, 1), block (HD, 1, 1).
 // prefill grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (HD, 1, 1).
 #define KERN_ATTN_ENTRIES(HD)                                                                                        \
-  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_partial_hd##HD(                                  \
-      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
-      const int32_t* seq_lens, float* part_o, float* part_ml, int32_t seqs, int32_t heads, int32_t kv_heads,       \
-      int32_t page_size, int64_t page_stride, int32_t splits, float scale) {                                        \
-    decode_partial<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, seqs, heads,       \
-                       kv_heads, page_size, page_stride, splits, scale);                                           \
-  }                                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_reduce_hd##HD(                                   \
-      const float* part_o, const float* part_ml, bf16* out, int32_t seqs, int32_t heads, int32_t splits) {         \
-    decode_reduce<HD>(part_o, part_ml, out, seqs, heads, splits);                                                   \
-  }                                                                                                                  \
   extern "C" __global__ void __launch_bounds__(HD) kern_attn_prefill_hd##HD(                                         \
       const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
       const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
@@ -272,3 +518,30 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 
 KERN_ATTN_ENTRIES(64)
 KERN_ATTN_ENTRIES(128)
+
+// Decode: q row s = sequence s (row stride q_stride elements, q heads first); out [seqs, heads*HD] bf16.
+// part_o: f32 [seqs, heads, splits_max, HD]; part_ml: f32 [seqs, heads, splits_max, 2] (max in log2
+// units, sum); only ranges of sequences with more than one range are written (and read).
+// partial grid: (>= seqs*kv_heads + target_blocks, 1, 1), block (128, 1, 1); blocks past the work exit.
+// reduce grid: (seqs, heads, 1), block (HD, 1, 1). Both take the same seq_lens, max_pages,
+// page_size, seqs, kv_heads, splits_max (<= 1024) and target_blocks.
+#define KERN_ATTN_DECODE_ENTRIES(HD)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(decode::kThreads, decode::kMinBlocksPerSm)                           \
+      kern_attn_decode_partial_hd##HD(                                                                               \
+      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,           \
+      const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,                \
+      int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,           \
+      float scale) {                                                                                                 \
+    decode::partial<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads,   \
+                        kv_heads, page_size, page_stride, splits_max, target_blocks, scale);                         \
+  }                                                                                                                  \
+  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_reduce_hd##HD(                                   \
+      const float* part_o, const float* part_ml, bf16* out, const int32_t* seq_lens, int32_t max_pages,              \
+      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int32_t splits_max,                          \
+      int32_t target_blocks) {                                                                                       \
+    decode::reduce<HD>(part_o, part_ml, out, seq_lens, max_pages, seqs, heads, kv_heads, page_size, splits_max,      \
+                       target_blocks);                                                                               \
+  }
+
+KERN_ATTN_DECODE_ENTRIES(64)
+KERN_ATTN_DECODE_ENTRIES(128)

@@ -11,7 +11,7 @@ namespace {
 
 using OJ = nlohmann::ordered_json;
 
-constexpr std::uint64_t kDecodeSplits = 64;   // split-KV ranges per decode sequence (>= 256 tokens each)
+constexpr std::uint64_t kDecodeSplits = 64;   // split-KV ranges per decode sequence, at most
 constexpr std::uint64_t kAttnQueries = 16;    // queries (rows x q heads) one attention block holds
 constexpr std::uint64_t kArgmaxBlocks = 64;   // stage-1 blocks per argmax row
 constexpr std::uint64_t kNormThreads = 256;
@@ -178,16 +178,25 @@ OJ ops(const Geo& g) {
                         OJ::array({"tokens", (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128)}));
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   {
+    // The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about
+    // kDecodeTargetBlocks blocks of work per call; its grid covers them, blocks past the work exit)
+    // and writes `out` itself for sequences of one range; the reduce merges the others.
+    constexpr std::uint64_t kDecodeTargetBlocks = 1024, kDecodePartialThreads = 128;
+    const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, kDecodeTargetBlocks})}};
     OJ part = launch("attention", "kern_attn_decode_partial" + g.hd,
                      {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
-                      "out buffer<f32>", "out buffer<f32>", "i32", "i32", "i32", "i32", "i64", "i32", "f32"},
+                      "out buffer<f32>", "out buffer<f32>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i64",
+                      "i32", "i32", "f32"},
                      OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
-                                scratch("part_ml"), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
-                                i64(g.page_stride_elems), i32(kDecodeSplits), f32(scale)}),
-                     OJ::array({"seqs", c.kv_heads, kDecodeSplits}), c.head_dim);
+                                scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
+                                i64(g.page_stride_elems), i32(kDecodeSplits), i32(kDecodeTargetBlocks), f32(scale)}),
+                     OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
     OJ reduce = launch("attention", "kern_attn_decode_reduce" + g.hd,
-                       {"in buffer<f32>", "in buffer<f32>", "out buffer<bf16>", "i32", "i32", "i32"},
-                       OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(5), i32(c.heads), i32(kDecodeSplits)}),
+                       {"in buffer<f32>", "in buffer<f32>", "out buffer<bf16>", "in buffer<i32>", "i32", "i32", "i32",
+                        "i32", "i32", "i32", "i32"},
+                       OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(3), i32(g.max_pages), p(5),
+                                  i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits),
+                                  i32(kDecodeTargetBlocks)}),
                        OJ::array({"seqs", c.heads, 1}), c.head_dim);
     OJ sc;
     sc["part_o"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, c.head_dim})}};

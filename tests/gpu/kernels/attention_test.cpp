@@ -1,5 +1,5 @@
-// GPU checks of kernels/attention.cu (paged decode with split-KV + reduce, chunked prefill)
-// against a float64 host reference, over randomly permuted pages.
+// GPU checks of the chunked prefill of kernels/attention.cu against a float64 host reference, over
+// randomly permuted pages (the decode kernels are checked in attention_decode_test.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,52 +85,6 @@ void reference_row(const PagedCache& c, int seq, const bf16_bits* q, int end, do
 }
 
 std::string suffix(const Geometry& g) { return "_hd" + std::to_string(g.head_dim); }
-
-void check_decode(const Geometry& g, const std::vector<int>& lens, int splits, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int seqs = static_cast<int>(lens.size());
-  const PagedCache cache(rng, g, lens, 2, 1);
-  const int q_stride = (g.heads + 2 * g.kv_heads) * g.head_dim;
-  const auto qkv = random_bf16(rng, static_cast<size_t>(seqs) * q_stride, -1.0f, 1.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
-
-  Fatbin fb("attention");
-  Device<bf16_bits> d_qkv(qkv), d_cache(cache.data), d_out(static_cast<size_t>(seqs) * g.heads * g.head_dim);
-  Device<int32_t> d_table(cache.table), d_lens(std::vector<int32_t>(lens.begin(), lens.end()));
-  Device<float> d_part_o(static_cast<size_t>(seqs) * g.heads * splits * g.head_dim);
-  Device<float> d_part_ml(static_cast<size_t>(seqs) * g.heads * splits * 2);
-  fb.launch("kern_attn_decode_partial" + suffix(g), dim3(seqs, g.kv_heads, splits), dim3(g.head_dim), d_qkv.get(),
-            q_stride, d_cache.get() + cache.layer_off, d_table.get(), cache.max_pages, d_lens.get(), d_part_o.get(),
-            d_part_ml.get(), seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride, splits, scale);
-  fb.launch("kern_attn_decode_reduce" + suffix(g), dim3(seqs, g.heads), dim3(g.head_dim), d_part_o.get(),
-            d_part_ml.get(), d_out.get(), seqs, g.heads, splits);
-  const auto out = d_out.download();
-  ASSERT_EQ(count_nan(out), 0u);
-  std::vector<double> ref(out.size());
-  parallel_for(seqs, [&](int s) {
-    reference_row(cache, s, qkv.data() + static_cast<size_t>(s) * q_stride, lens[s], scale,
-                  ref.data() + static_cast<size_t>(s) * g.heads * g.head_dim);
-  });
-  for (int s = 0; s < seqs; ++s) {
-    const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
-    std::vector<double> o(n), r(ref.begin() + s * n, ref.begin() + (s + 1) * n);
-    for (size_t i = 0; i < n; ++i) o[i] = bf16_to_float(out[s * n + i]);
-    const double err = rel_frobenius(o, r);
-    report("decode rel err H" + std::to_string(g.heads) + " KV" + std::to_string(g.kv_heads) + " len " +
-               std::to_string(lens[s]),
-           err);
-    EXPECT_LT(err, 1e-2) << "seq " << s << " len " << lens[s];
-  }
-}
-
-TEST(AttnDecodeGpu, Gqa4PageBoundaries) { check_decode({32, 8, 128, 16}, {1, 15, 16, 17, 33, 47, 49}, 16, 71); }
-TEST(AttnDecodeGpu, Gqa2PageBoundaries) { check_decode({16, 8, 128, 16}, {31, 32, 33, 191, 193}, 8, 72); }
-TEST(AttnDecodeGpu, Gqa8) { check_decode({64, 8, 128, 16}, {100, 1000, 4097}, 16, 73); }
-TEST(AttnDecodeGpu, Gqa5) { check_decode({40, 8, 128, 32}, {255, 257}, 32, 74); }
-TEST(AttnDecodeGpu, MoreSplitsThanTokens) { check_decode({32, 8, 128, 16}, {3, 40}, 64, 75); }
-TEST(AttnDecodeGpu, OneSplit) { check_decode({32, 8, 128, 16}, {1023, 1025}, 1, 76); }
-TEST(AttnDecodeGpu, HeadDim64) { check_decode({16, 4, 64, 16}, {65, 7, 16}, 8, 77); }
-TEST(AttnDecodeGpu, LongContext32k) { check_decode({32, 8, 128, 16}, {32768, 32767, 32769}, 64, 78); }
 
 struct PrefillSeq {
   int prefix, rows;

@@ -35,25 +35,7 @@ struct DecodeSetup {
   double kv_bytes() const { return 2.0 * seqs * len * KV * hd * 2; }
 };
 
-TEST(PerfGpu, DecodeAttention) {
-  std::mt19937_64 rng(101);
-  Fatbin fb("attention");
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (auto [seqs, len] : {std::pair{1, 32768}, std::pair{1, 2048}, std::pair{64, 2048}, std::pair{16, 8192}}) {
-    DecodeSetup s(rng, seqs, len);
-    const int splits = 64;  // as kern gen
-    Device<float> po(static_cast<size_t>(seqs) * H * splits * hd), pml(static_cast<size_t>(seqs) * H * splits * 2);
-    const double t1 = fb.time_us("kern_attn_decode_partial_hd128", 20, dim3(seqs, KV, splits), dim3(hd), s.qkv->get(),
-                                 kWidth, s.cache->get(), s.table->get(), s.max_pages, s.lens->get(), po.get(), pml.get(),
-                                 seqs, H, KV, P, s.page_stride, splits, scale);
-    const double t2 = fb.time_us("kern_attn_decode_reduce_hd128", 20, dim3(seqs, H), dim3(hd), po.get(), pml.get(),
-                                 s.out->get(), seqs, H, splits);
-    const std::string tag = "decode seqs " + std::to_string(seqs) + " len " + std::to_string(len);
-    report(tag + " partial us", t1);
-    report(tag + " reduce us", t2);
-    report(tag + " KV GB/s", s.kv_bytes() / (t1 * 1e3));
-  }
-}
+// PerfGpu.DecodeAttention lives in attention_decode_test.cpp.
 
 TEST(PerfGpu, PrefillAttention) {
   std::mt19937_64 rng(102);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "decode_launch.hpp"
 #include "harness.hpp"
 
 namespace kern_gpu_test {
@@ -69,17 +70,32 @@ TEST(PipelineGpu, ChunkedPrefillThenDecode) {
     std::copy(out.begin(), out.end(), attn_out.begin() + static_cast<size_t>(r0) * H * hd);
   }
   {  // the last prompt token through decode
-    const int splits = 4;
+    const DecodeSplit split{4, 16};  // 2 ranges per kv head: the reduce runs
     Device<bf16_bits> d_qkv(width), d_out(static_cast<size_t>(H) * hd);
     Device<int64_t> d_pos(1), d_slots(1);
     write_chunk(n - 1, n, d_qkv, d_pos, d_slots);
     Device<int32_t> d_lens(std::vector<int32_t>{n});
-    Device<float> d_po(static_cast<size_t>(H) * splits * hd), d_pml(static_cast<size_t>(H) * splits * 2);
-    attn.launch("kern_attn_decode_partial_hd128", dim3(1, KV, splits), dim3(hd), d_qkv.get(), width,
-                d_cache.get() + layer_off, d_table.get(), max_pages, d_lens.get(), d_po.get(), d_pml.get(), 1, H, KV, P,
-                page_stride, splits, scale);
-    attn.launch("kern_attn_decode_reduce_hd128", dim3(1, H), dim3(hd), d_po.get(), d_pml.get(), d_out.get(), 1, H,
-                splits);
+    Device<float> d_po(static_cast<size_t>(H) * split.splits_max * hd);
+    Device<float> d_pml(static_cast<size_t>(H) * split.splits_max * 2);
+    DecodeCall call;
+    call.head_dim = hd;
+    call.qkv = d_qkv.get();
+    call.q_stride = width;
+    call.cache = d_cache.get() + layer_off;
+    call.block_table = d_table.get();
+    call.max_pages = max_pages;
+    call.seq_lens = d_lens.get();
+    call.part_o = d_po.get();
+    call.part_ml = d_pml.get();
+    call.out = d_out.get();
+    call.seqs = 1;
+    call.heads = H;
+    call.kv_heads = KV;
+    call.page_size = P;
+    call.page_stride = page_stride;
+    call.split = split;
+    call.scale = scale;
+    call.run(attn);
     const auto out = d_out.download();
     std::copy(out.begin(), out.end(), attn_out.begin() + static_cast<size_t>(n - 1) * H * hd);
   }

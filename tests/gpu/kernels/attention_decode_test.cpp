@@ -1,0 +1,462 @@
+// GPU checks of the split-KV decode attention of kernels/attention.cu (partial + reduce) against a
+// float64 host reference over randomly permuted pages; bitwise repeatability; and timings at
+// Qwen3-4B serving sizes (PerfGpu.DecodeAttention*, printed as "[figure]", never asserted).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "decode_launch.hpp"
+#include "harness.hpp"
+
+namespace kern_gpu_test {
+namespace {
+
+// Fast deterministic filler for large caches (uniform bf16 in [-1, 1), never all zero).
+std::vector<bf16_bits> fast_random_bf16(uint64_t seed, size_t n) {
+  std::vector<bf16_bits> v(n);
+  uint64_t x = seed;
+  for (size_t i = 0; i < n; i += 4) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    for (size_t j = 0; j < 4 && i + j < n; ++j)
+      v[i + j] = float_to_bf16(static_cast<float>((z >> (16 * j)) & 0xffff) / 32768.0f - 1.0f);
+  }
+  return v;
+}
+
+struct DecodeGeometry {
+  int heads, kv_heads, head_dim, page_size;
+};
+
+// Random K/V for every slot of a paged cache of `layers` layers (layout of docs/kernels.md); one
+// block-table row per sequence over randomly permuted pages. Table entries past a sequence's
+// pages point far outside the cache, so reading one would fault.
+struct DecodeCache {
+  DecodeGeometry g;
+  int layers, layer, max_pages = 1;
+  int64_t block, page_stride, layer_off;
+  std::vector<bf16_bits> data;
+  std::vector<int32_t> table;
+
+  DecodeCache(std::mt19937_64& rng, const DecodeGeometry& geo, const std::vector<int>& lens, int layers_, int layer_)
+      : g(geo), layers(layers_), layer(layer_) {
+    int total_pages = 1;  // one spare page nobody references
+    for (int len : lens) {
+      const int n = (len + g.page_size - 1) / g.page_size;
+      max_pages = std::max(max_pages, n);
+      total_pages += n;
+    }
+    block = static_cast<int64_t>(g.page_size) * g.kv_heads * g.head_dim;
+    page_stride = static_cast<int64_t>(layers) * 2 * block;
+    layer_off = static_cast<int64_t>(layer) * 2 * block;
+    data = fast_random_bf16(rng(), static_cast<size_t>(total_pages) * page_stride);
+    std::vector<int32_t> perm(total_pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    table.assign(lens.size() * max_pages, 1 << 30);
+    int next = 0;
+    for (size_t s = 0; s < lens.size(); ++s) {
+      const int n = (lens[s] + g.page_size - 1) / g.page_size;
+      for (int i = 0; i < n; ++i) table[s * max_pages + i] = perm[next++];
+    }
+  }
+
+  // K (v = false) or V of one token of sequence `seq` for kv head kvh, as doubles.
+  void row(int seq, int token, int kvh, bool v, double* dst) const {
+    const int64_t page = table[static_cast<size_t>(seq) * max_pages + token / g.page_size];
+    const int64_t e = page * page_stride + layer_off + (v ? block : 0) +
+                      (static_cast<int64_t>(token % g.page_size) * g.kv_heads + kvh) * g.head_dim;
+    for (int d = 0; d < g.head_dim; ++d) dst[d] = bf16_to_float(data[e + d]);
+  }
+};
+
+// float64 softmax(q k^T * scale) v for every q head of kv head kvh of sequence seq (q row at q):
+// out[h * hd + d]; an empty context gives zeros.
+void reference_kv_head(const DecodeCache& c, int seq, int len, int kvh, const bf16_bits* q, double scale, double* out) {
+  const DecodeGeometry& g = c.g;
+  const int group = g.heads / g.kv_heads, hd = g.head_dim;
+  std::vector<double> k(static_cast<size_t>(len) * hd), v(static_cast<size_t>(len) * hd), s(len);
+  for (int t = 0; t < len; ++t) {
+    c.row(seq, t, kvh, false, &k[static_cast<size_t>(t) * hd]);
+    c.row(seq, t, kvh, true, &v[static_cast<size_t>(t) * hd]);
+  }
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+    std::vector<double> qd(hd);
+    for (int d = 0; d < hd; ++d) qd[d] = bf16_to_float(q[h * hd + d]);
+    double m = -INFINITY;
+    for (int t = 0; t < len; ++t) {
+      double dot = 0.0;
+      for (int d = 0; d < hd; ++d) dot += qd[d] * k[static_cast<size_t>(t) * hd + d];
+      s[t] = dot * scale;
+      m = std::max(m, s[t]);
+    }
+    double den = 0.0;
+    for (int t = 0; t < len; ++t) den += (s[t] = std::exp(s[t] - m));
+    std::vector<double> acc(hd, 0.0);
+    for (int t = 0; t < len; ++t)
+      for (int d = 0; d < hd; ++d) acc[d] += s[t] * v[static_cast<size_t>(t) * hd + d];
+    for (int d = 0; d < hd; ++d) out[h * hd + d] = len > 0 ? acc[d] / den : 0.0;
+  }
+}
+
+// Device buffers of one decode call over a DecodeCache.
+struct DecodeRun {
+  const DecodeCache& cache;
+  std::vector<bf16_bits> qkv;
+  Device<bf16_bits> d_qkv, d_cache, d_out;
+  Device<int32_t> d_table, d_lens;
+  Device<float> d_part_o, d_part_ml;
+  DecodeCall call;
+
+  DecodeRun(std::mt19937_64& rng, const DecodeCache& c, const std::vector<int>& lens, const DecodeSplit& split)
+      : cache(c),
+        qkv(random_bf16(rng, lens.size() * q_stride(c.g), -1.0f, 1.0f)),
+        d_qkv(qkv),
+        d_cache(c.data),
+        d_out(lens.size() * c.g.heads * c.g.head_dim),
+        d_table(c.table),
+        d_lens(std::vector<int32_t>(lens.begin(), lens.end())),
+        d_part_o(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * c.g.head_dim),
+        d_part_ml(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * 2) {
+    const DecodeGeometry& g = c.g;
+    call.head_dim = g.head_dim;
+    call.qkv = d_qkv.get();
+    call.q_stride = q_stride(g);
+    call.cache = d_cache.get() + c.layer_off;
+    call.block_table = d_table.get();
+    call.max_pages = c.max_pages;
+    call.seq_lens = d_lens.get();
+    call.part_o = d_part_o.get();
+    call.part_ml = d_part_ml.get();
+    call.out = d_out.get();
+    call.seqs = static_cast<int32_t>(lens.size());
+    call.heads = g.heads;
+    call.kv_heads = g.kv_heads;
+    call.page_size = g.page_size;
+    call.page_stride = c.page_stride;
+    call.split = split;
+    call.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+  }
+  static int q_stride(const DecodeGeometry& g) { return (g.heads + 2 * g.kv_heads) * g.head_dim; }
+
+  // Poisons the outputs and scratch, runs the call, returns the bf16 output.
+  std::vector<bf16_bits> run(Fatbin& fb) {
+    d_out.poison();
+    d_part_o.poison();
+    d_part_ml.poison();
+    call.run(fb);
+    return d_out.download();
+  }
+};
+
+std::string tag(const DecodeGeometry& g) {
+  return std::string("H") + std::to_string(g.heads) + " KV" + std::to_string(g.kv_heads) + " hd" +
+         std::to_string(g.head_dim) + " P" + std::to_string(g.page_size);
+}
+
+// One decode call over `lens`, checked per sequence against the float64 reference; returns the output.
+std::vector<bf16_bits> check_decode(const DecodeGeometry& g, const std::vector<int>& lens, uint64_t seed,
+                                    DecodeSplit split = {}) {
+  std::mt19937_64 rng(seed);
+  const DecodeCache cache(rng, g, lens, 2, 1);
+  DecodeRun r(rng, cache, lens, split);
+  Fatbin fb("attention");
+  const auto out = r.run(fb);
+  EXPECT_EQ(count_nan(out), 0u);
+  const int seqs = static_cast<int>(lens.size());
+  const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
+  std::vector<double> ref(out.size());
+  parallel_for(seqs * g.kv_heads, [&](int i) {
+    const int s = i / g.kv_heads, kvh = i % g.kv_heads;
+    reference_kv_head(cache, s, lens[s], kvh, r.qkv.data() + static_cast<size_t>(s) * DecodeRun::q_stride(g),
+                      r.call.scale, ref.data() + s * n);
+  });
+  for (int s = 0; s < seqs; ++s) {
+    std::vector<double> o(n), rr(ref.begin() + s * n, ref.begin() + (s + 1) * n);
+    for (size_t i = 0; i < n; ++i) o[i] = bf16_to_float(out[s * n + i]);
+    if (lens[s] == 0) {
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[s * n + i], 0) << "empty context must give zeros, seq " << s;
+      continue;
+    }
+    const double err = rel_frobenius(o, rr);
+    report("decode rel err " + tag(g) + " seqs " + std::to_string(seqs) + " len " + std::to_string(lens[s]), err);
+    EXPECT_LT(err, 1e-2) << tag(g) << " seq " << s << " len " << lens[s];
+  }
+  return out;
+}
+
+const DecodeGeometry kQwen4B{32, 8, 128, 16};
+
+TEST(AttnDecodeGpu, BriefContextsEachAlone) {
+  // One sequence per call: the most ranges per sequence (64), ranges of 32 tokens up to 2k.
+  uint64_t seed = 500;
+  for (int len : {1, 15, 16, 17, 255, 1000, 4097}) check_decode(kQwen4B, {len}, ++seed);
+}
+
+TEST(AttnDecodeGpu, BriefContextsInOneCall) {
+  check_decode(kQwen4B, {1, 15, 16, 17, 255, 1000, 4097, 2049, 33, 32}, 510);
+}
+
+TEST(AttnDecodeGpu, LongContext32k) { check_decode(kQwen4B, {32768}, 511); }
+
+TEST(AttnDecodeGpu, LongContextsAroundPowerOfTwo) { check_decode(kQwen4B, {32767, 32769, 100}, 512); }
+
+TEST(AttnDecodeGpu, GqaGroups1To8HeadDim128) {
+  for (int group = 1; group <= 8; ++group) check_decode({2 * group, 2, 128, 16}, {1, 17, 1000, 2049}, 520 + group);
+}
+
+TEST(AttnDecodeGpu, GqaGroups1To8HeadDim64) {
+  for (int group = 1; group <= 8; ++group) check_decode({4 * group, 4, 64, 32}, {7, 16, 65, 4097}, 530 + group);
+}
+
+TEST(AttnDecodeGpu, Qwen3Shapes) {
+  check_decode({16, 8, 128, 16}, {100, 1000, 4097}, 536);  // 0.6B / 1.7B: G 2
+  check_decode({40, 8, 128, 32}, {255, 257, 33}, 537);     // 14B: G 5 (a second pass of one head)
+  check_decode({64, 8, 128, 16}, {100, 1000, 4097}, 538);  // 32B: G 8
+}
+
+TEST(AttnDecodeGpu, Gqa16TakesFourPasses) { check_decode({16, 1, 128, 16}, {300, 5}, 540); }
+
+TEST(AttnDecodeGpu, ManySequencesOneRangeEach) {
+  // 64 sequences x 8 kv heads >= target_blocks: one range per sequence, written by the partial
+  // kernel directly; an empty context among them.
+  std::mt19937_64 rng(541);
+  std::vector<int> lens(64);
+  for (auto& l : lens) l = static_cast<int>(rng() % 2500);
+  lens[5] = 0;
+  lens[6] = 1;
+  lens[7] = 2048;
+  check_decode(kQwen4B, lens, 542);
+}
+
+TEST(AttnDecodeGpu, FewRangesPerSequence) {
+  // 16 x 8 units, target 1024: 8 ranges per sequence of different lengths each.
+  check_decode(kQwen4B, {0, 3000, 8192, 257, 31, 4096, 1, 77, 5000, 640, 999, 16, 15, 2, 1500, 8191}, 543);
+}
+
+TEST(AttnDecodeGpu, SplitParameters) {
+  check_decode(kQwen4B, {4097, 1}, 544, {1, 1024});    // one range whatever the length
+  check_decode(kQwen4B, {4097, 31}, 545, {64, 1});     // target 1 block: one range per sequence
+  check_decode(kQwen4B, {4097, 300}, 546, {7, 4096});  // odd capacity
+  check_decode(kQwen4B, {32768}, 547, {1024, 8192});   // the most ranges allowed
+}
+
+TEST(AttnDecodeGpu, BitwiseRepeatable) {
+  std::mt19937_64 rng(550);
+  const std::vector<int> lens = {4097, 1000, 32, 1, 12345};
+  const DecodeCache cache(rng, kQwen4B, lens, 2, 0);
+  DecodeRun r(rng, cache, lens, {});
+  Fatbin fb("attention");
+  const auto first = r.run(fb);
+  ASSERT_EQ(count_nan(first), 0u);
+  for (int i = 0; i < 3; ++i) {
+    const auto again = r.run(fb);
+    ASSERT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(bf16_bits)), 0) << "run " << i;
+  }
+}
+
+// ---- timings -----------------------------------------------------------------------------------
+
+// The attention fatbin's two decode kernels, for graph capture.
+class DecodeKernels {
+ public:
+  DecodeKernels() {
+    const std::string path = kernels_dir() + "/attention.fatbin";
+    check_cuda(cudaLibraryLoadFromFile(&lib_, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
+    check_cuda(cudaLibraryGetKernel(&partial_, lib_, "kern_attn_decode_partial_hd128"), "partial");
+    check_cuda(cudaLibraryGetKernel(&reduce_, lib_, "kern_attn_decode_reduce_hd128"), "reduce");
+  }
+  ~DecodeKernels() { cudaLibraryUnload(lib_); }
+  DecodeKernels(const DecodeKernels&) = delete;
+  DecodeKernels& operator=(const DecodeKernels&) = delete;
+
+  void enqueue(DecodeCall c, cudaStream_t st, bool with_reduce) const {
+    void* pa[] = {&c.qkv,
+                  &c.q_stride,
+                  &c.cache,
+                  &c.block_table,
+                  &c.max_pages,
+                  &c.seq_lens,
+                  &c.part_o,
+                  &c.part_ml,
+                  &c.out,
+                  &c.seqs,
+                  &c.heads,
+                  &c.kv_heads,
+                  &c.page_size,
+                  &c.page_stride,
+                  &c.split.splits_max,
+                  &c.split.target_blocks,
+                  &c.scale};
+    check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(partial_), dim3(c.partial_blocks()),
+                                dim3(kDecodePartialThreads), pa, 0, st),
+               "partial");
+    if (!with_reduce) return;
+    void* ra[] = {&c.part_o, &c.part_ml,  &c.out,       &c.seq_lens,         &c.max_pages,          &c.seqs,
+                  &c.heads,  &c.kv_heads, &c.page_size, &c.split.splits_max, &c.split.target_blocks};
+    check_cuda(
+        cudaLaunchKernel(reinterpret_cast<const void*>(reduce_), dim3(c.seqs, c.heads), dim3(c.head_dim), ra, 0, st),
+        "reduce");
+  }
+
+ private:
+  cudaLibrary_t lib_ = nullptr;
+  cudaKernel_t partial_ = nullptr, reduce_ = nullptr;
+};
+
+// Mean microseconds per decode call: a CUDA graph of `calls.size()` calls (one per layer) replayed.
+double graph_us_per_call(const DecodeKernels& k, const std::vector<DecodeCall>& calls, bool with_reduce, int replays) {
+  cudaStream_t st;
+  check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check_cuda(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (const auto& c : calls) k.enqueue(c, st, with_reduce);
+  check_cuda(cudaStreamEndCapture(st, &graph), "end capture");
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  check_cuda(cudaGraphLaunch(exec, st), "warm-up");
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "event");
+  check_cuda(cudaEventCreate(&b), "event");
+  check_cuda(cudaEventRecord(a, st), "record");
+  for (int i = 0; i < replays; ++i) check_cuda(cudaGraphLaunch(exec, st), "replay");
+  check_cuda(cudaEventRecord(b, st), "record");
+  check_cuda(cudaEventSynchronize(b), "sync");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, a, b), "elapsed");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  return 1000.0 * ms / (static_cast<double>(replays) * calls.size());
+}
+
+// Device-to-device cudaMemcpy bandwidth (read + write bytes per second) over 1 GiB.
+double memcpy_bandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *src = nullptr, *dst = nullptr;
+  check_cuda(cudaMalloc(&src, bytes), "malloc");
+  check_cuda(cudaMalloc(&dst, bytes), "malloc");
+  check_cuda(cudaMemset(src, 0x3c, bytes), "memset");
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "warm-up copy");
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "event");
+  check_cuda(cudaEventCreate(&b), "event");
+  const int iters = 5;
+  check_cuda(cudaEventRecord(a, nullptr), "record");
+  for (int i = 0; i < iters; ++i)
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr), "copy");
+  check_cuda(cudaEventRecord(b, nullptr), "record");
+  check_cuda(cudaEventSynchronize(b), "sync");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, a, b), "elapsed");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * bytes * iters / (ms * 1e-3);
+}
+
+// Qwen3-4B decode at (seqs, len): a paged KV state of `layers` layers (every page holds all of
+// them, as in kern), enough layers that one pass over them does not fit in L2 (as in a real step,
+// where the weights stream through L2 between two attention calls).
+struct PerfState {
+  static constexpr int H = 32, KV = 8, hd = 128, P = 16;
+  int seqs, len, layers, max_pages;
+  int64_t page_stride;
+  std::unique_ptr<Device<bf16_bits>> cache, qkv, out;
+  std::unique_ptr<Device<int32_t>> table, lens;
+  std::unique_ptr<Device<float>> part_o, part_ml;
+
+  PerfState(int seqs_, int len_, int splits_max) : seqs(seqs_), len(len_) {
+    const double layer_bytes = kv_bytes();
+    layers = static_cast<int>(std::clamp(std::ceil(256e6 / layer_bytes), 1.0, 512.0));
+    max_pages = (len + P - 1) / P;
+    page_stride = static_cast<int64_t>(layers) * 2 * P * KV * hd;
+    const size_t pages = static_cast<size_t>(seqs) * max_pages;
+    cache = std::make_unique<Device<bf16_bits>>(fast_random_bf16(77, pages * page_stride));
+    std::mt19937_64 rng(78);
+    std::vector<int32_t> t(pages);
+    std::iota(t.begin(), t.end(), 0);
+    std::shuffle(t.begin(), t.end(), rng);
+    table = std::make_unique<Device<int32_t>>(t);
+    lens = std::make_unique<Device<int32_t>>(std::vector<int32_t>(seqs, len));
+    qkv =
+        std::make_unique<Device<bf16_bits>>(random_bf16(rng, static_cast<size_t>(seqs) * (H + 2 * KV) * hd, -1.f, 1.f));
+    out = std::make_unique<Device<bf16_bits>>(static_cast<size_t>(seqs) * H * hd);
+    part_o = std::make_unique<Device<float>>(static_cast<size_t>(seqs) * H * splits_max * hd);
+    part_ml = std::make_unique<Device<float>>(static_cast<size_t>(seqs) * H * splits_max * 2);
+  }
+  double kv_bytes() const { return 2.0 * seqs * len * KV * hd * 2; }  // K and V, one layer
+
+  std::vector<DecodeCall> calls(const DecodeSplit& split) const {
+    std::vector<DecodeCall> v;
+    for (int l = 0; l < layers; ++l) {
+      DecodeCall c;
+      c.qkv = qkv->get();
+      c.q_stride = (H + 2 * KV) * hd;
+      c.cache = cache->get() + static_cast<int64_t>(l) * 2 * P * KV * hd;
+      c.block_table = table->get();
+      c.max_pages = max_pages;
+      c.seq_lens = lens->get();
+      c.part_o = part_o->get();
+      c.part_ml = part_ml->get();
+      c.out = out->get();
+      c.seqs = seqs;
+      c.heads = H;
+      c.kv_heads = KV;
+      c.page_size = P;
+      c.page_stride = page_stride;
+      c.split = split;
+      c.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      v.push_back(c);
+    }
+    return v;
+  }
+};
+
+const std::vector<std::pair<int, int>> kPerfShapes = {{1, 128},  {1, 1024},  {1, 2048},
+                                                      {1, 8192}, {1, 32768}, {64, 2048}};
+
+TEST(PerfGpu, DecodeAttention) {
+  const double copy_bw = memcpy_bandwidth();
+  report("decode: cudaMemcpy D2D 1 GiB GB/s (read+write)", copy_bw / 1e9);
+  DecodeKernels k;
+  const DecodeSplit split;  // as kern gen
+  for (auto [seqs, len] : kPerfShapes) {
+    PerfState s(seqs, len, split.splits_max);
+    const auto calls = s.calls(split);
+    const int replays = std::max(2, static_cast<int>(2000 / calls.size()));
+    const double total = graph_us_per_call(k, calls, true, replays);
+    const double part = graph_us_per_call(k, calls, false, replays);
+    const std::string t = "decode seqs " + std::to_string(seqs) + " len " + std::to_string(len);
+    report(t + " us per layer (partial+reduce, graph of " + std::to_string(calls.size()) + " layers)", total);
+    report(t + " partial-only us", part);
+    report(t + " KV GB/s", s.kv_bytes() / (total * 1e3));
+    report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (total * 1e-6) / copy_bw);
+  }
+}
+
+// Tuning table: the same shapes over target_blocks (the split rule's one knob).
+TEST(PerfGpu, DecodeAttentionSplitSweep) {
+  DecodeKernels k;
+  for (auto [seqs, len] : kPerfShapes) {
+    PerfState s(seqs, len, 64);
+    for (int target : {256, 512, 1024, 2048, 4096}) {
+      const auto calls = s.calls({64, target});
+      const int replays = std::max(2, static_cast<int>(1000 / calls.size()));
+      report("decode sweep seqs " + std::to_string(seqs) + " len " + std::to_string(len) + " target " +
+                 std::to_string(target) + " us",
+             graph_us_per_call(k, calls, true, replays));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kern_gpu_test

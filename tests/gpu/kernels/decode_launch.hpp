@@ -1,0 +1,55 @@
+// The decode attention pair of kernels/attention.cu (kern_attn_decode_partial_hd* +
+// kern_attn_decode_reduce_hd*) as the tests launch it: one place that knows their ABI and grid.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "harness.hpp"
+
+namespace kern_gpu_test {
+
+// Work-split parameters of a decode call (kern gen qwen3 uses these defaults).
+struct DecodeSplit {
+  int splits_max = 64;       // capacity of part_o / part_ml per (sequence, q head)
+  int target_blocks = 1024;  // partial blocks wanted per call (sets the ranges per sequence)
+};
+
+constexpr int kDecodePartialThreads = 128;
+
+// Every pointer is a device pointer; cache is the layer base (already offset to the layer).
+struct DecodeCall {
+  int head_dim = 128;
+  const void* qkv = nullptr;
+  int32_t q_stride = 0;
+  const void* cache = nullptr;
+  const int32_t* block_table = nullptr;
+  int32_t max_pages = 0;
+  const int32_t* seq_lens = nullptr;
+  float* part_o = nullptr;   // f32 [seqs, heads, splits_max, head_dim]
+  float* part_ml = nullptr;  // f32 [seqs, heads, splits_max, 2]
+  void* out = nullptr;       // bf16 [seqs, heads * head_dim]
+  int32_t seqs = 0, heads = 0, kv_heads = 0, page_size = 0;
+  int64_t page_stride = 0;
+  DecodeSplit split;
+  float scale = 0.0f;
+
+  std::string partial_entry() const { return "kern_attn_decode_partial_hd" + std::to_string(head_dim); }
+  std::string reduce_entry() const { return "kern_attn_decode_reduce_hd" + std::to_string(head_dim); }
+  // Grid x of the partial kernel: enough blocks for every (sequence, kv head, range).
+  unsigned partial_blocks() const { return static_cast<unsigned>(seqs * kv_heads + split.target_blocks); }
+  size_t part_o_elems() const { return static_cast<size_t>(seqs) * heads * split.splits_max * head_dim; }
+  size_t part_ml_elems() const { return static_cast<size_t>(seqs) * heads * split.splits_max * 2; }
+
+  // Launches partial then reduce, synchronising after each (Fatbin::launch).
+  void run(Fatbin& fb) const {
+    fb.launch(partial_entry(), dim3(partial_blocks()), dim3(kDecodePartialThreads), qkv, q_stride, cache, block_table,
+              max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads, page_size, page_stride,
+              split.splits_max, split.target_blocks, scale);
+    fb.launch(reduce_entry(), dim3(seqs, heads), dim3(head_dim), static_cast<const float*>(part_o),
+              static_cast<const float*>(part_ml), out, seq_lens, max_pages, seqs, heads, kv_heads, page_size,
+              split.splits_max, split.target_blocks);
+  }
+};
+
+}  // namespace kern_gpu_test
