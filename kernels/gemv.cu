@@ -36,21 +36,32 @@ namespace {
 constexpr int kTileRows = 16;  // mma M: weight rows per tile
 constexpr int kXRows = 8;      // mma N: rows of x per pass
 constexpr int kMaxWarps = 16;  // block of at most 512 threads
-constexpr int kUnroll = 4;     // 16-byte loads per weight row in flight per lane
+constexpr int kUnroll = 4;  // 16-byte loads per weight row in flight per lane (the kern gen entries)
 
 enum class Epilogue { Store, Residual, SiluMul };
 
-// Streamed weights: read once, keep them out of L1.
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+// Streamed weights: read once, kept out of L1. Predicated (no branch, so every load of a batch
+// can be issued before the first mma); a load that is off gives zeros and touches no memory.
+__device__ __forceinline__ uint4 load_stream(const bf16* p, bool on) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(on)));
   return v;
 }
 
 // x is small and read by every block: through L1/L2.
-__device__ __forceinline__ uint4 load_x(const bf16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint4 load_x(const bf16* p, bool on) {
+  uint4 v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+      " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(on)));
+  return v;
+}
 
 // D = A·B + D, A 16×16 bf16 (row), B 16×8 bf16 (col), D 16×8 f32.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -65,6 +76,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
 // One block's work on one tile for rows [m0, m0 + xrows) of x. `lo` and `hi` are the weight rows
 // of mma rows g and g + 8 for this lane (nullptr: outside W, contributes zeros).
 // Returns, through `red`, the per-warp partial sums red[warp][tile row][x row].
+template <int kLoads>
 __device__ __forceinline__ void tile_partials(const bf16* __restrict__ lo, const bf16* __restrict__ hi,
                                               const bf16* __restrict__ xrow, int k, float (*red)[kTileRows][kXRows]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -74,19 +86,18 @@ __device__ __forceinline__ void tile_partials(const bf16* __restrict__ lo, const
   const int q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
   const int q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int q = q_begin; q < q_end; q += kUnroll) {
-    uint4 a[kUnroll], b[kUnroll], xv[kUnroll];
+  for (int q = q_begin; q < q_end; q += kLoads) {
+    uint4 a[kLoads], b[kLoads], xv[kLoads];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       const int c = (q + u) * 4 + t;
       const bool in = q + u < q_end && c < chunks;
-      a[u] = in && lo != nullptr ? load_stream(lo + c * 8) : zero;
-      b[u] = in && hi != nullptr ? load_stream(hi + c * 8) : zero;
-      xv[u] = in && xrow != nullptr ? load_x(xrow + c * 8) : zero;
+      a[u] = load_stream(lo + c * 8, in && lo != nullptr);
+      b[u] = load_stream(hi + c * 8, in && hi != nullptr);
+      xv[u] = load_x(xrow + c * 8, in && xrow != nullptr);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       // k values 0..3 of the chunk go to the first mma's slots (2t, 2t+1 | 2t+8, 2t+9), 4..7 to the second's.
       mma_bf16(acc, a[u].x, b[u].x, a[u].y, b[u].y, xv[u].x, xv[u].y);
       mma_bf16(acc, a[u].z, b[u].z, a[u].w, b[u].w, xv[u].z, xv[u].w);
@@ -106,7 +117,7 @@ __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows
   return s;
 }
 
-template <Epilogue E>
+template <Epilogue E, int kLoads = kUnroll>
 __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
                                      int m, int n, int k, int ldx) {
   if ((k & 7) != 0 || (ldx & 7) != 0 || ldx < k || blockDim.x > 32 * kMaxWarps || (blockDim.x & 31) != 0) __trap();
@@ -131,7 +142,7 @@ __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __r
     for (int m0 = 0; m0 < m; m0 += kXRows) {
       const int xrows = min(kXRows, m - m0);
       const bf16* xrow = g < xrows ? x + static_cast<int64_t>(m0 + g) * ldx : nullptr;
-      tile_partials(lo, hi, xrow, k, red);
+      tile_partials<kLoads>(lo, hi, xrow, k, red);
       __syncthreads();
       if constexpr (E == Epilogue::SiluMul) {
         for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
@@ -177,4 +188,15 @@ extern "C" __global__ void kern_gemv_gate_up_silu_bf16(const bf16* __restrict__ 
                                                        bf16* __restrict__ act, int32_t m, int32_t inter, int32_t k,
                                                        int32_t ldx) {
   gemv<Epilogue::SiluMul>(x, w, act, m, inter, k, ldx);
+}
+
+// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen): 2 or 8 loads per row in flight.
+extern "C" __global__ void kern_gemv_bf16_u2(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store, 2>(x, w, y, m, n, k, ldx);
+}
+
+extern "C" __global__ void kern_gemv_bf16_u8(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store, 8>(x, w, y, m, n, k, ldx);
 }

@@ -71,14 +71,15 @@ struct Problem {
 
   // Launches once into a fresh output (poisoned, or h for the residual; plus a poisoned tail) and
   // returns the whole output buffer, tail included.
-  std::vector<bf16_bits> run(Fatbin& fb, int grid, int block) const {
+  std::vector<bf16_bits> run(Fatbin& fb, int grid, int block, const char* entry = nullptr) const {
     Device<bf16_bits> d_x(x), d_w(w), d_out(static_cast<size_t>(m) * n + kTail);
     if (kind == Kind::Residual) {
       std::vector<bf16_bits> init = h;
       init.resize(init.size() + kTail, 0xFFFF);
       d_out.upload(init);
     }
-    fb.launch(entry_of(kind), dim3(grid), dim3(block), d_x.get(), d_w.get(), d_out.get(), m, n, k, ldx);
+    fb.launch(entry != nullptr ? entry : entry_of(kind), dim3(grid), dim3(block), d_x.get(), d_w.get(), d_out.get(), m, n,
+              k, ldx);
     return d_out.download();
   }
 };
@@ -88,12 +89,13 @@ std::string tag(const Problem& p) {
          std::to_string(p.k) + " ldx" + std::to_string(p.ldx);
 }
 
-void check(Kind kind, int m, int n, int k, int ldx, uint64_t seed, int block = 256, int grid = 0) {
+void check(Kind kind, int m, int n, int k, int ldx, uint64_t seed, int block = 256, int grid = 0,
+           const char* entry = nullptr) {
   const Problem p(kind, m, n, k, ldx, seed);
   SCOPED_TRACE(tag(p) + " block " + std::to_string(block) + " grid " + std::to_string(grid));
   Fatbin fb("gemv");
   const int g = grid > 0 ? grid : tiles_of(kind, n);
-  const auto out = p.run(fb, g, block);
+  const auto out = p.run(fb, g, block, entry);
   const size_t count = static_cast<size_t>(m) * n;
   std::vector<bf16_bits> body(out.begin(), out.begin() + count), tail(out.begin() + count, out.end());
   ASSERT_EQ(count_nan(body), 0u) << "unwritten or NaN outputs";
@@ -102,7 +104,7 @@ void check(Kind kind, int m, int n, int k, int ldx, uint64_t seed, int block = 2
   report("gemv rel err " + tag(p), err);
   EXPECT_LT(err, kTol);
   // Bitwise repeatable.
-  EXPECT_EQ(p.run(fb, g, block), out) << "two launches differ";
+  EXPECT_EQ(p.run(fb, g, block, entry), out) << "two launches differ";
 }
 
 TEST(GemvGpu, PlainShapes) {
@@ -136,6 +138,15 @@ TEST(GemvGpu, ManyRowsStridedGridOtherBlocks) {
   check(Kind::SiluMul, 2, 1000, 9728, 9728, 805, 128, 7);
   check(Kind::Residual, 8, 1000, 9728, 9728, 806, 512);
   check(Kind::Plain, 1, 37, 9728, 9728, 807, 32);
+}
+
+// The tuning variants (other numbers of loads in flight) compute the same thing.
+TEST(GemvGpu, TuningVariants) {
+  for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16_u8"}) {
+    check(Kind::Plain, 1, 1000, 2560, 2568, 811, 256, 0, entry);
+    check(Kind::Plain, 8, 37, 9728, 9728, 812, 128, 0, entry);
+    check(Kind::Plain, 3, 1000, 8, 8, 813, 256, 0, entry);
+  }
 }
 
 // A row of x gives the same bits whatever the other rows of the launch (batch invariance: a
@@ -228,11 +239,12 @@ struct GemvKernels {
     check_cuda(cudaLibraryLoadFromFile(&lib, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
   }
   ~GemvKernels() { cudaLibraryUnload(lib); }
-  const void* get(Kind kind) const {
+  const void* get(const char* entry) const {
     cudaKernel_t k = nullptr;
-    check_cuda(cudaLibraryGetKernel(&k, lib, entry_of(kind)), entry_of(kind));
+    check_cuda(cudaLibraryGetKernel(&k, lib, entry), entry);
     return reinterpret_cast<const void*>(k);
   }
+  const void* get(Kind kind) const { return get(entry_of(kind)); }
 };
 
 struct Shape {
@@ -241,49 +253,80 @@ struct Shape {
   int n, k;  // n = output columns (inter for gate_up: W has 2n rows)
 };
 
+// Weights of one shape, rotated among copies totalling >= 256 MiB (so none is served from L2).
+struct RotatedWeights {
+  size_t welems, copies;
+  std::unique_ptr<Device<bf16_bits>> w;
+  RotatedWeights(const Device<bf16_bits>& pattern, size_t wrows, size_t k) : welems(wrows * k) {
+    const size_t rotate = size_t{256} << 20, wbytes = welems * 2;
+    copies = std::max<size_t>(1, (rotate + wbytes - 1) / wbytes);
+    w = std::make_unique<Device<bf16_bits>>(welems * copies);
+    for (size_t off = 0; off < w->size(); off += pattern.size())
+      check_cuda(cudaMemcpy(w->get() + off, pattern.get(), std::min(pattern.size(), w->size() - off) * 2,
+                            cudaMemcpyDeviceToDevice),
+                 "fill weights");
+  }
+  const bf16_bits* at(int i) const { return w->get() + (static_cast<size_t>(i) % copies) * welems; }
+  double bytes() const { return 2.0 * static_cast<double>(welems); }
+};
+
+// Median µs of one GEMV launch (x [8, k] and out [8, n] random, never zeros).
+double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, int grid, int block, std::mt19937_64& rng) {
+  Device<bf16_bits> x(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * k, -1.0f, 1.0f));
+  Device<bf16_bits> out(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * n, -1.0f, 1.0f));
+  return median_us(60, [&](int i, cudaStream_t st) {
+    const bf16_bits* wp = w.at(i);
+    bf16_bits* xp = x.get();
+    bf16_bits* op = out.get();
+    int mm = m, nn = n, kk = k, ldx = k;
+    void* args[] = {&xp, &wp, &op, &mm, &nn, &kk, &ldx};
+    check_cuda(cudaLaunchKernel(fn, dim3(grid), dim3(block), args, 0, st), "gemv launch");
+  });
+}
+
+const Shape kShapes4B[] = {
+    {"qkv 6144x2560", Kind::Plain, 6144, 2560},          {"o_proj 2560x4096 +res", Kind::Residual, 2560, 4096},
+    {"gate_up 19456x2560 silu", Kind::SiluMul, 9728, 2560}, {"down 2560x9728 +res", Kind::Residual, 2560, 9728},
+    {"lm_head 151936x2560", Kind::Plain, 151936, 2560},
+};
+
 TEST(PerfGpu, GemvQwen3_4B) {
-  const Shape shapes[] = {
-      {"qkv 6144x2560", Kind::Plain, 6144, 2560},          {"o_proj 2560x4096 +res", Kind::Residual, 2560, 4096},
-      {"gate_up 19456x2560 silu", Kind::SiluMul, 9728, 2560}, {"down 2560x9728 +res", Kind::Residual, 2560, 9728},
-      {"lm_head 151936x2560", Kind::Plain, 151936, 2560},
-  };
   const double copy = copy_gbps();
   report("gemv device copy GB/s (1 GiB, read+write)", copy);
   GemvKernels kernels;
   std::mt19937_64 rng(1234);
-  // 16 MiB of random bf16 tiles every weight copy (no zeros, no two copies served from L2).
-  const auto pattern = random_bf16(rng, size_t{8} << 20, -1.0f, 1.0f);
-  Device<bf16_bits> d_pattern(pattern);
-  const size_t kRotateBytes = size_t{256} << 20;
-  for (const Shape& s : shapes) {
-    const size_t wrows = s.kind == Kind::SiluMul ? 2 * static_cast<size_t>(s.n) : s.n;
-    const size_t welems = wrows * s.k, wbytes = welems * 2;
-    const size_t copies = std::max<size_t>(1, (kRotateBytes + wbytes - 1) / wbytes);
-    Device<bf16_bits> w(welems * copies);
-    for (size_t off = 0; off < w.size(); off += d_pattern.size())
-      check_cuda(cudaMemcpy(w.get() + off, d_pattern.get(), std::min(d_pattern.size(), w.size() - off) * 2,
-                            cudaMemcpyDeviceToDevice),
-                 "fill weights");
-    Device<bf16_bits> x(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * s.k, -1.0f, 1.0f));
-    Device<bf16_bits> out(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * s.n, -1.0f, 1.0f));
-    const void* fn = kernels.get(s.kind);
+  Device<bf16_bits> pattern(random_bf16(rng, size_t{8} << 20, -1.0f, 1.0f));  // 16 MiB tiling every weight copy
+  for (const Shape& s : kShapes4B) {
+    const RotatedWeights w(pattern, s.kind == Kind::SiluMul ? 2 * static_cast<size_t>(s.n) : s.n, s.k);
     for (int m : {1, kMaxGemvRows})
       for (int block : {128, 256, 512}) {
         if (m != 1 && block != 256) continue;
-        int mm = m, n = s.n, k = s.k, ldx = s.k;
-        const int grid = tiles_of(s.kind, s.n);
-        const double us = median_us(60, [&](int i, cudaStream_t st) {
-          const bf16_bits* wp = w.get() + (i % copies) * welems;
-          bf16_bits* xp = x.get();
-          bf16_bits* op = out.get();
-          void* args[] = {&xp, &wp, &op, &mm, &n, &k, &ldx};
-          check_cuda(cudaLaunchKernel(fn, dim3(grid), dim3(block), args, 0, st), "gemv launch");
-        });
-        const double gbps = static_cast<double>(wbytes) / (us * 1e3);
+        const double us = time_gemv(kernels.get(s.kind), w, m, s.n, s.k, tiles_of(s.kind, s.n), block, rng);
+        const double gbps = w.bytes() / (us * 1e3);
         const std::string t = std::string("gemv ") + s.name + " m" + std::to_string(m) + " block " + std::to_string(block);
         report(t + " us", us);
         report(t + " GB/s", gbps);
         report(t + " of copy", gbps / copy);
+      }
+  }
+}
+
+// Loads in flight per row (2, 4 = kern gen's, 8) and block sizes, plain GEMV at m = 1.
+TEST(PerfGpu, GemvTuning) {
+  GemvKernels kernels;
+  std::mt19937_64 rng(4321);
+  Device<bf16_bits> pattern(random_bf16(rng, size_t{8} << 20, -1.0f, 1.0f));
+  const Shape shapes[] = {{"6144x2560", Kind::Plain, 6144, 2560},
+                          {"2560x4096", Kind::Plain, 2560, 4096},
+                          {"2560x9728", Kind::Plain, 2560, 9728},
+                          {"19456x2560", Kind::Plain, 19456, 2560}};
+  for (const Shape& s : shapes) {
+    const RotatedWeights w(pattern, s.n, s.k);
+    for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16", "kern_gemv_bf16_u8"})
+      for (int block : {128, 256, 512}) {
+        const double us = time_gemv(kernels.get(entry), w, 1, s.n, s.k, tiles_of(s.kind, s.n), block, rng);
+        report(std::string("gemv tuning ") + s.name + " " + entry + " block " + std::to_string(block) + " GB/s",
+               w.bytes() / (us * 1e3));
       }
   }
 }
