@@ -68,6 +68,7 @@ std::vector<CallTime> Runtime::time_calls(std::string_view program, const Vars& 
   if (reps == 0) fail(ErrorKind::Api, "time_calls: at least one repetition");
   r.prepare(p, vars);
   const std::size_t n = p.calls.size();
+  if (n == 0) return {};
   const HeadStart head;
   std::vector<cuda::TimingEvent> marks(n + 1);
   std::vector<std::vector<double>> per_call(n);
