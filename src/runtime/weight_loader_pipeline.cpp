@@ -153,6 +153,10 @@ class Pipeline {
                                                           plan_.fills.size(), describe(plan_.fills[f])),
                                               e));
         return;
+      } catch (const std::exception& e) {
+        record(tasks_.size() + f, Error(ErrorKind::Cuda, fmt::format("loading weights: sending slab fill {} of {}: {}", f,
+                                                                     plan_.fills.size(), e.what())));
+        return;
       }
     }
     sent_all_ = true;
