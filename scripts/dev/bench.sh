@@ -17,8 +17,9 @@ model=/tmp/bench-model
 layers=${BENCH_LAYERS:-4}
 rm -rf "$model"
 echo "--- synth 4b --layers $layers"
-/usr/bin/time -f "synth: %e s" timeout 40 "$build/bin/kern" synth qwen3 --preset 4b --layers "$layers" -o "$model" >/dev/null
-echo "synth rc=$? after $(( $(date +%s) - t0 )) s; $(du -sh "$model" | cut -f1)"
+ts=$(date +%s)
+timeout 40 "$build/bin/kern" synth qwen3 --preset 4b --layers "$layers" -o "$model" >/dev/null
+echo "synth rc=$? in $(( $(date +%s) - ts )) s; $(du -sh "$model" 2>/dev/null | cut -f1)"
 
 echo "--- kern bench --quick"
 left=$(( 112 - ($(date +%s) - t0) ))
