@@ -99,9 +99,7 @@ class LateExecutor final : public driver::Executor {
   std::vector<std::byte> read_output(std::string_view b) override { return get().read_output(b); }
   std::vector<std::byte> read_buffer(std::string_view n) override { return get().read_buffer(n); }
   std::vector<std::byte> read_output_prefix(std::string_view b, std::uint64_t bytes) override {
-    std::vector<std::byte> out(std::min<std::uint64_t>(bytes, get().buffer_bytes(b)));
-    get().read_output(b, 0, out);
-    return out;
+    return get().read_output_prefix(b, bytes);
   }
 
  private:
