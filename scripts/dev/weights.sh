@@ -21,9 +21,16 @@ run() {  # run <seconds> <cmd...>: never past 110 s of script time
 }
 say "weights: $(date -u +%FT%TZ) $(hostname) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 say "cores: $(nproc), mem: $(free -g | awk '/Mem:/{print $2" GiB, "$7" GiB available"}'), /tmp: $(df -h /tmp | awk 'NR==2{print $4" free"}')"
-loader=$(find "$build" -name test_weight_loader_gpu -type f -perm -u+x | head -1)
-host=$(find "$build" -name test_weight_loader -type f -perm -u+x | head -1)
-rtgpu=$(find "$build" -name test_runtime_gpu -type f -perm -u+x | head -1)
+# Executables at their build paths (the build dir may be a symlink: find -L as a fallback).
+exe() {
+  local p="$build/$1"
+  [ -x "$p" ] || p=$(find -L "$build" -name "$(basename "$1")" -type f 2>/dev/null | head -1)
+  [ -n "$p" ] && [ -x "$p" ] && echo "$p"
+}
+loader=$(exe tests/gpu/runtime/test_weight_loader_gpu)
+host=$(exe tests/host/runtime/test_weight_loader)
+rtgpu=$(exe tests/gpu/runtime/test_runtime_gpu)
+say "build $build -> $(cd "$build" 2>/dev/null && pwd -P); loader: ${loader:-none}; host: ${host:-none}; runtime: ${rtgpu:-none}"
 [ -n "$host" ] && run 15 "$host" --gtest_brief=1
 if [ -n "$loader" ]; then
   run 20 "$loader" --gtest_filter='WeightLoaderGpu.Probe2dCopyFromPinned:WeightLoaderGpu.ManyThreads*:WeightLoaderGpu.Truncated*'
@@ -32,7 +39,7 @@ if [ -n "$loader" ]; then
   KERN_LOAD_SLABS=16 KERN_LOAD_SLAB_MIB=32 KERN_LOAD_READ_MIB=8 KERN_LOADER_SPEED_GB=2 \
     run 25 "$loader" --gtest_filter='WeightLoaderGpu.Speed*'
 else
-  say "weights: test_weight_loader_gpu not built under $build"
+  say "weights: test_weight_loader_gpu not built under $build; there: $(ls "$build/tests/gpu/runtime" 2>&1 | tr '\n' ' ')"
 fi
 if [ -n "$rtgpu" ]; then
   KERN_LOG=info run 10 "$rtgpu" --gtest_filter='RuntimeGpuWeights.*'
