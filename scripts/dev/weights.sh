@@ -35,8 +35,8 @@ say "build $build -> $(cd "$build" 2>/dev/null && pwd -P); loader: ${loader:-non
 if [ -n "$loader" ]; then
   run 20 "$loader" --gtest_filter='WeightLoaderGpu.Probe2dCopyFromPinned:WeightLoaderGpu.ManyThreads*:WeightLoaderGpu.Truncated*'
   KERN_LOADER_SPEED_GB=${KERN_LOADER_SPEED_GB:-2} run 35 "$loader" --gtest_filter='WeightLoaderGpu.Speed*'
-  # a second layout: 16 slabs of 32 MiB, 8 MiB reads
-  KERN_LOAD_SLABS=16 KERN_LOAD_SLAB_MIB=32 KERN_LOAD_READ_MIB=8 KERN_LOADER_SPEED_GB=2 \
+  # a second layout: 8 slabs of 32 MiB (half the pinned memory to allocate), 4 MiB reads
+  KERN_LOAD_SLABS=8 KERN_LOAD_SLAB_MIB=32 KERN_LOAD_READ_MIB=4 KERN_LOADER_SPEED_GB=2 \
     run 25 "$loader" --gtest_filter='WeightLoaderGpu.Speed*'
 else
   say "weights: test_weight_loader_gpu not built under $build; there: $(ls "$build/tests/gpu/runtime" 2>&1 | tr '\n' ' ')"
