@@ -258,6 +258,19 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
   }
 }
 
+// Programmatic dependent launch (sm_90): a no-op when the launch did not ask for it. Nothing the
+// previous launch writes is read before wait_for_previous_grid().
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 struct Args {
   const bf16* qkv;
   int32_t q_stride;
@@ -314,7 +327,15 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
 
   const int64_t v_offset = static_cast<int64_t>(a.page_size) * a.kv_heads * HD;
   const bf16* head_base = a.cache + static_cast<int64_t>(kvh) * HD + part * 8;
-  for (int base = begin + warp * kKeysPerIter; base < end; base += kWarps * kKeysPerIter) {
+  constexpr int kStride = kWarps * kKeysPerIter;  // keys between a warp's consecutive iterations
+  // Block-table entries of this lane's keys, fetched one iteration ahead (off the K/V load's path).
+  int pg[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int j = begin + warp * kKeysPerIter + u * kKeysPerStep + slot;
+    pg[u] = j < end ? a.pages[j / a.page_size] : 0;
+  }
+  for (int base = begin + warp * kKeysPerIter; base < end; base += kStride) {
     uint4 kr[kUnroll], vr[kUnroll];
     bool valid[kUnroll];
 #pragma unroll
@@ -324,11 +345,16 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
       kr[u] = make_uint4(0, 0, 0, 0);
       vr[u] = make_uint4(0, 0, 0, 0);
       if (valid[u]) {
-        const int64_t page = a.pages[j / a.page_size];
-        const bf16* src = head_base + page * a.page_stride + static_cast<int64_t>(j % a.page_size) * a.kv_heads * HD;
+        const bf16* src = head_base + static_cast<int64_t>(pg[u]) * a.page_stride +
+                          static_cast<int64_t>(j % a.page_size) * a.kv_heads * HD;
         kr[u] = load_stream(src);
         vr[u] = load_stream(src + v_offset);
       }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + kStride + u * kKeysPerStep + slot;
+      pg[u] = j < end ? a.pages[j / a.page_size] : 0;
     }
     // Scores (log2 units) of this lane's keys for every head of the pass; masked keys -inf.
     float sc[kUnroll][QG];
@@ -438,6 +464,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                         int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,
                         int32_t target_blocks, float scale) {
   __shared__ __align__(16) WarpState<HD> ws;
+  wait_for_previous_grid();
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
   if (group < 1 || group * kv_heads != heads || group > kMaxGroup) return;  // rejected by kern gen
@@ -465,6 +492,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     partial_all_heads<HD, 3>(a, ws, s, kvh, split, begin, end, direct);
   else
     partial_all_heads<HD, 4>(a, ws, s, kvh, split, begin, end, direct);
+  allow_next_grid();  // blocks that exited early count as triggered
 }
 
 // One block per (sequence, q head), HD threads; sequences with at most one range were written
@@ -475,6 +503,7 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
                        int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks) {
   __shared__ float weight[kMaxSplits];
   __shared__ float total;
+  wait_for_previous_grid();
   const int s = blockIdx.x, h = blockIdx.y;
   if (s >= seqs || h >= heads || kv_heads < 1 || page_size < 1) return;
   const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
