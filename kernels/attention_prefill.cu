@@ -137,7 +137,7 @@ __host__ __device__ constexpr int q_tile_elems() {
 // head kvh. Each warp owns MT m16 tiles of queries (16 * MT consecutive queries). MT == 1 keeps the
 // warp's Q fragments in registers; MT == 2 stages Q in shared memory (sq) and reuses each K/V
 // fragment read from shared memory for both m16 tiles.
-template <int HD, int kWarps, int MT, int kBN>
+template <int HD, int kWarps, int MT, int kBN, int kStages>
 __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int* red, const bf16* __restrict__ qkv,
                                                int32_t q_stride, const PagedKv& kv,
                                                const int64_t* __restrict__ positions, bf16* __restrict__ out, int a,
@@ -222,13 +222,25 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
   const uint32_t v_base = smem_u32(sv) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
   const uint32_t q_base = smem_u32(sq) + ((warp * MT * 16 + (lane & 15)) * kStride + (lane >> 4) * 8) * 2;
 
-  if (ntiles > 0) load_tile<HD, kBN, kThreads>(sk, kv, kvh, 0, kend, 0);
+  // kStages == 1: one K and one V buffer (V of tile j loads during its Q·Kᵀ, K of tile j + 1 during
+  // its softmax and P·V). kStages == 2: two of each; tile j + 1 loads while tile j is computed.
+  constexpr int kTileElems = tile_elems<HD, kBN>();
+  if (ntiles > 0) {
+    load_tile<HD, kBN, kThreads>(sk, kv, kvh, 0, kend, 0);
+    if constexpr (kStages == 2) load_tile<HD, kBN, kThreads>(sv, kv, kvh, 0, kend, v_offset);
+  }
   cp_async_commit();  // (with the Q tile when staged)
   for (int j = 0; j < ntiles; ++j) {
     const int t0 = j * kBN;
-    load_tile<HD, kBN, kThreads>(sv, kv, kvh, t0, kend, v_offset);
+    const int st = kStages == 2 ? (j & 1) : 0;
+    if constexpr (kStages == 1) {
+      load_tile<HD, kBN, kThreads>(sv, kv, kvh, t0, kend, v_offset);
+    } else if (j + 1 < ntiles) {
+      load_tile<HD, kBN, kThreads>(sk + (st ^ 1) * kTileElems, kv, kvh, t0 + kBN, kend, 0);
+      load_tile<HD, kBN, kThreads>(sv + (st ^ 1) * kTileElems, kv, kvh, t0 + kBN, kend, v_offset);
+    }
     cp_async_commit();
-    cp_async_wait<1>();  // K of tile j
+    cp_async_wait<1>();  // K (and with two stages V) of tile j
     __syncthreads();
     const bool active = t0 < warp_end;
     float sc[MT][NB][4];
@@ -251,7 +263,7 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
 #pragma unroll
         for (int nb = 0; nb < NB; ++nb) {
           uint32_t b0, b1, b2, b3;
-          ldsm_x4(k_base + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
+          ldsm_x4(k_base + (st * kTileElems + nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             if constexpr (kQInSmem) {
@@ -265,9 +277,11 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
         }
       }
     }
-    __syncthreads();  // every warp is done with K of tile j
-    if (j + 1 < ntiles) load_tile<HD, kBN, kThreads>(sk, kv, kvh, t0 + kBN, kend, 0);
-    cp_async_commit();
+    if constexpr (kStages == 1) {
+      __syncthreads();  // every warp is done with K of tile j
+      if (j + 1 < ntiles) load_tile<HD, kBN, kThreads>(sk, kv, kvh, t0 + kBN, kend, 0);
+      cp_async_commit();
+    }
 
     uint32_t pf[MT][KK][4];
     if (active) {
@@ -320,15 +334,17 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
         }
       }
     }
-    cp_async_wait<1>();  // V of tile j (K of tile j + 1 may still be in flight)
-    __syncthreads();
+    if constexpr (kStages == 1) {
+      cp_async_wait<1>();  // V of tile j (K of tile j + 1 may still be in flight)
+      __syncthreads();
+    }
     if (active) {
 #pragma unroll
       for (int kk = 0; kk < KK; ++kk) {
 #pragma unroll
         for (int nd = 0; nd < ND; nd += 2) {
           uint32_t b0, b1, b2, b3;
-          ldsm_x4_trans(v_base + (kk * 16 * kStride + nd * 8) * 2, b0, b1, b2, b3);
+          ldsm_x4_trans(v_base + (st * kTileElems + kk * 16 * kStride + nd * 8) * 2, b0, b1, b2, b3);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             mma_bf16(o[mt][nd], pf[mt][kk], b0, b1);
@@ -337,7 +353,7 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
         }
       }
     }
-    __syncthreads();  // every warp is done with V of tile j
+    __syncthreads();  // every warp is done with the tile-j buffers
   }
   cp_async_wait<0>();
   __syncthreads();  // red and the tiles are free for the next segment
@@ -363,7 +379,7 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
 
 // Shared memory: static when the Q fragments live in registers (MT == 1), else dynamic
 // (Q tile + K tile + V tile, launched with prefill_mma_smem_bytes(HD, kWarps, MT) bytes).
-template <int HD, int kWarps, int MT, int kBN>
+template <int HD, int kWarps, int MT, int kBN, int kStages>
 __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                                             const int32_t* __restrict__ block_table, int32_t max_pages,
                                             const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ cu_seqlens,
@@ -372,7 +388,7 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
                                             int64_t page_stride, float scale, int32_t rows_per_block) {
   __shared__ int red[kWarps];
   bf16 *sk, *sv, *sq;
-  if constexpr (MT == 1) {
+  if constexpr (MT == 1 && kStages == 1) {
     __shared__ __align__(128) bf16 tiles[2 * tile_elems<HD, kBN>()];
     sk = tiles;
     sv = tiles + tile_elems<HD, kBN>();
@@ -380,8 +396,8 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
   } else {
     extern __shared__ __align__(128) unsigned char dyn_smem[];
     sq = reinterpret_cast<bf16*>(dyn_smem);
-    sk = sq + q_tile_elems<HD, kWarps, MT>();
-    sv = sk + tile_elems<HD, kBN>();
+    sk = sq + (MT > 1 ? q_tile_elems<HD, kWarps, MT>() : 0);
+    sv = sk + kStages * tile_elems<HD, kBN>();
   }
   constexpr int kBM = kWarps * 16 * MT;
   const int kvh = blockIdx.y;
@@ -407,7 +423,7 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
     }
     const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
     const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride};
-    attend_segment<HD, kWarps, MT, kBN>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s],
+    attend_segment<HD, kWarps, MT, kBN, kStages>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s],
                                    cap, heads, kvh, scale_log2);
     a = b;
   }
@@ -418,27 +434,33 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
 // qkv rows: row i at qkv + i*q_stride, q heads first; out [rows, heads*HD] bf16.
 // grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (WARPS*32, 1, 1). Shared-memory rows
 // are padded by 16 bytes (HD + 8 elements) so ldmatrix reads hit distinct banks.
-#define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MT, BN, MINB)                                                     \
+#define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MT, BN, STAGES, MINB)                                                     \
   extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB) NAME(                                               \
       const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
       const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
       int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,            \
       int32_t rows_per_block) {                                                                                      \
-    prefill_mma<HD, WARPS, MT, BN>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions,   \
+    prefill_mma<HD, WARPS, MT, BN, STAGES>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions,   \
                                    out, rows, seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block); \
   }
 
 // Production entries: 8 warps x 16 queries (128 queries) per block, Q fragments in registers, key
 // tiles of 64, static shared memory only (K and V tiles: 2 * 64 * (HD + 8) * 2 bytes); kern gen uses
 // rows_per_block = 128 / G.
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd64, 64, 8, 1, 64, 1)
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1, 64, 1)
-// Tuning variants, run by the GPU tests only (rows_per_block = queries per block / G):
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd64, 64, 8, 1, 64, 1, 1)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1, 64, 1, 1)
+// Tuning variants, run by the GPU tests only (rows_per_block = queries per block / G; dynamic
+// shared memory ((MT > 1 ? queries : 0) + 2 * stages * BN) * (HD + 8) * 2 bytes unless static):
 //  * w4: 4 warps x 16 queries, three blocks per SM;
 //  * m32: 4 warps x 32 queries (each K/V fragment read from shared memory feeds two m16 tiles; Q
-//    staged in shared memory), dynamic shared memory (128 + 2 * BN) * (HD + 8) * 2 bytes (69632 for
-//    hd 128 and key tiles of 64), two blocks per SM;
-//  * m32n32: m32 with key tiles of 32 (fewer registers; 52224 bytes at hd 128).
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4_hd128, 128, 4, 1, 64, 3)
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32_hd128, 128, 4, 2, 64, 2)
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 2)
+//    staged in shared memory), 69632 bytes at hd 128, two blocks per SM;
+//  * m32n32: m32 with key tiles of 32 (fewer registers; 52224 bytes);
+//  * s2: the production layout with two K/V stages (tile j + 1 loads while tile j is computed; two
+//    barriers per tile instead of four), 69632 bytes; s2n32: the same with key tiles of 32 (34816);
+//  * m32n32s2: m32n32 with two stages (69632 bytes, two blocks per SM).
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4_hd128, 128, 4, 1, 64, 1, 3)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32_hd128, 128, 4, 2, 64, 1, 2)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 1, 2)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2_hd128, 128, 8, 1, 64, 2, 1)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2n32_hd128, 128, 8, 1, 32, 2, 1)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32s2_hd128, 128, 4, 2, 32, 2, 2)

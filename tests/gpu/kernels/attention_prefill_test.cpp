@@ -21,15 +21,20 @@ struct Geometry {
 };
 
 // One compiled configuration of the kernel: entry, threads per block, queries per block (kern gen
-// passes rows_per_block = queries / G), keys per tile, and whether Q is staged in dynamic shared
-// memory (then the launch gets (queries + 2 * keys) * (hd + 8) * 2 bytes).
+// passes rows_per_block = queries / G), keys per tile, whether Q is staged in shared memory, and
+// K/V stages. All but the single-stage register-Q layout use dynamic shared memory:
+// ((Q staged ? queries : 0) + 2 * stages * keys) * (hd + 8) * 2 bytes.
 struct Variant {
   std::string name;
   int threads, queries, keys;
   bool q_in_smem;
+  int stages = 1;
   std::string entry(const Geometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
   int rows_per_block(const Geometry& g) const { return std::max(1, queries / g.group()); }
-  int shared(const Geometry& g) const { return q_in_smem ? (queries + 2 * keys) * (g.head_dim + 8) * 2 : 0; }
+  bool dynamic() const { return q_in_smem || stages > 1; }
+  int shared(const Geometry& g) const {
+    return dynamic() ? ((q_in_smem ? queries : 0) + 2 * stages * keys) * (g.head_dim + 8) * 2 : 0;
+  }
 };
 
 const Variant kProduction{"kern_attn_prefill_mma", 256, 128, 64, false};  // 8 warps x 16 queries
@@ -37,9 +42,12 @@ const Variant kProduction{"kern_attn_prefill_mma", 256, 128, 64, false};  // 8 w
 const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, 64, false};  // 4 warps x 16 queries
 const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, 64, true};       // 4 warps x 32 queries
 const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};  // the same, key tiles of 32
+const Variant kS2{"kern_attn_prefill_mma_s2", 256, 128, 64, false, 2};       // production, two K/V stages
+const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};  // the same, key tiles of 32
+const Variant kM32N32S2{"kern_attn_prefill_mma_m32n32s2", 128, 128, 32, true, 2};  // m32n32, two stages
 
 void prepare(Fatbin& fb, const Variant& v, const Geometry& g) {
-  if (v.q_in_smem) fb.set_dynamic_shared(v.entry(g), v.shared(g));
+  if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
 }
 
 // Paged K/V (layout of docs/kernels.md, `layers` layers, checked layer `layer`) holding random
@@ -307,6 +315,13 @@ TEST(AttentionPrefillMmaGpu, VariantM32) {
   check(Problem({64, 8, 128, 16}, {{0, 77}}, 255), 0, kM32);
   check_row_invariance({32, 8, 128, 16}, 511, 256, kM32);
 }
+TEST(AttentionPrefillMmaGpu, VariantsTwoStages) {
+  for (const Variant* v : {&kS2, &kS2N32, &kM32N32S2}) {
+    check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 261, 4), 0, *v);
+    check(Problem({64, 8, 128, 16}, {{33, 77}}, 262), 0, *v);
+    check_row_invariance({32, 8, 128, 16}, 300, 263, *v);
+  }
+}
 TEST(AttentionPrefillMmaGpu, VariantM32N32) {
   check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 257, 4), 0, kM32N32);
   check(Problem({64, 8, 128, 16}, {{33, 77}}, 258), 0, kM32N32);
@@ -356,7 +371,7 @@ TEST(PerfGpu, PrefillMma) {
                        g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
                        rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block);
     };
-    for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32}) {
+    for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32, &kS2, &kS2N32, &kM32N32S2}) {
       prepare(fb, *v, g);
       const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
       const std::string name = what + " " + v->name;
