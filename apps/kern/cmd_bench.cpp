@@ -50,6 +50,7 @@ struct Options {
   std::uint64_t gemm_size = 8192;
   int gpu = 0;
   bool no_startup = false;
+  int peer_timeout_s = 900;
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -156,13 +157,14 @@ bench::Peer run_peer(const std::string& tmp, const std::vector<std::uint64_t>& c
                                          "--replays", std::to_string(opt.replays), "--chunk", std::to_string(opt.chunk),
                                          "--gpu", std::to_string(opt.gpu)};
   progress("running the PyTorch peer: python3 " + opt.peer);
-  const int status = bench::run_child(argv, 900);
+  const int status = bench::run_child(argv, opt.peer_timeout_s);
   if (status == 127) {
     p.note = "python3 could not be started";
   } else if (status == 3) {
     p.note = "python3 has no torch (or no CUDA device for it)";
   } else if (status != 0) {
-    p.note = status < 0 ? "the peer did not finish within 900 s" : fmt::format("the peer exited with status {}", status);
+    p.note = status < 0 ? fmt::format("the peer did not finish within {} s", opt.peer_timeout_s)
+                        : fmt::format("the peer exited with status {}", status);
   } else if (!fs::is_regular_file(out, ec)) {
     p.note = "the peer wrote no JSON";
   } else {
@@ -236,10 +238,13 @@ int run() {
   } else {
     progress("start-up: kern run --steps 1 (one warm-up run, then the measured ones)");
     report.startup = measure_startup(tmp, manifest_path, opt.quick ? 1 : 3);
+    progress(report.startup.measured ? fmt::format("start-up: first token at {:.0f} ms", report.startup.first_token_ms)
+                                     : "start-up not measured: " + report.startup.note);
   }
 
   progress(fmt::format("ceilings: {} MiB device copy, bf16 GEMM {}^3", opt.copy_mib, opt.gemm_size));
   report.ceilings = bench::measure_ceilings(opt.gpu, opt.copy_mib << 20, opt.gemm_size, opt.quick ? 10 : 20);
+  progress(fmt::format("ceilings: copy {:.0f} GB/s, GEMM {:.1f} TFLOP/s", report.ceilings.copy_gbps, report.ceilings.gemm_tflops));
 
   const std::uint64_t capacity = driver::capacity_for(protocol, std::max(max_context + e2e_steps, max_prefill + 1));
   RuntimeOptions ropt;
@@ -266,6 +271,9 @@ int run() {
       const std::vector<double> step = decode.gpu_step_ms(opt.replays);
       const std::vector<double> e2e = decode.e2e_ms(e2e_steps);
       report.decode.push_back(bench::make_decode_point(shape, c, step, e2e, report.ceilings.copy_gbps));
+      const bench::DecodePoint& d = report.decode.back();
+      progress(fmt::format("decode at {}: GPU step {:.1f} us, e2e {:.1f} us, floor {:.1f} us ({:.3f}x)", c, d.gpu_step_us,
+                           d.e2e_us, d.floor_us, d.ratio));
     }
     report.op_context = std::find(contexts.begin(), contexts.end(), 1024) != contexts.end() ? 1024 : contexts.front();
     progress(fmt::format("per-op times at context {} (eager)", report.op_context));
@@ -280,6 +288,8 @@ int run() {
       progress(fmt::format("prefill {} tokens, chunk {}", n, c));
       const std::vector<double> ms = bench::measure_prefill_ms(protocol, *rt, capacity, n, c, shape.vocab, opt.quick ? 2 : 5);
       report.prefill.push_back(bench::make_prefill_point(shape, n, c, ms, report.ceilings.gemm_tflops));
+      progress(fmt::format("prefill {} / chunk {}: {:.2f} ms, {:.0f} tok/s", n, c, report.prefill.back().ms,
+                           report.prefill.back().tokens_per_s));
     }
   }
   rt.reset();  // the peer gets the GPU to itself
@@ -310,6 +320,7 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--copy-mib", opt.copy_mib, "Device copy size for the bandwidth ceiling (MiB)")->check(CLI::Range(16, 65536));
   cmd->add_option("--gemm", opt.gemm_size, "m = n = k of the GEMM ceiling")->check(CLI::Range(256, 32768));
   cmd->add_option("--gpu", opt.gpu, "GPU index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
   cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions");
   return [] { return run(); };
