@@ -36,7 +36,7 @@ namespace {
 constexpr int kTileRows = 16;  // mma M: weight rows per tile
 constexpr int kXRows = 8;      // mma N: rows of x per pass
 constexpr int kMaxWarps = 16;  // block of at most 512 threads
-constexpr int kUnroll = 4;  // 16-byte loads per weight row in flight per lane (the kern gen entries)
+constexpr int kUnroll = 8;  // 16-byte loads per weight row in flight per lane (the kern gen entries)
 
 enum class Epilogue { Store, Residual, SiluMul };
 
@@ -110,6 +110,57 @@ __device__ __forceinline__ void tile_partials(const bf16* __restrict__ lo, const
   red[warp][g + 8][2 * t + 1] = acc[3];
 }
 
+// As tile_partials, software-pipelined: the loads of the next kLoads quads are issued before the
+// mmas of the current ones (two register sets, so 2·kLoads loads per row can be in flight).
+template <int kLoads>
+struct Batch {
+  uint4 a[kLoads], b[kLoads], xv[kLoads];
+
+  __device__ __forceinline__ void load(const bf16* lo, const bf16* hi, const bf16* xrow, int q, int q_end, int chunks,
+                                       int t) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int c = (q + u) * 4 + t;
+      const bool in = q + u < q_end && c < chunks;
+      a[u] = load_stream(lo + c * 8, in && lo != nullptr);
+      b[u] = load_stream(hi + c * 8, in && hi != nullptr);
+      xv[u] = load_x(xrow + c * 8, in && xrow != nullptr);
+    }
+  }
+  __device__ __forceinline__ void mma(float (&acc)[4]) const {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      mma_bf16(acc, a[u].x, b[u].x, a[u].y, b[u].y, xv[u].x, xv[u].y);
+      mma_bf16(acc, a[u].z, b[u].z, a[u].w, b[u].w, xv[u].z, xv[u].w);
+    }
+  }
+};
+
+template <int kLoads>
+__device__ __forceinline__ void tile_partials_pipelined(const bf16* __restrict__ lo, const bf16* __restrict__ hi,
+                                                        const bf16* __restrict__ xrow, int k,
+                                                        float (*red)[kTileRows][kXRows]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int chunks = k >> 3;
+  const int quads = (chunks + 3) >> 2;
+  const int q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
+  const int q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  Batch<kLoads> p, n;
+  p.load(lo, hi, xrow, q_begin, q_end, chunks, t);
+  for (int q = q_begin; q < q_end; q += 2 * kLoads) {
+    n.load(lo, hi, xrow, q + kLoads, q_end, chunks, t);
+    p.mma(acc);
+    p.load(lo, hi, xrow, q + 2 * kLoads, q_end, chunks, t);
+    n.mma(acc);
+  }
+  red[warp][g][2 * t] = acc[0];
+  red[warp][g][2 * t + 1] = acc[1];
+  red[warp][g + 8][2 * t] = acc[2];
+  red[warp][g + 8][2 * t + 1] = acc[3];
+}
+
 __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows], int row, int xr) {
   const int nwarps = blockDim.x >> 5;
   float s = 0.0f;
@@ -117,7 +168,7 @@ __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows
   return s;
 }
 
-template <Epilogue E, int kLoads = kUnroll>
+template <Epilogue E, int kLoads = kUnroll, bool kPipelined = false>
 __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
                                      int m, int n, int k, int ldx) {
   if ((k & 7) != 0 || (ldx & 7) != 0 || ldx < k || blockDim.x > 32 * kMaxWarps || (blockDim.x & 31) != 0) __trap();
@@ -142,7 +193,10 @@ __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __r
     for (int m0 = 0; m0 < m; m0 += kXRows) {
       const int xrows = min(kXRows, m - m0);
       const bf16* xrow = g < xrows ? x + static_cast<int64_t>(m0 + g) * ldx : nullptr;
-      tile_partials<kLoads>(lo, hi, xrow, k, red);
+      if constexpr (kPipelined)
+        tile_partials_pipelined<kLoads>(lo, hi, xrow, k, red);
+      else
+        tile_partials<kLoads>(lo, hi, xrow, k, red);
       __syncthreads();
       if constexpr (E == Epilogue::SiluMul) {
         for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
@@ -190,13 +244,20 @@ extern "C" __global__ void kern_gemv_gate_up_silu_bf16(const bf16* __restrict__ 
   gemv<Epilogue::SiluMul>(x, w, act, m, inter, k, ldx);
 }
 
-// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen): 2 or 8 loads per row in flight.
+// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen): 2 or 4 loads per row in flight
+// (4, the first choice, lost to 8 at every shape timed on the H200; kern_gemv_bf16 now streams 8).
 extern "C" __global__ void kern_gemv_bf16_u2(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                              int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store, 2>(x, w, y, m, n, k, ldx);
 }
 
-extern "C" __global__ void kern_gemv_bf16_u8(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+extern "C" __global__ void kern_gemv_bf16_u4(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                              int32_t m, int32_t n, int32_t k, int32_t ldx) {
-  gemv<Epilogue::Store, 8>(x, w, y, m, n, k, ldx);
+  gemv<Epilogue::Store, 4>(x, w, y, m, n, k, ldx);
+}
+
+// Tuning variant: 4 loads per row per batch, the next batch's loads issued before this batch's mmas.
+extern "C" __global__ void kern_gemv_bf16_pipe(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                               bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store, 4, true>(x, w, y, m, n, k, ldx);
 }
