@@ -9,16 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <map>
 
-#include "driver/encode.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
 #include "kern/cuda/event.hpp"
 #include "kern/driver.hpp"
 #include "kern/driver/bench.hpp"
 #include "kern/driver/runtime_executor.hpp"
-#include "kern/driver/sequence_pages.hpp"
 #include "kern/error.hpp"
 #include "kern/protocol.hpp"
 #include "kern/runtime.hpp"
@@ -27,7 +24,6 @@ namespace kern::driver::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using manifest::Fill;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -81,88 +77,47 @@ Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_
 // ---- DecodeBench ----
 
 struct DecodeBench::State {
-  const manifest::Protocol& protocol;
   Runtime& rt;
-  SequencePages pages;
-  manifest::Forward step;
+  RuntimeExecutor exec;
+  DecodeInputs inputs;
   std::uint64_t context = 0;
   std::int64_t token = 0;
-  std::map<std::string, std::vector<std::byte>> known;  // what each input starts with
 
-  void write(const std::string& buffer, std::vector<std::byte> bytes) {
-    std::vector<std::byte>& k = known[buffer];
-    if (k.size() >= bytes.size() && std::equal(bytes.begin(), bytes.end(), k.begin())) return;
-    rt.write_input(buffer, bytes, true);
-    if (bytes.size() >= k.size()) k = std::move(bytes);
-    else std::copy(bytes.begin(), bytes.end(), k.begin());
-  }
-  void fill(Fill role, std::vector<std::int64_t> values) {
-    if (const manifest::FillSlot* f = protocol.fill(role)) write(f->buffer, encode_ints(f->dtype, values, f->buffer));
-  }
-  // The inputs of one step at position pos (context pos + 1).
-  void inputs(std::uint64_t pos, std::int64_t tok) {
-    if (pages.reserve(pos + 1) > 0)
-      for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
-        const manifest::PageTable& pt = protocol.page_tables()[t];
-        write(pt.buffer, encode_ints(pt.dtype, pages.row(t), pt.buffer));
-      }
-    fill(Fill::Token, {tok});
-    fill(Fill::Position, {static_cast<std::int64_t>(pos)});
-    if (protocol.fill(Fill::Slot)) fill(Fill::Slot, {static_cast<std::int64_t>(pages.slot(pos))});
-    if (protocol.fill(Fill::Valid)) fill(Fill::Valid, {1});
-    fill(Fill::SeqLen, {static_cast<std::int64_t>(pos + 1)});
-    fill(Fill::CuSeqlens, {0, 1});
-  }
-  Vars vars(std::uint64_t context_len) const {
-    const auto table = protocol.vars(step, 1, 1, context_len);
+  State(const manifest::Protocol& protocol, Runtime& runtime, std::uint64_t capacity_tokens)
+      : rt(runtime), exec(runtime), inputs(protocol, exec, capacity_tokens) {}
+  Vars vars() const {
+    const auto table = inputs.step_vars(context);
     return Vars(table.begin(), table.end());
+  }
+  void require_context() const {
+    if (context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
   }
 };
 
 DecodeBench::DecodeBench(const manifest::Protocol& protocol, Runtime& runtime, std::uint64_t capacity_tokens)
-    : s_(nullptr) {
-  std::optional<manifest::Forward> step;
-  for (const manifest::Forward& f : protocol.forwards())
-    if (f.rows_var.empty() && f.rows == 1 && f.span.empty() && f.emits_tokens && (!step || f.groups < step->groups)) step = f;
-  if (!step) fail(ErrorKind::Manifest, "kern bench: no one-row program writing the 'tokens' fill (a decode step)");
-  if (!protocol.fill(Fill::Token) || !protocol.fill(Fill::Position) || !protocol.fill(Fill::SeqLen))
-    fail(ErrorKind::Manifest, "kern bench: the manifest needs token, position and seq_len fills");
-  if (!protocol.line_tables().empty() || !protocol.tray_var().empty())
-    fail(ErrorKind::Manifest, "kern bench drives one sequence over paged states (no line tables, no tray axis)");
-  s_ = new State{protocol, runtime, SequencePages(protocol.page_tables(), capacity_tokens), *step, 0, 0, {}};
-}
+    : s_(new State(protocol, runtime, capacity_tokens)) {}
 
 DecodeBench::~DecodeBench() { delete s_; }
 
 void DecodeBench::set_context(std::uint64_t context, std::int64_t token) {
-  if (context == 0) fail(ErrorKind::Api, "kern bench: a decode context is at least 1 token");
-  s_->pages.clear();
-  s_->known.clear();
-  s_->inputs(context - 1, token);
+  s_->inputs.start(context, token);
   s_->context = context;
   s_->token = token;
 }
 
 std::vector<double> DecodeBench::gpu_step_ms(std::size_t replays) {
-  if (s_->context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
-  return s_->rt.time_replays(s_->step.program, s_->vars(s_->context), replays);
+  s_->require_context();
+  return s_->rt.time_replays(s_->inputs.step_program(), s_->vars(), replays);
 }
 
 std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
-  if (s_->context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
-  const manifest::FillSlot& out = *s_->protocol.fill(Fill::Tokens);
-  std::vector<std::byte> first(dtype_size(out.dtype));
+  s_->require_context();
   std::vector<double> ms;
   std::int64_t token = s_->token;
   std::uint64_t pos = s_->context - 1;
   Clock::time_point last = Clock::now();
   for (std::size_t i = 0; i < steps; ++i, ++pos) {
-    s_->inputs(pos, token);
-    s_->rt.run(s_->step.program, s_->vars(pos + 1));
-    s_->rt.read_output(out.buffer, 0, first);  // group 0's token only (8 bytes for i64), as kern run reads it
-    const std::vector<std::int64_t> produced = decode_ints(out.dtype, first, out.buffer);
-    if (produced.empty() || produced[0] < 0) fail(ErrorKind::Call, "kern bench: the device produced no token at {}", pos);
-    token = produced[0];
+    token = s_->inputs.step(pos, token);
     const Clock::time_point now = Clock::now();
     ms.push_back(ms_between(last, now));
     last = now;
@@ -172,9 +127,9 @@ std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
 }
 
 std::vector<std::pair<std::string, double>> DecodeBench::call_ms(std::size_t reps) {
-  if (s_->context == 0) fail(ErrorKind::Api, "kern bench: set a context first");
+  s_->require_context();
   std::vector<std::pair<std::string, double>> out;
-  for (const CallTime& c : s_->rt.time_calls(s_->step.program, s_->vars(s_->context), reps)) out.emplace_back(c.op, c.ms);
+  for (const CallTime& c : s_->rt.time_calls(s_->inputs.step_program(), s_->vars(), reps)) out.emplace_back(c.op, c.ms);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -133,14 +134,53 @@ std::vector<std::uint64_t> parse_sizes(const std::string& text, const std::strin
 
 }  // namespace kern::driver::bench
 
+// ---- Decode inputs at a chosen context (bench_inputs.cpp; over any driver::Executor) ----
+
+namespace kern::manifest {
+class Protocol;
+}  // namespace kern::manifest
+namespace kern::driver {
+class Executor;
+}
+
+namespace kern::driver::bench {
+
+// One sequence's decode step at any context without a prefill: writes the protocol's inputs
+// directly (token, position, that position's slot, the page-table rows covering the positions,
+// seq_len, cu_seqlens) as changed prefixes, the way kern run's generator does per step.
+class DecodeInputs {
+ public:
+  // Error(Manifest) without a one-row program writing the 'tokens' fill, without token /
+  // position / seq_len fills, or with line tables or a tray axis. capacity_tokens: the
+  // executor's KV token slots.
+  DecodeInputs(const manifest::Protocol& protocol, Executor& executor, std::uint64_t capacity_tokens);
+  ~DecodeInputs();
+  DecodeInputs(const DecodeInputs&) = delete;
+  DecodeInputs& operator=(const DecodeInputs&) = delete;
+
+  const std::string& step_program() const;
+  // The var table of one step whose sequence holds `context` tokens.
+  std::map<std::string, std::uint64_t> step_vars(std::uint64_t context) const;
+  // Forgets the held pages and what the inputs hold, then writes the inputs of a step at
+  // position context − 1. Error(Api) for context 0 or past the capacity / a table row.
+  void start(std::uint64_t context, std::int64_t token);
+  // One host step at position `pos` (≥ the last position written): writes what changed, runs
+  // the step program, reads group 0's token (8 bytes for i64) and returns it. Error(Call) for a
+  // negative token.
+  std::int64_t step(std::uint64_t pos, std::int64_t token);
+
+ private:
+  struct State;
+  State* s_;
+};
+
+}  // namespace kern::driver::bench
+
 // ---- Measuring (bench_measure.cpp; needs the runtime and a GPU) ----
 
 namespace kern {
 class Runtime;
-namespace manifest {
-class Protocol;
 }
-}  // namespace kern
 
 namespace kern::driver::bench {
 

@@ -1,0 +1,96 @@
+// kern bench: one sequence's decode inputs at a chosen context, without a prefill.
+#include <algorithm>
+#include <map>
+
+#include "driver/encode.hpp"
+#include "kern/driver.hpp"
+#include "kern/driver/bench.hpp"
+#include "kern/driver/sequence_pages.hpp"
+#include "kern/error.hpp"
+#include "kern/protocol.hpp"
+
+namespace kern::driver::bench {
+
+using manifest::Fill;
+
+struct DecodeInputs::State {
+  const manifest::Protocol& protocol;
+  Executor& exec;
+  SequencePages pages;
+  manifest::Forward step;
+  std::map<std::string, std::vector<std::byte>> known;  // what each input starts with
+
+  void write(const std::string& buffer, std::vector<std::byte> bytes) {
+    std::vector<std::byte>& k = known[buffer];
+    if (k.size() >= bytes.size() && std::equal(bytes.begin(), bytes.end(), k.begin())) return;
+    exec.write_input(buffer, bytes, true);
+    if (bytes.size() >= k.size()) k = std::move(bytes);
+    else std::copy(bytes.begin(), bytes.end(), k.begin());
+  }
+  void fill(Fill role, const std::vector<std::int64_t>& values) {
+    if (const manifest::FillSlot* f = protocol.fill(role)) write(f->buffer, encode_ints(f->dtype, values, f->buffer));
+  }
+  // The inputs of one step at position pos (the sequence then holds pos + 1 tokens).
+  void inputs(std::uint64_t pos, std::int64_t token) {
+    if (pages.reserve(pos + 1) > 0)
+      for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
+        const manifest::PageTable& pt = protocol.page_tables()[t];
+        write(pt.buffer, encode_ints(pt.dtype, pages.row(t), pt.buffer));
+      }
+    fill(Fill::Token, {token});
+    fill(Fill::Position, {static_cast<std::int64_t>(pos)});
+    if (protocol.fill(Fill::Slot)) fill(Fill::Slot, {static_cast<std::int64_t>(pages.slot(pos))});
+    if (protocol.fill(Fill::Valid)) fill(Fill::Valid, {1});
+    fill(Fill::SeqLen, {static_cast<std::int64_t>(pos + 1)});
+    fill(Fill::CuSeqlens, {0, 1});
+  }
+};
+
+namespace {
+
+manifest::Forward decode_step(const manifest::Protocol& protocol) {
+  std::optional<manifest::Forward> step;
+  for (const manifest::Forward& f : protocol.forwards())
+    if (f.rows_var.empty() && f.rows == 1 && f.span.empty() && f.emits_tokens && (!step || f.groups < step->groups)) step = f;
+  if (!step) fail(ErrorKind::Manifest, "kern bench: no one-row program writes the 'tokens' fill (a decode step)");
+  for (Fill role : {Fill::Token, Fill::Position, Fill::SeqLen})
+    if (!protocol.fill(role))
+      fail(ErrorKind::Manifest, "kern bench: the manifest has no input with fill '{}'", manifest::to_string(role));
+  if (!protocol.line_tables().empty() || !protocol.tray_var().empty())
+    fail(ErrorKind::Manifest, "kern bench drives one sequence over paged states (no line tables, no tray axis)");
+  return *step;
+}
+
+}  // namespace
+
+DecodeInputs::DecodeInputs(const manifest::Protocol& protocol, Executor& executor, std::uint64_t capacity_tokens)
+    : s_(new State{protocol, executor, SequencePages(protocol.page_tables(), capacity_tokens), decode_step(protocol), {}}) {}
+
+DecodeInputs::~DecodeInputs() { delete s_; }
+
+const std::string& DecodeInputs::step_program() const { return s_->step.program; }
+
+std::map<std::string, std::uint64_t> DecodeInputs::step_vars(std::uint64_t context) const {
+  return s_->protocol.vars(s_->step, 1, 1, context);
+}
+
+void DecodeInputs::start(std::uint64_t context, std::int64_t token) {
+  if (context == 0) fail(ErrorKind::Api, "kern bench: a decode context is at least 1 token");
+  s_->pages.clear();
+  s_->known.clear();
+  s_->inputs(context - 1, token);
+}
+
+std::int64_t DecodeInputs::step(std::uint64_t pos, std::int64_t token) {
+  s_->inputs(pos, token);
+  const auto table = step_vars(pos + 1);
+  s_->exec.run(s_->step.program, Vars(table.begin(), table.end()));
+  const manifest::FillSlot& out = *s_->protocol.fill(Fill::Tokens);
+  const std::vector<std::int64_t> produced =
+      decode_ints(out.dtype, s_->exec.read_output_prefix(out.buffer, dtype_size(out.dtype)), out.buffer);
+  if (produced.empty() || produced[0] < 0)
+    fail(ErrorKind::Call, "kern bench: the device produced no token at position {}", pos);
+  return produced[0];
+}
+
+}  // namespace kern::driver::bench
