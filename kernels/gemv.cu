@@ -161,6 +161,62 @@ __device__ __forceinline__ void tile_partials_pipelined(const bf16* __restrict__
   red[warp][g + 8][2 * t + 1] = acc[3];
 }
 
+// As tile_partials, with W streamed through a per-lane cp.async ring in dynamic shared memory
+// (kAsyncStages stages of kAsyncQuads quads x 2 rows): kAsyncStages - 1 stages of loads stay in
+// flight while one is computed, whatever the register allocator does. Each lane reads back only
+// the slots it filled itself, so no barrier is needed. Dynamic shared memory: blockDim.x · 384 bytes.
+constexpr int kAsyncStages = 3, kAsyncQuads = 4;
+
+__device__ __forceinline__ void cp_async16(uint4* dst, const bf16* src, bool on) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(on ? 16 : 0));
+}
+
+__device__ __forceinline__ void tile_partials_async(const bf16* __restrict__ w, const bf16* __restrict__ lo,
+                                                    const bf16* __restrict__ hi, const bf16* __restrict__ xrow, int k,
+                                                    float (*red)[kTileRows][kXRows], uint4* ring) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int chunks = k >> 3;
+  const int quads = (chunks + 3) >> 2;
+  const int q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
+  const int q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
+  const int batches = (q_end - q_begin + kAsyncQuads - 1) / kAsyncQuads;
+  auto slot = [&](int stage, int u, int r) { return ring + ((stage * kAsyncQuads + u) * 2 + r) * blockDim.x + threadIdx.x; };
+  auto issue = [&](int b) {
+    const int stage = b % kAsyncStages;
+#pragma unroll
+    for (int u = 0; u < kAsyncQuads; ++u) {
+      const int q = q_begin + b * kAsyncQuads + u, c = q * 4 + t;
+      const bool in = b < batches && q < q_end && c < chunks;
+      cp_async16(slot(stage, u, 0), in && lo != nullptr ? lo + c * 8 : w, in && lo != nullptr);
+      cp_async16(slot(stage, u, 1), in && hi != nullptr ? hi + c * 8 : w, in && hi != nullptr);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int b = 0; b < kAsyncStages - 1; ++b) issue(b);
+  for (int b = 0; b < batches; ++b) {
+    issue(b + kAsyncStages - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kAsyncStages - 1));
+    const int stage = b % kAsyncStages;
+#pragma unroll
+    for (int u = 0; u < kAsyncQuads; ++u) {
+      const int q = q_begin + b * kAsyncQuads + u, c = q * 4 + t;
+      const uint4 av = *slot(stage, u, 0), bv = *slot(stage, u, 1);
+      const uint4 xv = load_x(xrow + c * 8, q < q_end && c < chunks && xrow != nullptr);
+      mma_bf16(acc, av.x, bv.x, av.y, bv.y, xv.x, xv.y);
+      mma_bf16(acc, av.z, bv.z, av.w, bv.w, xv.z, xv.w);
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  red[warp][g][2 * t] = acc[0];
+  red[warp][g][2 * t + 1] = acc[1];
+  red[warp][g + 8][2 * t] = acc[2];
+  red[warp][g + 8][2 * t + 1] = acc[3];
+}
+
 __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows], int row, int xr) {
   const int nwarps = blockDim.x >> 5;
   float s = 0.0f;
@@ -168,7 +224,7 @@ __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows
   return s;
 }
 
-template <Epilogue E, int kLoads = kUnroll, bool kPipelined = false>
+template <Epilogue E, int kLoads = kUnroll, bool kPipelined = false, bool kAsync = false>
 __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
                                      int m, int n, int k, int ldx) {
   if ((k & 7) != 0 || (ldx & 7) != 0 || ldx < k || blockDim.x > 32 * kMaxWarps || (blockDim.x & 31) != 0) __trap();
@@ -193,7 +249,10 @@ __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __r
     for (int m0 = 0; m0 < m; m0 += kXRows) {
       const int xrows = min(kXRows, m - m0);
       const bf16* xrow = g < xrows ? x + static_cast<int64_t>(m0 + g) * ldx : nullptr;
-      if constexpr (kPipelined)
+      if constexpr (kAsync) {
+        extern __shared__ uint4 gemv_ring[];
+        tile_partials_async(w, lo, hi, xrow, k, red, gemv_ring);
+      } else if constexpr (kPipelined)
         tile_partials_pipelined<kLoads>(lo, hi, xrow, k, red);
       else
         tile_partials<kLoads>(lo, hi, xrow, k, red);
@@ -260,4 +319,10 @@ extern "C" __global__ void kern_gemv_bf16_u4(const bf16* __restrict__ x, const b
 extern "C" __global__ void kern_gemv_bf16_pipe(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                                bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store, 4, true>(x, w, y, m, n, k, ldx);
+}
+
+// Tuning variant: W through a cp.async ring in shared memory (dynamic shared memory blockDim.x · 384 bytes).
+extern "C" __global__ void kern_gemv_bf16_async(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                                bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store, 4, false, true>(x, w, y, m, n, k, ldx);
 }

@@ -13,6 +13,7 @@ namespace {
 constexpr double kTol = 1e-2;
 constexpr int kMaxGemvRows = 8;  // rows of x per pass over W (kern gen uses the GEMV for seqs <= 8)
 constexpr int kTail = 64;        // poisoned elements after every output, checked untouched
+constexpr int kAsyncBytes = 384; // dynamic shared memory per thread of kern_gemv_bf16_async
 
 enum class Kind { Plain, Residual, SiluMul };
 
@@ -94,6 +95,7 @@ void check(Kind kind, int m, int n, int k, int ldx, uint64_t seed, int block = 2
   const Problem p(kind, m, n, k, ldx, seed);
   SCOPED_TRACE(tag(p) + " block " + std::to_string(block) + " grid " + std::to_string(grid));
   Fatbin fb("gemv");
+  if (entry != nullptr && std::string(entry) == "kern_gemv_bf16_async") fb.set_dynamic_shared(entry, block * kAsyncBytes);
   const int g = grid > 0 ? grid : tiles_of(kind, n);
   const auto out = p.run(fb, g, block, entry);
   const size_t count = static_cast<size_t>(m) * n;
@@ -142,7 +144,7 @@ TEST(GemvGpu, ManyRowsStridedGridOtherBlocks) {
 
 // The tuning variants (other numbers of loads in flight) compute the same thing.
 TEST(GemvGpu, TuningVariants) {
-  for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16_u4", "kern_gemv_bf16_pipe"}) {
+  for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16_u4", "kern_gemv_bf16_pipe", "kern_gemv_bf16_async"}) {
     check(Kind::Plain, 1, 1000, 2560, 2568, 811, 256, 0, entry);
     check(Kind::Plain, 8, 37, 9728, 9728, 812, 128, 0, entry);
     check(Kind::Plain, 3, 1000, 8, 8, 813, 256, 0, entry);
@@ -271,7 +273,8 @@ struct RotatedWeights {
 };
 
 // Median µs of one GEMV launch (x [8, k] and out [8, n] random, never zeros).
-double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, int grid, int block, std::mt19937_64& rng) {
+double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, int grid, int block, std::mt19937_64& rng,
+                 size_t shared = 0) {
   Device<bf16_bits> x(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * k, -1.0f, 1.0f));
   Device<bf16_bits> out(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * n, -1.0f, 1.0f));
   return median_us(60, [&](int i, cudaStream_t st) {
@@ -280,7 +283,7 @@ double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, i
     bf16_bits* op = out.get();
     int mm = m, nn = n, kk = k, ldx = k;
     void* args[] = {&xp, &wp, &op, &mm, &nn, &kk, &ldx};
-    check_cuda(cudaLaunchKernel(fn, dim3(grid), dim3(block), args, 0, st), "gemv launch");
+    check_cuda(cudaLaunchKernel(fn, dim3(grid), dim3(block), args, shared, st), "gemv launch");
   });
 }
 
@@ -322,9 +325,19 @@ TEST(PerfGpu, GemvTuning) {
                           {"19456x2560", Kind::Plain, 19456, 2560}};
   for (const Shape& s : shapes) {
     const RotatedWeights w(pattern, s.n, s.k);
-    for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16_u4", "kern_gemv_bf16", "kern_gemv_bf16_pipe"})
+    for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16_u4", "kern_gemv_bf16", "kern_gemv_bf16_pipe",
+                              "kern_gemv_bf16_async"})
       for (int block : {128, 256, 512}) {
-        const double us = time_gemv(kernels.get(entry), w, 1, s.n, s.k, tiles_of(s.kind, s.n), block, rng);
+        size_t shared = 0;
+        if (std::string(entry) == "kern_gemv_bf16_async") {
+          shared = static_cast<size_t>(block) * kAsyncBytes;
+          cudaKernel_t kern = nullptr;
+          check_cuda(cudaLibraryGetKernel(&kern, kernels.lib, entry), entry);
+          check_cuda(cudaKernelSetAttributeForDevice(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     static_cast<int>(shared), 0),
+                     "cudaKernelSetAttributeForDevice");
+        }
+        const double us = time_gemv(kernels.get(entry), w, 1, s.n, s.k, tiles_of(s.kind, s.n), block, rng, shared);
         report(std::string("gemv tuning ") + s.name + " " + entry + " block " + std::to_string(block) + " GB/s",
                w.bytes() / (us * 1e3));
       }
