@@ -151,6 +151,61 @@ TEST(GemvGpu, TuningVariants) {
   }
 }
 
+// Launches `entry` with cluster dims (cluster, 1, 1) (cudaLaunchKernelEx) on `stream`.
+void launch_cluster(const void* fn, int grid, int block, int cluster, void** args, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelExC(&cfg, fn, args), "cluster launch");
+}
+
+constexpr int kClusterK = 4;  // kern_gemv_bf16_cluster4
+
+void check_cluster(int m, int n, int k, int ldx, uint64_t seed, int block) {
+  const Problem p(Kind::Plain, m, n, k, ldx, seed);
+  SCOPED_TRACE(tag(p) + " cluster4 block " + std::to_string(block));
+  cudaLibrary_t lib = nullptr;
+  const std::string path = kernels_dir() + "/gemv.fatbin";
+  check_cuda(cudaLibraryLoadFromFile(&lib, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
+  cudaKernel_t kern = nullptr;
+  check_cuda(cudaLibraryGetKernel(&kern, lib, "kern_gemv_bf16_cluster4"), "kern_gemv_bf16_cluster4");
+  auto run = [&] {
+    Device<bf16_bits> d_x(p.x), d_w(p.w), d_out(static_cast<size_t>(m) * n + kTail);
+    bf16_bits *xp = d_x.get(), *wp = d_w.get(), *op = d_out.get();
+    int mm = m, nn = n, kk = k, ll = ldx;
+    void* args[] = {&xp, &wp, &op, &mm, &nn, &kk, &ll};
+    launch_cluster(reinterpret_cast<const void*>(kern), tiles_of(Kind::Plain, n) * kClusterK, block, kClusterK, args,
+                   nullptr);
+    check_cuda(cudaDeviceSynchronize(), "cluster gemv");
+    return d_out.download();
+  };
+  const auto out = run();
+  const size_t count = static_cast<size_t>(m) * n;
+  std::vector<bf16_bits> body(out.begin(), out.begin() + count), tail(out.begin() + count, out.end());
+  EXPECT_EQ(count_nan(body), 0u);
+  EXPECT_EQ(count_nan(tail), static_cast<size_t>(kTail));
+  const double err = rel_frobenius(to_double(body), p.reference());
+  report("gemv rel err cluster4 " + tag(p), err);
+  EXPECT_LT(err, kTol);
+  EXPECT_EQ(run(), out);
+  cudaLibraryUnload(lib);
+}
+
+TEST(GemvGpu, ClusterSplitKVariant) {
+  check_cluster(1, 1000, 2560, 2568, 821, 256);
+  check_cluster(8, 37, 9728, 9728, 822, 512);
+  check_cluster(11, 1000, 4096, 4096, 823, 128);
+  check_cluster(3, 37, 8, 8, 824, 256);
+}
+
 // A row of x gives the same bits whatever the other rows of the launch (batch invariance: a
 // sequence's decode result must not depend on what it is batched with).
 TEST(GemvGpu, RowResultsIndependentOfBatch) {
@@ -274,7 +329,7 @@ struct RotatedWeights {
 
 // Median µs of one GEMV launch (x [8, k] and out [8, n] random, never zeros).
 double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, int grid, int block, std::mt19937_64& rng,
-                 size_t shared = 0) {
+                 size_t shared = 0, int cluster = 0) {
   Device<bf16_bits> x(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * k, -1.0f, 1.0f));
   Device<bf16_bits> out(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * n, -1.0f, 1.0f));
   return median_us(60, [&](int i, cudaStream_t st) {
@@ -283,7 +338,10 @@ double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, i
     bf16_bits* op = out.get();
     int mm = m, nn = n, kk = k, ldx = k;
     void* args[] = {&xp, &wp, &op, &mm, &nn, &kk, &ldx};
-    check_cuda(cudaLaunchKernel(fn, dim3(grid), dim3(block), args, shared, st), "gemv launch");
+    if (cluster > 0)
+      launch_cluster(fn, grid * cluster, block, cluster, args, st);
+    else
+      check_cuda(cudaLaunchKernel(fn, dim3(grid), dim3(block), args, shared, st), "gemv launch");
   });
 }
 
@@ -341,6 +399,12 @@ TEST(PerfGpu, GemvTuning) {
         report(std::string("gemv tuning ") + s.name + " " + entry + " block " + std::to_string(block) + " GB/s",
                w.bytes() / (us * 1e3));
       }
+    for (int block : {128, 256, 512}) {
+      const double us = time_gemv(kernels.get("kern_gemv_bf16_cluster4"), w, 1, s.n, s.k, tiles_of(s.kind, s.n), block,
+                                  rng, 0, kClusterK);
+      report(std::string("gemv tuning ") + s.name + " kern_gemv_bf16_cluster4 block " + std::to_string(block) + " GB/s",
+             w.bytes() / (us * 1e3));
+    }
   }
 }
 
