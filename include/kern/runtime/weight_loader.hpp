@@ -29,7 +29,7 @@ namespace kern::runtime {
 struct LoaderOptions {
   unsigned threads = 0;   // reader threads; 0: default_load_threads()
   unsigned slabs = 8;     // slabs in the ring (>= 1; 2 or more overlap reading with sending)
-  LoadLayout layout;      // slab size (64 MiB), largest pread (4 MiB), piece alignment (4 KiB)
+  LoadLayout layout;      // slab size (32 MiB), largest pread (4 MiB), piece alignment (4 KiB)
   bool copy_2d = true;    // strided pieces as one cuMemcpy2DAsync each (else one H2D per row)
 };
 
