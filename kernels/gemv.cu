@@ -22,7 +22,8 @@
 // How: one tensor-core mma.m16n8k16 (bf16 in, f32 accumulate) per 16 rows × 16 k: the 16 weight
 // rows are the A operand, the (up to 8) rows of x the B operand, so m ≤ 8 costs the same as m = 1
 // and the kernel is bound by streaming W. Each lane loads 16 bytes of W per row (4 lanes cover 32
-// consecutive k of one row), with kUnroll such loads per row in flight before the first mma. The
+// consecutive k of one row), in batches of kUnroll loads per row, the next batch's loads issued
+// before the current batch's mmas (software pipelining: two batches in flight). The
 // dot product is order-free in k, so the 8 values of one 16-byte load are spread over the k slots
 // of two mma steps, and x is loaded with the same permutation. Warps of a block split k into
 // contiguous ranges; their partial sums meet in shared memory and are added in warp order. No
@@ -38,7 +39,7 @@ namespace {
 constexpr int kTileRows = 16;  // mma M: weight rows per tile
 constexpr int kXRows = 8;      // mma N: rows of x per pass
 constexpr int kMaxWarps = 16;  // block of at most 512 threads
-constexpr int kUnroll = 8;  // 16-byte loads per weight row in flight per lane (the kern gen entries)
+constexpr int kUnroll = 4;  // 16-byte loads per weight row per batch (the kern gen entries: pipelined, 2 batches in flight)
 
 enum class Epilogue { Store, Residual, SiluMul };
 
@@ -226,7 +227,7 @@ __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows
   return s;
 }
 
-template <Epilogue E, int kLoads = kUnroll, bool kPipelined = false, bool kAsync = false>
+template <Epilogue E, int kLoads = kUnroll, bool kPipelined = true, bool kAsync = false>
 __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
                                      int m, int n, int k, int ldx) {
   if ((k & 7) != 0 || (ldx & 7) != 0 || ldx < k || blockDim.x > 32 * kMaxWarps || (blockDim.x & 31) != 0) __trap();
@@ -305,22 +306,21 @@ extern "C" __global__ void kern_gemv_gate_up_silu_bf16(const bf16* __restrict__ 
   gemv<Epilogue::SiluMul>(x, w, act, m, inter, k, ldx);
 }
 
-// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen): 2 or 4 loads per row in flight
-// (4, the first choice, lost to 8 at every shape timed on the H200; kern_gemv_bf16 now streams 8).
+// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen): 2, 4 or 8 loads per row per batch, not pipelined
+// (the kern gen entries are software-pipelined batches of 4: the fastest at every shape timed on the H200).
 extern "C" __global__ void kern_gemv_bf16_u2(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                              int32_t m, int32_t n, int32_t k, int32_t ldx) {
-  gemv<Epilogue::Store, 2>(x, w, y, m, n, k, ldx);
+  gemv<Epilogue::Store, 2, false>(x, w, y, m, n, k, ldx);
 }
 
 extern "C" __global__ void kern_gemv_bf16_u4(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                              int32_t m, int32_t n, int32_t k, int32_t ldx) {
-  gemv<Epilogue::Store, 4>(x, w, y, m, n, k, ldx);
+  gemv<Epilogue::Store, 4, false>(x, w, y, m, n, k, ldx);
 }
 
-// Tuning variant: 4 loads per row per batch, the next batch's loads issued before this batch's mmas.
-extern "C" __global__ void kern_gemv_bf16_pipe(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                                               bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
-  gemv<Epilogue::Store, 4, true>(x, w, y, m, n, k, ldx);
+extern "C" __global__ void kern_gemv_bf16_u8(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store, 8, false>(x, w, y, m, n, k, ldx);
 }
 
 // Tuning variant: W through a cp.async ring in shared memory (dynamic shared memory blockDim.x · 384 bytes).

@@ -19,9 +19,9 @@ constexpr std::uint64_t kI32Max = 0x7fffffff;
 // Decode GEMMs: kern's GEMV (kernels/gemv.cu) up to this many sequences, cuBLASLt above. The GEMV
 // streams W once per 8 rows of x (one tensor-core mma N), so 8 rows cost what 1 row costs.
 constexpr std::uint64_t kGemvMaxRows = 8;
-// Threads per GEMV block: 512, but 256 where the tile count is 2 to 6 times the H200's 132 SMs
-// (the qkv GEMV, 384 tiles, ran ~10 % faster with 256; every other 4B shape ran faster with 512).
-constexpr std::uint64_t kGemvThreads = 512, kGemvThreadsMid = 256, kGemvSms = 132;
+// Threads per GEMV block: 256 (the pipelined GEMV was fastest at 256 or within 2 % of its best on every
+// 4B shape timed on the H200).
+constexpr std::uint64_t kGemvThreads = 256;
 constexpr std::uint64_t kGemvTileRows = 16;  // weight rows per block (gate_up: 8 gate + 8 up rows)
 
 OJ p(std::uint64_t i) { return OJ{{"param", i}}; }
@@ -92,7 +92,7 @@ OJ gemv_launch(const char* entry, const char* out_dir, std::uint64_t out_param, 
   OJ l = launch("gemv", entry,
                 {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32", "i32"},
                 OJ::array({p(0), p(1), p(out_param), p(m_param), i32(n), i32(k), i32(k)}), OJ::array({blocks, 1, 1}),
-                blocks >= 2 * kGemvSms && blocks < 6 * kGemvSms ? kGemvThreadsMid : kGemvThreads);
+                kGemvThreads);
   l["when"] = when_gemv();
   return l;
 }

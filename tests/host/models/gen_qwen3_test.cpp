@@ -207,8 +207,8 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
     const auto& qkv = ops["decode_qkv"]["impl"]["launches"][0];
     EXPECT_EQ(qkv["module"], "gemv");
     EXPECT_EQ(qkv["grid"][0], (6144 + 15) / 16);
-    EXPECT_EQ(qkv["block"][0], 256);  // 384 tiles: the mid-size block
-    EXPECT_EQ(ops["decode_o_residual"]["impl"]["launches"][0]["block"][0], 512);
+    EXPECT_EQ(qkv["block"][0], 256);
+    EXPECT_EQ(ops["decode_o_residual"]["impl"]["launches"][0]["block"][0], 256);
     EXPECT_EQ(qkv["args"][4]["i32"], 6144);
     EXPECT_EQ(qkv["args"][5]["i32"], 2560);
     const auto& gate = ops["decode_gate_up_silu"]["impl"]["launches"][0];
