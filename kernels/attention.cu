@@ -203,18 +203,16 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // group G; up to 4 per pass in registers, a larger group takes more passes over the range, whose
 // repeated reads mostly hit L2) is served from each K/V byte read once per pass. A key row
 // (HD bf16) is spread over HD/8 lanes, 8 elements (16 bytes) each, so a warp holds 32/(HD/8)
-// keys per step and kUnroll steps per iteration. K/V rows stream through a per-warp ring of
-// kStages iterations in shared memory with cp.async (each lane copies the 16-byte pieces it later
-// reads, so no barrier guards the ring), keeping kStages-1 iterations of loads in flight while
-// one is computed. Warps own interleaved groups of keys of the range and keep their own online
-// softmax (log2 units); one barrier after the key loop merges the warps in a fixed order.
+// keys per load step and kUnroll steps are in flight per iteration (K and V: 2*kUnroll
+// 16-byte loads per lane). Warps own interleaved groups of keys of the range and keep their
+// own online softmax (log2 units) with no block barrier in the key loop; one barrier at the
+// end merges the warps in a fixed order.
 namespace decode {
 
 constexpr int kWarps = 4;           // warps per partial block
 constexpr int kThreads = kWarps * 32;
 constexpr int kMinBlocksPerSm = 4;  // caps registers at 128 per thread (4 blocks of 4 warps per SM)
-constexpr int kUnroll = 4;          // load steps per warp stage (one stage = 32/(HD/8) * kUnroll keys)
-constexpr int kStages = 3;          // K/V stages per warp in flight (cp.async ring in shared memory)
+constexpr int kUnroll = 4;          // load steps in flight per warp iteration
 constexpr int kPassHeads = 4;       // q heads one pass holds in registers (more: a second pass)
 constexpr int kSplitAlign = 32;     // range lengths are multiples of this (and at least this)
 constexpr int kMaxSplits = 1024;    // hard cap on splits_max (reduce keeps weights in shared memory)
@@ -242,15 +240,13 @@ __device__ __forceinline__ Split split_of(int seq_len, int nsplit, int max_pages
   return sp;
 }
 
-// 16 bytes global -> shared without passing through registers (L2 only), and its group fences.
-__device__ __forceinline__ void copy_async16(void* smem, const bf16* src) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+// 16 bytes of K or V, streamed (not kept in L1).
+__device__ __forceinline__ uint4 load_stream(const bf16* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
 }
 
 __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
@@ -289,8 +285,7 @@ struct Args {
   int32_t splits_max;
 };
 
-// Shared memory of one partial block: per warp, per head of the pass, (max, sum, HD sums), written
-// after the key loop; it overlays the K/V ring the warps stream keys through during the loop.
+// Shared memory of one partial block: per warp, per head of the pass, (max, sum, HD sums).
 template <int HD>
 struct WarpState {
   float m[kWarps][kPassHeads];
@@ -298,21 +293,9 @@ struct WarpState {
   float o[kWarps][kPassHeads][HD];
 };
 
-template <int HD>
-struct KvRing {
-  static constexpr int kStageKeys = (32 / (HD / 8)) * kUnroll;
-  bf16 kv[kWarps][kStages][2][kStageKeys][HD];  // [warp][stage][K or V][key][dim]
-};
-
-template <int HD>
-union PartialSmem {
-  WarpState<HD> ws;
-  KvRing<HD> ring;
-};
-
 // q heads g0 .. g0+nq-1 of kv head kvh of sequence s (nq <= QG) over keys [begin, end).
 template <int HD, int QG>
-__device__ void partial_pass(const Args& a, PartialSmem<HD>& sm, int s, int kvh, int g0, int nq, int split, int begin,
+__device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, int g0, int nq, int split, int begin,
                              int end, bool direct) {
   constexpr int kLanesPerKey = HD / 8;
   constexpr int kKeysPerStep = 32 / kLanesPerKey;
@@ -345,55 +328,33 @@ __device__ void partial_pass(const Args& a, PartialSmem<HD>& sm, int s, int kvh,
   const int64_t v_offset = static_cast<int64_t>(a.page_size) * a.kv_heads * HD;
   const bf16* head_base = a.cache + static_cast<int64_t>(kvh) * HD + part * 8;
   constexpr int kStride = kWarps * kKeysPerIter;  // keys between a warp's consecutive iterations
-  const int first = begin + warp * kKeysPerIter;
-  const int iters = first < end ? (end - first + kStride - 1) / kStride : 0;  // warp-uniform
-  auto& ring = sm.ring.kv[warp];
-  // Block-table entries of this lane's keys of the next stage to copy, fetched a stage ahead.
+  // Block-table entries of this lane's keys, fetched one iteration ahead (off the K/V load's path).
   int pg[kUnroll];
-  auto fetch_pages = [&](int it) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = first + it * kStride + u * kKeysPerStep + slot;
-      pg[u] = it < iters && j < end ? a.pages[j / a.page_size] : 0;
-    }
-  };
-  // Copies iteration it's K/V rows of this lane (16 bytes each) into ring stage it % kStages; a
-  // lane later reads exactly the bytes it copied, so its own wait_group is the only fence needed.
-  auto copy_stage = [&](int it) {
-    if (it < iters) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int t = u * kKeysPerStep + slot, j = first + it * kStride + t;
-        if (j < end) {
-          const bf16* src = head_base + static_cast<int64_t>(pg[u]) * a.page_stride +
-                            static_cast<int64_t>(j % a.page_size) * a.kv_heads * HD;
-          copy_async16(&ring[it % kStages][0][t][part * 8], src);
-          copy_async16(&ring[it % kStages][1][t][part * 8], src + v_offset);
-        }
-      }
-    }
-    copy_async_commit();  // possibly empty: keeps the group count uniform
-    fetch_pages(it + 1);
-  };
-  fetch_pages(0);
-#pragma unroll
-  for (int it = 0; it < kStages - 1; ++it) copy_stage(it);
-  for (int it = 0; it < iters; ++it) {
-    copy_stage(it + kStages - 1);
-    copy_async_wait<kStages - 1>();  // this lane's copies of iteration it have landed
-    const int base = first + it * kStride;
+  for (int u = 0; u < kUnroll; ++u) {
+    const int j = begin + warp * kKeysPerIter + u * kKeysPerStep + slot;
+    pg[u] = j < end ? a.pages[j / a.page_size] : 0;
+  }
+  for (int base = begin + warp * kKeysPerIter; base < end; base += kStride) {
     uint4 kr[kUnroll], vr[kUnroll];
     bool valid[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int t = u * kKeysPerStep + slot;
-      valid[u] = base + t < end;
+      const int j = base + u * kKeysPerStep + slot;
+      valid[u] = j < end;
       kr[u] = make_uint4(0, 0, 0, 0);
       vr[u] = make_uint4(0, 0, 0, 0);
       if (valid[u]) {
-        kr[u] = *reinterpret_cast<const uint4*>(&ring[it % kStages][0][t][part * 8]);
-        vr[u] = *reinterpret_cast<const uint4*>(&ring[it % kStages][1][t][part * 8]);
+        const bf16* src = head_base + static_cast<int64_t>(pg[u]) * a.page_stride +
+                          static_cast<int64_t>(j % a.page_size) * a.kv_heads * HD;
+        kr[u] = load_stream(src);
+        vr[u] = load_stream(src + v_offset);
       }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = base + kStride + u * kKeysPerStep + slot;
+      pg[u] = j < end ? a.pages[j / a.page_size] : 0;
     }
     // Scores (log2 units) of this lane's keys for every head of the pass; masked keys -inf.
     float sc[kUnroll][QG];
@@ -436,9 +397,6 @@ __device__ void partial_pass(const Args& a, PartialSmem<HD>& sm, int s, int kvh,
       }
     }
   }
-  copy_async_wait<0>();
-  __syncthreads();  // every warp is done with the ring that the warp state overlays
-  WarpState<HD>& ws = sm.ws;
   // Sum the warp's key slots (m is already uniform over the warp), then publish per warp.
 #pragma unroll
   for (int g = 0; g < QG; ++g) {
@@ -489,14 +447,14 @@ __device__ void partial_pass(const Args& a, PartialSmem<HD>& sm, int s, int kvh,
       }
     }
   }
-  __syncthreads();  // the ring / warp state is reused by the next pass
+  __syncthreads();  // ws is reused by the next pass
 }
 
 template <int HD, int QG>
-__device__ void partial_all_heads(const Args& a, PartialSmem<HD>& sm, int s, int kvh, int split, int begin, int end,
+__device__ void partial_all_heads(const Args& a, WarpState<HD>& ws, int s, int kvh, int split, int begin, int end,
                                   bool direct) {
   for (int g0 = 0; g0 < a.group; g0 += QG)
-    partial_pass<HD, QG>(a, sm, s, kvh, g0, min(QG, a.group - g0), split, begin, end, direct);
+    partial_pass<HD, QG>(a, ws, s, kvh, g0, min(QG, a.group - g0), split, begin, end, direct);
 }
 
 template <int HD>
@@ -505,7 +463,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                         float* __restrict__ part_o, float* __restrict__ part_ml, bf16* __restrict__ out, int32_t seqs,
                         int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,
                         int32_t target_blocks, float scale) {
-  __shared__ __align__(16) PartialSmem<HD> sm;
+  __shared__ __align__(16) WarpState<HD> ws;
   wait_for_previous_grid();
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
@@ -527,13 +485,13 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                out,         splits_max};
   static_assert(kPassHeads == 4, "the dispatch below assumes passes of up to 4 heads");
   if (group <= 1)
-    partial_all_heads<HD, 1>(a, sm, s, kvh, split, begin, end, direct);
+    partial_all_heads<HD, 1>(a, ws, s, kvh, split, begin, end, direct);
   else if (group <= 2)
-    partial_all_heads<HD, 2>(a, sm, s, kvh, split, begin, end, direct);
+    partial_all_heads<HD, 2>(a, ws, s, kvh, split, begin, end, direct);
   else if (group == 3)
-    partial_all_heads<HD, 3>(a, sm, s, kvh, split, begin, end, direct);
+    partial_all_heads<HD, 3>(a, ws, s, kvh, split, begin, end, direct);
   else
-    partial_all_heads<HD, 4>(a, sm, s, kvh, split, begin, end, direct);
+    partial_all_heads<HD, 4>(a, ws, s, kvh, split, begin, end, direct);
   allow_next_grid();  // blocks that exited early count as triggered
 }
 
@@ -552,12 +510,6 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
   const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);
   if (sp.used <= 1) return;
   const int64_t e0 = (static_cast<int64_t>(s) * heads + h) * splits_max;
-  // The first kHeld ranges' outputs are loaded up front, alongside the (max, sum) pairs.
-  constexpr int kHeld = 64;
-  float held[kHeld];
-#pragma unroll
-  for (int i = 0; i < kHeld; ++i)
-    held[i] = i < sp.used ? part_o[(e0 + i) * HD + threadIdx.x] : 0.0f;
   // Every used range saw at least one key: its sum is >= 1 and its max finite.
   float mx = -INFINITY;
   for (int i = 0; i < sp.used; ++i) mx = fmaxf(mx, part_ml[(e0 + i) * 2]);
@@ -572,10 +524,8 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
   __syncthreads();
   const float* po = part_o + e0 * HD + threadIdx.x;
   float num = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kHeld; ++i)
-    if (i < sp.used) num = fmaf(weight[i], held[i], num);
-  for (int i = kHeld; i < sp.used; ++i) num = fmaf(weight[i], po[static_cast<int64_t>(i) * HD], num);
+#pragma unroll 8
+  for (int i = 0; i < sp.used; ++i) num = fmaf(weight[i], po[static_cast<int64_t>(i) * HD], num);
   out[(static_cast<int64_t>(s) * heads + h) * HD + threadIdx.x] = to_bf(num / total);
 }
 
@@ -624,12 +574,3 @@ KERN_ATTN_ENTRIES(128)
 
 KERN_ATTN_DECODE_ENTRIES(64)
 KERN_ATTN_DECODE_ENTRIES(128)
-
-// Tuning variant (perf test only, same ABI): 168 registers per thread, 3 blocks per SM.
-extern "C" __global__ void __launch_bounds__(decode::kThreads, 3) kern_attn_decode_partial_hd128_mb3(
-    const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,
-    const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads, int32_t kv_heads,
-    int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks, float scale) {
-  decode::partial<128>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads,
-                       kv_heads, page_size, page_stride, splits_max, target_blocks, scale);
-}

@@ -161,11 +161,10 @@ std::string tag(const DecodeGeometry& g) {
 
 // One decode call over `lens`, checked per sequence against the float64 reference; returns the output.
 std::vector<bf16_bits> check_decode(const DecodeGeometry& g, const std::vector<int>& lens, uint64_t seed,
-                                    DecodeSplit split = {}, const std::string& variant = "") {
+                                    DecodeSplit split = {}) {
   std::mt19937_64 rng(seed);
   const DecodeCache cache(rng, g, lens, 2, 1);
   DecodeRun r(rng, cache, lens, split);
-  r.call.partial_variant = variant;
   Fatbin fb("attention");
   const auto out = r.run(fb);
   EXPECT_EQ(count_nan(out), 0u);
@@ -247,12 +246,6 @@ TEST(AttnDecodeGpu, SplitParameters) {
   check_decode(kQwen4B, {32768}, 547, {1024, 8192});   // the most ranges allowed
 }
 
-TEST(AttnDecodeGpu, TuningVariantMb3) {
-  check_decode(kQwen4B, {1, 15, 16, 17, 255, 1000, 4097, 2049, 0}, 548, {}, "_mb3");
-  check_decode(kQwen4B, {32769}, 549, {}, "_mb3");
-  check_decode({64, 8, 128, 16}, {100, 1000}, 551, {}, "_mb3");
-}
-
 TEST(AttnDecodeGpu, BitwiseRepeatable) {
   std::mt19937_64 rng(550);
   const std::vector<int> lens = {4097, 1000, 32, 1, 12345};
@@ -272,11 +265,10 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
 // The attention fatbin's two decode kernels, for graph capture.
 class DecodeKernels {
  public:
-  explicit DecodeKernels(const std::string& partial_variant = "") {
+  DecodeKernels() {
     const std::string path = kernels_dir() + "/attention.fatbin";
     check_cuda(cudaLibraryLoadFromFile(&lib_, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
-    check_cuda(cudaLibraryGetKernel(&partial_, lib_, ("kern_attn_decode_partial_hd128" + partial_variant).c_str()),
-               "partial");
+    check_cuda(cudaLibraryGetKernel(&partial_, lib_, "kern_attn_decode_partial_hd128"), "partial");
     check_cuda(cudaLibraryGetKernel(&reduce_, lib_, "kern_attn_decode_reduce_hd128"), "reduce");
   }
   ~DecodeKernels() { cudaLibraryUnload(lib_); }
@@ -505,20 +497,17 @@ TEST(PerfGpu, DecodeAttention) {
   }
 }
 
-// Tuning table: the same shapes over target_blocks (the split rule's one knob) and the partial
-// kernel's register budget (main entry: 128 registers, 4 blocks per SM; "_mb3": 168, 3).
+// Tuning table: the same shapes over target_blocks (the split rule's one knob).
 TEST(PerfGpu, DecodeAttentionSplitSweep) {
-  for (const std::string variant : {"", "_mb3"}) {
-    DecodeKernels k(variant);
-    for (auto [seqs, len] : kPerfShapes) {
-      PerfState s(seqs, len, 64);
-      for (int target : {256, 512, 1024, 2048}) {
-        const auto calls = s.calls({64, target});
-        const int replays = std::max(2, static_cast<int>(1000 / calls.size()));
-        report("decode sweep" + variant + " seqs " + std::to_string(seqs) + " len " + std::to_string(len) + " target " +
-                   std::to_string(target) + " us",
-               graph_us_per_call(k, calls, true, replays));
-      }
+  DecodeKernels k;
+  for (auto [seqs, len] : kPerfShapes) {
+    PerfState s(seqs, len, 64);
+    for (int target : {256, 512, 1024, 2048, 4096}) {
+      const auto calls = s.calls({64, target});
+      const int replays = std::max(2, static_cast<int>(1000 / calls.size()));
+      report("decode sweep seqs " + std::to_string(seqs) + " len " + std::to_string(len) + " target " +
+                 std::to_string(target) + " us",
+             graph_us_per_call(k, calls, true, replays));
     }
   }
 }

@@ -34,11 +34,7 @@ struct DecodeCall {
   DecodeSplit split;
   float scale = 0.0f;
 
-  std::string partial_variant;  // "" or a tuning variant's suffix (e.g. "_mb3", hd 128 only)
-
-  std::string partial_entry() const {
-    return "kern_attn_decode_partial_hd" + std::to_string(head_dim) + partial_variant;
-  }
+  std::string partial_entry() const { return "kern_attn_decode_partial_hd" + std::to_string(head_dim); }
   std::string reduce_entry() const { return "kern_attn_decode_reduce_hd" + std::to_string(head_dim); }
   // Grid x of the partial kernel: enough blocks for every (sequence, kv head, range).
   unsigned partial_blocks() const { return static_cast<unsigned>(seqs * kv_heads + split.target_blocks); }
