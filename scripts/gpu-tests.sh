@@ -31,8 +31,8 @@ fi
 # gtest test lists were discovered where the build was made; the ctest include files name
 # that machine's CMake module dir. Keep the lists fresh (no rediscovery) and, if the module
 # dir is absent here, point it at this machine's CMake modules.
-find "$build" -name '*_tests.cmake' -exec touch {} + 2>/dev/null
-mod_then=$(sed -n 's/.*include("\(.*\)\/GoogleTestAddTests.cmake").*/\1/p' $(find "$build" -name '*_include.cmake' | head -1) 2>/dev/null | head -1)
+find "$build/" -name '*_tests.cmake' -exec touch {} + 2>/dev/null
+mod_then=$(sed -n 's/.*include("\(.*\)\/GoogleTestAddTests.cmake").*/\1/p' $(find "$build/" -name '*_include.cmake' | head -1) 2>/dev/null | head -1)
 if [ -n "$mod_then" ] && [ ! -e "$mod_then" ]; then
   mod_here=$(dirname "$(find / -name GoogleTestAddTests.cmake -path '*Modules*' 2>/dev/null | head -1)")
   if [ -n "$mod_here" ] && [ "$mod_here" != "." ]; then
