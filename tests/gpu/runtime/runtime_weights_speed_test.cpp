@@ -189,6 +189,7 @@ TEST(WeightLoaderGpu, TruncatedCheckpointIsIoErrorNamingTensorAndFile) {
 // 2-D copy whose source span ((rows-1)·pitch + width) ran past the pinned chunk it was read
 // into: the chunk had been sized by the buffer's bytes, not by the span.
 TEST(WeightLoaderGpu, Probe2dCopyFromPinned) {
+  (void)gpu();  // context (and cuInit) first: ctest runs this test alone in its own process
   int max_pitch = -1;
   if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
     using GetAttr = int (*)(int*, int, int);
