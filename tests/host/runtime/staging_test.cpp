@@ -4,33 +4,13 @@
 #include <random>
 
 #include "kern/runtime/staging.hpp"
+#include "bind_copies.hpp"
 
 namespace kern::runtime {
 namespace {
 
-BindCopy contiguous(std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
-  BindCopy c;
-  c.tensor = "t";
-  c.src_offset = src;
-  c.dst_offset = dst;
-  c.width = n;
-  c.src_pitch = c.dst_pitch = n;
-  return c;
-}
-
-BindCopy strided(std::uint64_t src, std::uint64_t dst, std::uint64_t width, std::uint64_t height, std::uint64_t sp,
-                 std::uint64_t dp) {
-  BindCopy c;
-  c.kind = BindCopy::Kind::Strided;
-  c.tensor = "t";
-  c.src_offset = src;
-  c.dst_offset = dst;
-  c.width = width;
-  c.height = height;
-  c.src_pitch = sp;
-  c.dst_pitch = dp;
-  return c;
-}
+using test_copies::contiguous;
+using test_copies::strided;
 
 // Simulates the pieces: for every destination byte, which source byte lands there.
 std::vector<std::int64_t> simulate(const std::vector<BindCopy>& copies, std::uint64_t chunk, std::uint64_t dst_bytes) {

@@ -8,34 +8,14 @@
 
 #include "kern/error.hpp"
 #include "kern/runtime/staging.hpp"
+#include "bind_copies.hpp"
 #include "kern/runtime/weight_loader.hpp"
 
 namespace kern::runtime {
 namespace {
 
-BindCopy contiguous(std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
-  BindCopy c;
-  c.tensor = "t";
-  c.src_offset = src;
-  c.dst_offset = dst;
-  c.width = n;
-  c.src_pitch = c.dst_pitch = n;
-  return c;
-}
-
-BindCopy strided(std::uint64_t src, std::uint64_t dst, std::uint64_t width, std::uint64_t height, std::uint64_t sp,
-                 std::uint64_t dp) {
-  BindCopy c;
-  c.kind = BindCopy::Kind::Strided;
-  c.tensor = "t";
-  c.src_offset = src;
-  c.dst_offset = dst;
-  c.width = width;
-  c.height = height;
-  c.src_pitch = sp;
-  c.dst_pitch = dp;
-  return c;
-}
+using test_copies::contiguous;
+using test_copies::strided;
 
 // Per target: for every destination byte, the source offset that lands there (-1: none).
 using Image = std::vector<std::vector<std::int64_t>>;
