@@ -51,6 +51,8 @@ __device__ __forceinline__ void block_best(float& bv, int32_t& bi) {
 extern "C" __global__ void kern_argmax_partial_bf16(const bf16* __restrict__ logits, float* __restrict__ part_max,
                                                     int32_t* __restrict__ part_idx, int32_t rows, int32_t vocab,
                                                     int32_t nblocks) {
+  wait_for_previous_grid();
+  allow_next_grid();
   const int r = blockIdx.y, b = blockIdx.x;
   if (r >= rows || b >= nblocks) return;
   const int32_t chunk = (vocab + nblocks - 1) / nblocks;
@@ -71,6 +73,8 @@ extern "C" __global__ void kern_argmax_partial_bf16(const bf16* __restrict__ log
 // grid: (rows, 1, 1), block: (multiple of 32, 1, 1).
 extern "C" __global__ void kern_argmax_final(const float* __restrict__ part_max, const int32_t* __restrict__ part_idx,
                                              int64_t* __restrict__ out, int32_t rows, int32_t nblocks) {
+  wait_for_previous_grid();
+  allow_next_grid();
   const int r = blockIdx.x;
   if (r >= rows) return;
   float bv = -INFINITY;

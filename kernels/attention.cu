@@ -249,27 +249,6 @@ __device__ __forceinline__ uint4 load_stream(const bf16* p) {
   return r;
 }
 
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-// Programmatic dependent launch (sm_90): a no-op when the launch did not ask for it. Nothing the
-// previous launch writes is read before wait_for_previous_grid().
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void allow_next_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 struct Args {
   const bf16* qkv;
@@ -308,7 +287,7 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
 #pragma unroll
   for (int g = 0; g < QG; ++g) {
     if (g < nq) {
-      unpack8(*reinterpret_cast<const uint4*>(qrow + g * HD), q[g]);
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(qrow + g * HD), q[g]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[g][i] *= a.q_scale;
     } else {
@@ -361,7 +340,7 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float k[8];
-      unpack8(kr[u], k);
+      unpack_bf16x8(kr[u], k);
 #pragma unroll
       for (int g = 0; g < QG; ++g) {
         float d = 0.0f;
@@ -391,7 +370,7 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
         const float p = exp2f(sc[u][g] - m_new);  // 0 for a masked key (its V is zeros)
         l[g] += p;
         float v[8];
-        unpack8(vr[u], v);
+        unpack_bf16x8(vr[u], v);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
       }
@@ -465,6 +444,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                         int32_t target_blocks, float scale) {
   __shared__ __align__(16) WarpState<HD> ws;
   wait_for_previous_grid();
+  allow_next_grid();
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
   if (group < 1 || group * kv_heads != heads || group > kMaxGroup) return;  // rejected by kern gen
@@ -492,7 +472,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     partial_all_heads<HD, 3>(a, ws, s, kvh, split, begin, end, direct);
   else
     partial_all_heads<HD, 4>(a, ws, s, kvh, split, begin, end, direct);
-  allow_next_grid();  // blocks that exited early count as triggered
 }
 
 // One block per (sequence, q head), HD threads; sequences with at most one range were written
@@ -504,6 +483,7 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
   __shared__ float weight[kMaxSplits];
   __shared__ float total;
   wait_for_previous_grid();
+  allow_next_grid();
   const int s = blockIdx.x, h = blockIdx.y;
   if (s >= seqs || h >= heads || kv_heads < 1 || page_size < 1) return;
   const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);

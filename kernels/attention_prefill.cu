@@ -444,9 +444,15 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
                                    out, rows, seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block); \
   }
 
-// Production entries: 8 warps x 16 queries (128 queries) per block, Q fragments in registers, key
-// tiles of 64, static shared memory only (K and V tiles: 2 * 64 * (HD + 8) * 2 bytes); kern gen uses
-// rows_per_block = 128 / G.
+// Production entries (kern gen): s2, 8 warps x 16 queries (128 queries) per block, Q fragments in
+// registers, key tiles of 64 in two K/V stages (tile j + 1 loads while tile j is computed; two
+// barriers per tile), dynamic shared memory 2 * 2 * 64 * (HD + 8) * 2 bytes (36864 at hd 64, 69632 at
+// hd 128); kern gen uses rows_per_block = 128 / G. 9-11 % faster than the one-stage layout on the
+// H200 (docs/kernels.md).
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2_hd64, 64, 8, 1, 64, 2, 1)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2_hd128, 128, 8, 1, 64, 2, 1)
+// The one-stage layout (static shared memory only: K and V tiles, 2 * 64 * (HD + 8) * 2 bytes), the
+// production entry before s2, kept as the reference of the tuning variants.
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd64, 64, 8, 1, 64, 1, 1)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1, 64, 1, 1)
 // Tuning variants, run by the GPU tests only (rows_per_block = queries per block / G; dynamic
@@ -455,12 +461,10 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1, 64, 1, 1)
 //  * m32: 4 warps x 32 queries (each K/V fragment read from shared memory feeds two m16 tiles; Q
 //    staged in shared memory), 69632 bytes at hd 128, two blocks per SM;
 //  * m32n32: m32 with key tiles of 32 (fewer registers; 52224 bytes);
-//  * s2: the production layout with two K/V stages (tile j + 1 loads while tile j is computed; two
-//    barriers per tile instead of four), 69632 bytes; s2n32: the same with key tiles of 32 (34816);
+//  * s2n32: the s2 production layout with key tiles of 32 (34816 bytes);
 //  * m32n32s2: m32n32 with two stages (69632 bytes, two blocks per SM).
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4_hd128, 128, 4, 1, 64, 1, 3)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32_hd128, 128, 4, 2, 64, 1, 2)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 1, 2)
-KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2_hd128, 128, 8, 1, 64, 2, 1)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2n32_hd128, 128, 8, 1, 32, 2, 1)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32s2_hd128, 128, 4, 2, 32, 2, 2)

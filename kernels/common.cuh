@@ -44,6 +44,34 @@ __device__ __forceinline__ float block_sum(float v) {
   return r;
 }
 
+// Programmatic dependent launch (sm_90; no-ops elsewhere and when the launch did not ask for
+// it). A kernel launched with `pdl` may start while the previous kernel of the stream still runs:
+// before wait_for_previous_grid() it may only read what no earlier kernel of the program writes
+// (weights, its parameters); after it, everything earlier kernels wrote is visible.
+// allow_next_grid() lets the next kernel of the stream launch (it still waits for this one to
+// complete before reading anything): called right after the wait, so at most one kernel is ever
+// waiting ahead of the running one.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The eight bf16 of one 16-byte load as f32.
+__device__ __forceinline__ void unpack_bf16x8(const uint4& u, float (&f)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
 // Eight bf16 values moved as one 16-byte access.
 struct alignas(16) Bf16x8 {
   bf16 v[8];

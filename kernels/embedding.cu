@@ -26,6 +26,8 @@ __device__ __forceinline__ void zero_row(bf16* __restrict__ dst, int hidden) {
 extern "C" __global__ void kern_embedding_bf16(const int64_t* __restrict__ ids, const bf16* __restrict__ table,
                                                bf16* __restrict__ out, int32_t rows, int32_t hidden,
                                                int32_t vocab) {
+  wait_for_previous_grid();
+  allow_next_grid();
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t id = ids[r];
     bf16* dst = out + static_cast<int64_t>(r) * hidden;

@@ -1,17 +1,29 @@
 // Decode-time GEMV over row-major bf16 weights W[n, k] and a few bf16 input rows x[m, k] (row
-// stride ldx), f32 accumulation, bf16 out, with fused epilogues:
+// stride ldx), f32 accumulation, bf16 out, with fused prologues and epilogues:
 //
-//   kern_gemv_bf16(x, w, y, m, n, k, ldx)                 y[m, n] = bf16(x · Wᵀ)
-//   kern_gemv_residual_bf16(x, w, h, m, n, k, ldx)        h[m, n] = bf16(h + x · Wᵀ)   (sum in f32, one rounding)
-//   kern_gemv_gate_up_silu_bf16(x, w, act, m, inter, k, ldx)
+//   kern_gemv_bf16(x, w, y, m, n, k, ldx, prefetch)             y[m, n] = bf16(x · Wᵀ)
+//   kern_gemv_residual_bf16(x, w, h, m, n, k, ldx, prefetch)    h[m, n] = bf16(h + x · Wᵀ)   (sum in f32, one rounding)
+//   kern_gemv_gate_up_silu_bf16(x, w, act, m, inter, k, ldx, prefetch)
 //        W = [2·inter, k] (gate rows 0..inter-1, then up rows), g = bf16(x · W[j]ᵀ), u = bf16(x · W[inter+j]ᵀ),
 //        act[m, inter] = bf16(bf16(silu(g)) · u)   (the rounding of HF and of kern_silu_mul_bf16)
+//   kern_gemv_rms_norm_bf16(x, norm_w, w, y, m, n, k, ldx, eps, prefetch)
+//   kern_gemv_rms_norm_gate_up_silu_bf16(x, norm_w, w, act, m, inter, k, ldx, eps, prefetch)
+//        as kern_gemv_bf16 / the gate_up entry, on xn = RMSNorm(x) · norm_w instead of x, with HF's
+//        rounding: xn = bf16(norm_w · bf16(x · rsqrt(mean(x²) + eps))) (as kern_rms_norm_bf16).
+//        Each block normalises the rows into dynamic shared memory: it needs at least (k + 8) · 2
+//        bytes of it; with (k + 8) · 2 · r bytes it takes up to min(r, 8) rows of x per pass over W.
 //
-// Parameters (all i32 scalars): m rows of x (any m ≥ 0; W is streamed once per 8 rows of x, so
-// the decode program uses these only for m ≤ 8), n (or inter) output columns, k, ldx (elements
-// between rows of x). Preconditions: k % 8 == 0, ldx % 8 == 0, ldx ≥ k, x / w 16-byte aligned,
-// y / h / act not overlapping x or w. A violated k / ldx precondition traps (launch error).
+// Parameters (i32 scalars; eps f32): m rows of x (any m ≥ 0; W is streamed once per 8 rows of x,
+// so the decode program uses these only for m ≤ 8), n (or inter) output columns, k, ldx (elements
+// between rows of x), prefetch: bytes of its first tile's weights each block asks the L2 to fetch
+// before it waits for the previous kernel (0: none; a hint, results do not depend on it).
+// Preconditions: k % 8 == 0, ldx % 8 == 0, ldx ≥ k, x / w / norm_w 16-byte aligned, y / h / act
+// not overlapping x or w. A violated precondition traps (launch error).
 // y, h and act are dense [m, n] (row stride n, or inter).
+//
+// Programmatic dependent launch: these entries may be launched with `pdl`. Before waiting for the
+// previous kernel a block only touches W (the L2 prefetch and the first batch of its weight
+// loads, into registers); x, norm_w's row statistics and every output come after the wait.
 //
 // Geometry: block = any multiple of 32 threads up to 512 (kern gen: 256). A block takes tiles of
 // 16 weight rows (kern_gemv_*: tile t = W rows [16t, 16t+16); silu: tile t = act columns
@@ -21,13 +33,13 @@
 //
 // How: one tensor-core mma.m16n8k16 (bf16 in, f32 accumulate) per 16 rows × 16 k: the 16 weight
 // rows are the A operand, the (up to 8) rows of x the B operand, so m ≤ 8 costs the same as m = 1
-// and the kernel is bound by streaming W. Each lane loads 16 bytes of W per row (4 lanes cover 32
-// consecutive k of one row), in batches of kUnroll loads per row, the next batch's loads issued
-// before the current batch's mmas (software pipelining: two batches in flight). The
+// and the kernel is bound by streaming W. Each lane loads 16 bytes of W per row (4 lanes cover 64
+// consecutive bytes of one row), in batches of kUnroll loads per row, the next batch's loads
+// issued before the current batch's mmas (software pipelining: two batches in flight). The
 // dot product is order-free in k, so the 8 values of one 16-byte load are spread over the k slots
 // of two mma steps, and x is loaded with the same permutation. Warps of a block split k into
 // contiguous ranges; their partial sums meet in shared memory and are added in warp order. No
-// atomics: results are bitwise repeatable for a given geometry.
+// atomics: results are bitwise repeatable for a given geometry, with or without pdl or prefetch.
 #include <cooperative_groups.h>
 
 #include "common.cuh"
@@ -288,26 +300,275 @@ __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __r
   }
 }
 
+// ---- The production path: pdl-aware, L2 prefetch, optional fused RMSNorm prologue. ----
+
+// Asks the L2 to fetch [p, p + bytes) (sm_90 bulk prefetch; p 16-byte aligned, bytes a multiple of 16).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// Prefetches the first min(bytes, budget) bytes of the contiguous weight rows at `base`, in 4 KiB
+// pieces spread over the block's threads.
+__device__ __forceinline__ void prefetch_rows(const bf16* base, int64_t bytes, int64_t budget) {
+  constexpr int64_t kPiece = 4096;
+  const int64_t total = min(bytes, budget) & ~int64_t{15};
+  for (int64_t off = static_cast<int64_t>(threadIdx.x) * kPiece; off < total; off += static_cast<int64_t>(blockDim.x) * kPiece)
+    prefetch_l2(reinterpret_cast<const char*>(base) + off, static_cast<uint32_t>(min(kPiece, total - off)));
+}
+
+// One pipeline stage of a warp: kLoads quads of both weight rows of the lane and of its x row.
+// x comes from global memory, or (kSharedX) from the block's normalised copy in shared memory.
+template <int kLoads, bool kSharedX>
+struct Stage {
+  uint4 a[kLoads], b[kLoads], xv[kLoads];
+
+  __device__ __forceinline__ void load_w(const bf16* lo, const bf16* hi, int q, int q_end, int chunks, int t) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int c = (q + u) * 4 + t;
+      const bool in = q + u < q_end && c < chunks;
+      a[u] = load_stream(lo + c * 8, in && lo != nullptr);
+      b[u] = load_stream(hi + c * 8, in && hi != nullptr);
+    }
+  }
+  __device__ __forceinline__ void load_x(const bf16* xrow, int q, int q_end, int chunks, int t) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int c = (q + u) * 4 + t;
+      const bool in = q + u < q_end && c < chunks && xrow != nullptr;
+      if constexpr (kSharedX)
+        xv[u] = in ? *reinterpret_cast<const uint4*>(xrow + c * 8) : make_uint4(0, 0, 0, 0);
+      else
+        xv[u] = ::load_x(xrow + c * 8, in);
+    }
+  }
+  __device__ __forceinline__ void mma(float (&acc)[4]) const {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      mma_bf16(acc, a[u].x, b[u].x, a[u].y, b[u].y, xv[u].x, xv[u].y);
+      mma_bf16(acc, a[u].z, b[u].z, a[u].w, b[u].w, xv[u].z, xv[u].w);
+    }
+  }
+};
+
+// The quads [q_begin, q_end) of this warp's share of a row (4 chunks of 8 k per quad).
+struct WarpRange {
+  int chunks, q_begin, q_end;
+  __device__ __forceinline__ explicit WarpRange(int k) {
+    const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    chunks = k >> 3;
+    const int quads = (chunks + 3) >> 2;
+    q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
+    q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
+  }
+};
+
+// As tile_partials_pipelined; `p` holds the first stage's weights already when `preloaded`.
+template <int kLoads, bool kSharedX>
+__device__ __forceinline__ void tile_partials_staged(const bf16* __restrict__ lo, const bf16* __restrict__ hi,
+                                                     const bf16* __restrict__ xrow, int k,
+                                                     float (*red)[kTileRows][kXRows], Stage<kLoads, kSharedX>& p,
+                                                     bool preloaded) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const WarpRange r(k);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  Stage<kLoads, kSharedX> n;
+  if (!preloaded) p.load_w(lo, hi, r.q_begin, r.q_end, r.chunks, t);
+  p.load_x(xrow, r.q_begin, r.q_end, r.chunks, t);
+  for (int q = r.q_begin; q < r.q_end; q += 2 * kLoads) {
+    n.load_w(lo, hi, q + kLoads, r.q_end, r.chunks, t);
+    n.load_x(xrow, q + kLoads, r.q_end, r.chunks, t);
+    p.mma(acc);
+    p.load_w(lo, hi, q + 2 * kLoads, r.q_end, r.chunks, t);
+    p.load_x(xrow, q + 2 * kLoads, r.q_end, r.chunks, t);
+    n.mma(acc);
+  }
+  red[warp][g][2 * t] = acc[0];
+  red[warp][g][2 * t + 1] = acc[1];
+  red[warp][g + 8][2 * t] = acc[2];
+  red[warp][g + 8][2 * t + 1] = acc[3];
+}
+
+// xs[r][·] = bf16(norm_w · bf16(x[r] · rsqrt(mean(x[r]²) + eps))) for r < rows, row pitch `pitch`
+// elements (the rounding of kern_rms_norm_bf16; sums in f32, one warp per row). Ends with a barrier.
+__device__ void normalise_rows(const bf16* __restrict__ x, int ldx, const bf16* __restrict__ norm_w, int k, int rows,
+                               float eps, bf16* xs, int pitch) {
+  __shared__ float rstd[kXRows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int chunks = k >> 3;
+  for (int r = warp; r < rows; r += nwarps) {
+    const uint4* row = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * ldx);
+    float acc = 0.0f;
+    for (int c = lane; c < chunks; c += 32) {
+      float f[8];
+      unpack_bf16x8(row[c], f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc += f[j] * f[j];
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) rstd[r] = rsqrtf(acc / static_cast<float>(k) + eps);
+  }
+  __syncthreads();
+  const uint4* wv = reinterpret_cast<const uint4*>(norm_w);
+  for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+    const int r = i / chunks, c = i - r * chunks;
+    float f[8], w[8];
+    unpack_bf16x8(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * ldx)[c], f);
+    unpack_bf16x8(wv[c], w);
+    const float s = rstd[r];
+    Bf16x8 o;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o.v[j] = to_bf(w[j] * round_bf(f[j] * s));
+    *reinterpret_cast<Bf16x8*>(xs + static_cast<int64_t>(r) * pitch + c * 8) = o;
+  }
+  __syncthreads();
+}
+
+template <Epilogue E, bool kNorm>
+__device__ __forceinline__ void gemv_pdl(const bf16* __restrict__ x, const bf16* __restrict__ norm_w,
+                                         const bf16* __restrict__ w, bf16* __restrict__ out, int m, int n, int k,
+                                         int ldx, float eps, int prefetch) {
+  if ((k & 7) != 0 || (ldx & 7) != 0 || ldx < k || blockDim.x > 32 * kMaxWarps || (blockDim.x & 31) != 0) __trap();
+  __shared__ float red[kMaxWarps][kTileRows][kXRows];
+  extern __shared__ uint4 gemv_xs_raw[];  // kNorm: the normalised rows of x
+  bf16* xs = reinterpret_cast<bf16*>(gemv_xs_raw);
+  const int pitch = k + 8;                // 16 bytes of padding: the 8 rows' loads of a quad spread over the banks
+  int pass_rows = kXRows;
+  if constexpr (kNorm) {
+    uint32_t dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    pass_rows = min(kXRows, static_cast<int>(dyn / (static_cast<uint32_t>(pitch) * 2u)));
+    if (pass_rows < 1) __trap();
+  }
+  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  constexpr int cols = E == Epilogue::SiluMul ? kTileRows / 2 : kTileRows;
+  const int tiles = (n + cols - 1) / cols;
+  const bf16* lo = nullptr;
+  const bf16* hi = nullptr;
+  auto rows_of = [&](int tile) {
+    const int col0 = tile * cols;
+    if constexpr (E == Epilogue::SiluMul) {
+      const bool ok = col0 + g < n;
+      lo = ok ? w + static_cast<int64_t>(col0 + g) * k : nullptr;
+      hi = ok ? w + static_cast<int64_t>(n + col0 + g) * k : nullptr;
+    } else {
+      lo = col0 + g < n ? w + static_cast<int64_t>(col0 + g) * k : nullptr;
+      hi = col0 + g + 8 < n ? w + static_cast<int64_t>(col0 + g + 8) * k : nullptr;
+    }
+  };
+
+  // Before the wait: only W.
+  Stage<kUnroll, kNorm> p;
+  int tile = blockIdx.x;
+  if (tile < tiles && m > 0) {
+    const int col0 = tile * cols;
+    if (prefetch > 0) {
+      const int64_t row_bytes = static_cast<int64_t>(k) * 2;
+      if constexpr (E == Epilogue::SiluMul) {
+        const int64_t bytes = min(cols, n - col0) * row_bytes;
+        prefetch_rows(w + static_cast<int64_t>(col0) * k, bytes, prefetch / 2);
+        prefetch_rows(w + static_cast<int64_t>(n + col0) * k, bytes, prefetch / 2);
+      } else {
+        prefetch_rows(w + static_cast<int64_t>(col0) * k, min(cols, n - col0) * row_bytes, prefetch);
+      }
+    }
+    rows_of(tile);
+    const WarpRange r(k);
+    p.load_w(lo, hi, r.q_begin, r.q_end, r.chunks, t);
+  }
+  wait_for_previous_grid();
+  allow_next_grid();
+
+  bool preloaded = true, normalised = false;
+  const bool one_pass = m <= pass_rows;
+  for (; tile < tiles; tile += gridDim.x) {
+    const int col0 = tile * cols;
+    rows_of(tile);
+    for (int m0 = 0; m0 < m; m0 += pass_rows) {
+      const int xrows = min(pass_rows, m - m0);
+      const bf16* xrow;
+      if constexpr (kNorm) {
+        if (!(one_pass && normalised)) normalise_rows(x + static_cast<int64_t>(m0) * ldx, ldx, norm_w, k, xrows, eps, xs, pitch);
+        normalised = true;
+        xrow = g < xrows ? xs + static_cast<int64_t>(g) * pitch : nullptr;
+      } else {
+        xrow = g < xrows ? x + static_cast<int64_t>(m0 + g) * ldx : nullptr;
+      }
+      tile_partials_staged<kUnroll, kNorm>(lo, hi, xrow, k, red, p, preloaded);
+      preloaded = false;
+      __syncthreads();
+      if constexpr (E == Epilogue::SiluMul) {
+        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
+          const int xr = i / cols, j = i % cols;
+          if (xr < xrows && col0 + j < n) {
+            const float gate = round_bf(warp_ordered_sum(red, j, xr));
+            const float up = round_bf(warp_ordered_sum(red, j + 8, xr));
+            const float act = round_bf(gate / (1.0f + __expf(-gate)));
+            out[static_cast<int64_t>(m0 + xr) * n + col0 + j] = to_bf(act * up);
+          }
+        }
+      } else {
+        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
+          const int xr = i / cols, j = i % cols;
+          if (xr < xrows && col0 + j < n) {
+            const float s = warp_ordered_sum(red, j, xr);
+            bf16* o = out + static_cast<int64_t>(m0 + xr) * n + col0 + j;
+            if constexpr (E == Epilogue::Residual)
+              *o = to_bf(to_f(*o) + s);
+            else
+              *o = to_bf(s);
+          }
+        }
+      }
+      __syncthreads();  // red (and xs) are reused by the next pass
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" __global__ void kern_gemv_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                          int32_t m, int32_t n, int32_t k, int32_t ldx) {
-  gemv<Epilogue::Store>(x, w, y, m, n, k, ldx);
+                                          int32_t m, int32_t n, int32_t k, int32_t ldx, int32_t prefetch) {
+  gemv_pdl<Epilogue::Store, false>(x, nullptr, w, y, m, n, k, ldx, 0.0f, prefetch);
 }
 
 extern "C" __global__ void kern_gemv_residual_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w,
-                                                   bf16* __restrict__ h, int32_t m, int32_t n, int32_t k, int32_t ldx) {
-  gemv<Epilogue::Residual>(x, w, h, m, n, k, ldx);
+                                                   bf16* __restrict__ h, int32_t m, int32_t n, int32_t k, int32_t ldx,
+                                                   int32_t prefetch) {
+  gemv_pdl<Epilogue::Residual, false>(x, nullptr, w, h, m, n, k, ldx, 0.0f, prefetch);
 }
 
 extern "C" __global__ void kern_gemv_gate_up_silu_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                                        bf16* __restrict__ act, int32_t m, int32_t inter, int32_t k,
-                                                       int32_t ldx) {
-  gemv<Epilogue::SiluMul>(x, w, act, m, inter, k, ldx);
+                                                       int32_t ldx, int32_t prefetch) {
+  gemv_pdl<Epilogue::SiluMul, false>(x, nullptr, w, act, m, inter, k, ldx, 0.0f, prefetch);
 }
 
-// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen): 2, 4 or 8 loads per row per batch, not pipelined
-// (the kern gen entries are software-pipelined batches of 4: the fastest at every shape timed on the H200).
+extern "C" __global__ void kern_gemv_rms_norm_bf16(const bf16* __restrict__ x, const bf16* __restrict__ norm_w,
+                                                   const bf16* __restrict__ w, bf16* __restrict__ y, int32_t m,
+                                                   int32_t n, int32_t k, int32_t ldx, float eps, int32_t prefetch) {
+  gemv_pdl<Epilogue::Store, true>(x, norm_w, w, y, m, n, k, ldx, eps, prefetch);
+}
+
+extern "C" __global__ void kern_gemv_rms_norm_gate_up_silu_bf16(const bf16* __restrict__ x, const bf16* __restrict__ norm_w,
+                                                                const bf16* __restrict__ w, bf16* __restrict__ act,
+                                                                int32_t m, int32_t inter, int32_t k, int32_t ldx,
+                                                                float eps, int32_t prefetch) {
+  gemv_pdl<Epilogue::SiluMul, true>(x, norm_w, w, act, m, inter, k, ldx, eps, prefetch);
+}
+
+// The pre-pdl production kernel (plain epilogue, no prefetch, x from global): kept for the tuning comparison.
+extern "C" __global__ void kern_gemv_bf16_p4(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
+                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+  gemv<Epilogue::Store>(x, w, y, m, n, k, ldx);
+}
+
+// Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen; no prefetch parameter): 2, 4 or 8 loads per
+// row per batch, not pipelined (the kern gen entries are software-pipelined batches of 4: the fastest at every shape
+// timed on the H200).
 extern "C" __global__ void kern_gemv_bf16_u2(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                              int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store, 2, false>(x, w, y, m, n, k, ldx);

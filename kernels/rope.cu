@@ -46,6 +46,8 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
                                                         int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim,
                                                         int32_t page_size, int64_t page_stride, int32_t max_pos,
                                                         float eps) {
+  wait_for_previous_grid();
+  allow_next_grid();
   const int r = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int head = blockIdx.y * kHeadsPerBlock + (threadIdx.x >> 5);

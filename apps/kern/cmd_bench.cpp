@@ -51,6 +51,8 @@ struct Options {
   int gpu = 0;
   bool no_startup = false;
   int peer_timeout_s = 900;
+  bool pdl = true;                          // kern gen's decode launches with pdl
+  std::uint64_t gemv_prefetch_bytes = 65536;  // kern gen's --gemv-prefetch
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -215,6 +217,8 @@ int run() {
   models::Qwen3GenOptions gen;
   gen.max_tokens = std::max<std::uint64_t>({max_prefill, opt.chunk, 8});
   gen.max_seqs = 8;
+  gen.pdl = opt.pdl;
+  gen.gemv_prefetch_bytes = opt.gemv_prefetch_bytes;
   gen.model = fs::path(opt.weights).filename().string();
   gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
   const std::string manifest_path = tmp + "/manifest.json";
@@ -322,6 +326,9 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--gpu", opt.gpu, "GPU index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
+  cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
+  cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes, "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
+      ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions");
   return [] { return run(); };
 }

@@ -83,6 +83,9 @@ Runner setup(CLI::App& app) {
   q->add_option("--kernels-dir", opt.kernels_dir, "Directory of the built fatbins (default: <build>/kernels)");
   q->add_option("--model", opt.model, "The manifest's model label (default: the checkpoint directory's name)");
   q->add_flag("--logits-output", opt.gen.logits_output, "Expose logits ([seqs, vocab] bf16) as an output buffer");
+  q->add_flag("!--no-pdl", opt.gen.pdl, "Launch the decode kernels without programmatic dependent launch");
+  q->add_option("--gemv-prefetch", opt.gen.gemv_prefetch_bytes,
+                "Bytes of its weight tile each decode GEMV block prefetches into L2 before waiting (0: none)");
   return [q] { return q->parsed() ? run_qwen3() : 2; };
 }
 Registrar reg("gen", setup);

@@ -46,6 +46,10 @@ struct Qwen3GenOptions {
   std::uint64_t max_seqs = 64;      // sequences per decode step (var `seqs`)
   std::uint64_t page_size = 16;     // KV tokens per page
   bool logits_output = false;       // expose `logits` ([seqs, vocab] bf16) as an output
+  bool pdl = true;                  // decode kernels launched with programmatic dependent launch
+  // Bytes of its weight tile each decode GEMV block asks the L2 to prefetch before it waits for
+  // the previous kernel (capped at the tile; 0: none).
+  std::uint64_t gemv_prefetch_bytes = 65536;
   std::string model;                // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

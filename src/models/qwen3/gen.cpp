@@ -87,55 +87,119 @@ OJ when_blas() { return OJ{{"var", "seqs"}, {"min", kGemvMaxRows + 1}}; }
 // The decode ops use cuBLASLt launches only when a decode step can have more than kGemvMaxRows rows.
 bool decode_uses_blas(const Geo& g) { return g.o.max_seqs > kGemvMaxRows; }
 
-OJ gemv_launch(const char* entry, const char* out_dir, std::uint64_t out_param, std::uint64_t m_param, std::uint64_t n,
-               std::uint64_t k, std::uint64_t blocks) {
-  OJ l = launch("gemv", entry,
-                {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32", "i32"},
-                OJ::array({p(0), p(1), p(out_param), p(m_param), i32(n), i32(k), i32(k)}), OJ::array({blocks, 1, 1}),
-                kGemvThreads);
-  l["when"] = when_gemv();
+// Bytes of a GEMV tile's weights one block asks the L2 to prefetch before waiting for the previous
+// kernel: the whole tile, at most the option's cap.
+std::uint64_t tile_prefetch(const Geo& g, std::uint64_t k) {
+  return std::min<std::uint64_t>(g.o.gemv_prefetch_bytes, kGemvTileRows * k * 2);
+}
+
+// Dynamic shared memory of the RMSNorm-fused GEMVs: the normalised rows of one pass over W
+// (min(max_seqs, 8) rows of hidden + 8 bf16; kernels/gemv.cu).
+std::uint64_t norm_gemv_shared(const Geo& g) {
+  return std::min<std::uint64_t>(g.o.max_seqs, kGemvMaxRows) * (g.c.hidden + 8) * 2;
+}
+
+OJ with_shared(OJ l, std::uint64_t bytes) {
+  l["shared_mem"] = bytes;
   return l;
 }
 
-OJ blas_launch(const char* ext, const char* out_dir, std::uint64_t out_param, std::uint64_t m_param, std::uint64_t n,
+OJ with_pdl(OJ l, const Geo& g) {
+  if (g.o.pdl) l["pdl"] = true;
+  return l;
+}
+
+// Params of a GEMV launch: x, [norm_w,] w, out (direction `out_dir`), then i32 m, n, k, ldx, [f32 eps,] i32 prefetch.
+OJ gemv_launch(const Geo& g, const char* entry, bool norm, const char* out_dir, std::uint64_t m_param, std::uint64_t n,
+               std::uint64_t k, std::uint64_t blocks) {
+  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32",
+                                     "i32", "i32", "i32", "i32"};
+  OJ args = OJ::array({p(0), p(1), p(2), p(m_param), i32(n), i32(k), i32(k), i32(tile_prefetch(g, k))});
+  if (norm) {
+    params.insert(params.begin() + 1, "in buffer<bf16>");
+    params.insert(params.end() - 1, "f32");
+    args = OJ::array({p(0), p(1), p(2), p(3), p(m_param), i32(n), i32(k), i32(k), f32(g.c.rms_norm_eps),
+                      i32(tile_prefetch(g, k))});
+  }
+  OJ l = launch("gemv", entry, std::move(params), std::move(args), OJ::array({blocks, 1, 1}), kGemvThreads);
+  if (norm) l["shared_mem"] = norm_gemv_shared(g);
+  l["when"] = when_gemv();
+  return with_pdl(std::move(l), g);
+}
+
+OJ blas_launch(const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::uint64_t m_param, std::uint64_t n,
                std::uint64_t k) {
   OJ l;
   l["entry"] = std::string("extern:") + ext;
   l["params"] = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32"};
   l["when"] = when_blas();
-  l["args"] = OJ::array({p(0), p(1), p(out_param), p(m_param), i32(n), i32(k)});
+  l["args"] = OJ::array({std::move(x), std::move(w), std::move(out), p(m_param), i32(n), i32(k)});
   return l;
 }
 
-// Decode y[seqs, n] = x·Wᵀ (residual: h[seqs, n] += x·Wᵀ, in place). Params: x, w, y | h, seqs.
-OJ decode_gemm_op(const Geo& g, bool residual, std::uint64_t n, std::uint64_t k) {
-  const char* dir = residual ? "inout" : "out";
-  OJ launches = OJ::array({gemv_launch(residual ? "kern_gemv_residual_bf16" : "kern_gemv_bf16", dir, 2, 3, n, k,
-                                       (n + kGemvTileRows - 1) / kGemvTileRows)});
-  if (decode_uses_blas(g))
-    launches.push_back(blas_launch(residual ? "cublaslt_bf16_tn_acc" : "cublaslt_bf16_tn", dir, 2, 3, n, k));
-  return op({"in buffer<bf16>", "in buffer<bf16>", std::string(dir) + " buffer<bf16>", "i32"}, std::move(launches));
+// The cuBLASLt path's RMSNorm of x (param 0, weight param 1) into the op's scratch `normed`.
+OJ blas_norm_launch(const Geo& g, std::uint64_t m_param) {
+  OJ l = launch("rmsnorm", "kern_rms_norm_bf16",
+                {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
+                OJ::array({p(0), p(1), scratch("normed"), p(m_param), i32(g.c.hidden), f32(g.c.rms_norm_eps)}),
+                OJ::array({"seqs", 1, 1}), kNormThreads);
+  l["when"] = when_blas();
+  return l;
 }
 
-// Decode act[seqs, I] = silu(x·W_gateᵀ)·(x·W_upᵀ) over the concatenated [2I, H] gate_up weight.
-// Params: x, w, act, [gate_up (the cuBLASLt path's [seqs, 2I] intermediate),] seqs.
+OJ normed_scratch(const Geo& g) {
+  OJ sc;
+  sc["normed"] = {{"dtype", "bf16"}, {"shape", OJ::array({"seqs", g.c.hidden})}};
+  return sc;
+}
+
+// Decode h[seqs, n] += x·Wᵀ in place (o_proj, down_proj). Params: x, w, h, seqs.
+OJ decode_residual_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_residual_bf16", false, "inout", 3, n, k,
+                                       (n + kGemvTileRows - 1) / kGemvTileRows)});
+  if (decode_uses_blas(g)) launches.push_back(blas_launch("cublaslt_bf16_tn_acc", "inout", p(0), p(1), p(2), 3, n, k));
+  return op({"in buffer<bf16>", "in buffer<bf16>", "inout buffer<bf16>", "i32"}, std::move(launches));
+}
+
+// Decode y[seqs, n] = RMSNorm(x)·norm_w · Wᵀ (qkv_proj, lm_head). Params: x, norm_w, w, y, seqs.
+OJ decode_norm_gemm_op(const Geo& g, std::uint64_t n) {
+  const std::uint64_t k = g.c.hidden;
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_rms_norm_bf16", true, "out", 4, n, k,
+                                       (n + kGemvTileRows - 1) / kGemvTileRows)});
+  OJ sc = nullptr;
+  if (decode_uses_blas(g)) {
+    launches.push_back(blas_norm_launch(g, 4));
+    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", scratch("normed"), p(2), p(3), 4, n, k));
+    sc = normed_scratch(g);
+  }
+  return op({"in buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, std::move(launches),
+            std::move(sc));
+}
+
+// Decode act[seqs, I] = silu(xn·W_gateᵀ)·(xn·W_upᵀ), xn = RMSNorm(x)·norm_w, over the concatenated
+// [2I, H] gate_up weight. Params: x, norm_w, w, act, [gate_up (the cuBLASLt path's [seqs, 2I]
+// intermediate),] seqs.
 OJ decode_gate_up_silu_op(const Geo& g) {
   const Qwen3Config& c = g.c;
   const bool blas = decode_uses_blas(g);
-  const std::uint64_t m = blas ? 4 : 3;
-  OJ launches = OJ::array({gemv_launch("kern_gemv_gate_up_silu_bf16", "out", 2, m, c.intermediate, c.hidden,
-                                       (c.intermediate + kGemvTileRows / 2 - 1) / (kGemvTileRows / 2))});
-  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
+  const std::uint64_t m = blas ? 5 : 4;
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_rms_norm_gate_up_silu_bf16", true, "out", m, c.intermediate,
+                                       c.hidden, (c.intermediate + kGemvTileRows / 2 - 1) / (kGemvTileRows / 2))});
+  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
+  OJ sc = nullptr;
   if (blas) {
-    params.insert(params.begin() + 3, "out buffer<bf16>");
-    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", 3, m, 2 * c.intermediate, c.hidden));
+    params.insert(params.begin() + 4, "out buffer<bf16>");
+    launches.push_back(blas_norm_launch(g, m));
+    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", scratch("normed"), p(2), p(4), m, 2 * c.intermediate,
+                                   c.hidden));
     OJ silu = launch("activation", "kern_silu_mul_bf16", {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
-                     OJ::array({p(3), p(2), p(m), i32(c.intermediate)}),
+                     OJ::array({p(4), p(3), p(m), i32(c.intermediate)}),
                      OJ::array({"seqs", (c.intermediate + 1023) / 1024, 1}), 256);
     silu["when"] = when_blas();
     launches.push_back(std::move(silu));
+    sc = normed_scratch(g);
   }
-  return op(std::move(params), std::move(launches));
+  return op(std::move(params), std::move(launches), std::move(sc));
 }
 
 OJ ops(const Geo& g) {
@@ -171,13 +235,13 @@ OJ ops(const Geo& g) {
   o["qk_norm_rope_cache"] = op(
       {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>", "in buffer<i64>",
        "inout state", "i32"},
-      OJ::array({launch("rope", "kern_qk_norm_rope_cache_bf16",
+      OJ::array({with_pdl(launch("rope", "kern_qk_norm_rope_cache_bf16",
                         {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>",
                          "in buffer<i64>", "inout state", "i32", "i32", "i32", "i32", "i32", "i64", "i32", "f32"},
                         OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
                                    i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
                                    f32(eps)}),
-                        OJ::array({"tokens", (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128)}));
+                        OJ::array({"tokens", (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128), g)}));
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   {
     // The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about
@@ -200,26 +264,31 @@ OJ ops(const Geo& g) {
                                   i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits),
                                   i32(kDecodeTargetBlocks)}),
                        OJ::array({"seqs", c.heads, 1}), c.head_dim);
+    part = with_pdl(std::move(part), g);
+    reduce = with_pdl(std::move(reduce), g);
     OJ sc;
     sc["part_o"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, c.head_dim})}};
     sc["part_ml"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, 2})}};
     o["attn_decode"] = op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "out buffer<bf16>", "i32"},
                           OJ::array({std::move(part), std::move(reduce)}), std::move(sc));
   }
-  // Tensor-core prefill (attention_prefill.cu): 8 warps of 16 queries (rows x q heads of one kv head).
-  constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256;
+  // Tensor-core prefill (attention_prefill.cu): 8 warps of 16 queries (rows x q heads of one kv head),
+  // key tiles of 64 in two stages of K and V in dynamic shared memory.
+  constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256, kPrefillKeys = 64, kPrefillStages = 2;
+  const std::uint64_t prefill_shared = 2 * kPrefillStages * kPrefillKeys * (c.head_dim + 8) * 2;
   const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, kPrefillQueries / (c.heads / c.kv_heads));
   o["attn_prefill"] = op(
       {"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
        "out buffer<bf16>", "i32", "i32"},
-      OJ::array({launch("attention_prefill", "kern_attn_prefill_mma" + g.hd,
+      OJ::array({with_shared(launch("attention_prefill", "kern_attn_prefill_mma_s2" + g.hd,
                         {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
                          "in buffer<i32>", "in buffer<i64>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i32",
                          "i64", "f32", "i32"},
                         OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6), p(7),
                                    p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i64(g.page_stride_elems),
                                    f32(scale), i32(rows_per_block)}),
-                        OJ::array({ceil_div("tokens", rows_per_block), c.kv_heads, 1}), kPrefillThreads)}));
+                        OJ::array({ceil_div("tokens", rows_per_block), c.kv_heads, 1}), kPrefillThreads),
+                            prefill_shared)}));
   o["silu_mul"] = op({"in buffer<bf16>", "out buffer<bf16>", "i32"},
                      OJ::array({launch("activation", "kern_silu_mul_bf16",
                                        {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
@@ -233,6 +302,8 @@ OJ ops(const Geo& g) {
     OJ fin = launch("argmax", "kern_argmax_final", {"in buffer<f32>", "in buffer<i32>", "out buffer<i64>", "i32", "i32"},
                     OJ::array({scratch("part_max"), scratch("part_idx"), p(1), p(2), i32(kArgmaxBlocks)}),
                     OJ::array({"seqs", 1, 1}), 64);
+    part = with_pdl(std::move(part), g);
+    fin = with_pdl(std::move(fin), g);
     OJ sc;
     sc["part_max"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
     sc["part_idx"] = {{"dtype", "i32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
@@ -244,11 +315,11 @@ OJ ops(const Geo& g) {
   o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
   o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
   o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
-  o["decode_qkv"] = decode_gemm_op(g, false, g.qkv_width, c.hidden);
-  o["decode_o_residual"] = decode_gemm_op(g, true, c.hidden, g.q_width);
-  o["decode_gate_up_silu"] = decode_gate_up_silu_op(g);
-  o["decode_down_residual"] = decode_gemm_op(g, true, c.hidden, c.intermediate);
-  o["decode_lm_head"] = decode_gemm_op(g, false, c.vocab, c.hidden);
+  o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);
+  o["decode_o_residual"] = decode_residual_op(g, c.hidden, g.q_width);
+  o["decode_norm_gate_up_silu"] = decode_gate_up_silu_op(g);
+  o["decode_down_residual"] = decode_residual_op(g, c.hidden, c.intermediate);
+  o["decode_norm_lm_head"] = decode_norm_gemm_op(g, c.vocab);
   return o;
 }
 
@@ -346,25 +417,31 @@ OJ call(const std::string& label, const char* op_name, OJ args) { return call(la
 // The forward pass of both serving programs. Prefill: cuBLASLt GEMMs into `delta`, the residual
 // added by the next add_rms_norm, logits of each sequence's last row. Decode (one row per
 // sequence): GEMV ops (cuBLASLt above kGemvMaxRows sequences) that add o_proj and down_proj into
-// `hidden` in place, so every norm is a plain rms_norm, gate_up fused with SiLU·mul, and the
-// lm_head reading `normed` directly (every decode row is the last row of its sequence).
+// `hidden` in place, and every RMSNorm fused into the prologue of the GEMV that reads it
+// (qkv_proj, gate_up with SiLU·mul, the lm_head: every decode row is the last row of its
+// sequence), so a layer is 7 kernels, chained with programmatic dependent launch (`pdl`).
 OJ forward_calls(const Geo& g, bool prefill) {
   const Qwen3Config& c = g.c;
   OJ calls = OJ::array();
   calls.push_back(call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
   for (std::uint64_t l = 0; l < c.layers; ++l) {
     const std::string L = "layers." + std::to_string(l);
-    if (l == 0 || !prefill) {
-      calls.push_back(call(L + ".input_norm", "rms_norm",
-                           OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
+    if (prefill) {
+      if (l == 0) {
+        calls.push_back(call(L + ".input_norm", "rms_norm",
+                             OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
+      } else {
+        calls.push_back(call(L + ".input_norm", "add_rms_norm",
+                             OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"),
+                                        var("tokens")})));
+      }
+      calls.push_back(call(L + ".qkv_proj", "gemm_qkv",
+                           OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
     } else {
-      calls.push_back(call(L + ".input_norm", "add_rms_norm",
-                           OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"),
-                                      var("tokens")})));
+      calls.push_back(call(L + ".norm_qkv_proj", "decode_norm_qkv",
+                           OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf(layer_name(l, "qkv")),
+                                      buf("qkv"), var("seqs")})));
     }
-    calls.push_back(call(L + ".qkv_proj", prefill ? "gemm_qkv" : "decode_qkv",
-                         OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"),
-                                    var(prefill ? "tokens" : "seqs")})));
     calls.push_back(call(L + ".qk_norm_rope_cache", "qk_norm_rope_cache",
                          OJ::array({buf("qkv"), buf(layer_name(l, "q_norm")), buf(layer_name(l, "k_norm")), buf("rope"),
                                     buf("positions"), buf("slot_mapping"), state("kv", l * g.layer_bytes),
@@ -373,12 +450,6 @@ OJ forward_calls(const Geo& g, bool prefill) {
       calls.push_back(call(L + ".attn", "attn_prefill",
                            OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
                                       buf("cu_seqlens"), buf("positions"), buf("attn"), var("tokens"), var("seqs")})));
-    } else {
-      calls.push_back(call(L + ".attn", "attn_decode",
-                           OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
-                                      buf("attn"), var("seqs")})));
-    }
-    if (prefill) {
       calls.push_back(call(L + ".o_proj", "gemm_o",
                            OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
       calls.push_back(call(L + ".post_norm", "add_rms_norm",
@@ -390,14 +461,15 @@ OJ forward_calls(const Geo& g, bool prefill) {
       calls.push_back(call(L + ".down_proj", "gemm_down",
                            OJ::array({buf("act"), buf(layer_name(l, "down")), buf("delta"), var("tokens")})));
     } else {
+      calls.push_back(call(L + ".attn", "attn_decode",
+                           OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
+                                      buf("attn"), var("seqs")})));
       calls.push_back(call(L + ".o_proj", "decode_o_residual",
                            OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var("seqs")})));
-      calls.push_back(call(L + ".post_norm", "rms_norm",
-                           OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
-      OJ gate_up_args = OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("act")});
+      OJ gate_up_args = OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf(layer_name(l, "gate_up")), buf("act")});
       if (decode_uses_blas(g)) gate_up_args.push_back(buf("gate_up"));
       gate_up_args.push_back(var("seqs"));
-      calls.push_back(call(L + ".gate_up_silu", "decode_gate_up_silu", std::move(gate_up_args)));
+      calls.push_back(call(L + ".norm_gate_up_silu", "decode_norm_gate_up_silu", std::move(gate_up_args)));
       calls.push_back(call(L + ".down_proj", "decode_down_residual",
                            OJ::array({buf("act"), buf(layer_name(l, "down")), buf("hidden"), var("seqs")})));
     }
@@ -409,10 +481,8 @@ OJ forward_calls(const Geo& g, bool prefill) {
         call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
     calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
   } else {
-    calls.push_back(
-        call("final_norm", "rms_norm", OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
-    calls.push_back(
-        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
+    calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
+                         OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var("seqs")})));
   }
   calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
   return calls;
@@ -424,6 +494,8 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
   if (o.max_seqs > o.max_tokens)
     fail(ErrorKind::Api, "--max-seqs {} exceeds --max-tokens {} (a decode step feeds one row per sequence)", o.max_seqs,
          o.max_tokens);
+  if (o.gemv_prefetch_bytes > kI32Max)
+    fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
   if (o.page_size == 0 || o.page_size > 256 || (o.page_size & (o.page_size - 1)) != 0)
     fail(ErrorKind::Api, "--page-size must be a power of two from 1 to 256, got {}", o.page_size);
   for (const std::string& family : qwen3_kernel_families()) {

@@ -103,7 +103,7 @@ TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
     const std::uint64_t layer_bytes = 16 * s.kv_heads * s.head_dim * 2 * 2;
     const auto& last_attn = call_named(m["programs"]["decode"], "layers." + std::to_string(s.layers - 1) + ".attn");
     EXPECT_EQ(last_attn["args"][1]["offset"], (s.layers - 1) * layer_bytes);
-    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 8 * s.layers + 3);
+    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 6 * s.layers + 2);
     EXPECT_EQ(m["programs"]["prefill"]["calls"].size(), 1 + 9 * s.layers + 4);
 
     // Weights bound to the HF names; q/k/v and gate/up concatenated.
@@ -152,7 +152,7 @@ std::vector<std::string> active_entries(const nlohmann::ordered_json& op, std::u
   return out;
 }
 
-TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
+TEST(GenQwen3, DecodeLayerIsGemvWithFusedNormsAndEpilogues) {
   const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
@@ -161,63 +161,107 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
     const auto m = generate_qwen3_manifest(c, o);
     ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
     const auto& calls = m["programs"]["decode"]["calls"];
-    ASSERT_EQ(calls.size(), 1 + 8 * c.layers + 3);
-    const std::vector<std::string> layer = {"rms_norm",          "decode_qkv",          "qk_norm_rope_cache",
-                                            "attn_decode",       "decode_o_residual",   "rms_norm",
-                                            "decode_gate_up_silu", "decode_down_residual"};
+    ASSERT_EQ(calls.size(), 1 + 6 * c.layers + 2);
+    const std::vector<std::string> layer = {"decode_norm_qkv",   "qk_norm_rope_cache",       "attn_decode",
+                                            "decode_o_residual", "decode_norm_gate_up_silu", "decode_down_residual"};
     for (std::uint64_t l : {std::uint64_t{0}, std::uint64_t{1}, c.layers - 1})
-      EXPECT_EQ(op_names(calls, 1 + 8 * l, 8), layer) << "layer " << l;
-    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3),
-              (std::vector<std::string>{"rms_norm", "decode_lm_head", "argmax"}));
+      EXPECT_EQ(op_names(calls, 1 + 6 * l, 6), layer) << "layer " << l;
+    EXPECT_EQ(op_names(calls, 1 + 6 * c.layers, 2), (std::vector<std::string>{"decode_norm_lm_head", "argmax"}));
 
-    // Residual GEMVs add into hidden in place; the lm_head reads normed (no gather in decode).
-    const auto& o_proj = call_named(m["programs"]["decode"], "layers.5.o_proj");
+    // Residual GEMVs add into hidden in place; the norms read hidden with their layer's weight.
+    const auto& decode = m["programs"]["decode"];
+    const auto& o_proj = call_named(decode, "layers.5.o_proj");
     EXPECT_EQ(o_proj["args"][2]["buf"], "hidden");
     EXPECT_EQ(o_proj["args"][3]["var"], "seqs");
-    EXPECT_EQ(call_named(m["programs"]["decode"], "layers.5.down_proj")["args"][2]["buf"], "hidden");
-    EXPECT_EQ(call_named(m["programs"]["decode"], "lm_head")["args"][0]["buf"], "normed");
-    EXPECT_EQ(call_named(m["programs"]["decode"], "layers.5.qkv_proj")["args"][3]["var"], "seqs");
-    const auto& gu = call_named(m["programs"]["decode"], "layers.5.gate_up_silu");
-    EXPECT_EQ(gu["args"][2]["buf"], "act");
-    EXPECT_EQ(gu["args"].size(), max_seqs > 8 ? 5u : 4u);
+    EXPECT_EQ(call_named(decode, "layers.5.down_proj")["args"][2]["buf"], "hidden");
+    const auto& qkv_call = call_named(decode, "layers.5.norm_qkv_proj");
+    EXPECT_EQ(qkv_call["args"][0]["buf"], "hidden");
+    EXPECT_EQ(qkv_call["args"][1]["buf"], "layers.5.input_norm");
+    EXPECT_EQ(qkv_call["args"][2]["buf"], "layers.5.qkv");
+    EXPECT_EQ(qkv_call["args"][4]["var"], "seqs");
+    const auto& head = call_named(decode, "norm_lm_head");
+    EXPECT_EQ(head["args"][0]["buf"], "hidden");
+    EXPECT_EQ(head["args"][1]["buf"], "final_norm");
+    const auto& gu = call_named(decode, "layers.5.norm_gate_up_silu");
+    EXPECT_EQ(gu["args"][0]["buf"], "hidden");
+    EXPECT_EQ(gu["args"][1]["buf"], "layers.5.post_norm");
+    EXPECT_EQ(gu["args"][3]["buf"], "act");
+    EXPECT_EQ(gu["args"].size(), max_seqs > 8 ? 6u : 5u);
     if (max_seqs > 8) {
-      EXPECT_EQ(gu["args"][3]["buf"], "gate_up");
+      EXPECT_EQ(gu["args"][4]["buf"], "gate_up");
     }
-    for (const auto& call : calls) EXPECT_EQ(call["args"].dump().find("\"delta\""), std::string::npos) << call.dump();
+    for (const auto& call : calls) {
+      EXPECT_EQ(call["args"].dump().find("\"delta\""), std::string::npos) << call.dump();
+      EXPECT_EQ(call["args"].dump().find("\"normed\""), std::string::npos) << call.dump();
+    }
 
     const auto& ops = m["ops"];
-    for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
-                             "decode_lm_head"})
+    for (const char* name : {"decode_norm_qkv", "decode_o_residual", "decode_norm_gate_up_silu",
+                             "decode_down_residual", "decode_norm_lm_head"})
       expect_when_partition(ops[name], max_seqs, name);
-    EXPECT_EQ(active_entries(ops["decode_qkv"], 1), std::vector<std::string>{"kern_gemv_bf16"});
+    EXPECT_EQ(active_entries(ops["decode_norm_qkv"], 1), std::vector<std::string>{"kern_gemv_rms_norm_bf16"});
     EXPECT_EQ(active_entries(ops["decode_o_residual"], std::min<std::uint64_t>(8, max_seqs)),
               std::vector<std::string>{"kern_gemv_residual_bf16"});
-    EXPECT_EQ(active_entries(ops["decode_gate_up_silu"], 1), std::vector<std::string>{"kern_gemv_gate_up_silu_bf16"});
+    EXPECT_EQ(active_entries(ops["decode_norm_gate_up_silu"], 1),
+              std::vector<std::string>{"kern_gemv_rms_norm_gate_up_silu_bf16"});
     if (max_seqs > 8) {
-      EXPECT_EQ(active_entries(ops["decode_qkv"], 9), std::vector<std::string>{"extern:cublaslt_bf16_tn"});
+      // Above 8 rows: the norm into the op's scratch, then cuBLASLt.
+      EXPECT_EQ(active_entries(ops["decode_norm_qkv"], 9),
+                (std::vector<std::string>{"kern_rms_norm_bf16", "extern:cublaslt_bf16_tn"}));
+      EXPECT_EQ(ops["decode_norm_qkv"]["impl"]["scratch"]["normed"]["shape"], nlohmann::ordered_json::array({"seqs", 2560}));
       EXPECT_EQ(active_entries(ops["decode_down_residual"], max_seqs),
                 std::vector<std::string>{"extern:cublaslt_bf16_tn_acc"});
-      EXPECT_EQ(active_entries(ops["decode_gate_up_silu"], 9),
-                (std::vector<std::string>{"extern:cublaslt_bf16_tn", "kern_silu_mul_bf16"}));
+      EXPECT_EQ(active_entries(ops["decode_norm_gate_up_silu"], 9),
+                (std::vector<std::string>{"kern_rms_norm_bf16", "extern:cublaslt_bf16_tn", "kern_silu_mul_bf16"}));
     } else {
-      EXPECT_EQ(ops["decode_qkv"]["impl"]["launches"].size(), 1u);
-      EXPECT_EQ(ops["decode_gate_up_silu"]["params"].size(), 4u);
+      EXPECT_EQ(ops["decode_norm_qkv"]["impl"]["launches"].size(), 1u);
+      EXPECT_FALSE(ops["decode_norm_qkv"]["impl"].contains("scratch"));
+      EXPECT_EQ(ops["decode_norm_gate_up_silu"]["params"].size(), 5u);
     }
-    // GEMV geometry and sizes: one block per 16 weight rows (8 gate/up pairs), n and k literal.
-    const auto& qkv = ops["decode_qkv"]["impl"]["launches"][0];
+    // GEMV geometry and sizes: one block per 16 weight rows (8 gate/up pairs), n and k literal; the
+    // fused norm's shared memory holds min(max_seqs, 8) rows of hidden + 8 bf16.
+    const auto& qkv = ops["decode_norm_qkv"]["impl"]["launches"][0];
     EXPECT_EQ(qkv["module"], "gemv");
     EXPECT_EQ(qkv["grid"][0], (6144 + 15) / 16);
     EXPECT_EQ(qkv["block"][0], 256);
+    EXPECT_EQ(qkv["shared_mem"], std::min<std::uint64_t>(max_seqs, 8) * (2560 + 8) * 2);
     EXPECT_EQ(ops["decode_o_residual"]["impl"]["launches"][0]["block"][0], 256);
-    EXPECT_EQ(qkv["args"][4]["i32"], 6144);
-    EXPECT_EQ(qkv["args"][5]["i32"], 2560);
-    const auto& gate = ops["decode_gate_up_silu"]["impl"]["launches"][0];
+    EXPECT_EQ(qkv["args"][5]["i32"], 6144);
+    EXPECT_EQ(qkv["args"][6]["i32"], 2560);
+    EXPECT_EQ(qkv["args"][9]["i32"], 65536);  // prefetch: the default cap (the tile is 80 KiB)
+    const auto& gate = ops["decode_norm_gate_up_silu"]["impl"]["launches"][0];
     EXPECT_EQ(gate["grid"][0], 9728 / 8);
-    EXPECT_EQ(gate["args"][4]["i32"], 9728);
-    EXPECT_EQ(ops["decode_lm_head"]["impl"]["launches"][0]["grid"][0], 151936 / 16);
+    EXPECT_EQ(gate["args"][5]["i32"], 9728);
+    EXPECT_EQ(ops["decode_norm_lm_head"]["impl"]["launches"][0]["grid"][0], 151936 / 16);
     EXPECT_EQ(ops["decode_down_residual"]["impl"]["launches"][0]["args"][5]["i32"], 9728);
     EXPECT_EQ(ops["decode_o_residual"]["params"][2], "inout buffer<bf16>");
   }
+}
+
+// Every kernel the decode program chains after another waits for it (kernels/common.cuh), so all
+// but the first launch carry pdl; --no-pdl and --gemv-prefetch reach the launches.
+TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));
+  Qwen3GenOptions o = options();
+  o.max_seqs = 8;
+  const auto with = generate_qwen3_manifest(c, o);
+  for (const char* name : {"decode_norm_qkv", "decode_o_residual", "decode_norm_gate_up_silu", "decode_down_residual",
+                           "decode_norm_lm_head", "qk_norm_rope_cache", "attn_decode", "argmax"})
+    for (const auto& l : with["ops"][name]["impl"]["launches"]) EXPECT_EQ(l.value("pdl", false), true) << name;
+  EXPECT_FALSE(with["ops"]["embedding"]["impl"]["launches"][0].contains("pdl"));
+  EXPECT_FALSE(with["ops"]["rms_norm"]["impl"]["launches"][0].contains("pdl"));
+
+  o.pdl = false;
+  o.gemv_prefetch_bytes = 4096;
+  const auto without = generate_qwen3_manifest(c, o);
+  for (const auto& [name, op] : without["ops"].items())
+    for (const auto& l : op["impl"]["launches"]) EXPECT_FALSE(l.contains("pdl")) << name;
+  EXPECT_EQ(without["ops"]["decode_o_residual"]["impl"]["launches"][0]["args"][7]["i32"], 4096);
+  o.gemv_prefetch_bytes = 1u << 30;  // capped at the tile: 16 rows of k = 9728
+  EXPECT_EQ(generate_qwen3_manifest(c, o)["ops"]["decode_down_residual"]["impl"]["launches"][0]["args"][7]["i32"],
+            16 * 9728 * 2);
+  o.gemv_prefetch_bytes = std::uint64_t{1} << 31;
+  EXPECT_THROW(generate_qwen3_manifest(c, o), kern::Error);
 }
 
 TEST(GenQwen3, PrefillKeepsCublasGemmsForEveryRowCount) {
