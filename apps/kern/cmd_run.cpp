@@ -95,7 +95,13 @@ class LateExecutor final : public driver::Executor {
   void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
     get().write_input(b, bytes, prefix);
   }
+  void write_input_at(std::string_view b, std::uint64_t offset, std::span<const std::byte> bytes) override {
+    get().write_input_at(b, offset, bytes);
+  }
   void run(std::string_view program, const Vars& vars) override { get().run(program, vars); }
+  void run_and_read(std::string_view program, const Vars& vars, std::string_view b, std::span<std::byte> out) override {
+    get().run_and_read(program, vars, b, out);
+  }
   std::vector<std::byte> read_output(std::string_view b) override { return get().read_output(b); }
   std::vector<std::byte> read_buffer(std::string_view n) override { return get().read_buffer(n); }
   std::vector<std::byte> read_output_prefix(std::string_view b, std::uint64_t bytes) override {

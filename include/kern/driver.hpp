@@ -2,13 +2,15 @@
 //
 // The caller contract (docs/run.md): the first n−1 prompt tokens go through the chunk program
 // in chunks of `chunk` rows, the last prompt token through the one-row program (the tightest
-// fixed one-row program covering one group) for the first token; then one (1, 1) call per step. Only input fill contents that changed are written
-// (prefix writes), so a decode step writes token, position, slot and seq_len, plus the page-table
-// row when a new page begins. Greedy argmax runs on the device: the driver reads the `tokens`
+// fixed one-row program covering one group) for the first token; then one (1, 1) call per step.
+// Only the input elements that changed are written (InputShadow: one ranged write per changed
+// input), so a decode step writes token, position, slot and seq_len, plus the one new page-table
+// entry when a new page begins; it runs and reads its token back with one synchronization. Greedy argmax runs on the device: the driver reads the `tokens`
 // fill output after each call. The driver names nothing itself: every buffer and program comes
 // from manifest::Protocol.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,7 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kern/driver/input_shadow.hpp"
 #include "kern/driver/sequence_pages.hpp"
+#include "kern/error.hpp"
 #include "kern/protocol.hpp"
 #include "kern/runtime/vars.hpp"
 
@@ -29,7 +33,20 @@ class Executor {
  public:
   virtual ~Executor() = default;
   virtual void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) = 0;
+  // Writes `bytes` at byte `offset` of an input, keeping its other bytes (the runtime checks the
+  // range, element alignment and the domain of what is written).
+  virtual void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) = 0;
   virtual void run(std::string_view program, const Vars& vars) = 0;
+  // Runs `program`, then fills `out` with the first out.size() bytes of output `buffer` (a decode
+  // step: its 8-byte token). An executor may do both with one synchronization. Default: run, then
+  // read_output_prefix.
+  virtual void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out) {
+    run(program, vars);
+    const std::vector<std::byte> got = read_output_prefix(buffer, out.size());
+    if (got.size() < out.size())
+      fail(ErrorKind::Api, "output {} holds {} bytes; {} were asked for", buffer, got.size(), out.size());
+    std::copy(got.begin(), got.end(), out.begin());
+  }
   virtual std::vector<std::byte> read_output(std::string_view buffer) = 0;
   virtual std::vector<std::byte> read_buffer(std::string_view name) = 0;
   // The first `bytes` bytes of an output (a decode step needs 8). Default: read all and cut.
@@ -101,7 +118,6 @@ class Generator {
 
  private:
   void write_fill(manifest::Fill role, const std::vector<std::int64_t>& values);
-  void write_if_changed(const std::string& buffer, std::vector<std::byte> bytes);
   // One call of `f` over rows `tokens` at positions [first, first + size); returns the token it
   // emitted when `emits` (else −1).
   std::int64_t call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
@@ -118,7 +134,8 @@ class Generator {
   SequencePages pages_;
   std::uint64_t logits_width_ = 0;
   DType logits_dtype_ = DType::BF16;
-  std::map<std::string, std::vector<std::byte>> known_;  // what each input buffer starts with
+  InputShadow inputs_;                // what each input buffer starts with; writes only what changed
+  std::vector<std::int64_t> values_;  // per-call scratch (kept to avoid allocating per token)
 };
 
 }  // namespace kern::driver

@@ -7,8 +7,9 @@
 //           states (via StateMemory), resolve every launch's arguments once;
 //   load_weights(): bind weights through pinned staging, run derive programs (sources alive
 //           only while read), then once programs.
-// The run path: write_input (domain-checked, through resident pinned staging) → run /
-// run_range (eager, or one cuGraphLaunch for `graph` programs) → read_output.
+// The run path: write_input / write_input_at (domain-checked, through resident pinned staging) →
+// run / run_range (eager, or one cuGraphLaunch for `graph` programs) → read_output; or
+// run_and_read (launch, queued readback, one wait) for a decode step.
 // See docs/runtime.md.
 #pragma once
 
@@ -73,8 +74,24 @@ class Runtime {
   // Writes an input buffer: checked against its domain and size first (Domain / Api, and then
   // nothing is written). `prefix`: the bytes fill the buffer's start (else they must fill it).
   void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix = false);
+  // Writes `bytes` at byte `offset` of an input, keeping its other bytes (a decode step writes
+  // the one new page-table entry, not the row). The same checks first, on the written elements
+  // (Api: not an input, range outside the buffer, offset or size not whole elements, a monotone
+  // domain written past its start; Domain: a bad value), and then nothing is written.
+  void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes);
   // Runs a whole program (graph replay when it declares `graph` and eager is off) and waits.
   void run(std::string_view program, const Vars& vars);
+  // run() then read_output(output, offset, out) with one wait: the read is queued behind the
+  // program (a decode step's token comes back with its only synchronization). The output range
+  // is checked (Api) before anything runs.
+  void run_and_read(std::string_view program, const Vars& vars, std::string_view output, std::uint64_t offset,
+                    std::span<std::byte> out);
+  // Queues a whole program like run() (its graph captured on first use) without waiting;
+  // synchronize(), a read or the next run waits.
+  // For timing the host loop's phases (kern bench) and overlapping host work with the GPU.
+  void launch(std::string_view program, const Vars& vars);
+  // Waits until everything queued so far (copies, programs) has finished.
+  void synchronize();
   // Runs calls [lo, hi) launch by launch and waits.
   void run_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi);
   // Replays the graph captured for exactly these values of the vars the program reads; Api

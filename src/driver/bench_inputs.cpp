@@ -5,6 +5,7 @@
 #include "driver/encode.hpp"
 #include "kern/driver.hpp"
 #include "kern/driver/bench.hpp"
+#include "kern/driver/input_shadow.hpp"
 #include "kern/driver/sequence_pages.hpp"
 #include "kern/error.hpp"
 #include "kern/protocol.hpp"
@@ -18,24 +19,17 @@ struct DecodeInputs::State {
   Executor& exec;
   SequencePages pages;
   manifest::Forward step;
-  std::map<std::string, std::vector<std::byte>> known;  // what each input starts with
+  InputShadow shadow;  // what each input starts with: only changed elements are written
 
-  void write(const std::string& buffer, std::vector<std::byte> bytes) {
-    std::vector<std::byte>& k = known[buffer];
-    if (k.size() >= bytes.size() && std::equal(bytes.begin(), bytes.end(), k.begin())) return;
-    exec.write_input(buffer, bytes, true);
-    if (bytes.size() >= k.size()) k = std::move(bytes);
-    else std::copy(bytes.begin(), bytes.end(), k.begin());
-  }
   void fill(Fill role, const std::vector<std::int64_t>& values) {
-    if (const manifest::FillSlot* f = protocol.fill(role)) write(f->buffer, encode_ints(f->dtype, values, f->buffer));
+    if (const manifest::FillSlot* f = protocol.fill(role)) shadow.write(exec, f->buffer, encode_ints(f->dtype, values, f->buffer));
   }
   // The inputs of one step at position pos (the sequence then holds pos + 1 tokens).
   void inputs(std::uint64_t pos, std::int64_t token) {
     if (pages.reserve(pos + 1) > 0)
       for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
         const manifest::PageTable& pt = protocol.page_tables()[t];
-        write(pt.buffer, encode_ints(pt.dtype, pages.row(t), pt.buffer));
+        shadow.write(exec, pt.buffer, encode_ints(pt.dtype, pages.row(t), pt.buffer));
       }
     fill(Fill::Token, {token});
     fill(Fill::Position, {static_cast<std::int64_t>(pos)});
@@ -64,7 +58,8 @@ manifest::Forward decode_step(const manifest::Protocol& protocol) {
 }  // namespace
 
 DecodeInputs::DecodeInputs(const manifest::Protocol& protocol, Executor& executor, std::uint64_t capacity_tokens)
-    : s_(new State{protocol, executor, SequencePages(protocol.page_tables(), capacity_tokens), decode_step(protocol), {}}) {}
+    : s_(new State{protocol, executor, SequencePages(protocol.page_tables(), capacity_tokens), decode_step(protocol),
+                   InputShadow(protocol.verified().manifest())}) {}
 
 DecodeInputs::~DecodeInputs() { delete s_; }
 
@@ -77,17 +72,24 @@ std::map<std::string, std::uint64_t> DecodeInputs::step_vars(std::uint64_t conte
 void DecodeInputs::start(std::uint64_t context, std::int64_t token) {
   if (context == 0) fail(ErrorKind::Api, "kern bench: a decode context is at least 1 token");
   s_->pages.clear();
-  s_->known.clear();
+  s_->shadow.clear();
   s_->inputs(context - 1, token);
 }
+
+void DecodeInputs::write(std::uint64_t pos, std::int64_t token) { s_->inputs(pos, token); }
+
+const std::string& DecodeInputs::tokens_buffer() const { return s_->protocol.fill(Fill::Tokens)->buffer; }
 
 std::int64_t DecodeInputs::step(std::uint64_t pos, std::int64_t token) {
   s_->inputs(pos, token);
   const auto table = step_vars(pos + 1);
-  s_->exec.run(s_->step.program, Vars(table.begin(), table.end()));
   const manifest::FillSlot& out = *s_->protocol.fill(Fill::Tokens);
-  const std::vector<std::int64_t> produced =
-      decode_ints(out.dtype, s_->exec.read_output_prefix(out.buffer, dtype_size(out.dtype)), out.buffer);
+  std::byte raw[8] = {};
+  if (dtype_size(out.dtype) > sizeof raw)
+    fail(ErrorKind::Manifest, "kern bench: the tokens output {} is {}, not i32/i64", out.buffer, manifest_name(out.dtype));
+  const std::span<std::byte> first(raw, dtype_size(out.dtype));  // group 0's token: 8 bytes for i64
+  s_->exec.run_and_read(s_->step.program, Vars(table.begin(), table.end()), out.buffer, first);
+  const std::vector<std::int64_t> produced = decode_ints(out.dtype, first, out.buffer);
   if (produced.empty() || produced[0] < 0)
     fail(ErrorKind::Call, "kern bench: the device produced no token at position {}", pos);
   return produced[0];

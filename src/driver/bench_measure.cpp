@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
@@ -112,6 +114,45 @@ std::vector<double> DecodeBench::gpu_step_ms(std::size_t replays) {
 
 std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
   s_->require_context();
+  const std::uint64_t c = s_->context;
+  if (c < 2) return loop_ms(steps);  // no position before the first one to start from
+  // The token the untimed set-up writes: one the device produced (in its domain), so that the
+  // timed step, fed the caller's token, rewrites it as a decode step does (unless they are equal).
+  s_->inputs.start(c, s_->token);
+  const std::int64_t before = s_->inputs.step(c - 1, s_->token);
+  std::vector<double> ms;
+  for (std::size_t i = 0; i < steps; ++i) {
+    // Untimed: the sequence holds c − 1 tokens (inputs at position c − 2 written and landed).
+    s_->inputs.start(c - 1, before);
+    s_->rt.synchronize();
+    const Clock::time_point t0 = Clock::now();
+    s_->inputs.step(c - 1, s_->token);  // the step at position c − 1: the sequence holds c tokens
+    ms.push_back(ms_between(t0, Clock::now()));
+  }
+  set_context(s_->context, s_->token);  // back to the context the caller set
+  if (const char* d = std::getenv("KERN_BENCH_HOSTLOOP_DETAIL"); d && *d && std::string_view(d) != "0")
+    print_hostloop_detail(ms, steps);
+  return ms;
+}
+
+void DecodeBench::print_hostloop_detail(const std::vector<double>& fixed_ms, std::size_t steps) {
+  const std::vector<double> loop = loop_ms(steps);
+  const HostPhases h = phases(steps);
+  const std::vector<double> step = gpu_step_ms(steps);
+  const double gpu = 1e3 * median(step);
+  const double fixed = 1e3 * median(fixed_ms);
+  const double cont = 1e3 * median(loop);
+  std::fprintf(stderr,
+               "hostloop context %llu (%zu steps, median us): GPU step (replays) %.1f | e2e at this context %.1f "
+               "(minus step %.1f) | continuous loop to context %llu %.1f (minus step %.1f) | phases: write %.1f, "
+               "launch %.1f, wait %.1f (minus step %.1f), read %.1f, total %.1f\n",
+               static_cast<unsigned long long>(s_->context), steps, gpu, fixed, fixed - gpu,
+               static_cast<unsigned long long>(s_->context + steps - 1), cont, cont - gpu, h.write_us, h.launch_us,
+               h.wait_us, h.wait_us - gpu, h.read_us, h.total_us);
+}
+
+std::vector<double> DecodeBench::loop_ms(std::size_t steps) {
+  s_->require_context();
   std::vector<double> ms;
   std::int64_t token = s_->token;
   std::uint64_t pos = s_->context - 1;
@@ -122,8 +163,49 @@ std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
     ms.push_back(ms_between(last, now));
     last = now;
   }
-  set_context(s_->context, s_->token);  // back to the context the caller set
+  set_context(s_->context, s_->token);
   return ms;
+}
+
+HostPhases DecodeBench::phases(std::size_t steps) {
+  s_->require_context();
+  std::vector<double> write, launch, wait, read, total;
+  std::int64_t token = s_->token;
+  std::uint64_t pos = s_->context - 1;
+  std::byte raw[8] = {};
+  const std::string& out = s_->inputs.tokens_buffer();
+  const std::size_t width = std::min<std::uint64_t>(sizeof raw, s_->rt.buffer_bytes(out));
+  for (std::size_t i = 0; i < steps; ++i, ++pos) {
+    const Clock::time_point t0 = Clock::now();
+    s_->inputs.write(pos, token);
+    const Clock::time_point t1 = Clock::now();
+    const auto table = s_->inputs.step_vars(pos + 1);
+    s_->rt.launch(s_->inputs.step_program(), Vars(table.begin(), table.end()));
+    const Clock::time_point t2 = Clock::now();
+    s_->rt.synchronize();
+    const Clock::time_point t3 = Clock::now();
+    s_->rt.read_output(out, 0, std::span<std::byte>(raw, width));
+    const Clock::time_point t4 = Clock::now();
+    std::int64_t next = 0;
+    std::memcpy(&next, raw, width);  // little-endian: an i32 token fits the low bytes
+    if (width == 4) next = static_cast<std::int32_t>(next);
+    if (next < 0) fail(ErrorKind::Call, "kern bench: the device produced token {} at position {}", next, pos);
+    token = next;
+    write.push_back(1e3 * ms_between(t0, t1));
+    launch.push_back(1e3 * ms_between(t1, t2));
+    wait.push_back(1e3 * ms_between(t2, t3));
+    read.push_back(1e3 * ms_between(t3, t4));
+    total.push_back(1e3 * ms_between(t0, t4));
+  }
+  set_context(s_->context, s_->token);
+  HostPhases h;
+  h.steps = steps;
+  h.write_us = median(write);
+  h.launch_us = median(launch);
+  h.wait_us = median(wait);
+  h.read_us = median(read);
+  h.total_us = median(total);
+  return h;
 }
 
 std::vector<std::pair<std::string, double>> DecodeBench::call_ms(std::size_t reps) {

@@ -96,7 +96,8 @@ Generator::Generator(const manifest::Protocol& protocol, Executor& executor, Gen
     : protocol_(protocol),
       exec_(executor),
       options_(std::move(options)),
-      pages_(protocol.page_tables(), options_.capacity_tokens) {
+      pages_(protocol.page_tables(), options_.capacity_tokens),
+      inputs_(protocol.verified().manifest()) {
   if (options_.steps == 0) fail(ErrorKind::Api, "steps must be at least 1");
   if (options_.chunk == 0) fail(ErrorKind::Api, "chunk must be at least 1 row");
   if (!protocol_.tray_var().empty())
@@ -161,33 +162,23 @@ Generator::Generator(const manifest::Protocol& protocol, Executor& executor, Gen
   }
 }
 
-void Generator::write_if_changed(const std::string& buffer, std::vector<std::byte> bytes) {
-  std::vector<std::byte>& known = known_[buffer];
-  if (known.size() >= bytes.size() && std::equal(bytes.begin(), bytes.end(), known.begin())) return;
-  exec_.write_input(buffer, bytes, true);
-  if (bytes.size() >= known.size()) {
-    known = std::move(bytes);
-  } else {
-    std::copy(bytes.begin(), bytes.end(), known.begin());
-  }
-}
-
 void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
   const manifest::FillSlot* f = protocol_.fill(role);
   if (!f) return;
-  write_if_changed(f->buffer, encode_ints(f->dtype, values, f->buffer));
+  inputs_.write(exec_, f->buffer, encode_ints(f->dtype, values, f->buffer));
 }
 
 std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
                              GenerationObserver* observer, bool emits) {
   const std::uint64_t rows = tokens.size();
   const std::uint64_t end = first + rows;
-  if (pages_.reserve(end) > 0) {  // a new page began: its table rows grow
+  if (pages_.reserve(end) > 0) {  // a new page began: its table rows grow (only the new entries are written)
     for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t)
-      write_if_changed(protocol_.page_tables()[t].buffer,
-                       encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
+      inputs_.write(exec_, protocol_.page_tables()[t].buffer,
+                    encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
   }
-  std::vector<std::int64_t> values(tokens.begin(), tokens.end());
+  std::vector<std::int64_t>& values = values_;
+  values.assign(tokens.begin(), tokens.end());
   const manifest::FillSlot* token = protocol_.fill(Fill::Token);
   if (token->axis == protocol_.group_var() && rows > 1)
     fail(ErrorKind::Manifest, "the token input {} is per sequence; it cannot feed {} rows", token->buffer, rows);
@@ -203,28 +194,38 @@ std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::in
   write_fill(Fill::CuSeqlens, {0, static_cast<std::int64_t>(rows)});
 
   const std::map<std::string, std::uint64_t> table = protocol_.vars(f, 1, rows, end);
-  exec_.run(f.program, Vars(table.begin(), table.end()));
-
-  if (const manifest::FillSlot* err = protocol_.fill(Fill::Error)) {
-    const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec_.read_output(err->buffer), err->buffer);
-    for (std::int64_t v : flags)
-      if (v != 0) fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}", first, end, v, err->buffer);
+  const Vars vars(table.begin(), table.end());
+  const manifest::FillSlot* err = protocol_.fill(Fill::Error);
+  if (!emits || err) {
+    exec_.run(f.program, vars);
+    if (err) {
+      const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec_.read_output(err->buffer), err->buffer);
+      for (std::int64_t v : flags)
+        if (v != 0) fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}", first, end, v, err->buffer);
+    }
+    if (!emits) return -1;
   }
-  if (!emits) return -1;
   const manifest::FillSlot& out = *protocol_.fill(Fill::Tokens);
   const std::uint64_t per_group = std::max<std::uint64_t>(f.tokens_per_group, 1);
   const std::uint64_t index = std::min<std::uint64_t>(rows, per_group) - 1;  // group 0's last row
-  // Only the values up to group 0's last row come back (8 bytes for a one-row decode step).
-  const std::vector<std::int64_t> produced = decode_ints(
-      out.dtype, exec_.read_output_prefix(out.buffer, (index + 1) * dtype_size(out.dtype)), out.buffer);
+  // Only the values up to group 0's last row come back (8 bytes for a one-row decode step); with
+  // no error flags to check first, the run and this read share one synchronization.
+  std::vector<std::byte> raw;
+  if (err) {
+    raw = exec_.read_output_prefix(out.buffer, (index + 1) * dtype_size(out.dtype));
+  } else {
+    raw.resize((index + 1) * dtype_size(out.dtype));
+    exec_.run_and_read(f.program, vars, out.buffer, raw);
+  }
+  const std::vector<std::int64_t> produced = decode_ints(out.dtype, raw, out.buffer);
   if (index >= produced.size())
     fail(ErrorKind::Api, "output {} holds {} values; expected at least {}", out.buffer, produced.size(), index + 1);
   const std::int64_t next = produced[index];
   if (next < 0) fail(ErrorKind::Call, "the device produced token {} at position {}", next, end - 1);
   if (observer && logits_width_) {
-    const std::vector<std::byte> raw =
+    const std::vector<std::byte> logit_bytes =
         exec_.read_output_prefix(options_.logits_buffer, logits_width_ * dtype_size(logits_dtype_));
-    const std::vector<float> row = decode_floats(logits_dtype_, raw, logits_width_, options_.logits_buffer);
+    const std::vector<float> row = decode_floats(logits_dtype_, logit_bytes, logits_width_, options_.logits_buffer);
     observer->on_logits(end - 1, row);
   } else if (observer) {
     observer->on_logits(end - 1, {});
@@ -244,7 +245,7 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   check_fits(prompt.size());
   const std::uint64_t n = prompt.size();
   pages_.clear();
-  known_.clear();
+  inputs_.clear();
 
   GenerationResult result;
   result.chunk_rows = chunk_rows_;

@@ -134,7 +134,7 @@ void Runtime::Impl::enqueue(ProgramExec& p, std::size_t lo, std::size_t hi) {
   }
 }
 
-void Runtime::Impl::run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole) {
+void Runtime::Impl::run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole, bool wait_done) {
   if (!weights_loaded && p.decl->once == false)
     fail(ErrorKind::Api, "program {}: load_weights must run before any program", p.name);
   if (lo > hi || hi > p.calls.size())
@@ -152,7 +152,7 @@ void Runtime::Impl::run(ProgramExec& p, const Vars& given, std::size_t lo, std::
   } else {
     enqueue(p, lo, hi);
   }
-  stream->synchronize();
+  if (wait_done) wait();
 }
 
 void Runtime::run(std::string_view program, const Vars& vars) {
@@ -160,6 +160,26 @@ void Runtime::run(std::string_view program, const Vars& vars) {
   if (p.decl->once) fail(ErrorKind::Api, "program {} is a once program: it ran during load_weights", p.name);
   impl_->run(p, vars, 0, p.calls.size(), true);
 }
+
+void Runtime::run_and_read(std::string_view program, const Vars& vars, std::string_view output, std::uint64_t offset,
+                           std::span<std::byte> out) {
+  Impl& r = *impl_;
+  ProgramExec& p = r.program(program);
+  if (p.decl->once) fail(ErrorKind::Api, "program {} is a once program: it ran during load_weights", p.name);
+  BufferSlot& b = r.output_range(output, offset, out.size());  // checked before anything runs
+  r.run(p, vars, 0, p.calls.size(), true, false);
+  r.queue_read(b, offset, out.size());
+  r.wait();  // the one wait: the program and the read behind it
+  r.finish_read(b, offset, out);
+}
+
+void Runtime::launch(std::string_view program, const Vars& vars) {
+  ProgramExec& p = impl_->program(program);
+  if (p.decl->once) fail(ErrorKind::Api, "program {} is a once program: it ran during load_weights", p.name);
+  impl_->run(p, vars, 0, p.calls.size(), true, false);
+}
+
+void Runtime::synchronize() { impl_->wait(); }
 
 void Runtime::run_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi) {
   ProgramExec& p = impl_->program(program);
@@ -181,7 +201,7 @@ void Runtime::replay(std::string_view program, const Vars& given) {
   }
   it->second.launch(*r.stream);
   ++r.stats.graph_launches;
-  r.stream->synchronize();
+  r.wait();
 }
 
 }  // namespace kern

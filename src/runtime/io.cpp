@@ -1,4 +1,5 @@
-// Host I/O: input writes through resident pinned staging, output and probe reads.
+// Host I/O: input writes (whole, prefix or ranged) through resident pinned staging, output and
+// probe reads, and the counted stream waits that tell when a staging buffer is free again.
 #include <cstring>
 
 #include "kern/error.hpp"
@@ -6,21 +7,93 @@
 
 namespace kern {
 
-void Runtime::write_input(std::string_view name, std::span<const std::byte> bytes, bool prefix) {
-  Impl& r = *impl_;
+namespace {
+
+// The input slot `name`, refused (Api) unless it is an input.
+BufferSlot& input_slot(Runtime::Impl& r, std::string_view name, const char* what) {
   BufferSlot& b = r.buffer(name);
   if (b.decl->kind != manifest::BufferKind::Input)
-    fail(ErrorKind::Api, "write_input: buffer {} is a {} buffer, not an input", name, manifest::to_string(b.decl->kind));
+    fail(ErrorKind::Api, "{}: buffer {} is a {} buffer, not an input", what, name, manifest::to_string(b.decl->kind));
+  return b;
+}
+
+// Copies `bytes` (already checked) through the input's resident staging to device byte `offset`.
+// The staging is reused without waiting when a counted wait followed its last copy (the decode
+// loop: every run waits), else the stream is waited for first.
+void stage_and_copy(Runtime::Impl& r, BufferSlot& b, std::uint64_t offset, std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;
+  if (b.copy_queued && r.waits <= b.copy_wait) r.wait();  // the previous copy out of staging has landed
+  std::memcpy(b.staging.data() + offset, bytes.data(), bytes.size());
+  cuda::copy_h2d_async(b.addr + offset, b.staging.data() + offset, bytes.size(), *r.stream);
+  b.copy_queued = true;
+  b.copy_wait = r.waits;
+}
+
+}  // namespace
+
+void Runtime::Impl::wait() {
+  stream->synchronize();
+  ++waits;
+}
+
+void Runtime::write_input(std::string_view name, std::span<const std::byte> bytes, bool prefix) {
+  Impl& r = *impl_;
+  BufferSlot& b = input_slot(r, name, "write_input");
   if (bytes.size() > b.bytes)
     fail(ErrorKind::Api, "write_input: {} bytes do not fit input {} ({} bytes at var max)", bytes.size(), name, b.bytes);
   if (!prefix && bytes.size() != b.bytes)
     fail(ErrorKind::Api, "write_input: input {} is {} bytes at var max, got {} (pass prefix to write its start)", name,
          b.bytes, bytes.size());
   if (b.domain) rt::check_domain(*b.domain, bytes);  // Domain error: nothing written
-  b.staged->synchronize();                           // the previous copy out of staging has landed
-  std::memcpy(b.staging.data(), bytes.data(), bytes.size());
-  cuda::copy_h2d_async(b.addr, b.staging.data(), bytes.size(), *r.stream);
-  b.staged->record(*r.stream);
+  stage_and_copy(r, b, 0, bytes);
+}
+
+void Runtime::write_input_at(std::string_view name, std::uint64_t offset, std::span<const std::byte> bytes) {
+  Impl& r = *impl_;
+  BufferSlot& b = input_slot(r, name, "write_input_at");
+  if (offset > b.bytes || bytes.size() > b.bytes - offset)
+    fail(ErrorKind::Api, "write_input_at: bytes [{}, {}) are outside input {} ({} bytes at var max)", offset,
+         offset + bytes.size(), name, b.bytes);
+  const std::size_t element = dtype_size(b.decl->dtype);
+  if (offset % element != 0 || bytes.size() % element != 0)
+    fail(ErrorKind::Api, "write_input_at: input {} holds {}-byte elements; offset {} and size {} must be multiples of it",
+         name, element, offset, bytes.size());
+  if (b.domain) {
+    if (b.domain->monotone && offset != 0 && !bytes.empty())
+      fail(ErrorKind::Api,
+           "write_input_at: input {} has a monotone domain, which needs the elements before byte {}: write it from its start",
+           name, offset);
+    try {
+      rt::check_domain(*b.domain, bytes);  // Domain error: nothing written
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Domain) throw;
+      throw Error(ErrorKind::Domain, fmt::format("{} (element indices count from buffer element {}, byte {}, where this write starts)",
+                                                 e.message(), offset / element, offset));
+    }
+  }
+  stage_and_copy(r, b, offset, bytes);
+}
+
+BufferSlot& Runtime::Impl::output_range(std::string_view name, std::uint64_t offset, std::uint64_t bytes) {
+  BufferSlot& b = buffer(name);
+  if (b.decl->kind != manifest::BufferKind::Output)
+    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, manifest::to_string(b.decl->kind));
+  if (offset > b.bytes || bytes > b.bytes - offset)
+    fail(ErrorKind::Api, "read_output: bytes [{}, {}) are outside output {} ({} bytes at var max)", offset,
+         offset + bytes, name, b.bytes);
+  return b;
+}
+
+void Runtime::Impl::queue_read(BufferSlot& b, std::uint64_t offset, std::uint64_t bytes) {
+  if (bytes == 0 || b.host.data()) return;  // host placement: read after the wait
+  if (!b.staging.data()) b.staging = cuda::PinnedMemory::allocate(b.bytes, "readback staging of output " + b.name);
+  cuda::copy_d2h_async(b.staging.data(), b.addr + offset, bytes, *stream);
+}
+
+void Runtime::Impl::finish_read(const BufferSlot& b, std::uint64_t offset, std::span<std::byte> out) const {
+  if (out.empty()) return;
+  if (b.host.data()) std::memcpy(out.data(), b.host.data() + offset, out.size());
+  else std::memcpy(out.data(), b.staging.data(), out.size());
 }
 
 std::vector<std::byte> Runtime::read_output(std::string_view name) {
@@ -32,27 +105,16 @@ std::vector<std::byte> Runtime::read_output(std::string_view name) {
 
 void Runtime::read_output(std::string_view name, std::uint64_t offset, std::span<std::byte> out) {
   Impl& r = *impl_;
-  BufferSlot& b = r.buffer(name);
-  if (b.decl->kind != manifest::BufferKind::Output)
-    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, manifest::to_string(b.decl->kind));
-  if (offset > b.bytes || out.size() > b.bytes - offset)
-    fail(ErrorKind::Api, "read_output: bytes [{}, {}) are outside output {} ({} bytes at var max)", offset,
-         offset + out.size(), name, b.bytes);
+  BufferSlot& b = r.output_range(name, offset, out.size());
   if (out.empty()) return;
-  if (b.host.data()) {
-    r.stream->synchronize();
-    std::memcpy(out.data(), b.host.data() + offset, out.size());
-    return;
-  }
-  if (!b.staging.data()) b.staging = cuda::PinnedMemory::allocate(b.bytes, "readback staging of output " + b.name);
-  cuda::copy_d2h_async(b.staging.data(), b.addr + offset, out.size(), *r.stream);
-  r.stream->synchronize();
-  std::memcpy(out.data(), b.staging.data(), out.size());
+  r.queue_read(b, offset, out.size());
+  r.wait();
+  r.finish_read(b, offset, out);
 }
 
 std::vector<std::byte> Runtime::read_buffer(std::string_view name) {
   Impl& r = *impl_;
-  r.stream->synchronize();
+  r.wait();
   rt::Pointer p;
   if (auto it = r.buffers.find(name); it != r.buffers.end()) {
     if (!it->second.alive) fail(ErrorKind::Api, "buffer {} is a source: it only exists while derive programs run", name);
@@ -68,7 +130,7 @@ std::vector<std::byte> Runtime::read_buffer(std::string_view name) {
   }
   std::vector<std::byte> out(p.bytes);
   cuda::copy_d2h_async(out.data(), p.address, p.bytes, *r.stream);
-  r.stream->synchronize();
+  r.wait();
   return out;
 }
 

@@ -30,7 +30,9 @@ struct BufferSlot {
   cuda::DeviceMemory device;        // device placement
   cuda::PinnedMemory host;          // host placement (weights)
   cuda::PinnedMemory staging;       // inputs: resident pinned staging
-  std::unique_ptr<cuda::Event> staged;  // inputs: last H2D from `staging`
+  std::unique_ptr<cuda::Event> staged;  // inputs: created at load (io.cpp counts waits instead)
+  bool copy_queued = false;         // inputs: an H2D from `staging` was queued ...
+  std::uint64_t copy_wait = 0;      // ... when Impl::waits had this value (landed once waits exceeds it)
   std::optional<rt::DomainRule> domain;
   bool alive = false;               // sources: allocated for the derive program reading them
   cuda::DevicePtr addr = 0;         // what kernels see (device pointer or mapped pinned host)
@@ -91,6 +93,17 @@ struct Runtime::Impl {
   std::map<std::string, std::uint64_t> ranks;
   bool weights_loaded = false;
   RuntimeStats stats;
+  std::uint64_t waits = 0;  // stream synchronizations made through wait() (io.cpp, exec.cpp)
+
+  // io.cpp
+  // Waits for the stream and counts it: staging queued before a counted wait is free again.
+  void wait();
+  // Output `name` with bytes [offset, offset + bytes) in range; Error(Api) otherwise.
+  BufferSlot& output_range(std::string_view name, std::uint64_t offset, std::uint64_t bytes);
+  // Queues the device-to-host copy of an output range into its pinned staging (nothing for a
+  // host-placed output); finish_read copies it out after a wait.
+  void queue_read(BufferSlot& b, std::uint64_t offset, std::uint64_t bytes);
+  void finish_read(const BufferSlot& b, std::uint64_t offset, std::span<std::byte> out) const;
 
   // load.cpp
   void load_modules(const std::string& kernels_dir);
@@ -105,7 +118,8 @@ struct Runtime::Impl {
   void apply(ProgramExec& p);
   void enqueue(ProgramExec& p, std::size_t lo, std::size_t hi);
   void enqueue_call(CallExec& c);
-  void run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole);
+  // Runs calls [lo, hi) (a graph replay for a whole graph program); waits unless `wait_done` is false.
+  void run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole, bool wait_done = true);
 
   // weights.cpp: binds buffers (all weights at once, or one source) through the loader
   void bind_buffers(const std::vector<BufferSlot*>& bufs, const Tensors& t, rt::DeviceWeightLoader& loader);

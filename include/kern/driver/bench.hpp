@@ -164,10 +164,15 @@ class DecodeInputs {
   // Forgets the held pages and what the inputs hold, then writes the inputs of a step at
   // position context − 1. Error(Api) for context 0 or past the capacity / a table row.
   void start(std::uint64_t context, std::int64_t token);
-  // One host step at position `pos` (≥ the last position written): writes what changed, runs
-  // the step program, reads group 0's token (8 bytes for i64) and returns it. Error(Call) for a
-  // negative token.
+  // Writes the inputs of a step at position `pos` (≥ the last position written) that changed:
+  // token, position, slot, seq_len, and the new page-table entry when a page begins.
+  void write(std::uint64_t pos, std::int64_t token);
+  // One host step at position `pos`: write(pos, token), then the step program runs and group 0's
+  // token (8 bytes for i64) comes back with one synchronization (Executor::run_and_read).
+  // Error(Call) for a negative token.
   std::int64_t step(std::uint64_t pos, std::int64_t token);
+  // The output holding the emitted tokens.
+  const std::string& tokens_buffer() const;
 
  private:
   struct State;
@@ -188,6 +193,16 @@ namespace kern::driver::bench {
 // each timed with events, `reps` times after a warm-up; medians.
 Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_size, std::size_t reps);
 
+// Median µs per token of each host-loop phase (DecodeBench::phases).
+struct HostPhases {
+  std::size_t steps = 0;
+  double write_us = 0;   // the inputs that changed: domain checks, staging, H2D copies queued
+  double launch_us = 0;  // Runtime::launch: var assignment, cuGraphLaunch (the GPU may still be idle)
+  double wait_us = 0;    // stream synchronization: the copies, the graph's GPU time, the wake-up
+  double read_us = 0;    // the token's D2H copy and its own synchronization
+  double total_us = 0;
+};
+
 // One sequence's decode step at a chosen context, driven through the protocol without a prefill:
 // the inputs are written directly (token, position context − 1, its slot, the page-table rows
 // covering the context, seq_len = context).
@@ -204,13 +219,28 @@ class DecodeBench {
   void set_context(std::uint64_t context, std::int64_t token);
   // GPU ms of `replays` back-to-back graph replays at the context set last.
   std::vector<double> gpu_step_ms(std::size_t replays);
-  // Host ms per token of `steps` steps from the context set last (each step: changed inputs
-  // written, one run, the tokens output read and fed back), as kern run's loop does.
+  // Host ms per token of `steps` decode steps, each at exactly the context set last, so that it
+  // compares with gpu_step_ms: before each (untimed) the sequence is put back to context − 1 tokens
+  // and waited for; the timed step is kern run's per-token work (the token, position, slot and
+  // seq_len written, the step program run and its token read back, one synchronization).
+  // (A continuous loop's context grows by one per token: see loop_ms.) A context of 1: loop_ms.
   std::vector<double> e2e_ms(std::size_t steps);
+  // Host ms per token of `steps` consecutive steps from the context set last, each feeding back
+  // the token the previous one produced (the context grows to context + steps − 1), as kern run's
+  // loop does.
+  std::vector<double> loop_ms(std::size_t steps);
+  // The host loop's phases, median µs per token over `steps` consecutive steps from the context set
+  // last, each phase waited for separately (two synchronizations per token, so `total_us` is
+  // above loop_ms's per-token time by about one wait).
+  HostPhases phases(std::size_t steps);
   // (op, ms) per call of one eager step at the context set last.
   std::vector<std::pair<std::string, double>> call_ms(std::size_t reps);
 
  private:
+  // With KERN_BENCH_HOSTLOOP_DETAIL set (not "0"), e2e_ms also prints to stderr one line per
+  // context: replays, its own figure, loop_ms and phases, each minus the GPU step.
+  void print_hostloop_detail(const std::vector<double>& fixed_ms, std::size_t steps);
+
   struct State;
   State* s_;
 };

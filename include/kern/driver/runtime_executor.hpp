@@ -12,7 +12,13 @@ class RuntimeExecutor final : public Executor {
   void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) override {
     rt_.write_input(buffer, bytes, prefix);
   }
+  void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) override {
+    rt_.write_input_at(buffer, offset, bytes);
+  }
   void run(std::string_view program, const Vars& vars) override { rt_.run(program, vars); }
+  void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out) override {
+    rt_.run_and_read(program, vars, buffer, 0, out);
+  }
   std::vector<std::byte> read_output(std::string_view buffer) override { return rt_.read_output(buffer); }
   std::vector<std::byte> read_buffer(std::string_view name) override { return rt_.read_buffer(name); }
   std::vector<std::byte> read_output_prefix(std::string_view buffer, std::uint64_t bytes) override {

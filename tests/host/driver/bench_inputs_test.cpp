@@ -84,12 +84,18 @@ TEST(BenchInputs, StepsWriteOnlyWhatChangedAndReturnTheDevicesToken) {
   EXPECT_EQ(w.at("slots"), (Ints{10}));
   EXPECT_EQ(w.at("lens"), (Ints{11}));
 
-  // Position 12 begins page 3: the table row grows.
+  // Position 12 begins page 3: the table row grows by its one new entry (a ranged write).
   in.step(11, t2);
   mark = fake.events.size();
   in.step(12, 7);
   w = writes_since(fake, mark);
-  EXPECT_EQ(w.at("table"), (Ints{0, 1, 2, 3}));
+  EXPECT_EQ(w.at("table"), (Ints{3}));
+  for (std::size_t i = mark; i < fake.events.size(); ++i)
+    if (fake.events[i].name == "table") {
+      EXPECT_FALSE(fake.events[i].prefix);
+      EXPECT_EQ(fake.events[i].offset, 3u * 4u);  // i32 entry 3
+    }
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(fake.get("table", i), static_cast<std::int64_t>(i));
   EXPECT_EQ(w.at("slots"), (Ints{12}));
   EXPECT_EQ(w.at("ids"), (Ints{7}));
 }

@@ -22,6 +22,7 @@ struct Event {
   std::vector<std::int64_t> values; // Write: the integers written
   bool prefix = false;
   Vars vars;                        // Run
+  std::uint64_t offset = 0;         // Write: the byte offset of a ranged write (write_input_at)
 };
 
 inline std::int64_t toy_next(std::int64_t token, std::uint64_t position) {
@@ -44,7 +45,7 @@ class FakeExecutor final : public Executor {
     if (bytes.size() > it->second.size() || (!prefix && bytes.size() != it->second.size()))
       fail(ErrorKind::Api, "fake: {} bytes for {} of {}", bytes.size(), buffer, it->second.size());
     std::memcpy(it->second.data(), bytes.data(), bytes.size());
-    Event e{Event::Kind::Write, std::string(buffer), {}, false, {}};
+    Event e{Event::Kind::Write, std::string(buffer), {}, false, {}, 0};
     const DType dt = m_.buffers.at(std::string(buffer)).dtype;
     const std::size_t w = dtype_size(dt);
     for (std::size_t i = 0; i < bytes.size() / w; ++i) e.values.push_back(get(buffer, i));
@@ -52,8 +53,21 @@ class FakeExecutor final : public Executor {
     events.push_back(std::move(e));
   }
 
+  // Like the runtime: the range must lie inside the buffer and be whole elements.
+  void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) override {
+    auto it = bytes_.find(std::string(buffer));
+    if (it == bytes_.end()) fail(ErrorKind::Api, "fake: unknown input {}", buffer);
+    const std::size_t w = dtype_size(m_.buffers.at(std::string(buffer)).dtype);
+    if (offset > it->second.size() || bytes.size() > it->second.size() - offset || offset % w || bytes.size() % w)
+      fail(ErrorKind::Api, "fake: bytes [{}, {}) of {} ({} bytes)", offset, offset + bytes.size(), buffer, it->second.size());
+    std::memcpy(it->second.data() + offset, bytes.data(), bytes.size());
+    Event e{Event::Kind::Write, std::string(buffer), {}, false, {}, offset};
+    for (std::size_t i = 0; i < bytes.size() / w; ++i) e.values.push_back(get(buffer, offset / w + i));
+    events.push_back(std::move(e));
+  }
+
   void run(std::string_view program, const Vars& vars) override {
-    { Event e{Event::Kind::Run, std::string(program), {}, false, vars}; events.push_back(std::move(e)); }
+    { Event e{Event::Kind::Run, std::string(program), {}, false, vars, 0}; events.push_back(std::move(e)); }
     const std::uint64_t rows = vars.at("tokens");
     const std::int64_t len = get("lens", 0);
     if (get("cu", 0) != 0 || get("cu", 1) != static_cast<std::int64_t>(rows)) violations.push_back("cu_seqlens");
@@ -79,7 +93,7 @@ class FakeExecutor final : public Executor {
   }
 
   std::vector<std::byte> read_output(std::string_view buffer) override {
-    events.push_back(Event{Event::Kind::Read, std::string(buffer), {}, false, {}});
+    events.push_back(Event{Event::Kind::Read, std::string(buffer), {}, false, {}, 0});
     return bytes_.at(std::string(buffer));
   }
   std::vector<std::byte> read_buffer(std::string_view name) override { return read_output(name); }
