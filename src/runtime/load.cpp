@@ -229,7 +229,18 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
           e.shared_mem = rt::CompiledExpr::compile(*l.shared_mem, vars);
           auto peak = e.shared_mem->eval(at_max.data());
           if (!peak) fail(ErrorKind::Manifest, "launch {}: shared_mem overflows at var max", li);
-          if (*peak > 48 * 1024) e.fn.set_max_dynamic_shared(static_cast<std::uint32_t>(*peak));
+          // Raised whenever dynamic shared memory is asked for: the 48 KiB default bounds static
+          // plus dynamic, so a kernel with static shared memory needs it below 48 KiB of dynamic too.
+          if (*peak > 0) {
+            try {
+              e.fn.set_max_dynamic_shared(static_cast<std::uint32_t>(*peak));
+            } catch (const Error& err) {
+              fail(ErrorKind::Manifest,
+                   "launch {} ({}): shared_mem is {} bytes at var max, more than the kernel can get beside its static "
+                   "shared memory ({})",
+                   li, l.entry, *peak, err.what());
+            }
+          }
         }
       }
       c.launches.push_back(std::move(e));

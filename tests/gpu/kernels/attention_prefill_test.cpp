@@ -331,6 +331,7 @@ TEST(AttentionPrefillMmaGpu, VariantM32N32) {
 TEST(AttentionPrefillMmaGpu, Repeatable) {
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}}, 231);
   Fatbin fb("attention_prefill");
+  prepare(fb, kProduction, p.g);
   DeviceProblem d(p);
   d.run(fb, kProduction);
   const auto a = d.out.download();

@@ -370,6 +370,14 @@ struct GemvKernels {
     return reinterpret_cast<const void*>(k);
   }
   const void* get(Kind kind) const { return get(entry_of(kind)); }
+  // Lets `entry` take `bytes` of dynamic shared memory (its static shared memory counts against
+  // the 48 KiB default too).
+  void allow_shared(const char* entry, int bytes) const {
+    cudaKernel_t k = nullptr;
+    check_cuda(cudaLibraryGetKernel(&k, lib, entry), entry);
+    check_cuda(cudaKernelSetAttributeForDevice(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, 0),
+               "cudaKernelSetAttributeForDevice");
+  }
 };
 
 struct Shape {
@@ -442,6 +450,7 @@ TEST(PerfGpu, GemvQwen3_4B) {
       for (int block : {128, 256, 512}) {
         if (m != 1 && block == 128) continue;
         const size_t shared = is_norm(s.kind) ? static_cast<size_t>(norm_shared(s.k, m)) : 0;
+        if (shared > 0) kernels.allow_shared(entry_of(s.kind), static_cast<int>(shared));
         const double us = time_gemv(kernels.get(s.kind), w, m, s.n, s.k, tiles_of(s.kind, s.n), block, rng, shared, 0,
                                     0, is_norm(s.kind));
         const double gbps = w.bytes() / (us * 1e3);
@@ -524,6 +533,8 @@ TEST(GemvGpu, PdlChainMatchesPlainLaunches) {
   const void* norm = kernels.get("kern_gemv_rms_norm_bf16");
   const void* norm_silu = kernels.get("kern_gemv_rms_norm_gate_up_silu_bf16");
   const size_t shared = static_cast<size_t>(norm_shared(K, m));
+  kernels.allow_shared("kern_gemv_rms_norm_bf16", static_cast<int>(shared));
+  kernels.allow_shared("kern_gemv_rms_norm_gate_up_silu_bf16", static_cast<int>(shared));
   cudaStream_t st;
   check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
 

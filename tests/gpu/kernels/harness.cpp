@@ -38,7 +38,7 @@ cudaKernel_t Fatbin::kernel(const std::string& entry) {
 }
 
 void Fatbin::set_dynamic_shared(const std::string& entry, int bytes) {
-  if (bytes > 48 * 1024) {
+  if (bytes > 0) {  // the 48 KiB default bounds static + dynamic shared memory together
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     check_cuda(cudaKernelSetAttributeForDevice(kernel(entry), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, device),

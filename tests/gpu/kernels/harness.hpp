@@ -38,7 +38,7 @@ class Fatbin {
     launch_raw(entry, grid, block, argv);
   }
 
-  // Launches of `entry` from now on get `bytes` of dynamic shared memory (above 48 KB the kernel's
+  // Launches of `entry` from now on get `bytes` of dynamic shared memory (whenever bytes > 0 the kernel's
   // limit is raised first, as the runtime does for a launch's shared_mem).
   void set_dynamic_shared(const std::string& entry, int bytes);
 
