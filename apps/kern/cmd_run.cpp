@@ -99,8 +99,9 @@ class LateExecutor final : public driver::Executor {
     get().write_input_at(b, offset, bytes);
   }
   void run(std::string_view program, const Vars& vars) override { get().run(program, vars); }
-  void run_and_read(std::string_view program, const Vars& vars, std::string_view b, std::span<std::byte> out) override {
-    get().run_and_read(program, vars, b, out);
+  void run_and_read(std::string_view program, const Vars& vars, std::string_view b, std::span<std::byte> out,
+                    const std::function<void()>& before_wait) override {
+    get().run_and_read(program, vars, b, out, before_wait);
   }
   std::vector<std::byte> read_output(std::string_view b) override { return get().read_output(b); }
   std::vector<std::byte> read_buffer(std::string_view n) override { return get().read_buffer(n); }

@@ -5,13 +5,16 @@
 // fixed one-row program covering one group) for the first token; then one (1, 1) call per step.
 // Only the input elements that changed are written (InputShadow: one ranged write per changed
 // input), so a decode step writes token, position, slot and seq_len, plus the one new page-table
-// entry when a new page begins; it runs and reads its token back with one synchronization. Greedy argmax runs on the device: the driver reads the `tokens`
+// entry when a new page begins; it runs and reads its token back with one synchronization, and
+// the next step's position, slot, seq_len (and page entry) are written while it runs, so only the
+// token is written between one step's wait and the next launch. Greedy argmax runs on the device: the driver reads the `tokens`
 // fill output after each call. The driver names nothing itself: every buffer and program comes
 // from manifest::Protocol.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,14 +41,17 @@ class Executor {
   virtual void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) = 0;
   virtual void run(std::string_view program, const Vars& vars) = 0;
   // Runs `program`, then fills `out` with the first out.size() bytes of output `buffer` (a decode
-  // step: its 8-byte token). An executor may do both with one synchronization. Default: run, then
-  // read_output_prefix.
-  virtual void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out) {
+  // step: its 8-byte token); `before_wait` (may be empty) writes inputs of the next step while the
+  // program runs. An executor may do all of it with one synchronization (the runtime: launch,
+  // queued read, before_wait's copies, one wait). Default: run, read_output_prefix, before_wait.
+  virtual void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out,
+                            const std::function<void()>& before_wait) {
     run(program, vars);
     const std::vector<std::byte> got = read_output_prefix(buffer, out.size());
     if (got.size() < out.size())
       fail(ErrorKind::Api, "output {} holds {} bytes; {} were asked for", buffer, got.size(), out.size());
     std::copy(got.begin(), got.end(), out.begin());
+    if (before_wait) before_wait();
   }
   virtual std::vector<std::byte> read_output(std::string_view buffer) = 0;
   virtual std::vector<std::byte> read_buffer(std::string_view name) = 0;
@@ -118,10 +124,16 @@ class Generator {
 
  private:
   void write_fill(manifest::Fill role, const std::vector<std::int64_t>& values);
+  // Holds pages for `end` positions and writes the page-table entries that changed.
+  void write_pages(std::uint64_t end);
+  // Writes the inputs of rows at positions [first, first + rows) but their tokens: positions,
+  // slots, valid flags, seq_len and cu_seqlens (only what changed).
+  void write_rows(std::uint64_t first, std::uint64_t rows);
   // One call of `f` over rows `tokens` at positions [first, first + size); returns the token it
-  // emitted when `emits` (else −1).
+  // emitted when `emits` (else −1). `ahead` (emitting calls): a one-row step at position
+  // first + size follows, and its inputs but the token are written while this call runs.
   std::int64_t call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
-                    GenerationObserver* observer, bool emits);
+                    GenerationObserver* observer, bool emits, bool ahead);
 
   const manifest::Protocol& protocol_;
   Executor& exec_;

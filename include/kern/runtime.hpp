@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -83,9 +84,12 @@ class Runtime {
   void run(std::string_view program, const Vars& vars);
   // run() then read_output(output, offset, out) with one wait: the read is queued behind the
   // program (a decode step's token comes back with its only synchronization). The output range
-  // is checked (Api) before anything runs.
+  // is checked (Api) before anything runs. `before_wait` (may be empty) runs after the read is
+  // queued and before the wait: input writes it makes are queued behind the read, so their host
+  // work overlaps the program (a decode loop writes the next step's position, slot and seq_len
+  // there). If it throws, nothing is waited for and `out` is not filled.
   void run_and_read(std::string_view program, const Vars& vars, std::string_view output, std::uint64_t offset,
-                    std::span<std::byte> out);
+                    std::span<std::byte> out, const std::function<void()>& before_wait = {});
   // Queues a whole program like run() (its graph captured on first use) without waiting;
   // synchronize(), a read or the next run waits.
   // For timing the host loop's phases (kern bench) and overlapping host work with the GPU.

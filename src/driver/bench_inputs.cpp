@@ -1,5 +1,6 @@
 // kern bench: one sequence's decode inputs at a chosen context, without a prefill.
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "driver/encode.hpp"
@@ -26,12 +27,16 @@ struct DecodeInputs::State {
   }
   // The inputs of one step at position pos (the sequence then holds pos + 1 tokens).
   void inputs(std::uint64_t pos, std::int64_t token) {
+    fill(Fill::Token, {token});
+    inputs_but_token(pos);
+  }
+  // The same but the token (what the previous step writes ahead, while it runs).
+  void inputs_but_token(std::uint64_t pos) {
     if (pages.reserve(pos + 1) > 0)
       for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
         const manifest::PageTable& pt = protocol.page_tables()[t];
         shadow.write(exec, pt.buffer, encode_ints(pt.dtype, pages.row(t), pt.buffer));
       }
-    fill(Fill::Token, {token});
     fill(Fill::Position, {static_cast<std::int64_t>(pos)});
     if (protocol.fill(Fill::Slot)) fill(Fill::Slot, {static_cast<std::int64_t>(pages.slot(pos))});
     if (protocol.fill(Fill::Valid)) fill(Fill::Valid, {1});
@@ -80,7 +85,9 @@ void DecodeInputs::write(std::uint64_t pos, std::int64_t token) { s_->inputs(pos
 
 const std::string& DecodeInputs::tokens_buffer() const { return s_->protocol.fill(Fill::Tokens)->buffer; }
 
-std::int64_t DecodeInputs::step(std::uint64_t pos, std::int64_t token) {
+void DecodeInputs::write_ahead(std::uint64_t pos) { s_->inputs_but_token(pos); }
+
+std::int64_t DecodeInputs::step(std::uint64_t pos, std::int64_t token, bool ahead) {
   s_->inputs(pos, token);
   const auto table = step_vars(pos + 1);
   const manifest::FillSlot& out = *s_->protocol.fill(Fill::Tokens);
@@ -88,7 +95,9 @@ std::int64_t DecodeInputs::step(std::uint64_t pos, std::int64_t token) {
   if (dtype_size(out.dtype) > sizeof raw)
     fail(ErrorKind::Manifest, "kern bench: the tokens output {} is {}, not i32/i64", out.buffer, manifest_name(out.dtype));
   const std::span<std::byte> first(raw, dtype_size(out.dtype));  // group 0's token: 8 bytes for i64
-  s_->exec.run_and_read(s_->step.program, Vars(table.begin(), table.end()), out.buffer, first);
+  const std::function<void()> next = [&] { s_->inputs_but_token(pos + 1); };  // while the step runs
+  s_->exec.run_and_read(s_->step.program, Vars(table.begin(), table.end()), out.buffer, first,
+                        ahead ? next : std::function<void()>());
   const std::vector<std::int64_t> produced = decode_ints(out.dtype, first, out.buffer);
   if (produced.empty() || produced[0] < 0)
     fail(ErrorKind::Call, "kern bench: the device produced no token at position {}", pos);

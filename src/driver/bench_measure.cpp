@@ -119,14 +119,18 @@ std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
   // The token the untimed set-up writes: one the device produced (in its domain), so that the
   // timed step, fed the caller's token, rewrites it as a decode step does (unless they are equal).
   s_->inputs.start(c, s_->token);
-  const std::int64_t before = s_->inputs.step(c - 1, s_->token);
+  const std::int64_t before = s_->inputs.step(c - 1, s_->token, false);
   std::vector<double> ms;
   for (std::size_t i = 0; i < steps; ++i) {
-    // Untimed: the sequence holds c − 1 tokens (inputs at position c − 2 written and landed).
+    // Untimed: the sequence holds c − 1 tokens (inputs at position c − 2), and what the previous
+    // step would have written ahead while it ran (position c − 1's inputs but the token) has landed.
     s_->inputs.start(c - 1, before);
+    s_->inputs.write_ahead(c - 1);
     s_->rt.synchronize();
     const Clock::time_point t0 = Clock::now();
-    s_->inputs.step(c - 1, s_->token);  // the step at position c − 1: the sequence holds c tokens
+    // The step at position c − 1 (the sequence holds c tokens): the token written, the program
+    // run, the next step's inputs written ahead meanwhile, the token read back.
+    s_->inputs.step(c - 1, s_->token, true);
     ms.push_back(ms_between(t0, Clock::now()));
   }
   set_context(s_->context, s_->token);  // back to the context the caller set

@@ -168,30 +168,42 @@ void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
   inputs_.write(exec_, f->buffer, encode_ints(f->dtype, values, f->buffer));
 }
 
-std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
-                             GenerationObserver* observer, bool emits) {
-  const std::uint64_t rows = tokens.size();
+void Generator::write_pages(std::uint64_t end) {
+  if (pages_.reserve(end) == 0) return;  // no new page: the table rows are as they were
+  for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t)  // only the new entries are written
+    inputs_.write(exec_, protocol_.page_tables()[t].buffer,
+                  encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
+}
+
+void Generator::write_rows(std::uint64_t first, std::uint64_t rows) {
   const std::uint64_t end = first + rows;
-  if (pages_.reserve(end) > 0) {  // a new page began: its table rows grow (only the new entries are written)
-    for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t)
-      inputs_.write(exec_, protocol_.page_tables()[t].buffer,
-                    encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
-  }
   std::vector<std::int64_t>& values = values_;
-  values.assign(tokens.begin(), tokens.end());
-  const manifest::FillSlot* token = protocol_.fill(Fill::Token);
-  if (token->axis == protocol_.group_var() && rows > 1)
-    fail(ErrorKind::Manifest, "the token input {} is per sequence; it cannot feed {} rows", token->buffer, rows);
-  write_fill(Fill::Token, values);
+  values.resize(rows);
   for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(first + r);
   write_fill(Fill::Position, values);
   if (protocol_.fill(Fill::Slot)) {
     for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(pages_.slot(first + r));
     write_fill(Fill::Slot, values);
   }
-  if (protocol_.fill(Fill::Valid)) write_fill(Fill::Valid, std::vector<std::int64_t>(rows, 1));
+  if (protocol_.fill(Fill::Valid)) {
+    values.assign(rows, 1);
+    write_fill(Fill::Valid, values);
+  }
   write_fill(Fill::SeqLen, {static_cast<std::int64_t>(end)});
   write_fill(Fill::CuSeqlens, {0, static_cast<std::int64_t>(rows)});
+}
+
+std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
+                             GenerationObserver* observer, bool emits, bool ahead) {
+  const std::uint64_t rows = tokens.size();
+  const std::uint64_t end = first + rows;
+  write_pages(end);
+  const manifest::FillSlot* token = protocol_.fill(Fill::Token);
+  if (token->axis == protocol_.group_var() && rows > 1)
+    fail(ErrorKind::Manifest, "the token input {} is per sequence; it cannot feed {} rows", token->buffer, rows);
+  values_.assign(tokens.begin(), tokens.end());
+  write_fill(Fill::Token, values_);
+  write_rows(first, rows);  // nothing when the previous step wrote them ahead
 
   const std::map<std::string, std::uint64_t> table = protocol_.vars(f, 1, rows, end);
   const Vars vars(table.begin(), table.end());
@@ -215,7 +227,12 @@ std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::in
     raw = exec_.read_output_prefix(out.buffer, (index + 1) * dtype_size(out.dtype));
   } else {
     raw.resize((index + 1) * dtype_size(out.dtype));
-    exec_.run_and_read(f.program, vars, out.buffer, raw);
+    // While the program runs: the next one-row step's inputs but its token (position end).
+    const std::function<void()> next_inputs = [&] {
+      write_pages(end + 1);
+      write_rows(end, 1);
+    };
+    exec_.run_and_read(f.program, vars, out.buffer, raw, ahead ? next_inputs : std::function<void()>());
   }
   const std::vector<std::int64_t> produced = decode_ints(out.dtype, raw, out.buffer);
   if (index >= produced.size())
@@ -252,7 +269,7 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   const manifest::Forward& chunk = chunk_ ? *chunk_ : step_;
   for (std::uint64_t i = 0; i + 1 < n; i += chunk_rows_) {
     const std::uint64_t c = std::min(chunk_rows_, n - 1 - i);
-    call(chunk, prompt.subspan(i, c), i, observer, false);
+    call(chunk, prompt.subspan(i, c), i, observer, false, false);
     ++result.chunk_calls;
   }
   if (observer) observer->on_prefill_done(n - 1);
@@ -260,7 +277,9 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   auto is_stop = [&](std::int64_t t) {
     return std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), t) != options_.stop_tokens.end();
   };
-  std::int64_t token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true);
+  // `ahead`: another step follows (unless a stop token comes), so its inputs but the token are
+  // written while this one runs.
+  std::int64_t token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true, options_.steps > 1);
   ++result.step_calls;
   while (true) {
     result.tokens.push_back(token);
@@ -274,7 +293,7 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
       break;
     }
     const std::int64_t fed[1] = {token};
-    token = call(step_, fed, n - 1 + result.tokens.size(), observer, true);
+    token = call(step_, fed, n - 1 + result.tokens.size(), observer, true, result.tokens.size() + 1 < options_.steps);
     ++result.step_calls;
   }
   return result;

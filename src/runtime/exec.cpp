@@ -162,14 +162,15 @@ void Runtime::run(std::string_view program, const Vars& vars) {
 }
 
 void Runtime::run_and_read(std::string_view program, const Vars& vars, std::string_view output, std::uint64_t offset,
-                           std::span<std::byte> out) {
+                           std::span<std::byte> out, const std::function<void()>& before_wait) {
   Impl& r = *impl_;
   ProgramExec& p = r.program(program);
   if (p.decl->once) fail(ErrorKind::Api, "program {} is a once program: it ran during load_weights", p.name);
   BufferSlot& b = r.output_range(output, offset, out.size());  // checked before anything runs
   r.run(p, vars, 0, p.calls.size(), true, false);
   r.queue_read(b, offset, out.size());
-  r.wait();  // the one wait: the program and the read behind it
+  if (before_wait) before_wait();  // e.g. the next step's inputs, queued behind the read
+  r.wait();  // the one wait: the program, the read, and whatever before_wait queued
   r.finish_read(b, offset, out);
 }
 

@@ -167,10 +167,14 @@ class DecodeInputs {
   // Writes the inputs of a step at position `pos` (≥ the last position written) that changed:
   // token, position, slot, seq_len, and the new page-table entry when a page begins.
   void write(std::uint64_t pos, std::int64_t token);
-  // One host step at position `pos`: write(pos, token), then the step program runs and group 0's
-  // token (8 bytes for i64) comes back with one synchronization (Executor::run_and_read).
-  // Error(Call) for a negative token.
-  std::int64_t step(std::uint64_t pos, std::int64_t token);
+  // Writes the inputs of a step at `pos` but its token (what a step writes ahead for the next).
+  void write_ahead(std::uint64_t pos);
+  // One host step at position `pos`: write(pos, token) (with `ahead` before it only the token is
+  // left to write), then the step program runs and group 0's token (8 bytes for i64) comes back
+  // with one synchronization (Executor::run_and_read); with `ahead` the inputs of a step at pos + 1
+  // but its token are written while the program runs (kern run's loop), so pos + 2 positions must
+  // fit. Error(Call) for a negative token.
+  std::int64_t step(std::uint64_t pos, std::int64_t token, bool ahead = true);
   // The output holding the emitted tokens.
   const std::string& tokens_buffer() const;
 

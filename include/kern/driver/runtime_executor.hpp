@@ -16,8 +16,9 @@ class RuntimeExecutor final : public Executor {
     rt_.write_input_at(buffer, offset, bytes);
   }
   void run(std::string_view program, const Vars& vars) override { rt_.run(program, vars); }
-  void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out) override {
-    rt_.run_and_read(program, vars, buffer, 0, out);
+  void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out,
+                    const std::function<void()>& before_wait) override {
+    rt_.run_and_read(program, vars, buffer, 0, out, before_wait);
   }
   std::vector<std::byte> read_output(std::string_view buffer) override { return rt_.read_output(buffer); }
   std::vector<std::byte> read_buffer(std::string_view name) override { return rt_.read_buffer(name); }

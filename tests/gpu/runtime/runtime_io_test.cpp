@@ -1,7 +1,7 @@
 // The decode host path's runtime API: write_input_at (a ranged write keeps the other elements;
 // range, alignment, monotone and domain refusals leave the buffer as it was) and run_and_read
-// (the same bytes as run + read_output, its range checked before anything runs), in eager and
-// graph mode.
+// (the same bytes as run + read_output, its range checked before anything runs; inputs written
+// ahead by its callback land for the next run, not this read), in eager and graph mode.
 #include "gpu_fixture.hpp"
 
 namespace kern::gputest {
@@ -127,6 +127,32 @@ TEST_P(RuntimeGpuIo, RunAndReadMatchesRunThenRead) {
                "not an output");
   EXPECT_EQ(io.rt->stats().kernel_launches, before.kernel_launches);
   EXPECT_EQ(io.rt->stats().graph_launches, before.graph_launches);
+}
+
+TEST_P(RuntimeGpuIo, RunAndReadWritesAheadWhileTheProgramRuns) {
+  Io io(GetParam());
+  const std::vector<std::int64_t> ids{2, 7, 11}, mono{0, 1, 2}, next{12, 13, 14}, bad{16};
+  io.rt->write_input("ids", as_bytes(ids), true);
+  io.rt->write_input("mono", as_bytes(mono), true);
+  for (int step = 0; step < 3; ++step) {  // the same staging reused step after step
+    SCOPED_TRACE("step " + std::to_string(step));
+    const std::vector<std::int64_t> now = step % 2 == 0 ? ids : next;
+    const std::vector<std::int64_t> ahead = step % 2 == 0 ? next : ids;
+    std::vector<std::byte> got(3 * 64 * 2);
+    // The read is queued before the callback's copy: it sees this step's rows.
+    io.rt->run_and_read("step", {{"tokens", 3}}, "rows", 0, got, [&] { io.rt->write_input("ids", as_bytes(ahead), true); });
+    EXPECT_EQ(from_bytes<std::uint16_t>(got), io.expected(now));
+  }
+  io.rt->run("step", {{"tokens", 3}});
+  EXPECT_EQ(io.rows("rows", 3), io.expected(next));
+  // A callback that throws (a refused write): the error comes out, nothing is left half done.
+  std::vector<std::byte> got(64 * 2, std::byte{0x5a});
+  expect_error([&] {
+    io.rt->run_and_read("step", {{"tokens", 3}}, "rows", 0, got, [&] { io.rt->write_input_at("ids", 0, as_bytes(bad)); });
+  }, ErrorKind::Domain, "ids");
+  EXPECT_EQ(got, std::vector<std::byte>(64 * 2, std::byte{0x5a}));
+  io.rt->run("step", {{"tokens", 3}});
+  EXPECT_EQ(io.rows("rows", 3), io.expected(next));
 }
 
 INSTANTIATE_TEST_SUITE_P(EagerAndGraph, RuntimeGpuIo, ::testing::Values(true, false),

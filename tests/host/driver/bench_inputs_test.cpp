@@ -62,32 +62,41 @@ TEST(BenchInputs, StepsWriteOnlyWhatChangedAndReturnTheDevicesToken) {
   DecodeInputs in(toy().protocol, fake, 16);
   in.start(10, 42);
   std::size_t mark = fake.events.size();
-  // The first step at the context's last position: its inputs are already there.
-  const std::int64_t t1 = in.step(9, 42);
+  // The first step at the context's last position: its inputs are already there (not ahead).
+  const std::int64_t t1 = in.step(9, 42, false);
   EXPECT_EQ(t1, test::toy_next(42, 9));
   EXPECT_TRUE(writes_since(fake, mark).empty());
-  ASSERT_GE(fake.events.size(), mark + 2);
+  ASSERT_EQ(fake.events.size(), mark + 2);
   EXPECT_EQ(fake.events[mark].kind, Event::Kind::Run);
   EXPECT_EQ(fake.events[mark].name, "decode");
   EXPECT_EQ(fake.events[mark].vars.at("tokens"), 1u);
   EXPECT_EQ(fake.events.back().kind, Event::Kind::Read);
   EXPECT_EQ(fake.events.back().name, "next");
 
-  // Position 10 is on page 2 too: token, position, slot and seq_len change, the table does not.
+  // Position 10 is on page 2 too: token, position, slot and seq_len change, the table does not;
+  // with `ahead`, position 11's position, slot and seq_len follow the run (still page 2).
   mark = fake.events.size();
   const std::int64_t t2 = in.step(10, t1);
   EXPECT_EQ(t2, test::toy_next(t1, 10));
-  auto w = writes_since(fake, mark);
+  std::size_t run_at = mark;
+  while (run_at < fake.events.size() && fake.events[run_at].kind != Event::Kind::Run) ++run_at;
+  ASSERT_LT(run_at, fake.events.size());
+  std::vector<std::string> before_run;
+  for (std::size_t i = mark; i < run_at; ++i) before_run.push_back(fake.events[i].name);
+  EXPECT_EQ(before_run, (std::vector<std::string>{"ids", "pos", "slots", "lens"}));
+  EXPECT_EQ(fake.get("pos", 0), 11);  // what the device holds for the next step
+  auto w = writes_since(fake, run_at);
   EXPECT_EQ(w.count("table"), 0u);
   EXPECT_EQ(w.count("cu"), 0u);
-  EXPECT_EQ(w.at("pos"), (Ints{10}));
-  EXPECT_EQ(w.at("slots"), (Ints{10}));
-  EXPECT_EQ(w.at("lens"), (Ints{11}));
+  EXPECT_EQ(w.count("ids"), 0u);
+  EXPECT_EQ(w.at("pos"), (Ints{11}));
+  EXPECT_EQ(w.at("slots"), (Ints{11}));
+  EXPECT_EQ(w.at("lens"), (Ints{12}));
 
-  // Position 12 begins page 3: the table row grows by its one new entry (a ranged write).
-  in.step(11, t2);
+  // The step at 11 writes position 12's inputs ahead: 12 begins page 3, so the table row grows
+  // by its one new entry (a ranged write). The step at 12 then writes only its token.
   mark = fake.events.size();
-  in.step(12, 7);
+  in.step(11, t2);
   w = writes_since(fake, mark);
   EXPECT_EQ(w.at("table"), (Ints{3}));
   for (std::size_t i = mark; i < fake.events.size(); ++i)
@@ -97,6 +106,10 @@ TEST(BenchInputs, StepsWriteOnlyWhatChangedAndReturnTheDevicesToken) {
     }
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(fake.get("table", i), static_cast<std::int64_t>(i));
   EXPECT_EQ(w.at("slots"), (Ints{12}));
+  mark = fake.events.size();
+  in.step(12, 7, false);
+  w = writes_since(fake, mark);
+  EXPECT_EQ(w.size(), 1u);
   EXPECT_EQ(w.at("ids"), (Ints{7}));
 }
 

@@ -172,10 +172,18 @@ TEST(Generator, DecodeStepsWriteOnlyWhatChanged) {
     const std::int64_t fed_before = i == 2 ? prompt[1] : i == 3 ? prompt.back() : r.tokens[i - 4];
     std::vector<std::string> want;
     if (pos % 4 == 0) want.push_back("table");  // a new page begins
-    if (fed != fed_before) want.push_back("ids");  // an unchanged token is not rewritten
-    want.insert(want.end(), {"pos", "slots", "lens"});
+    if (i == 2) {  // after a chunk call: everything in the call itself
+      if (fed != fed_before) want.push_back("ids");
+      want.insert(want.end(), {"pos", "slots", "lens"});
+    } else {  // the previous step wrote position, slot and seq_len ahead while it ran; then the token
+      want.insert(want.end(), {"pos", "slots", "lens"});
+      if (fed != fed_before) want.push_back("ids");  // an unchanged token is not rewritten
+    }
     EXPECT_EQ(names, want) << "call " << i << " at position " << pos;
   }
+  // The last step writes nothing ahead: no step follows it.
+  ASSERT_EQ(fake.events.back().kind, Event::Kind::Read);
+  EXPECT_EQ(fake.events[fake.events.size() - 2].kind, Event::Kind::Run);
   // Reads: one tokens read per one-row call and nothing else (no logits buffer asked for).
   std::size_t reads = 0;
   for (const Event& e : fake.events)
