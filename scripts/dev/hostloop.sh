@@ -29,7 +29,26 @@ bench_shape() {  # layers, seconds allowed in all, replays
     --no-peer --no-startup --contexts 128,32768 --prefill 16 --replays "$replays" --copy-mib 256 --gemm 1024 \
     --json "$out/hostloop-$layers.json"
   echo "bench rc=$? at $(elapsed) s"
+  if [ "$layers" = 4 ]; then run_smoke "$model"; fi
   rm -rf "$model"
+}
+
+# kern run's generator (ranged writes, inputs written ahead, one wait per token) on the GPU: the
+# graph run and the eager run must emit the same tokens; its decode ms/token line is printed.
+run_smoke() {
+  local model=$1
+  echo "--- kern run smoke: graph vs eager, 200 steps"
+  timeout 15 "$build/bin/kern" gen qwen3 "$model" -o "$model/manifest.json" --kernels-dir "$build/kernels" >/dev/null || {
+    echo "kern gen failed"; return; }
+  local ids=$(seq -s, 11 47)
+  for mode in graph eager; do
+    local flag=""; [ "$mode" = eager ] && flag="--eager"
+    timeout 20 "$build/bin/kern" run --manifest "$model/manifest.json" --kernels "$build/kernels" --weights "$model" \
+      --prompt-ids "$ids" --steps 200 --chunk 16 $flag >"$out/run-$mode.txt" 2>"$out/run-$mode.err"
+    echo "run $mode rc=$?: $(grep -E 'decode .* ms/token' "$out/run-$mode.err" | tail -1)"
+  done
+  if cmp -s "$out/run-graph.txt" "$out/run-eager.txt"; then echo "kern run: graph and eager tokens identical ($(wc -c <"$out/run-graph.txt") bytes)"
+  else echo "kern run: graph and eager tokens DIFFER"; head -c 400 "$out/run-graph.txt"; echo; head -c 400 "$out/run-eager.txt"; echo; tail -3 "$out/run-graph.err"; fi
 }
 
 main() {
