@@ -225,17 +225,19 @@ class DecodeBench {
   std::vector<double> gpu_step_ms(std::size_t replays);
   // Host ms per token of `steps` decode steps, each at exactly the context set last, so that it
   // compares with gpu_step_ms: before each (untimed) the sequence is put back to context − 1 tokens
-  // and waited for; the timed step is kern run's per-token work (the token, position, slot and
-  // seq_len written, the step program run and its token read back, one synchronization).
-  // (A continuous loop's context grows by one per token: see loop_ms.) A context of 1: loop_ms.
+  // with the step's inputs but the token in place (what the previous step of kern run's loop writes
+  // ahead while it runs) and waited for; the timed step is kern run's per-token work: the token
+  // written, the step program launched, the next step's inputs written meanwhile, the token read
+  // back with one synchronization. (A continuous loop's context grows by one per token, and the
+  // GPU step with it: see loop_ms.) A context of 1: loop_ms.
   std::vector<double> e2e_ms(std::size_t steps);
   // Host ms per token of `steps` consecutive steps from the context set last, each feeding back
   // the token the previous one produced (the context grows to context + steps − 1), as kern run's
   // loop does.
   std::vector<double> loop_ms(std::size_t steps);
   // The host loop's phases, median µs per token over `steps` consecutive steps from the context set
-  // last, each phase waited for separately (two synchronizations per token, so `total_us` is
-  // above loop_ms's per-token time by about one wait).
+  // last, serialized to time each: every changed input written before the launch (none ahead),
+  // the launch, its wait, then the token read with a second wait; so `total_us` is above loop_ms.
   HostPhases phases(std::size_t steps);
   // (op, ms) per call of one eager step at the context set last.
   std::vector<std::pair<std::string, double>> call_ms(std::size_t reps);
