@@ -200,10 +200,10 @@ Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_
 // Median µs per token of each host-loop phase (DecodeBench::phases).
 struct HostPhases {
   std::size_t steps = 0;
-  double write_us = 0;   // the inputs that changed: domain checks, staging, H2D copies queued
-  double launch_us = 0;  // Runtime::launch: var assignment, cuGraphLaunch (the GPU may still be idle)
-  double wait_us = 0;    // stream synchronization: the copies, the graph's GPU time, the wake-up
-  double read_us = 0;    // the token's D2H copy and its own synchronization
+  double write_us = 0;   // the token's write (domain check, staging, H2D queued): the rest is ahead
+  double launch_us = 0;  // Runtime::launch: var assignment, cuGraphLaunch
+  double ahead_us = 0;   // the next step's inputs but the token, written while the program runs
+  double wait_us = 0;    // the token's D2H queued, the one wait (program, copies, readback), wake-up
   double total_us = 0;
 };
 
@@ -236,8 +236,8 @@ class DecodeBench {
   // loop does.
   std::vector<double> loop_ms(std::size_t steps);
   // The host loop's phases, median µs per token over `steps` consecutive steps from the context set
-  // last, serialized to time each: every changed input written before the launch (none ahead),
-  // the launch, its wait, then the token read with a second wait; so `total_us` is above loop_ms.
+  // last, in kern run's order (token written, launch, next inputs written ahead, the token read
+  // with the one wait), through Runtime::launch and read_output instead of run_and_read.
   HostPhases phases(std::size_t steps);
   // (op, ms) per call of one eager step at the context set last.
   std::vector<std::pair<std::string, double>> call_ms(std::size_t reps);
