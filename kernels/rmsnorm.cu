@@ -52,6 +52,8 @@ __device__ __forceinline__ void write_normed(const bf16* __restrict__ x, const b
 // y[r] = rmsnorm(x[r]) * w for r < rows. grid: (any, 1, 1) row-strided; block: multiple of 32, <= 1024.
 extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                               int32_t rows, int32_t hidden, float eps) {
+  wait_for_previous_grid();
+  allow_next_grid();
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const bf16* xr = x + static_cast<int64_t>(r) * hidden;
     const float rstd = rsqrtf(sum_squares(xr, hidden) / static_cast<float>(hidden) + eps);
@@ -64,6 +66,8 @@ extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const 
 extern "C" __global__ void kern_fused_add_rms_norm_bf16(bf16* __restrict__ residual, const bf16* __restrict__ delta,
                                                         const bf16* __restrict__ w, bf16* __restrict__ y, int32_t rows,
                                                         int32_t hidden, float eps) {
+  wait_for_previous_grid();
+  allow_next_grid();
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     bf16* xr = residual + static_cast<int64_t>(r) * hidden;
     const bf16* dr = delta + static_cast<int64_t>(r) * hidden;

@@ -52,7 +52,9 @@ struct Options {
   bool no_startup = false;
   int peer_timeout_s = 900;
   bool pdl = true;                          // kern gen's decode launches with pdl
-  std::uint64_t gemv_prefetch_bytes = 65536;  // kern gen's --gemv-prefetch
+  std::uint64_t gemv_prefetch_bytes = 0;    // kern gen's --gemv-prefetch
+  bool gemv_fused_norm = false;             // kern gen's --gemv-fused-norm
+  std::uint64_t gemv_max_blocks = 0;        // kern gen's --gemv-max-blocks
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -219,6 +221,8 @@ int run() {
   gen.max_seqs = 8;
   gen.pdl = opt.pdl;
   gen.gemv_prefetch_bytes = opt.gemv_prefetch_bytes;
+  gen.gemv_fused_norm = opt.gemv_fused_norm;
+  gen.gemv_max_blocks = opt.gemv_max_blocks;
   gen.model = fs::path(opt.weights).filename().string();
   gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
   const std::string manifest_path = tmp + "/manifest.json";
@@ -328,6 +332,9 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes, "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
+      ->check(CLI::Range(0, 0x7fffffff));
+  cmd->add_flag("--gemv-fused-norm", opt.gemv_fused_norm, "kern gen --gemv-fused-norm");
+  cmd->add_option("--gemv-max-blocks", opt.gemv_max_blocks, "kern gen --gemv-max-blocks (0: one block per tile)")
       ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions");
   return [] { return run(); };

@@ -86,6 +86,9 @@ Runner setup(CLI::App& app) {
   q->add_flag("!--no-pdl", opt.gen.pdl, "Launch the decode kernels without programmatic dependent launch");
   q->add_option("--gemv-prefetch", opt.gen.gemv_prefetch_bytes,
                 "Bytes of its weight tile each decode GEMV block prefetches into L2 before waiting (0: none)");
+  q->add_flag("--gemv-fused-norm", opt.gen.gemv_fused_norm,
+              "Fuse each decode RMSNorm into the GEMV that reads it (measured slower on the H200)");
+  q->add_option("--gemv-max-blocks", opt.gen.gemv_max_blocks, "At most this many blocks per decode GEMV (0: one per tile)");
   return [q] { return q->parsed() ? run_qwen3() : 2; };
 }
 Registrar reg("gen", setup);

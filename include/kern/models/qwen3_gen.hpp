@@ -48,8 +48,16 @@ struct Qwen3GenOptions {
   bool logits_output = false;       // expose `logits` ([seqs, vocab] bf16) as an output
   bool pdl = true;                  // decode kernels launched with programmatic dependent launch
   // Bytes of its weight tile each decode GEMV block asks the L2 to prefetch before it waits for
-  // the previous kernel (capped at the tile; 0: none).
-  std::uint64_t gemv_prefetch_bytes = 65536;
+  // the previous kernel (capped at the tile; 0: none, the default: 64 KiB measured 6 % slower per
+  // decode step on the H200, docs/perf.md).
+  std::uint64_t gemv_prefetch_bytes = 0;
+  // Fuse each decode RMSNorm into the prologue of the GEMV that reads it (kernels/gemv.cu
+  // kern_gemv_rms_norm_*) instead of a separate rms_norm launch. Off: measured slower on the H200
+  // (docs/perf.md), every block recomputes the row statistics.
+  bool gemv_fused_norm = false;
+  // At most this many blocks per decode GEMV launch (0: one per tile); the kernel strides tiles
+  // over its grid and overlaps the next tile's first loads with the epilogue.
+  std::uint64_t gemv_max_blocks = 0;
   std::string model;                // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

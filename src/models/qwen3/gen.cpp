@@ -99,6 +99,12 @@ std::uint64_t norm_gemv_shared(const Geo& g) {
   return std::min<std::uint64_t>(g.o.max_seqs, kGemvMaxRows) * (g.c.hidden + 8) * 2;
 }
 
+// Blocks of a GEMV launch over `tiles` tiles: one per tile, or at most the option's cap (the
+// kernel strides tiles over its grid).
+std::uint64_t gemv_blocks(const Geo& g, std::uint64_t tiles) {
+  return g.o.gemv_max_blocks == 0 ? tiles : std::min(tiles, g.o.gemv_max_blocks);
+}
+
 OJ with_shared(OJ l, std::uint64_t bytes) {
   l["shared_mem"] = bytes;
   return l;
@@ -121,7 +127,8 @@ OJ gemv_launch(const Geo& g, const char* entry, bool norm, const char* out_dir, 
     args = OJ::array({p(0), p(1), p(2), p(3), p(m_param), i32(n), i32(k), i32(k), f32(g.c.rms_norm_eps),
                       i32(tile_prefetch(g, k))});
   }
-  OJ l = launch("gemv", entry, std::move(params), std::move(args), OJ::array({blocks, 1, 1}), kGemvThreads);
+  OJ l = launch("gemv", entry, std::move(params), std::move(args), OJ::array({gemv_blocks(g, blocks), 1, 1}),
+                kGemvThreads);
   if (norm) l["shared_mem"] = norm_gemv_shared(g);
   l["when"] = when_gemv();
   return with_pdl(std::move(l), g);
@@ -161,6 +168,13 @@ OJ decode_residual_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
   return op({"in buffer<bf16>", "in buffer<bf16>", "inout buffer<bf16>", "i32"}, std::move(launches));
 }
 
+// Decode y[seqs, n] = x·Wᵀ (qkv_proj, lm_head on the normed rows). Params: x, w, y, seqs.
+OJ decode_gemm_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_bf16", false, "out", 3, n, k, (n + kGemvTileRows - 1) / kGemvTileRows)});
+  if (decode_uses_blas(g)) launches.push_back(blas_launch("cublaslt_bf16_tn", "out", p(0), p(1), p(2), 3, n, k));
+  return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, std::move(launches));
+}
+
 // Decode y[seqs, n] = RMSNorm(x)·norm_w · Wᵀ (qkv_proj, lm_head). Params: x, norm_w, w, y, seqs.
 OJ decode_norm_gemm_op(const Geo& g, std::uint64_t n) {
   const std::uint64_t k = g.c.hidden;
@@ -176,28 +190,35 @@ OJ decode_norm_gemm_op(const Geo& g, std::uint64_t n) {
             std::move(sc));
 }
 
-// Decode act[seqs, I] = silu(xn·W_gateᵀ)·(xn·W_upᵀ), xn = RMSNorm(x)·norm_w, over the concatenated
-// [2I, H] gate_up weight. Params: x, norm_w, w, act, [gate_up (the cuBLASLt path's [seqs, 2I]
-// intermediate),] seqs.
-OJ decode_gate_up_silu_op(const Geo& g) {
+// Decode act[seqs, I] = silu(x·W_gateᵀ)·(x·W_upᵀ) over the concatenated [2I, H] gate_up weight;
+// with `fused`, x = RMSNorm(x)·norm_w first. Params: x, [norm_w,] w, act, [gate_up (the cuBLASLt
+// path's [seqs, 2I] intermediate),] seqs.
+OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
   const Qwen3Config& c = g.c;
   const bool blas = decode_uses_blas(g);
-  const std::uint64_t m = blas ? 5 : 4;
-  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_rms_norm_gate_up_silu_bf16", true, "out", m, c.intermediate,
-                                       c.hidden, (c.intermediate + kGemvTileRows / 2 - 1) / (kGemvTileRows / 2))});
-  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
+  const std::uint64_t base = fused ? 1 : 0;  // params after x shift by one with norm_w
+  const std::uint64_t w = base + 1, act = base + 2, gate_up = base + 3, m = base + (blas ? 4 : 3);
+  OJ launches = OJ::array({gemv_launch(g, fused ? "kern_gemv_rms_norm_gate_up_silu_bf16" : "kern_gemv_gate_up_silu_bf16",
+                                       fused, "out", m, c.intermediate, c.hidden,
+                                       (c.intermediate + kGemvTileRows / 2 - 1) / (kGemvTileRows / 2))});
+  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
+  if (fused) params.insert(params.begin() + 1, "in buffer<bf16>");
   OJ sc = nullptr;
   if (blas) {
-    params.insert(params.begin() + 4, "out buffer<bf16>");
-    launches.push_back(blas_norm_launch(g, m));
-    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", scratch("normed"), p(2), p(4), m, 2 * c.intermediate,
+    params.insert(params.begin() + static_cast<std::ptrdiff_t>(gate_up), "out buffer<bf16>");
+    OJ x = p(0);
+    if (fused) {
+      launches.push_back(blas_norm_launch(g, m));
+      x = scratch("normed");
+      sc = normed_scratch(g);
+    }
+    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate,
                                    c.hidden));
     OJ silu = launch("activation", "kern_silu_mul_bf16", {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
-                     OJ::array({p(4), p(3), p(m), i32(c.intermediate)}),
+                     OJ::array({p(gate_up), p(act), p(m), i32(c.intermediate)}),
                      OJ::array({"seqs", (c.intermediate + 1023) / 1024, 1}), 256);
     silu["when"] = when_blas();
     launches.push_back(std::move(silu));
-    sc = normed_scratch(g);
   }
   return op(std::move(params), std::move(launches), std::move(sc));
 }
@@ -212,10 +233,12 @@ OJ ops(const Geo& g) {
                                         OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), i32(c.vocab)}),
                                         OJ::array({"tokens", 1, 1}), kNormThreads)}));
   o["rms_norm"] = op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
-                     OJ::array({launch("rmsnorm", "kern_rms_norm_bf16",
-                                       {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
-                                       OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), f32(eps)}),
-                                       OJ::array({"tokens", 1, 1}), kNormThreads)}));
+                     OJ::array({with_pdl(launch("rmsnorm", "kern_rms_norm_bf16",
+                                                {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32",
+                                                 "f32"},
+                                                OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), f32(eps)}),
+                                                OJ::array({"tokens", 1, 1}), kNormThreads),
+                                         g)}));
   o["add_rms_norm"] = op(
       {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
       OJ::array({launch("rmsnorm", "kern_fused_add_rms_norm_bf16",
@@ -315,11 +338,17 @@ OJ ops(const Geo& g) {
   o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
   o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
   o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
-  o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);
+  if (g.o.gemv_fused_norm) {
+    o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);
+    o["decode_norm_gate_up_silu"] = decode_gate_up_silu_op(g, true);
+    o["decode_norm_lm_head"] = decode_norm_gemm_op(g, c.vocab);
+  } else {
+    o["decode_qkv"] = decode_gemm_op(g, g.qkv_width, c.hidden);
+    o["decode_gate_up_silu"] = decode_gate_up_silu_op(g, false);
+    o["decode_lm_head"] = decode_gemm_op(g, c.vocab, c.hidden);
+  }
   o["decode_o_residual"] = decode_residual_op(g, c.hidden, g.q_width);
-  o["decode_norm_gate_up_silu"] = decode_gate_up_silu_op(g);
   o["decode_down_residual"] = decode_residual_op(g, c.hidden, c.intermediate);
-  o["decode_norm_lm_head"] = decode_norm_gemm_op(g, c.vocab);
   return o;
 }
 
@@ -417,9 +446,10 @@ OJ call(const std::string& label, const char* op_name, OJ args) { return call(la
 // The forward pass of both serving programs. Prefill: cuBLASLt GEMMs into `delta`, the residual
 // added by the next add_rms_norm, logits of each sequence's last row. Decode (one row per
 // sequence): GEMV ops (cuBLASLt above kGemvMaxRows sequences) that add o_proj and down_proj into
-// `hidden` in place, and every RMSNorm fused into the prologue of the GEMV that reads it
-// (qkv_proj, gate_up with SiLU·mul, the lm_head: every decode row is the last row of its
-// sequence), so a layer is 7 kernels, chained with programmatic dependent launch (`pdl`).
+// `hidden` in place, so every norm is a plain rms_norm (or, with gemv_fused_norm, fused into the
+// prologue of the GEMV that reads it: qkv_proj, gate_up with SiLU·mul, the lm_head), gate_up fused
+// with SiLU·mul, the lm_head reading the normed rows directly (every decode row is the last row of
+// its sequence); kernels chained with programmatic dependent launch (`pdl`).
 OJ forward_calls(const Geo& g, bool prefill) {
   const Qwen3Config& c = g.c;
   OJ calls = OJ::array();
@@ -437,10 +467,15 @@ OJ forward_calls(const Geo& g, bool prefill) {
       }
       calls.push_back(call(L + ".qkv_proj", "gemm_qkv",
                            OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
-    } else {
+    } else if (g.o.gemv_fused_norm) {
       calls.push_back(call(L + ".norm_qkv_proj", "decode_norm_qkv",
                            OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf(layer_name(l, "qkv")),
                                       buf("qkv"), var("seqs")})));
+    } else {
+      calls.push_back(call(L + ".input_norm", "rms_norm",
+                           OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
+      calls.push_back(call(L + ".qkv_proj", "decode_qkv",
+                           OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("seqs")})));
     }
     calls.push_back(call(L + ".qk_norm_rope_cache", "qk_norm_rope_cache",
                          OJ::array({buf("qkv"), buf(layer_name(l, "q_norm")), buf(layer_name(l, "k_norm")), buf("rope"),
@@ -466,10 +501,18 @@ OJ forward_calls(const Geo& g, bool prefill) {
                                       buf("attn"), var("seqs")})));
       calls.push_back(call(L + ".o_proj", "decode_o_residual",
                            OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var("seqs")})));
-      OJ gate_up_args = OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf(layer_name(l, "gate_up")), buf("act")});
+      OJ gate_up_args;
+      if (g.o.gemv_fused_norm) {
+        gate_up_args = OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf(layer_name(l, "gate_up")), buf("act")});
+      } else {
+        calls.push_back(call(L + ".post_norm", "rms_norm",
+                             OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
+        gate_up_args = OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("act")});
+      }
       if (decode_uses_blas(g)) gate_up_args.push_back(buf("gate_up"));
       gate_up_args.push_back(var("seqs"));
-      calls.push_back(call(L + ".norm_gate_up_silu", "decode_norm_gate_up_silu", std::move(gate_up_args)));
+      calls.push_back(call(L + (g.o.gemv_fused_norm ? ".norm_gate_up_silu" : ".gate_up_silu"),
+                           g.o.gemv_fused_norm ? "decode_norm_gate_up_silu" : "decode_gate_up_silu", std::move(gate_up_args)));
       calls.push_back(call(L + ".down_proj", "decode_down_residual",
                            OJ::array({buf("act"), buf(layer_name(l, "down")), buf("hidden"), var("seqs")})));
     }
@@ -480,9 +523,14 @@ OJ forward_calls(const Geo& g, bool prefill) {
     calls.push_back(
         call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
     calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
-  } else {
+  } else if (g.o.gemv_fused_norm) {
     calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
                          OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var("seqs")})));
+  } else {
+    calls.push_back(
+        call("final_norm", "rms_norm", OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(
+        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
   }
   calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
   return calls;
@@ -496,6 +544,8 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
          o.max_tokens);
   if (o.gemv_prefetch_bytes > kI32Max)
     fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
+  if (o.gemv_max_blocks > kI32Max)
+    fail(ErrorKind::Api, "--gemv-max-blocks must be in [0, {}], got {}", kI32Max, o.gemv_max_blocks);
   if (o.page_size == 0 || o.page_size > 256 || (o.page_size & (o.page_size - 1)) != 0)
     fail(ErrorKind::Api, "--page-size must be a power of two from 1 to 256, got {}", o.page_size);
   for (const std::string& family : qwen3_kernel_families()) {

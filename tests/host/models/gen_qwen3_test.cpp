@@ -103,7 +103,7 @@ TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
     const std::uint64_t layer_bytes = 16 * s.kv_heads * s.head_dim * 2 * 2;
     const auto& last_attn = call_named(m["programs"]["decode"], "layers." + std::to_string(s.layers - 1) + ".attn");
     EXPECT_EQ(last_attn["args"][1]["offset"], (s.layers - 1) * layer_bytes);
-    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 6 * s.layers + 2);
+    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 8 * s.layers + 3);
     EXPECT_EQ(m["programs"]["prefill"]["calls"].size(), 1 + 9 * s.layers + 4);
 
     // Weights bound to the HF names; q/k/v and gate/up concatenated.
@@ -152,12 +152,83 @@ std::vector<std::string> active_entries(const nlohmann::ordered_json& op, std::u
   return out;
 }
 
-TEST(GenQwen3, DecodeLayerIsGemvWithFusedNormsAndEpilogues) {
+TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
   const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
     o.max_seqs = max_seqs;
+    const auto m = generate_qwen3_manifest(c, o);
+    ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
+    const auto& calls = m["programs"]["decode"]["calls"];
+    ASSERT_EQ(calls.size(), 1 + 8 * c.layers + 3);
+    const std::vector<std::string> layer = {"rms_norm",          "decode_qkv",          "qk_norm_rope_cache",
+                                            "attn_decode",       "decode_o_residual",   "rms_norm",
+                                            "decode_gate_up_silu", "decode_down_residual"};
+    for (std::uint64_t l : {std::uint64_t{0}, std::uint64_t{1}, c.layers - 1})
+      EXPECT_EQ(op_names(calls, 1 + 8 * l, 8), layer) << "layer " << l;
+    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3),
+              (std::vector<std::string>{"rms_norm", "decode_lm_head", "argmax"}));
+
+    // Residual GEMVs add into hidden in place; the lm_head reads normed (no gather in decode).
+    const auto& o_proj = call_named(m["programs"]["decode"], "layers.5.o_proj");
+    EXPECT_EQ(o_proj["args"][2]["buf"], "hidden");
+    EXPECT_EQ(o_proj["args"][3]["var"], "seqs");
+    EXPECT_EQ(call_named(m["programs"]["decode"], "layers.5.down_proj")["args"][2]["buf"], "hidden");
+    EXPECT_EQ(call_named(m["programs"]["decode"], "lm_head")["args"][0]["buf"], "normed");
+    EXPECT_EQ(call_named(m["programs"]["decode"], "layers.5.qkv_proj")["args"][3]["var"], "seqs");
+    const auto& gu = call_named(m["programs"]["decode"], "layers.5.gate_up_silu");
+    EXPECT_EQ(gu["args"][2]["buf"], "act");
+    EXPECT_EQ(gu["args"].size(), max_seqs > 8 ? 5u : 4u);
+    if (max_seqs > 8) {
+      EXPECT_EQ(gu["args"][3]["buf"], "gate_up");
+    }
+    for (const auto& call : calls) EXPECT_EQ(call["args"].dump().find("\"delta\""), std::string::npos) << call.dump();
+
+    const auto& ops = m["ops"];
+    for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
+                             "decode_lm_head"})
+      expect_when_partition(ops[name], max_seqs, name);
+    EXPECT_EQ(active_entries(ops["decode_qkv"], 1), std::vector<std::string>{"kern_gemv_bf16"});
+    EXPECT_EQ(active_entries(ops["decode_o_residual"], std::min<std::uint64_t>(8, max_seqs)),
+              std::vector<std::string>{"kern_gemv_residual_bf16"});
+    EXPECT_EQ(active_entries(ops["decode_gate_up_silu"], 1), std::vector<std::string>{"kern_gemv_gate_up_silu_bf16"});
+    if (max_seqs > 8) {
+      EXPECT_EQ(active_entries(ops["decode_qkv"], 9), std::vector<std::string>{"extern:cublaslt_bf16_tn"});
+      EXPECT_EQ(active_entries(ops["decode_down_residual"], max_seqs),
+                std::vector<std::string>{"extern:cublaslt_bf16_tn_acc"});
+      EXPECT_EQ(active_entries(ops["decode_gate_up_silu"], 9),
+                (std::vector<std::string>{"extern:cublaslt_bf16_tn", "kern_silu_mul_bf16"}));
+    } else {
+      EXPECT_EQ(ops["decode_qkv"]["impl"]["launches"].size(), 1u);
+      EXPECT_EQ(ops["decode_gate_up_silu"]["params"].size(), 4u);
+    }
+    // GEMV geometry and sizes: one block per 16 weight rows (8 gate/up pairs), n and k literal.
+    const auto& qkv = ops["decode_qkv"]["impl"]["launches"][0];
+    EXPECT_EQ(qkv["module"], "gemv");
+    EXPECT_EQ(qkv["grid"][0], (6144 + 15) / 16);
+    EXPECT_EQ(qkv["block"][0], 256);
+    EXPECT_EQ(ops["decode_o_residual"]["impl"]["launches"][0]["block"][0], 256);
+    EXPECT_EQ(qkv["args"][4]["i32"], 6144);
+    EXPECT_EQ(qkv["args"][5]["i32"], 2560);
+    const auto& gate = ops["decode_gate_up_silu"]["impl"]["launches"][0];
+    EXPECT_EQ(gate["grid"][0], 9728 / 8);
+    EXPECT_EQ(gate["args"][4]["i32"], 9728);
+    EXPECT_EQ(ops["decode_lm_head"]["impl"]["launches"][0]["grid"][0], 151936 / 16);
+    EXPECT_EQ(ops["decode_down_residual"]["impl"]["launches"][0]["args"][5]["i32"], 9728);
+    EXPECT_EQ(ops["decode_o_residual"]["params"][2], "inout buffer<bf16>");
+  }
+}
+
+// With gemv_fused_norm (measured slower, off by default): the norms move into the GEMVs' prologues.
+TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
+  for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
+    SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
+    Qwen3GenOptions o = options();
+    o.max_seqs = max_seqs;
+    o.gemv_fused_norm = true;
+    o.gemv_prefetch_bytes = 65536;
     const auto m = generate_qwen3_manifest(c, o);
     ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
     const auto& calls = m["programs"]["decode"]["calls"];
@@ -245,11 +316,12 @@ TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
   Qwen3GenOptions o = options();
   o.max_seqs = 8;
   const auto with = generate_qwen3_manifest(c, o);
-  for (const char* name : {"decode_norm_qkv", "decode_o_residual", "decode_norm_gate_up_silu", "decode_down_residual",
-                           "decode_norm_lm_head", "qk_norm_rope_cache", "attn_decode", "argmax"})
+  for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
+                           "decode_lm_head", "qk_norm_rope_cache", "attn_decode", "argmax", "rms_norm"})
     for (const auto& l : with["ops"][name]["impl"]["launches"]) EXPECT_EQ(l.value("pdl", false), true) << name;
   EXPECT_FALSE(with["ops"]["embedding"]["impl"]["launches"][0].contains("pdl"));
-  EXPECT_FALSE(with["ops"]["rms_norm"]["impl"]["launches"][0].contains("pdl"));
+  EXPECT_EQ(with["ops"]["decode_qkv"]["impl"]["launches"][0]["args"][7]["i32"], 0);  // no prefetch by default
+  EXPECT_EQ(with["ops"]["decode_qkv"]["impl"]["launches"][0]["grid"][0], 6144 / 16);
 
   o.pdl = false;
   o.gemv_prefetch_bytes = 4096;
@@ -260,6 +332,10 @@ TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
   o.gemv_prefetch_bytes = 1u << 30;  // capped at the tile: 16 rows of k = 9728
   EXPECT_EQ(generate_qwen3_manifest(c, o)["ops"]["decode_down_residual"]["impl"]["launches"][0]["args"][7]["i32"],
             16 * 9728 * 2);
+  o.gemv_max_blocks = 264;  // a cap on the grid; smaller grids stay one block per tile
+  const auto capped = generate_qwen3_manifest(c, o);
+  EXPECT_EQ(capped["ops"]["decode_qkv"]["impl"]["launches"][0]["grid"][0], 264);
+  EXPECT_EQ(capped["ops"]["decode_o_residual"]["impl"]["launches"][0]["grid"][0], 160);
   o.gemv_prefetch_bytes = std::uint64_t{1} << 31;
   EXPECT_THROW(generate_qwen3_manifest(c, o), kern::Error);
 }
