@@ -443,8 +443,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                         int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,
                         int32_t target_blocks, float scale) {
   __shared__ __align__(16) WarpState<HD> ws;
-  wait_for_previous_grid();
-  allow_next_grid();
+  // Before waiting for the previous kernel (pdl): only the caller's seq_lens (the split of the
+  // context); q and the current token's K/V come from the previous kernels.
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
   if (group < 1 || group * kv_heads != heads || group > kMaxGroup) return;  // rejected by kern gen
@@ -458,6 +458,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   const bool direct = sp.used <= 1;  // one range (or an empty context): the block writes `out`
   if (split >= max(sp.used, 1)) return;
   const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
+  wait_for_previous_grid();
+  allow_next_grid();
 
   const Args a{qkv,         q_stride,       cache,  block_table + static_cast<int64_t>(s) * max_pages,
                page_size,   kv_heads,       heads,  group,
@@ -482,13 +484,13 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
                        int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks) {
   __shared__ float weight[kMaxSplits];
   __shared__ float total;
-  wait_for_previous_grid();
-  allow_next_grid();
   const int s = blockIdx.x, h = blockIdx.y;
   if (s >= seqs || h >= heads || kv_heads < 1 || page_size < 1) return;
   const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
-  const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);
+  const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);  // seq_lens: the caller's, before the wait
   if (sp.used <= 1) return;
+  wait_for_previous_grid();
+  allow_next_grid();
   const int64_t e0 = (static_cast<int64_t>(s) * heads + h) * splits_max;
   // Every used range saw at least one key: its sum is >= 1 and its max finite.
   float mx = -INFINITY;

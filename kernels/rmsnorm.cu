@@ -49,15 +49,59 @@ __device__ __forceinline__ void write_normed(const bf16* __restrict__ x, const b
 
 }  // namespace
 
+// Rows of at most kRegChunks * blockDim.x 16-byte chunks are held in registers (one read of x);
+// the norm weight is loaded before waiting for the previous kernel (pdl: no kernel writes it).
+constexpr int kRegChunks = 4;
+
 // y[r] = rmsnorm(x[r]) * w for r < rows. grid: (any, 1, 1) row-strided; block: multiple of 32, <= 1024.
+// Bitwise the same in both paths: each thread sums the same chunks in the same order.
 extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                               int32_t rows, int32_t hidden, float eps) {
+  const int chunks = hidden / 8;
+  const bool in_regs = (hidden & 7) == 0 && chunks <= kRegChunks * static_cast<int>(blockDim.x);
+  Bf16x8 wv[kRegChunks];
+  if (in_regs) {
+#pragma unroll
+    for (int j = 0; j < kRegChunks; ++j) {
+      const int c = threadIdx.x + j * blockDim.x;
+      if (c < chunks) wv[j] = reinterpret_cast<const Bf16x8*>(w)[c];
+    }
+  }
   wait_for_previous_grid();
   allow_next_grid();
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const bf16* xr = x + static_cast<int64_t>(r) * hidden;
-    const float rstd = rsqrtf(sum_squares(xr, hidden) / static_cast<float>(hidden) + eps);
-    write_normed(xr, w, y + static_cast<int64_t>(r) * hidden, hidden, rstd);
+    if (!in_regs) {
+      const float rstd = rsqrtf(sum_squares(xr, hidden) / static_cast<float>(hidden) + eps);
+      write_normed(xr, w, y + static_cast<int64_t>(r) * hidden, hidden, rstd);
+      continue;
+    }
+    Bf16x8 xv[kRegChunks];
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRegChunks; ++j) {
+      const int c = threadIdx.x + j * blockDim.x;
+      if (c < chunks) {
+        xv[j] = reinterpret_cast<const Bf16x8*>(xr)[c];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float f = to_f(xv[j].v[e]);
+          acc += f * f;
+        }
+      }
+    }
+    const float rstd = rsqrtf(block_sum(acc) / static_cast<float>(hidden) + eps);
+    Bf16x8* yr = reinterpret_cast<Bf16x8*>(y + static_cast<int64_t>(r) * hidden);
+#pragma unroll
+    for (int j = 0; j < kRegChunks; ++j) {
+      const int c = threadIdx.x + j * blockDim.x;
+      if (c < chunks) {
+        Bf16x8 o;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o.v[e] = norm_one(to_f(xv[j].v[e]), rstd, wv[j].v[e]);
+        yr[c] = o;
+      }
+    }
   }
 }
 

@@ -46,16 +46,16 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
                                                         int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim,
                                                         int32_t page_size, int64_t page_stride, int32_t max_pos,
                                                         float eps) {
-  wait_for_previous_grid();
-  allow_next_grid();
   const int r = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int head = blockIdx.y * kHeadsPerBlock + (threadIdx.x >> 5);
   const int total_heads = heads + 2 * kv_heads;
-  if (r >= rows || head >= total_heads) return;
+  if (r >= rows || head >= total_heads) return;  // an exited warp or block counts as waited and triggered
   const int half = head_dim / 2;
   bf16* x = qkv + static_cast<int64_t>(r) * total_heads * head_dim + static_cast<int64_t>(head) * head_dim;
 
+  // Before waiting for the previous kernel (pdl): only what no kernel of the program writes, i.e.
+  // the caller's positions and slots, the RoPE table and the norm weights. qkv comes after.
   const int64_t slot = slots[r];
   bf16* k_dst = nullptr;
   if (head >= heads && slot >= 0) {
@@ -66,12 +66,30 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
   }
 
   if (head >= heads + kv_heads) {  // v head: copy only
+    wait_for_previous_grid();
+    allow_next_grid();
     if (k_dst != nullptr)
       for (int i = lane; i < head_dim; i += 32) k_dst[i] = x[i];
     return;
   }
 
   const bf16* w = head < heads ? q_norm : k_norm;
+  int64_t p = positions[r];
+  p = p < 0 ? 0 : (p >= max_pos ? max_pos - 1 : p);
+  const float* cs = rope + p * head_dim;
+  float w1[kMaxPairsPerLane], w2[kMaxPairsPerLane], cv[kMaxPairsPerLane], sv[kMaxPairsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int i = lane + 32 * j;
+    const bool in = i < half;
+    w1[j] = in ? to_f(w[i]) : 0.0f;
+    w2[j] = in ? to_f(w[i + half]) : 0.0f;
+    cv[j] = in ? cs[i] : 0.0f;
+    sv[j] = in ? cs[half + i] : 0.0f;
+  }
+  wait_for_previous_grid();
+  allow_next_grid();
+
   float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
   float ss = 0.0f;
 #pragma unroll
@@ -87,16 +105,13 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
   }
   ss = warp_sum(ss);
   const float rstd = rsqrtf(ss / static_cast<float>(head_dim) + eps);
-  int64_t p = positions[r];
-  p = p < 0 ? 0 : (p >= max_pos ? max_pos - 1 : p);
-  const float* cs = rope + p * head_dim;
 #pragma unroll
   for (int j = 0; j < kMaxPairsPerLane; ++j) {
     const int i = lane + 32 * j;
     if (i < half) {
-      const float n1 = round_bf(to_f(w[i]) * round_bf(a[j] * rstd));
-      const float n2 = round_bf(to_f(w[i + half]) * round_bf(b[j] * rstd));
-      const float c = cs[i], s = cs[half + i];
+      const float n1 = round_bf(w1[j] * round_bf(a[j] * rstd));
+      const float n2 = round_bf(w2[j] * round_bf(b[j] * rstd));
+      const float c = cv[j], s = sv[j];
       const bf16 o1 = to_bf(n1 * c - n2 * s);
       const bf16 o2 = to_bf(n2 * c + n1 * s);
       x[i] = o1;

@@ -42,6 +42,7 @@ TEST(RmsNormGpu, Shapes) {
   check_rms(33, 5120, 23);
   check_rms(5, 1001, 24);  // odd width: scalar path
   check_rms(3, 128, 25);
+  check_rms(2, 12288, 26);  // more chunks than the registers hold: the two-pass path
 }
 
 void check_fused(int rows, int hidden, uint64_t seed) {
