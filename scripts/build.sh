@@ -75,3 +75,8 @@ fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKERN_BUILD_CUDA=$cuda "${args[@]}" "$@" >/dev/null
 # KERN_BUILD_TARGETS: only these targets (e.g. "kern kern_kernels"); default: everything.
 ninja -C "$build" -j"${KERN_BUILD_JOBS:-$(nproc)}" ${KERN_BUILD_TARGETS:-}
+# Refresh the gtest lists ctest runs (discovered when ctest first reads the build): a build
+# carried to a GPU machine must name every test it contains (scripts/gpu-tests.sh keeps them).
+if [ -z "${KERN_BUILD_TARGETS:-}" ]; then
+  ctest --test-dir "$build" -N >/dev/null 2>&1 || true
+fi
