@@ -94,19 +94,6 @@ std::string utc_now() {
   return buf;
 }
 
-bench::ModelShape shape_of(const models::Qwen3Config& c) {
-  bench::ModelShape s;
-  s.hidden = c.hidden;
-  s.intermediate = c.intermediate;
-  s.layers = c.layers;
-  s.heads = c.heads;
-  s.kv_heads = c.kv_heads;
-  s.head_dim = c.head_dim;
-  s.vocab = c.vocab;
-  s.tied = c.tied;
-  return s;
-}
-
 void progress(const std::string& what) {
   std::fprintf(stderr, "bench: %s\n", what.c_str());
   std::fflush(stderr);
@@ -195,7 +182,7 @@ int run() {
   if (!fs::is_directory(opt.kernels, ec)) fail(ErrorKind::Io, "--kernels {} is not a directory", opt.kernels);
 
   const models::Qwen3Config config = models::read_qwen3_config(opt.weights);
-  const bench::ModelShape shape = shape_of(config);
+  const bench::ModelShape& shape = config;
   const std::uint64_t max_context = *std::max_element(contexts.begin(), contexts.end());
   const std::uint64_t max_prefill = *std::max_element(prefill.begin(), prefill.end());
   const std::uint64_t e2e_steps = opt.replays;

@@ -15,14 +15,12 @@
 #include <vector>
 
 #include "kern/json.hpp"
+#include "kern/models/qwen3_gen.hpp"
 
 namespace kern::driver::bench {
 
-// The dense Qwen3 shape (from config.json).
-struct ModelShape {
-  std::uint64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
-  bool tied = false;
-};
+// The dense Qwen3 shape: the config.json kern gen parses (only the sizes and `tied` are used here).
+using ModelShape = models::Qwen3Config;
 
 // KV-cache bytes per token over all layers (K and V, bf16).
 std::uint64_t kv_bytes_per_token(const ModelShape& s);

@@ -1,24 +1,15 @@
 // kern bench arithmetic: byte counts and FLOPs checked against figures worked out by hand.
 #include <gtest/gtest.h>
 
+#include "bench_shapes.hpp"
 #include "kern/driver/bench.hpp"
 #include "kern/error.hpp"
 
 namespace kern::driver::bench {
 namespace {
 
-ModelShape qwen3_4b() {
-  ModelShape s;
-  s.hidden = 2560;
-  s.intermediate = 9728;
-  s.layers = 36;
-  s.heads = 32;
-  s.kv_heads = 8;
-  s.head_dim = 128;
-  s.vocab = 151936;
-  s.tied = true;
-  return s;
-}
+using test::qwen3_4b;
+using test::small_shape;
 
 TEST(BenchModel, DecodeWeightBytesOf4BWorkedByHand) {
   // Per layer: q 4096x2560 = 10,485,760; k and v 1024x2560 = 2,621,440 each; o 2560x4096 =
@@ -35,14 +26,7 @@ TEST(BenchModel, KvBytesOf4B) {
 }
 
 TEST(BenchModel, SmallShapeByHand) {
-  ModelShape s;
-  s.hidden = 8;
-  s.intermediate = 16;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 2;
-  s.vocab = 10;
+  const ModelShape s = small_shape();
   // Layer: q 64, k 32, v 32, o 64, gate+up 256, down 128 = 576; norms 20 -> 596 x 2 layers = 1192;
   // + final norm 8 + lm_head 80 + embedding row 8 = 1288 elements.
   EXPECT_EQ(decode_weight_bytes(s), 2576u);

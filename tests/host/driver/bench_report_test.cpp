@@ -1,23 +1,12 @@
 // kern bench report: targets, the table, the JSON document and the peer's JSON.
 #include <gtest/gtest.h>
 
+#include "bench_shapes.hpp"
 #include "kern/driver/bench.hpp"
 #include "kern/error.hpp"
 
 namespace kern::driver::bench {
 namespace {
-
-ModelShape small() {
-  ModelShape s;
-  s.hidden = 8;
-  s.intermediate = 16;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 2;
-  s.vocab = 10;
-  return s;
-}
 
 DecodePoint decode(std::uint64_t context, double step_us, double e2e_us, double ratio) {
   DecodePoint d;
@@ -42,7 +31,7 @@ Report sample() {
   r.date = "2026-11-29 23:00:00 UTC";
   r.machine = "NVIDIA H200";
   r.model = "bench-model";
-  r.shape = small();
+  r.shape = test::small_shape();
   r.ceilings = make_ceilings(1ull << 31, 1.0, 8192, 8192, 8192, 2.0);
   r.decode = {decode(1024, 2000, 2020, 1.15), decode(32768, 3000, 3040, 1.30)};
   r.prefill = {prefill(2048, 2048, 65000), prefill(2048, 512, 50000), prefill(8192, 8192, 40000)};
@@ -88,7 +77,7 @@ TEST(BenchReport, TargetsPassAndMiss) {
 
 TEST(BenchReport, MissingFiguresGiveNoTargets) {
   Report r;
-  r.shape = small();
+  r.shape = test::small_shape();
   EXPECT_TRUE(evaluate_targets(r).empty());
   r.decode = {decode(128, 100, 0, 1.5)};  // no e2e figure, no 1k / 32k context
   EXPECT_TRUE(evaluate_targets(r).empty());
