@@ -224,7 +224,7 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
         for (int d = 0; d < 3; ++d) e.grid[d] = rt::CompiledExpr::compile(l.grid[d], vars);
         e.geometry.block = l.block;
         e.geometry.cluster = l.cluster;
-        e.geometry.pdl = l.pdl;
+        e.geometry.pdl = l.pdl && pdl_supported;
         if (l.shared_mem) {
           e.shared_mem = rt::CompiledExpr::compile(*l.shared_mem, vars);
           auto peak = e.shared_mem->eval(at_max.data());
@@ -301,6 +301,9 @@ std::unique_ptr<Runtime> Runtime::load(const manifest::Verified& verified, const
   }
   cuda::ensure_driver();
   impl->context = std::make_unique<cuda::Context>(options.gpu);
+  // Programmatic dependent launch exists from sm_90 on; below it a launch's `pdl` is dropped (the
+  // kernels' griddepcontrol instructions compile to nothing there), so one manifest serves both.
+  impl->pdl_supported = cuda::device_info(options.gpu).cc_major >= 9;
   impl->stream = std::make_unique<cuda::Stream>();
   impl->load_modules(kernels_dir);
   impl->allocate();

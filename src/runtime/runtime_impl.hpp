@@ -79,6 +79,7 @@ struct Runtime::Impl {
   std::unique_ptr<manifest::Verified> verified;  // keeps the manifest alive
   const manifest::Manifest* m = nullptr;
   RuntimeOptions options;
+  bool pdl_supported = false;  // the device is sm_90 or newer: launches keep their `pdl`
   rt::VarTable vars;
   std::vector<std::uint64_t> var_values;  // run-time scratch, sized at load
   std::unique_ptr<cuda::Context> context;
