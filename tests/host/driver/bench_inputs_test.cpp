@@ -16,16 +16,7 @@ namespace {
 using test::Event;
 using test::FakeExecutor;
 
-struct Toy {
-  manifest::Verified verified =
-      manifest::verify(manifest::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
-  manifest::Protocol protocol = manifest::check_protocol(verified);
-};
-
-const Toy& toy() {
-  static const Toy t;
-  return t;
-}
+using test::toy;
 
 // name -> values of the writes since event `from`.
 std::map<std::string, std::vector<std::int64_t>> writes_since(const FakeExecutor& f, std::size_t from) {

@@ -13,6 +13,8 @@
 #include "kern/driver.hpp"
 #include "kern/error.hpp"
 #include "kern/manifest.hpp"
+#include "kern/protocol.hpp"
+#include "kern/verify.hpp"
 
 namespace kern::driver::test {
 
@@ -24,6 +26,18 @@ struct Event {
   Vars vars;                        // Run
   std::uint64_t offset = 0;         // Write: the byte offset of a ranged write (write_input_at)
 };
+
+// The toy serving manifest (tests/host/driver/fixtures/driver-toy.json), verified, and its protocol.
+struct Toy {
+  manifest::Verified verified =
+      manifest::verify(manifest::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  manifest::Protocol protocol = manifest::check_protocol(verified);
+};
+
+inline const Toy& toy() {
+  static const Toy t;
+  return t;
+}
 
 inline std::int64_t toy_next(std::int64_t token, std::uint64_t position) {
   return (token * 7 + static_cast<std::int64_t>(position) * 3 + 5) % 100;

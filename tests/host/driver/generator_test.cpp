@@ -20,16 +20,7 @@ using test::Event;
 using test::FakeExecutor;
 using test::toy_next;
 
-struct Toy {
-  manifest::Verified verified =
-      manifest::verify(manifest::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
-  manifest::Protocol protocol = manifest::check_protocol(verified);
-};
-
-const Toy& toy() {
-  static const Toy t;
-  return t;
-}
+using test::toy;
 
 std::vector<std::int64_t> iota_prompt(std::size_t n, std::int64_t start = 10) {
   std::vector<std::int64_t> p(n);
