@@ -81,6 +81,12 @@ void Fatbin::launch_raw(const std::string& entry, dim3 grid, dim3 block, void** 
   check_cuda(cudaDeviceSynchronize(), ("execute " + entry).c_str());
 }
 
+void Fatbin::enqueue_raw(const std::string& entry, cudaStream_t stream, dim3 grid, dim3 block, void** args) {
+  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, dynamic_shared(entry),
+                              stream),
+             ("enqueue " + entry).c_str());
+}
+
 std::vector<bf16_bits> random_bf16(std::mt19937_64& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<bf16_bits> v(n);

@@ -38,6 +38,14 @@ class Fatbin {
     launch_raw(entry, grid, block, argv);
   }
 
+  // Enqueues `entry` on `stream` without synchronising (so it can be captured into a CUDA graph);
+  // checks only that the launch was accepted.
+  template <typename... Args>
+  void enqueue(const std::string& entry, cudaStream_t stream, dim3 grid, dim3 block, Args... args) {
+    void* argv[] = {static_cast<void*>(&args)...};
+    enqueue_raw(entry, stream, grid, block, argv);
+  }
+
   // Launches of `entry` from now on get `bytes` of dynamic shared memory (whenever bytes > 0 the kernel's
   // limit is raised first, as the runtime does for a launch's shared_mem).
   void set_dynamic_shared(const std::string& entry, int bytes);
@@ -51,6 +59,7 @@ class Fatbin {
 
  private:
   void launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args);
+  void enqueue_raw(const std::string& entry, cudaStream_t stream, dim3 grid, dim3 block, void** args);
   double time_raw(const std::string& entry, int iters, dim3 grid, dim3 block, void** args);
   cudaKernel_t kernel(const std::string& entry);
   int dynamic_shared(const std::string& entry) const;
