@@ -265,6 +265,7 @@ void expect_close(const std::string& what, const std::vector<bf16_bits>& gpu, co
   report(what + " equal share", a.share_equal());
   report(what + " within-1-ulp share", a.share_within_ulp());
   report(what + " worst |err| / bound", a.worst);
+  report(what + " rel err", rel_frobenius(to_double(gpu), to_double(ref)));
   const size_t w = a.worst_at;
   const std::string worst = "worst at [" + std::to_string(w / cols) + ", " + std::to_string(w % cols) +
                             "]: gpu " + std::to_string(as_double(gpu[w])) + " ref " + std::to_string(as_double(ref[w])) + " (rms " +
