@@ -9,6 +9,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "kern/cuda/cuda.hpp"
 #include "kern/error.hpp"
 #include "kern/file.hpp"
 #include "kern/json.hpp"
@@ -25,9 +26,28 @@ struct Options {
   std::string out;
   std::string kernels_dir;
   std::string model;
+  bool chain_blocks_given = false;
   models::Qwen3GenOptions gen;
 };
 Options opt;
+
+// The decode chain needs one block per SM of the GPU that runs the manifest, and sm_90. Unless
+// --chain-blocks says otherwise, ask GPU 0 when one is visible (a machine without one keeps the
+// H200's 132 and the chain; the runtime refuses a grid that does not fit at load).
+void fit_chain_to_device() {
+  if (!opt.gen.decode_chain || opt.chain_blocks_given) return;
+  try {
+    const cuda::DeviceInfo d = cuda::device_info(0);
+    if (d.cc_major < 9) {
+      opt.gen.decode_chain = false;
+      log().info("GPU 0 is sm_{}{}: the decode chain needs sm_90, decode uses the per-op kernels", d.cc_major, d.cc_minor);
+    } else {
+      opt.gen.chain_blocks = static_cast<std::uint64_t>(d.sm_count);
+    }
+  } catch (const Error& e) {
+    log().info("no GPU to size the decode chain ({}); --chain-blocks {} (an H200)", e.what(), opt.gen.chain_blocks);
+  }
+}
 
 // <build>/kernels: the kern binary lives in <build>/bin.
 std::string default_kernels_dir() {
@@ -51,6 +71,7 @@ int run_qwen3() {
   }
   const std::string kernels = opt.kernels_dir.empty() ? default_kernels_dir() : opt.kernels_dir;
   opt.gen.module_sha256 = models::hash_kernel_fatbins(kernels);
+  fit_chain_to_device();
   opt.gen.model = opt.model;
   if (opt.gen.model.empty()) {
     const fs::path canon = fs::weakly_canonical(dir, ec);
@@ -89,7 +110,14 @@ Runner setup(CLI::App& app) {
   q->add_flag("--gemv-fused-norm", opt.gen.gemv_fused_norm,
               "Fuse each decode RMSNorm into the GEMV that reads it (measured slower on the H200)");
   q->add_option("--gemv-max-blocks", opt.gen.gemv_max_blocks, "At most this many blocks per decode GEMV (0: one per tile)");
-  return [q] { return q->parsed() ? run_qwen3() : 2; };
+  q->add_flag("!--no-decode-chain", opt.gen.decode_chain,
+              "Decode with the per-op kernels only (no persistent decode-chain kernel; for GPUs below sm_90)");
+  CLI::Option* blocks = q->add_option("--chain-blocks", opt.gen.chain_blocks,
+                                      "Blocks per decode-chain launch (default: the SM count of GPU 0, or 132 without a GPU)");
+  return [q, blocks] {
+    opt.chain_blocks_given = blocks->count() > 0;
+    return q->parsed() ? run_qwen3() : 2;
+  };
 }
 Registrar reg("gen", setup);
 

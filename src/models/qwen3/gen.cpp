@@ -1,6 +1,7 @@
 // The Qwen3 manifest builder: buffers, ops and programs over kern's kernels (docs/kernels.md).
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "kern/error.hpp"
 #include "kern/models/qwen3_gen.hpp"
@@ -23,6 +24,16 @@ constexpr std::uint64_t kGemvMaxRows = 8;
 // 4B shape timed on the H200).
 constexpr std::uint64_t kGemvThreads = 256;
 constexpr std::uint64_t kGemvTileRows = 16;  // weight rows per block (gate_up: 8 gate + 8 up rows)
+// The decode chain (kernels/decode_chain.cu): steps of up to kChainMaxRows sequences; 288 threads (8
+// consumer warps + a producer warp); a ring of kChainStages weight stages of at least kChainStageBytes
+// (4 × 32 KiB in flight per SM: ~4 µs of an SM's share of DRAM bandwidth, enough to cover a grid
+// barrier); dynamic shared memory at most kChainSharedMax (the 227 KiB opt-in less the kernel's static
+// shared memory).
+constexpr std::uint64_t kChainMaxRows = 4;
+constexpr std::uint64_t kChainThreads = 288;
+constexpr std::uint64_t kChainStages = 4;
+constexpr std::uint64_t kChainStageBytes = 32768;
+constexpr std::uint64_t kChainSharedMax = 220 * 1024;
 
 OJ p(std::uint64_t i) { return OJ{{"param", i}}; }
 OJ i32(std::uint64_t v) { return OJ{{"i32", v}}; }
@@ -48,7 +59,32 @@ struct Geo {
   Qwen3GenOptions o;
   std::uint64_t qkv_width, q_width, max_pages, max_pos, page_elems, page_stride_elems, layer_bytes;
   std::string hd;  // entry suffix: "_hd128"
+  // The decode chain's plan: rows 0 = off (decode runs the per-op kernels for every step size).
+  std::uint64_t chain_rows = 0, chain_stage_bytes = 0, chain_shared = 0;
 };
+
+// Sizes the decode chain's shared memory: stages of at least one weight row of every phase, x rows of the
+// widest k. Fewer rows (down to 1), then fewer stages (down to 2), when the 4B-style default does not fit:
+// batch-1 decode needs the deep ring more than larger steps need the chain. Off when nothing fits or
+// the option says so.
+void plan_chain(Geo& g) {
+  if (!g.o.decode_chain) return;
+  const std::uint64_t kmax = std::max({g.c.hidden, g.q_width, g.c.intermediate});
+  const std::uint64_t stage = std::max<std::uint64_t>(kChainStageBytes, (2 * kmax + 15) / 16 * 16);
+  for (std::uint64_t stages = kChainStages; stages >= 2; --stages)
+    for (std::uint64_t rows = std::min(kChainMaxRows, g.o.max_seqs); rows >= 1; --rows) {
+      const std::uint64_t bytes = stages * stage + rows * kmax * 2;
+      if (bytes <= kChainSharedMax) {
+        g.chain_rows = rows;
+        g.chain_stage_bytes = stage;
+        g.chain_shared = bytes;
+        return;
+      }
+    }
+}
+
+// The per-op decode kernels serve steps above the chain's rows (all steps without the chain).
+bool decode_needs_ops(const Geo& g) { return g.o.max_seqs > g.chain_rows; }
 
 OJ launch(const std::string& module, const std::string& entry, std::vector<std::string> params, OJ args, OJ grid,
           std::uint64_t block) {
@@ -80,9 +116,17 @@ OJ gemm_op(std::uint64_t n, std::uint64_t k) {
   return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, OJ::array({l}));
 }
 
-// The `when` of a decode GEMM launch: the GEMV for seqs <= kGemvMaxRows, cuBLASLt above.
-OJ when_gemv() { return OJ{{"var", "seqs"}, {"max", kGemvMaxRows}}; }
+// The `when` of a decode GEMM launch: the GEMV for seqs <= kGemvMaxRows (above the chain's rows),
+// cuBLASLt above.
+OJ when_gemv(const Geo& g) {
+  OJ w{{"var", "seqs"}, {"max", kGemvMaxRows}};
+  if (g.chain_rows > 0) w["min"] = g.chain_rows + 1;
+  return w;
+}
 OJ when_blas() { return OJ{{"var", "seqs"}, {"min", kGemvMaxRows + 1}}; }
+// The decode chain's launches, and the per-op decode launches that do not go through when_gemv (the norms).
+OJ when_chain(const Geo& g) { return OJ{{"var", "seqs"}, {"max", g.chain_rows}}; }
+OJ when_not_chain(const Geo& g) { return OJ{{"var", "seqs"}, {"min", g.chain_rows + 1}}; }
 
 // The decode ops use cuBLASLt launches only when a decode step can have more than kGemvMaxRows rows.
 bool decode_uses_blas(const Geo& g) { return g.o.max_seqs > kGemvMaxRows; }
@@ -130,7 +174,7 @@ OJ gemv_launch(const Geo& g, const char* entry, bool norm, const char* out_dir, 
   OJ l = launch("gemv", entry, std::move(params), std::move(args), OJ::array({gemv_blocks(g, blocks), 1, 1}),
                 kGemvThreads);
   if (norm) l["shared_mem"] = norm_gemv_shared(g);
-  l["when"] = when_gemv();
+  l["when"] = when_gemv(g);
   return with_pdl(std::move(l), g);
 }
 
@@ -221,6 +265,53 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
     launches.push_back(std::move(silu));
   }
   return op(std::move(params), std::move(launches), std::move(sc));
+}
+
+// The decode chain launch (kernels/decode_chain.cu). `ptrs` are the kernel's ten pointer args (attn, o_w,
+// h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out) as launch args with their
+// launch param types (an absent phase passes i64 0 for its pointers), then the sync buffer and seqs.
+OJ chain_launch(const Geo& g, std::vector<std::pair<std::string, OJ>> ptrs, OJ sync, OJ seqs, std::uint64_t n_next) {
+  std::vector<std::string> params;
+  OJ args = OJ::array();
+  for (auto& [type, arg] : ptrs) {
+    params.push_back(type);
+    args.push_back(std::move(arg));
+  }
+  params.insert(params.end(), {"inout buffer<u32>", "i32", "i32", "i32", "i32", "i32", "f32", "i32"});
+  for (OJ a : {std::move(sync), std::move(seqs), i32(g.c.hidden), i32(g.q_width), i32(g.c.intermediate), i32(n_next),
+               f32(g.c.rms_norm_eps), i32(g.chain_stage_bytes)})
+    args.push_back(std::move(a));
+  OJ l = launch("decode_chain", "kern_decode_chain_bf16", std::move(params), std::move(args),
+                OJ::array({g.o.chain_blocks, 1, 1}), kChainThreads);
+  l["shared_mem"] = g.chain_shared;
+  l["when"] = when_chain(g);
+  return with_pdl(std::move(l), g);
+}
+
+// Decode, one layer from attention's output to the next GEMV's: h += attn·o_wᵀ; act = silu(gate)·up on
+// RMSNorm(h); h += act·downᵀ; next_out = RMSNorm(h)·next_norm_w · next_wᵀ (the next layer's qkv_proj, or
+// the final norm and the lm_head). Params: attn, o_w, h, post_norm_w, gate_up_w, act, down_w,
+// next_norm_w, next_w, next_out, sync, seqs.
+OJ decode_chain_op(const Geo& g, std::uint64_t n_next) {
+  const std::vector<std::string> params = {"in buffer<bf16>",  "in buffer<bf16>",  "inout buffer<bf16>",
+                                           "in buffer<bf16>",  "in buffer<bf16>",  "out buffer<bf16>",
+                                           "in buffer<bf16>",  "in buffer<bf16>",  "in buffer<bf16>",
+                                           "out buffer<bf16>", "inout buffer<u32>", "i32"};
+  std::vector<std::pair<std::string, OJ>> ptrs;
+  for (std::uint64_t i = 0; i < 10; ++i) ptrs.emplace_back(params[i], p(i));
+  return op(params, OJ::array({chain_launch(g, std::move(ptrs), p(10), p(11), n_next)}));
+}
+
+// Decode, the first layer's input norm and qkv_proj through the chain kernel (its phase D alone).
+// Params: h, norm_w, w, out, sync, seqs.
+OJ decode_chain_head_op(const Geo& g) {
+  const std::vector<std::string> params = {"in buffer<bf16>",  "in buffer<bf16>",   "in buffer<bf16>",
+                                           "out buffer<bf16>", "inout buffer<u32>", "i32"};
+  std::vector<std::pair<std::string, OJ>> ptrs = {
+      {"i64", i64(0)},         {"i64", i64(0)},         {"in buffer<bf16>", p(0)}, {"i64", i64(0)},
+      {"i64", i64(0)},         {"i64", i64(0)},         {"i64", i64(0)},           {"in buffer<bf16>", p(1)},
+      {"in buffer<bf16>", p(2)}, {"out buffer<bf16>", p(3)}};
+  return op(params, OJ::array({chain_launch(g, std::move(ptrs), p(4), p(5), g.qkv_width)}));
 }
 
 OJ ops(const Geo& g) {
@@ -333,12 +424,28 @@ OJ ops(const Geo& g) {
     o["argmax"] = op({"in buffer<bf16>", "out buffer<i64>", "i32"}, OJ::array({std::move(part), std::move(fin)}),
                      std::move(sc));
   }
+  if (g.chain_rows > 0) {
+    o["decode_chain"] = decode_chain_op(g, g.qkv_width);
+    o["decode_chain_last"] = decode_chain_op(g, c.vocab);
+    o["decode_chain_head"] = decode_chain_head_op(g);
+    if (decode_needs_ops(g)) {
+      OJ l = launch("rmsnorm", "kern_rms_norm_bf16",
+                    {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
+                    OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), f32(eps)}), OJ::array({"seqs", 1, 1}),
+                    kNormThreads);
+      l["when"] = when_not_chain(g);
+      o["decode_rms_norm"] = op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+                                OJ::array({with_pdl(std::move(l), g)}));
+    }
+  }
   o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
   o["gemm_o"] = gemm_op(c.hidden, g.q_width);
   o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
   o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
   o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
-  if (g.o.gemv_fused_norm) {
+  if (!decode_needs_ops(g)) {
+    // every decode step goes through the chain
+  } else if (g.o.gemv_fused_norm) {
     o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);
     o["decode_norm_gate_up_silu"] = decode_gate_up_silu_op(g, true);
     o["decode_norm_lm_head"] = decode_norm_gemm_op(g, c.vocab);
@@ -347,8 +454,10 @@ OJ ops(const Geo& g) {
     o["decode_gate_up_silu"] = decode_gate_up_silu_op(g, false);
     o["decode_lm_head"] = decode_gemm_op(g, c.vocab, c.hidden);
   }
-  o["decode_o_residual"] = decode_residual_op(g, c.hidden, g.q_width);
-  o["decode_down_residual"] = decode_residual_op(g, c.hidden, c.intermediate);
+  if (decode_needs_ops(g)) {
+    o["decode_o_residual"] = decode_residual_op(g, c.hidden, g.q_width);
+    o["decode_down_residual"] = decode_residual_op(g, c.hidden, c.intermediate);
+  }
   return o;
 }
 
@@ -413,6 +522,8 @@ OJ buffers(const Geo& g) {
   b["last"] = plain("bf16", OJ::array({"seqs", c.hidden}), "workspace");
   // Derived at load.
   b["rope"] = plain("f32", OJ::array({g.max_pos, c.head_dim}), "carry");
+  // The decode chain's grid-barrier words: zero at load, left zero by every launch.
+  if (g.chain_rows > 0) b["chain_sync"] = plain("u32", OJ::array({2}), "carry");
   // Weights, bound to the HF names.
   b["embed"] = weight(OJ::array({c.vocab, c.hidden}), {"model.embed_tokens.weight"});
   b["lm_head"] =
@@ -450,13 +561,27 @@ OJ call(const std::string& label, const char* op_name, OJ args) { return call(la
 // prologue of the GEMV that reads it: qkv_proj, gate_up with SiLU·mul, the lm_head), gate_up fused
 // with SiLU·mul, the lm_head reading the normed rows directly (every decode row is the last row of
 // its sequence); kernels chained with programmatic dependent launch (`pdl`).
+//
+// With the decode chain, steps of up to chain_rows sequences run the first layer's norm and qkv_proj
+// (decode_chain_head), then per layer RoPE, attention and one decode_chain call that ends with the
+// next layer's qkv_proj (the last layer's: the final norm and the lm_head). The per-op calls stay in
+// the program for larger steps; their launches' `when` makes them no-ops for chain-sized steps, and
+// the chain's makes it a no-op above.
 OJ forward_calls(const Geo& g, bool prefill) {
   const Qwen3Config& c = g.c;
+  const bool chain = !prefill && g.chain_rows > 0, per_op = prefill || decode_needs_ops(g);
+  const char* decode_norm = chain ? "decode_rms_norm" : "rms_norm";
   OJ calls = OJ::array();
   calls.push_back(call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
+  if (chain)
+    calls.push_back(call("layers.0.chain_head", "decode_chain_head",
+                         OJ::array({buf("hidden"), buf(layer_name(0, "input_norm")), buf(layer_name(0, "qkv")), buf("qkv"),
+                                    buf("chain_sync"), var("seqs")})));
   for (std::uint64_t l = 0; l < c.layers; ++l) {
     const std::string L = "layers." + std::to_string(l);
-    if (prefill) {
+    if (!per_op) {
+      // every decode step goes through the chain
+    } else if (prefill) {
       if (l == 0) {
         calls.push_back(call(L + ".input_norm", "rms_norm",
                              OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
@@ -472,7 +597,7 @@ OJ forward_calls(const Geo& g, bool prefill) {
                            OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf(layer_name(l, "qkv")),
                                       buf("qkv"), var("seqs")})));
     } else {
-      calls.push_back(call(L + ".input_norm", "rms_norm",
+      calls.push_back(call(L + ".input_norm", decode_norm,
                            OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
       calls.push_back(call(L + ".qkv_proj", "decode_qkv",
                            OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("seqs")})));
@@ -499,13 +624,24 @@ OJ forward_calls(const Geo& g, bool prefill) {
       calls.push_back(call(L + ".attn", "attn_decode",
                            OJ::array({buf("qkv"), state("kv", l * g.layer_bytes), buf("block_table"), buf("seq_lens"),
                                       buf("attn"), var("seqs")})));
+      if (chain) {
+        const bool last = l + 1 == c.layers;
+        calls.push_back(call(L + ".chain", last ? "decode_chain_last" : "decode_chain",
+                             OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"),
+                                        buf(layer_name(l, "post_norm")), buf(layer_name(l, "gate_up")), buf("act"),
+                                        buf(layer_name(l, "down")),
+                                        buf(last ? std::string("final_norm") : layer_name(l + 1, "input_norm")),
+                                        buf(last ? std::string("lm_head") : layer_name(l + 1, "qkv")),
+                                        buf(last ? "logits" : "qkv"), buf("chain_sync"), var("seqs")})));
+      }
+      if (!per_op) continue;
       calls.push_back(call(L + ".o_proj", "decode_o_residual",
                            OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var("seqs")})));
       OJ gate_up_args;
       if (g.o.gemv_fused_norm) {
         gate_up_args = OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf(layer_name(l, "gate_up")), buf("act")});
       } else {
-        calls.push_back(call(L + ".post_norm", "rms_norm",
+        calls.push_back(call(L + ".post_norm", decode_norm,
                              OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
         gate_up_args = OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("act")});
       }
@@ -523,12 +659,14 @@ OJ forward_calls(const Geo& g, bool prefill) {
     calls.push_back(
         call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
     calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
+  } else if (!per_op) {
+    // the last layer's chain ends with the lm_head
   } else if (g.o.gemv_fused_norm) {
     calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
                          OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var("seqs")})));
   } else {
     calls.push_back(
-        call("final_norm", "rms_norm", OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
+        call("final_norm", decode_norm, OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
     calls.push_back(
         call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
   }
@@ -544,6 +682,8 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
          o.max_tokens);
   if (o.gemv_prefetch_bytes > kI32Max)
     fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
+  if (o.decode_chain && (o.chain_blocks == 0 || o.chain_blocks > 65535))
+    fail(ErrorKind::Api, "--chain-blocks must be in [1, 65535], got {}", o.chain_blocks);
   if (o.gemv_max_blocks > kI32Max)
     fail(ErrorKind::Api, "--gemv-max-blocks must be in [0, {}], got {}", kI32Max, o.gemv_max_blocks);
   if (o.page_size == 0 || o.page_size > 256 || (o.page_size & (o.page_size - 1)) != 0)
@@ -560,7 +700,8 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
 }  // namespace
 
 const std::vector<std::string>& qwen3_kernel_families() {
-  static const std::vector<std::string> families = {"activation", "argmax", "attention", "attention_prefill", "embedding", "gemv", "rmsnorm", "rope"};
+  static const std::vector<std::string> families = {"activation",        "argmax", "attention", "attention_prefill",
+                                                    "decode_chain",      "embedding", "gemv", "rmsnorm", "rope"};
   return families;
 }
 
@@ -599,6 +740,7 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Config& c, const Qwen3
   g.page_elems = o.page_size * c.kv_heads * c.head_dim;  // one K (or V) block of one layer
   g.page_stride_elems = c.layers * 2 * g.page_elems;
   g.layer_bytes = 2 * g.page_elems * 2;
+  plan_chain(g);
 
   OJ m;
   m["schema_version"] = 5;
@@ -606,11 +748,18 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Config& c, const Qwen3
   m["vars"] = {{"tokens", {{"max", o.max_tokens}}}, {"seqs", {{"max", o.max_seqs}}}};
   m["states"] = {{"kv", {{"bytes_per_token", c.layers * 2 * c.kv_heads * c.head_dim * 2}}}};
   m["buffers"] = buffers(g);
+  OJ op_list = ops(g);
+  // Every module a launch uses, and only those (the verifier rejects an unused module: with
+  // max_seqs within the decode chain's rows, no GEMV kernel is launched).
+  std::set<std::string> used;
+  for (const auto& [name, decl] : op_list.items())
+    for (const auto& l : decl["impl"]["launches"])
+      if (l.contains("module")) used.insert(l["module"].get<std::string>());
   OJ modules;
   for (const std::string& family : qwen3_kernel_families())
-    modules[family] = {{"source", family + ".fatbin"}, {"sha256", o.module_sha256.at(family)}};
+    if (used.count(family)) modules[family] = {{"source", family + ".fatbin"}, {"sha256", o.module_sha256.at(family)}};
   m["modules"] = std::move(modules);
-  m["ops"] = ops(g);
+  m["ops"] = std::move(op_list);
   OJ programs;
   programs["decode"] = {{"batch", {{"groups", o.max_seqs}, {"rows", 1}}}, {"graph", true}, {"calls", forward_calls(g, false)}};
   programs["load"] = {{"once", true}, {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};

@@ -103,7 +103,9 @@ TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
     const std::uint64_t layer_bytes = 16 * s.kv_heads * s.head_dim * 2 * 2;
     const auto& last_attn = call_named(m["programs"]["decode"], "layers." + std::to_string(s.layers - 1) + ".attn");
     EXPECT_EQ(last_attn["args"][1]["offset"], (s.layers - 1) * layer_bytes);
-    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 8 * s.layers + 3);
+    // Decode: embed, the chain's head, per layer the per-op calls (for steps above the chain's rows)
+    // plus the chain, then the per-op final norm and lm_head, and the argmax.
+    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 2 + 9 * s.layers + 3);
     EXPECT_EQ(m["programs"]["prefill"]["calls"].size(), 1 + 9 * s.layers + 4);
 
     // Weights bound to the HF names; q/k/v and gate/up concatenated.
@@ -157,6 +159,7 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
+    o.decode_chain = false;  // the per-op decode program alone
     o.max_seqs = max_seqs;
     const auto m = generate_qwen3_manifest(c, o);
     ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
@@ -226,6 +229,7 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
+    o.decode_chain = false;  // the per-op decode program alone
     o.max_seqs = max_seqs;
     o.gemv_fused_norm = true;
     o.gemv_prefetch_bytes = 65536;
@@ -307,6 +311,97 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
     EXPECT_EQ(ops["decode_down_residual"]["impl"]["launches"][0]["args"][5]["i32"], 9728);
     EXPECT_EQ(ops["decode_o_residual"]["params"][2], "inout buffer<bf16>");
   }
+}
+
+// The decode chain (default): steps of up to 4 sequences run the first layer's norm + qkv_proj and then,
+// per layer, RoPE, attention and one persistent kernel up to the next layer's qkv_proj (the last layer's
+// ends with the final norm and the lm_head). Larger steps keep the per-op calls, gated by `when`.
+TEST(GenQwen3, DecodeChainCoversSmallSteps) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
+  for (std::uint64_t max_seqs : {1, 4, 8, 64}) {
+    SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
+    Qwen3GenOptions o = options();
+    o.max_seqs = max_seqs;
+    o.chain_blocks = 114;
+    const auto m = generate_qwen3_manifest(c, o);
+    ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
+    const auto& calls = m["programs"]["decode"]["calls"];
+    const auto& ops = m["ops"];
+    const std::uint64_t rows = std::min<std::uint64_t>(4, max_seqs);
+    EXPECT_EQ(m["buffers"]["chain_sync"]["kind"], "carry");
+    EXPECT_EQ(m["buffers"]["chain_sync"]["dtype"], "u32");
+    EXPECT_EQ(calls[1]["op"], "decode_chain_head");
+    EXPECT_EQ(calls[1]["args"][2]["buf"], "layers.0.qkv");
+    if (max_seqs <= 4) {
+      // Every step goes through the chain: no per-op decode call, no GEMV module.
+      ASSERT_EQ(calls.size(), 2 + 3 * c.layers + 1);
+      for (std::uint64_t l : {std::uint64_t{0}, c.layers - 1})
+        EXPECT_EQ(op_names(calls, 2 + 3 * l, 3),
+                  (std::vector<std::string>{"qk_norm_rope_cache", "attn_decode",
+                                            l + 1 == c.layers ? "decode_chain_last" : "decode_chain"}));
+      EXPECT_FALSE(m["modules"].contains("gemv"));
+      EXPECT_FALSE(ops.contains("decode_qkv"));
+    } else {
+      ASSERT_EQ(calls.size(), 2 + 9 * c.layers + 3);
+      EXPECT_TRUE(m["modules"].contains("gemv"));
+      // Per-op launches start above the chain's rows; with the chain's range they cover every step once.
+      for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
+                               "decode_lm_head", "decode_rms_norm"}) {
+        SCOPED_TRACE(name);
+        for (const auto& l : ops[name]["impl"]["launches"]) EXPECT_EQ(l["when"]["min"].get<std::uint64_t>() > rows, true);
+        nlohmann::ordered_json both = ops[name];
+        both["impl"]["launches"].push_back(ops["decode_chain"]["impl"]["launches"][0]);
+        if (std::string(name) != "decode_rms_norm") expect_when_partition(both, max_seqs, name);
+      }
+      EXPECT_EQ(active_entries(ops["decode_qkv"], 5), std::vector<std::string>{"kern_gemv_bf16"});
+    }
+    // The chain of layer 5 reads attention's output and ends with layer 6's qkv_proj; the last ends with the lm_head.
+    const auto& mid = call_named(m["programs"]["decode"], "layers.5.chain");
+    EXPECT_EQ(mid["args"][0]["buf"], "attn");
+    EXPECT_EQ(mid["args"][2]["buf"], "hidden");
+    EXPECT_EQ(mid["args"][7]["buf"], "layers.6.input_norm");
+    EXPECT_EQ(mid["args"][8]["buf"], "layers.6.qkv");
+    EXPECT_EQ(mid["args"][9]["buf"], "qkv");
+    EXPECT_EQ(mid["args"][10]["buf"], "chain_sync");
+    const auto& last = call_named(m["programs"]["decode"], "layers." + std::to_string(c.layers - 1) + ".chain");
+    EXPECT_EQ(last["args"][7]["buf"], "final_norm");
+    EXPECT_EQ(last["args"][8]["buf"], "lm_head");
+    EXPECT_EQ(last["args"][9]["buf"], "logits");
+    // Geometry: 288 threads, one block per SM as asked, 4 stages of 32 KiB + 4 rows of the widest k (9728).
+    const auto& l = ops["decode_chain"]["impl"]["launches"][0];
+    EXPECT_EQ(l["module"], "decode_chain");
+    EXPECT_EQ(l["grid"][0], 114);
+    EXPECT_EQ(l["block"][0], 288);
+    EXPECT_EQ(l["shared_mem"], 4 * 32768 + rows * 9728 * 2);
+    EXPECT_EQ(l["when"]["max"], rows);
+    EXPECT_TRUE(l["pdl"].get<bool>());
+    EXPECT_EQ(l["args"][15]["i32"], 6144);  // n_next: qkv width
+    EXPECT_EQ(ops["decode_chain_last"]["impl"]["launches"][0]["args"][15]["i32"], 151936);
+    EXPECT_EQ(ops["decode_chain_head"]["impl"]["launches"][0]["args"][0]["i64"], 0);  // no phase A
+    EXPECT_EQ(l["args"][17]["i32"], 32768);
+  }
+}
+
+TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(s.name);
+    const auto m = generate_qwen3_manifest(parse_qwen3_config(config_json(s)), options());
+    const auto& l = m["ops"]["decode_chain"]["impl"]["launches"][0];
+    const std::uint64_t shared = l["shared_mem"], stage = l["args"][17]["i32"], rows = l["when"]["max"];
+    const std::uint64_t kmax = std::max<std::uint64_t>({s.hidden, s.heads * s.head_dim, s.inter});
+    EXPECT_LE(shared, 220u * 1024);
+    EXPECT_GE(stage, 2 * kmax);  // a stage holds a whole weight row of every phase
+    EXPECT_GE((shared - rows * kmax * 2) / stage, 2u);
+    EXPECT_GE(rows, 1u);
+  }
+  Qwen3GenOptions o = options();
+  o.chain_blocks = 0;
+  EXPECT_THROW(generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o), kern::Error);
+  o.decode_chain = false;
+  const auto off = generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o);
+  EXPECT_FALSE(off["ops"].contains("decode_chain"));
+  EXPECT_FALSE(off["buffers"].contains("chain_sync"));
+  EXPECT_FALSE(off["modules"].contains("decode_chain"));
 }
 
 // Every kernel the decode program chains after another waits for it (kernels/common.cuh), so all
