@@ -256,6 +256,9 @@ struct Launch {
   std::optional<Expr> shared_mem;
   std::optional<std::array<std::uint32_t, 3>> cluster;
   bool pdl = false;
+  // kern extension to schema v5: the kernel synchronises its blocks with each other (a grid-wide
+  // barrier), so the whole grid must be resident at once; the runtime proves it at load.
+  bool cooperative = false;
   std::optional<manifest::When> when;
   std::optional<std::vector<LaunchArg>> args;  // default: forward op params in order
   std::optional<manifest::Algo> algo;

@@ -131,12 +131,13 @@ std::array<Expr, 3> read_grid(const Node& n) {
 
 std::vector<ParamType> read_params(const Node& n) { return read_array(n, read_param_type); }
 
-// One field set for kernel and extern launches: which fields fit which kind (no geometry or
-// pdl on externs, algo only on externs, module iff kernel) is the verifier's (R6, R12), so those
-// mistakes are reported together with every other violation. The parser requires `entry`, and
+// One field set for kernel and extern launches: which fields fit which kind (no geometry, pdl
+// or cooperative on externs, algo only on externs, module iff kernel) is the verifier's (R6,
+// R12), so those mistakes are reported together with every other violation. The parser requires `entry`, and
 // `block` + `grid` when the entry is a kernel symbol (not "extern:<name>").
 Launch read_launch(const Node& n) {
-  Object o(n, "launch", {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "when", "args", "algo"});
+  Object o(n, "launch", {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "cooperative",
+                         "when", "args", "algo"});
   Launch l;
   if (auto f = o.optional("module")) l.module = read_string(*f);
   l.entry = read_string(o.required("entry"));
@@ -151,6 +152,7 @@ Launch read_launch(const Node& n) {
   if (auto f = o.optional("shared_mem")) l.shared_mem = read_expr(*f);
   if (auto f = o.optional("cluster")) l.cluster = read_u32x3(*f);
   if (auto f = o.optional("pdl")) l.pdl = read_bool(*f);
+  if (auto f = o.optional("cooperative")) l.cooperative = read_bool(*f);
   if (auto f = o.optional("when")) l.when = read_when(*f);
   if (auto f = o.optional("args")) l.args = read_array(*f, read_launch_arg);
   if (auto f = o.optional("algo")) l.algo = read_algo(*f);

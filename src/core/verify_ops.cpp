@@ -1,5 +1,5 @@
 // Op rules: launch geometry and wiring (R6), impl vs interface dataflow (R7), `when`,
-// the extern catalogue, cluster/pdl (R12). Pack and tensormap fields: verify_pack.cpp.
+// the extern catalogue, cluster/pdl/cooperative (R12). Pack and tensormap fields: verify_pack.cpp.
 #include <algorithm>
 #include <set>
 
@@ -191,6 +191,10 @@ class OpChecker {
       if (l.entry.empty()) c_.add(key(lp, "entry"), "R6.entry", "entry is empty");
       if (l.algo) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc] extern launches");
       check_geometry(l, lp);
+      // The load-time co-residency proof counts blocks per SM, not clusters per GPU
+      // (cuOccupancyMaxActiveClusters): the two are not supported together.
+      if (l.cooperative && l.cluster)
+        c_.add(key(lp, "cooperative"), "R12.cooperative", "cooperative is not supported together with cluster");
     }
     if (l.when) check_when(*l.when, key(lp, "when"));
     check_args(l, params, lp, ext);
@@ -217,6 +221,8 @@ class OpChecker {
     if (geometry) c_.add(lp, "R6.extern", "an extern launch has no geometry (block, grid, shared_mem)");
     if (l.cluster) c_.add(key(lp, "cluster"), "R12.cluster", "cluster is not allowed on extern launches");
     if (l.pdl) c_.add(key(lp, "pdl"), "R12.cluster", "pdl is not allowed on extern launches");
+    if (l.cooperative)
+      c_.add(key(lp, "cooperative"), "R12.cooperative", "cooperative is not allowed on extern launches");
     if (l.algo && name != "cublaslt_bf16_tn" && name != "cublaslt_bf16_tn_acc")
       c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc]");
     for (std::size_t i = 0; i < params.size(); ++i)

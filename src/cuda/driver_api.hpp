@@ -48,6 +48,8 @@ namespace kern::cuda::detail {
   X(cuModuleGetFunction, cuModuleGetFunction)                  \
   X(cuFuncGetParamInfo, cuFuncGetParamInfo)                    \
   X(cuFuncSetAttribute, cuFuncSetAttribute)                    \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor,               \
+    cuOccupancyMaxActiveBlocksPerMultiprocessor)               \
   X(cuLaunchKernel, cuLaunchKernel)                            \
   X(cuLaunchKernelEx, cuLaunchKernelEx)                        \
   X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled)            \

@@ -63,4 +63,11 @@ void Function::set_max_dynamic_shared(std::uint32_t bytes) const {
           static_cast<int>(bytes));
 }
 
+int Function::max_active_blocks_per_sm(std::uint32_t block_threads, std::uint32_t dynamic_shared) const {
+  int blocks = 0;
+  KERN_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks, static_cast<CUfunction>(f_),
+          static_cast<int>(block_threads), static_cast<std::size_t>(dynamic_shared));
+  return blocks;
+}
+
 }  // namespace kern::cuda

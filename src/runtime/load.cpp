@@ -2,8 +2,10 @@
 #include <algorithm>
 
 #include "kern/error.hpp"
+#include "kern/json.hpp"
 #include "kern/log.hpp"
 #include "kern/registry.hpp"
+#include "runtime/cooperative.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern {
@@ -242,6 +244,7 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
             }
           }
         }
+        if (l.cooperative) check_cooperative(call.op, li, l, e, at_max);
       }
       c.launches.push_back(std::move(e));
     }
@@ -249,6 +252,32 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
     throw Error::call(c.context(), err);
   }
   return c;
+}
+
+// The grid of a cooperative launch must be resident all at once (its blocks wait for each other):
+// its block count at the launch's peak var values against what the device holds at once for its
+// block size and dynamic shared memory. Runs after MAX_DYNAMIC_SHARED_SIZE_BYTES is raised.
+void Runtime::Impl::check_cooperative(const std::string& op_name, std::size_t li, const manifest::Launch& l,
+                                      const LaunchExec& e, const std::vector<std::uint64_t>& at_max) {
+  if (cooperative_checked.count({op_name, li})) return;  // the same figures for every call of the op
+  const std::string where =
+      json_path_index(json_path_key(json_path_key(json_path_key("ops", op_name), "impl"), "launches"), li);
+  const std::vector<std::uint64_t> peak = rt::launch_peak_vars(at_max, e.when_var, e.when_max);
+  const std::uint64_t blocks = rt::grid_blocks_at(e.grid, peak.data(), where);
+  std::uint64_t shared = 0;
+  if (e.shared_mem) {
+    auto v = e.shared_mem->eval(peak.data());
+    if (!v) fail(ErrorKind::Manifest, "{}: shared_mem overflows at the var bounds", where);
+    shared = *v;
+  }
+  const std::uint32_t threads = l.block[0] * l.block[1] * l.block[2];  // <= 1024 (verified)
+  const int per_sm = e.fn.max_active_blocks_per_sm(threads, static_cast<std::uint32_t>(shared));
+  log().debug("{} ({}): cooperative grid of {} blocks; {} threads and {} B dynamic shared memory per block; "
+              "{} per SM x {} SMs = {} resident",
+              where, l.entry, blocks, threads, shared, per_sm, sm_count,
+              static_cast<std::int64_t>(per_sm) * sm_count);
+  rt::check_cooperative_fit(where, blocks, per_sm, sm_count);
+  cooperative_checked.emplace(op_name, li);
 }
 
 ProgramExec& Runtime::Impl::program(std::string_view name) {
@@ -303,7 +332,9 @@ std::unique_ptr<Runtime> Runtime::load(const manifest::Verified& verified, const
   impl->context = std::make_unique<cuda::Context>(options.gpu);
   // Programmatic dependent launch exists from sm_90 on; below it a launch's `pdl` is dropped (the
   // kernels' griddepcontrol instructions compile to nothing there), so one manifest serves both.
-  impl->pdl_supported = cuda::device_info(options.gpu).cc_major >= 9;
+  const cuda::DeviceInfo device = cuda::device_info(options.gpu);
+  impl->pdl_supported = device.cc_major >= 9;
+  impl->sm_count = device.sm_count;  // cooperative launches are checked against it
   impl->stream = std::make_unique<cuda::Stream>();
   impl->load_modules(kernels_dir);
   impl->allocate();

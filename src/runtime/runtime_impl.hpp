@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kern/cuda/blaslt.hpp"
@@ -80,6 +82,8 @@ struct Runtime::Impl {
   const manifest::Manifest* m = nullptr;
   RuntimeOptions options;
   bool pdl_supported = false;  // the device is sm_90 or newer: launches keep their `pdl`
+  int sm_count = 0;            // the device's multiprocessors (cooperative launches' co-residency)
+  std::set<std::pair<std::string, std::size_t>> cooperative_checked;  // (op, launch) proven to fit
   rt::VarTable vars;
   std::vector<std::uint64_t> var_values;  // run-time scratch, sized at load
   std::unique_ptr<cuda::Context> context;
@@ -111,6 +115,9 @@ struct Runtime::Impl {
   void allocate();
   cuda::Function resolve_entry(const std::string& op_name, std::size_t launch_index, const manifest::Launch& l);
   CallExec build_call(const std::string& program, std::size_t index, const manifest::Call& call);
+  // Error(Manifest) unless a cooperative launch's grid at its peak vars is resident all at once.
+  void check_cooperative(const std::string& op_name, std::size_t launch_index, const manifest::Launch& l,
+                         const LaunchExec& e, const std::vector<std::uint64_t>& at_max);
   rt::ResolveContext resolve_context(const std::string& op_name);
   rt::Pointer pointer_of(const manifest::CallArg& a) const;
 

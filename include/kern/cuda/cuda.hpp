@@ -134,6 +134,10 @@ class Function {
   // The kernel's parameter layout as the driver reports it (cuFuncGetParamInfo).
   std::vector<ParamInfo> param_info() const;
   void set_max_dynamic_shared(std::uint32_t bytes) const;
+  // How many blocks of `block_threads` threads with `dynamic_shared` bytes of dynamic shared
+  // memory one SM holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor; 0: not even one).
+  // Query it after set_max_dynamic_shared: the function's attributes bound the answer.
+  int max_active_blocks_per_sm(std::uint32_t block_threads, std::uint32_t dynamic_shared) const;
   void* handle() const { return f_; }
   explicit operator bool() const { return f_ != nullptr; }
 
