@@ -10,7 +10,7 @@ namespace kern::runtime {
 std::vector<std::uint64_t> launch_peak_vars(std::vector<std::uint64_t> at_max, std::optional<std::uint32_t> when_var,
                                             std::optional<std::uint64_t> when_max) {
   if (when_var && when_max && *when_var < at_max.size())
-    at_max[*when_var] = std::clamp<std::uint64_t>(*when_max, 1, at_max[*when_var]);
+    at_max[*when_var] = std::min(at_max[*when_var], std::max<std::uint64_t>(*when_max, 1));
   return at_max;
 }
 

@@ -55,7 +55,8 @@ TEST(CooperativeFit, ZeroOccupancyIsItsOwnError) {
 }
 
 TEST(CooperativeFit, NonsenseDriverFiguresAreCudaErrors) {
-  for (auto [per_sm, sms] : {std::pair{-1, 132}, std::pair{2, 0}, std::pair{2, -4}}) {
+  for (const auto& figures : {std::pair{-1, 132}, std::pair{2, 0}, std::pair{2, -4}}) {
+    const int per_sm = figures.first, sms = figures.second;
     const Error e = thrown([&] { check_cooperative_fit(kWhere, 1, per_sm, sms); });
     EXPECT_EQ(e.kind(), ErrorKind::Cuda) << per_sm << " " << sms;
     EXPECT_THAT(e.message(), ::testing::StartsWith(kWhere + ": the driver reports "));
@@ -79,6 +80,8 @@ TEST(CooperativePeak, WhenMaxClampsOnlyItsVar) {
   EXPECT_EQ(p[tokens], 2048u);
   p = launch_peak_vars(t.at_max(), tokens, 100000);  // above the var's max: the var's max
   EXPECT_EQ(p[tokens], 2048u);
+  p = launch_peak_vars(t.at_max(), tokens, 0);  // never verified (vars start at 1): read as 1
+  EXPECT_EQ(p[tokens], 1u);
   p = launch_peak_vars(t.at_max(), std::nullopt, std::nullopt);
   EXPECT_EQ(p, t.at_max());
 }
