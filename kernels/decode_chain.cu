@@ -54,6 +54,8 @@ namespace {
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumerThreads = kConsumerWarps * 32;
 constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+// The producer's copy mode value that means cp.async (16 bytes a lane) instead of bulk copies.
+constexpr uint32_t kLsuCopies = 1;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -124,6 +126,15 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
           smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
       : "memory");
+}
+
+// 16 bytes global -> shared through the LSU (cp.async, L2 only), and an arrive on `bar` once every
+// cp.async this thread issued before it has landed (noinc: the barrier's count includes it).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
 __device__ __forceinline__ uint64_t evict_first_policy() {
@@ -235,7 +246,12 @@ struct Ring {
   }
 };
 
+// The producer warp: for every stage of the block's schedule, wait until the consumers have freed its
+// slot, then copy its rows with bulk async copies of kPiece bytes spread over the warp's lanes (kPiece 0:
+// one copy of the whole stage from lane 0).
+template <uint32_t kPiece>
 __device__ void produce(const Phase* phases, int count, const Ring& ring) {
+  const uint32_t lane = threadIdx.x & 31;
   const uint64_t policy = evict_first_policy();
   uint32_t it = 0;
   for (int p = 0; p < count; ++p) {
@@ -248,17 +264,38 @@ __device__ void produce(const Phase* phases, int count, const Ring& ring) {
       const uint32_t s = it % ring.stages, use = it / ring.stages;
       if (use > 0) mbar_wait(&ring.empty[s], (use - 1) & 1);
       const uint32_t bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(ph.k) * 2u;
-      mbar_arrive_expect_tx(&ring.full[s], bytes);
-      bulk_load(ring.slot(it), ph.w + first_row * ph.k, bytes, &ring.full[s], policy);
+      const char* src = reinterpret_cast<const char*>(ph.w + first_row * ph.k);
+      char* dst = reinterpret_cast<char*>(ring.slot(it));
+      if constexpr (kPiece == kLsuCopies) {
+        for (uint32_t off = lane * 16; off < bytes; off += 32 * 16) cp_async16(dst + off, src + off);
+        cp_async_arrive(&ring.full[s]);
+        continue;
+      }
+      if (lane == 0) mbar_arrive_expect_tx(&ring.full[s], bytes);
+      __syncwarp();
+      if constexpr (kPiece == 0) {
+        if (lane == 0) bulk_load(dst, src, bytes, &ring.full[s], policy);
+      } else {
+        for (uint32_t off = lane * kPiece; off < bytes; off += 32 * kPiece)
+          bulk_load(dst + off, src + off, min(kPiece, bytes - off), &ring.full[s], policy);
+      }
     }
   }
 }
 
+// The consumers' small shared state (one copy for every instantiation of consume).
+struct Scratch {
+  float red[2][kMaxStageRows][kConsumerWarps][kMaxRows];  // per-warp sums of a stage, double-buffered
+  float hold[kMaxStageRows][kMaxRows];                    // gate_up: the gate sums of the current rows
+  float rstd[kMaxRows];
+};
+
 template <int M>
-__device__ void consume(const Phase* phases, int count, const Ring& ring, uint4* xs, uint32_t* sync, float eps) {
-  __shared__ float red[2][kMaxStageRows][kConsumerWarps][kMaxRows];
-  __shared__ float hold[kMaxStageRows][kMaxRows];  // gate_up: the gate sums of the current rows
-  __shared__ float rstd[kMaxRows];
+__device__ void consume(const Phase* phases, int count, const Ring& ring, uint4* xs, uint32_t* sync, float eps,
+                        Scratch& sc) {
+  auto& red = sc.red;
+  auto& hold = sc.hold;
+  float* rstd = sc.rstd;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint32_t it = 0;
   for (int p = 0; p < count; ++p) {
@@ -283,6 +320,11 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
       int64_t first_row;
       share.stage(ph, t, col0, rows, first_row);
       const uint32_t s = it % ring.stages, use = it / ring.stages;
+      // The epilogue's threads fetch the residual now, so its L2 round trip overlaps the stage's dot products.
+      const bool epilogue = threadIdx.x < rows * M;
+      const int64_t at = static_cast<int64_t>(threadIdx.x % M) * ph.n + col0 + threadIdx.x / M;
+      float residual = 0.0f;
+      if (epilogue && ph.kind == Kind::Residual) residual = to_f(__ldcg(ph.out + at));
       mbar_wait(&ring.full[s], use & 1);
       float acc[kMaxRows] = {0.0f, 0.0f, 0.0f, 0.0f};
       if (row < rows) dot_range<M>(ring.slot(it) + row * cpr, xs, cpr, c_begin, c_end, acc);
@@ -296,13 +338,12 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
         }
       }
       consumer_sync();
-      if (threadIdx.x < rows * M) {
+      if (epilogue) {
         const int r = threadIdx.x / M, i = threadIdx.x % M;
         float sum = 0.0f;
         for (int q = 0; q < f; ++q) sum += red[it & 1][r][q][i];
-        const int64_t at = static_cast<int64_t>(i) * ph.n + col0 + r;
         if (ph.kind == Kind::Residual) {
-          ph.out[at] = to_bf(to_f(__ldcg(ph.out + at)) + sum);
+          ph.out[at] = to_bf(residual + sum);
         } else if (ph.kind == Kind::Store) {
           ph.out[at] = to_bf(sum);
         } else if (t % 2 == 0) {
@@ -321,8 +362,10 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    kern_decode_chain_bf16(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
+namespace {
+
+template <uint32_t kPiece>
+__device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
                            const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
                            const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
                            const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
@@ -330,6 +373,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                            int32_t stage_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ Scratch scratch;
   extern __shared__ __align__(128) uint4 chain_smem[];
 
   if (blockDim.x != kThreads || m < 1 || m > kMaxRows || stage_bytes <= 0 || (stage_bytes & 15) != 0) __trap();
@@ -366,7 +410,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      mbar_init(&full[s], 1);
+      mbar_init(&full[s], kPiece == kLsuCopies ? 32 : 1);
       mbar_init(&empty[s], kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -376,16 +420,60 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   const Ring ring{chain_smem, stage_bytes, stages, full, empty};
   uint4* xs = chain_smem + static_cast<size_t>(stages) * (stage_bytes >> 4);
   if (threadIdx.x >= kConsumerThreads) {
-    if (threadIdx.x == kConsumerThreads) produce(list, count, ring);
+    produce<kPiece>(list, count, ring);
     return;
   }
   switch (m) {
-    case 1: consume<1>(list, count, ring, xs, sync, eps); break;
-    case 2: consume<2>(list, count, ring, xs, sync, eps); break;
-    case 3: consume<3>(list, count, ring, xs, sync, eps); break;
-    default: consume<4>(list, count, ring, xs, sync, eps); break;
+    case 1: consume<1>(list, count, ring, xs, sync, eps, scratch); break;
+    case 2: consume<2>(list, count, ring, xs, sync, eps, scratch); break;
+    case 3: consume<3>(list, count, ring, xs, sync, eps, scratch); break;
+    default: consume<4>(list, count, ring, xs, sync, eps, scratch); break;
   }
 #else
   __trap();
 #endif
+}
+
+}  // namespace
+
+// The production entry: weights in 4 KiB bulk copies, up to 32 in flight per stage.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    kern_decode_chain_bf16(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
+                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
+                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
+                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
+                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
+                           int32_t stage_bytes) {
+  chain_body<4096u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
+}
+
+// Tuning variants (PerfGpu.DecodeChain4B): one bulk copy per stage, or 16 KiB pieces.
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    kern_decode_chain_bf16_whole(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
+                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
+                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
+                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
+                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
+                           int32_t stage_bytes) {
+  chain_body<0u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    kern_decode_chain_bf16_lsu(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
+                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
+                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
+                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
+                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
+                           int32_t stage_bytes) {
+  chain_body<kLsuCopies>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+    kern_decode_chain_bf16_p16k(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
+                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
+                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
+                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
+                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
+                           int32_t stage_bytes) {
+  chain_body<16384u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
 }

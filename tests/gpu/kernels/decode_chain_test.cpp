@@ -351,10 +351,10 @@ struct ChainDevice {
   // One launch of the chain on `st` with the problem's phases or `ph` (absent phases: null weights,
   // and a null attn when A is absent).
   void enqueue(Fatbin& fb, int grid, cudaStream_t st) const { enqueue(fb, grid, st, p.s.phases); }
-  void enqueue(Fatbin& fb, int grid, cudaStream_t st, const Phases& ph) const {
+  void enqueue(Fatbin& fb, int grid, cudaStream_t st, const Phases& ph, const std::string& entry = kEntry) const {
     const Shape& s = p.s;
     const bf16_bits* none = nullptr;
-    fb.enqueue(kEntry, st, dim3(grid), dim3(kThreads), ph.a ? static_cast<const bf16_bits*>(attn.get()) : none,
+    fb.enqueue(entry, st, dim3(grid), dim3(kThreads), ph.a ? static_cast<const bf16_bits*>(attn.get()) : none,
                ph.a ? static_cast<const bf16_bits*>(o_w.get()) : none, h.get(),
                static_cast<const bf16_bits*>(post_norm_w.get()), ph.b ? static_cast<const bf16_bits*>(gate_up_w.get()) : none,
                act.get(), ph.c ? static_cast<const bf16_bits*>(down_w.get()) : none,
@@ -635,6 +635,39 @@ TEST(PerfGpu, DecodeChain4B) {
   }
   report("decode_chain 4B m1 per-op us / chain us", ops_us / chain_us);
   EXPECT_EQ(dev.sync_words()[0], 0u);
+
+  // Where the time goes: each phase alone (weight bytes of that phase only), and other stage sizes.
+  const double b_hidden = 2.0 * s.hidden;
+  const struct {
+    const char* name;
+    Phases ph;
+    double bytes;
+  } alone[] = {{"A (o_proj)", {true, false, false, false}, b_hidden * s.q_dim},
+               {"B (gate_up)", {false, true, false, false}, b_hidden * 2 * s.inter},
+               {"C (down)", {false, false, true, false}, b_hidden * s.inter},
+               {"D (qkv)", {false, false, false, true}, b_hidden * s.n_next}};
+  for (const auto& a : alone) {
+    const double us = mean_us(kIters, st.s, [&](cudaStream_t x) { dev.enqueue(fb, grid, x, a.ph); });
+    const std::string t = std::string("decode_chain 4B m1 phase ") + a.name + " alone";
+    report(t + " us", us);
+    report(t + " of copy", a.bytes / (us * 1e3) / copy);
+  }
+  // With all the shared memory kern gen gives the kernel (224 KiB: the ring takes what x leaves).
+  // The entries differ in how the producer copies a stage: 4 KiB bulk copies (production), one bulk copy,
+  // 16 KiB bulk copies, or cp.async of 16 bytes a lane.
+  for (const std::string entry :
+       {kEntry, "kern_decode_chain_bf16_whole", "kern_decode_chain_bf16_p16k", "kern_decode_chain_bf16_lsu"})
+    for (int stage : {32768, 40960, 49152}) {
+      Shape t = s;
+      t.stage_bytes = stage;
+      const Problem q(t, 1071);
+      ChainDevice d2(q);
+      fb.set_dynamic_shared(entry, 224 * 1024);
+      const double us = mean_us(kIters, st.s, [&](cudaStream_t x) { d2.enqueue(fb, grid, x, t.phases, entry); });
+      const std::string tag = "decode_chain 4B m1 " + entry + " 224 KiB shared, stage " + std::to_string(stage);
+      report(tag + " us", us);
+      report(tag + " of copy", bytes / (us * 1e3) / copy);
+    }
 }
 
 }  // namespace
