@@ -239,6 +239,40 @@ __device__ __forceinline__ float warp_ordered_sum(float (*red)[kTileRows][kXRows
   return s;
 }
 
+// Output columns per tile: 16 weight rows, or 8 (gate, up) pairs (gate: tile row j, up: row j + 8).
+template <Epilogue E>
+constexpr int kTileCols = E == Epilogue::SiluMul ? kTileRows / 2 : kTileRows;
+
+// The epilogue of one tile for rows [m0, m0 + xrows) of x, from the per-warp partial sums `red`
+// (summed in warp order), into out[m, n] (row stride n) at columns [col0, col0 + kTileCols<E>):
+//   Store:    out = bf16(s)
+//   Residual: out = bf16(out + s)   (the sum in f32, one rounding)
+//   SiluMul:  g = bf16(s_gate), u = bf16(s_up), out = bf16(bf16(silu(g)) · u)
+// Shared by gemv (the tuning entries) and gemv_pdl (the production entries), so both round alike.
+template <Epilogue E>
+__device__ __forceinline__ void write_tile(float (*red)[kTileRows][kXRows], bf16* __restrict__ out, int col0, int m0,
+                                           int xrows, int n) {
+  constexpr int cols = kTileCols<E>;
+  for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
+    const int xr = i / cols, j = i % cols;
+    if (xr < xrows && col0 + j < n) {
+      if constexpr (E == Epilogue::SiluMul) {
+        const float gate = round_bf(warp_ordered_sum(red, j, xr));
+        const float up = round_bf(warp_ordered_sum(red, j + 8, xr));
+        const float act = round_bf(gate / (1.0f + __expf(-gate)));
+        out[static_cast<int64_t>(m0 + xr) * n + col0 + j] = to_bf(act * up);
+      } else {
+        const float s = warp_ordered_sum(red, j, xr);
+        bf16* o = out + static_cast<int64_t>(m0 + xr) * n + col0 + j;
+        if constexpr (E == Epilogue::Residual)
+          *o = to_bf(to_f(*o) + s);
+        else
+          *o = to_bf(s);
+      }
+    }
+  }
+}
+
 template <Epilogue E, int kLoads = kUnroll, bool kPipelined = true, bool kAsync = false>
 __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
                                      int m, int n, int k, int ldx) {
@@ -246,8 +280,7 @@ __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __r
   __shared__ float red[kMaxWarps][kTileRows][kXRows];
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
-  // Output columns per tile: 16 weight rows, or 8 (gate, up) pairs.
-  constexpr int cols = E == Epilogue::SiluMul ? kTileRows / 2 : kTileRows;
+  constexpr int cols = kTileCols<E>;
   const int tiles = (n + cols - 1) / cols;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int col0 = tile * cols;
@@ -272,29 +305,7 @@ __device__ __forceinline__ void gemv(const bf16* __restrict__ x, const bf16* __r
       else
         tile_partials<kLoads>(lo, hi, xrow, k, red);
       __syncthreads();
-      if constexpr (E == Epilogue::SiluMul) {
-        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
-          const int xr = i / cols, j = i % cols;
-          if (xr < xrows && col0 + j < n) {
-            const float gate = round_bf(warp_ordered_sum(red, j, xr));
-            const float up = round_bf(warp_ordered_sum(red, j + 8, xr));
-            const float act = round_bf(gate / (1.0f + __expf(-gate)));
-            out[static_cast<int64_t>(m0 + xr) * n + col0 + j] = to_bf(act * up);
-          }
-        }
-      } else {
-        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
-          const int xr = i / cols, j = i % cols;
-          if (xr < xrows && col0 + j < n) {
-            const float s = warp_ordered_sum(red, j, xr);
-            bf16* o = out + static_cast<int64_t>(m0 + xr) * n + col0 + j;
-            if constexpr (E == Epilogue::Residual)
-              *o = to_bf(to_f(*o) + s);
-            else
-              *o = to_bf(s);
-          }
-        }
-      }
+      write_tile<E>(red, out, col0, m0, xrows, n);
       __syncthreads();  // red is reused by the next pass
     }
   }
@@ -444,7 +455,7 @@ __device__ __forceinline__ void gemv_pdl(const bf16* __restrict__ x, const bf16*
     if (pass_rows < 1) __trap();
   }
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  constexpr int cols = E == Epilogue::SiluMul ? kTileRows / 2 : kTileRows;
+  constexpr int cols = kTileCols<E>;
   const int tiles = (n + cols - 1) / cols;
   const bf16* lo = nullptr;
   const bf16* hi = nullptr;
@@ -500,29 +511,7 @@ __device__ __forceinline__ void gemv_pdl(const bf16* __restrict__ x, const bf16*
       tile_partials_staged<kUnroll, kNorm>(lo, hi, xrow, k, red, p, preloaded);
       preloaded = false;
       __syncthreads();
-      if constexpr (E == Epilogue::SiluMul) {
-        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
-          const int xr = i / cols, j = i % cols;
-          if (xr < xrows && col0 + j < n) {
-            const float gate = round_bf(warp_ordered_sum(red, j, xr));
-            const float up = round_bf(warp_ordered_sum(red, j + 8, xr));
-            const float act = round_bf(gate / (1.0f + __expf(-gate)));
-            out[static_cast<int64_t>(m0 + xr) * n + col0 + j] = to_bf(act * up);
-          }
-        }
-      } else {
-        for (int i = threadIdx.x; i < cols * kXRows; i += blockDim.x) {
-          const int xr = i / cols, j = i % cols;
-          if (xr < xrows && col0 + j < n) {
-            const float s = warp_ordered_sum(red, j, xr);
-            bf16* o = out + static_cast<int64_t>(m0 + xr) * n + col0 + j;
-            if constexpr (E == Epilogue::Residual)
-              *o = to_bf(to_f(*o) + s);
-            else
-              *o = to_bf(s);
-          }
-        }
-      }
+      write_tile<E>(red, out, col0, m0, xrows, n);
       __syncthreads();  // red (and xs) are reused by the next pass
     }
   }
