@@ -9,76 +9,15 @@
 
 #include "decode_launch.hpp"
 #include "harness.hpp"
+#include "paged_kv.hpp"
 
 namespace kern_gpu_test {
 namespace {
 
-// Fast deterministic filler for large caches (uniform bf16 in [-1, 1), never all zero).
-std::vector<bf16_bits> fast_random_bf16(uint64_t seed, size_t n) {
-  std::vector<bf16_bits> v(n);
-  uint64_t x = seed;
-  for (size_t i = 0; i < n; i += 4) {
-    x += 0x9e3779b97f4a7c15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    for (size_t j = 0; j < 4 && i + j < n; ++j)
-      v[i + j] = float_to_bf16(static_cast<float>((z >> (16 * j)) & 0xffff) / 32768.0f - 1.0f);
-  }
-  return v;
-}
-
-struct DecodeGeometry {
-  int heads, kv_heads, head_dim, page_size;
-};
-
-// Random K/V for every slot of a paged cache of `layers` layers (layout of docs/kernels.md); one
-// block-table row per sequence over randomly permuted pages. Table entries past a sequence's
-// pages point far outside the cache, so reading one would fault.
-struct DecodeCache {
-  DecodeGeometry g;
-  int layers, layer, max_pages = 1;
-  int64_t block, page_stride, layer_off;
-  std::vector<bf16_bits> data;
-  std::vector<int32_t> table;
-
-  DecodeCache(std::mt19937_64& rng, const DecodeGeometry& geo, const std::vector<int>& lens, int layers_, int layer_)
-      : g(geo), layers(layers_), layer(layer_) {
-    int total_pages = 1;  // one spare page nobody references
-    for (int len : lens) {
-      const int n = (len + g.page_size - 1) / g.page_size;
-      max_pages = std::max(max_pages, n);
-      total_pages += n;
-    }
-    block = static_cast<int64_t>(g.page_size) * g.kv_heads * g.head_dim;
-    page_stride = static_cast<int64_t>(layers) * 2 * block;
-    layer_off = static_cast<int64_t>(layer) * 2 * block;
-    data = fast_random_bf16(rng(), static_cast<size_t>(total_pages) * page_stride);
-    std::vector<int32_t> perm(total_pages);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    table.assign(lens.size() * max_pages, 1 << 30);
-    int next = 0;
-    for (size_t s = 0; s < lens.size(); ++s) {
-      const int n = (lens[s] + g.page_size - 1) / g.page_size;
-      for (int i = 0; i < n; ++i) table[s * max_pages + i] = perm[next++];
-    }
-  }
-
-  // K (v = false) or V of one token of sequence `seq` for kv head kvh, as doubles.
-  void row(int seq, int token, int kvh, bool v, double* dst) const {
-    const int64_t page = table[static_cast<size_t>(seq) * max_pages + token / g.page_size];
-    const int64_t e = page * page_stride + layer_off + (v ? block : 0) +
-                      (static_cast<int64_t>(token % g.page_size) * g.kv_heads + kvh) * g.head_dim;
-    for (int d = 0; d < g.head_dim; ++d) dst[d] = bf16_to_float(data[e + d]);
-  }
-};
-
 // float64 softmax(q k^T * scale) v for every q head of kv head kvh of sequence seq (q row at q):
 // out[h * hd + d]; an empty context gives zeros.
-void reference_kv_head(const DecodeCache& c, int seq, int len, int kvh, const bf16_bits* q, double scale, double* out) {
-  const DecodeGeometry& g = c.g;
+void reference_kv_head(const PagedKv& c, int seq, int len, int kvh, const bf16_bits* q, double scale, double* out) {
+  const AttnGeometry& g = c.g;
   const int group = g.heads / g.kv_heads, hd = g.head_dim;
   std::vector<double> k(static_cast<size_t>(len) * hd), v(static_cast<size_t>(len) * hd), s(len);
   for (int t = 0; t < len; ++t) {
@@ -104,18 +43,18 @@ void reference_kv_head(const DecodeCache& c, int seq, int len, int kvh, const bf
   }
 }
 
-// Device buffers of one decode call over a DecodeCache.
+// Device buffers of one decode call over a PagedKv.
 struct DecodeRun {
-  const DecodeCache& cache;
+  const PagedKv& cache;
   std::vector<bf16_bits> qkv;
   Device<bf16_bits> d_qkv, d_cache, d_out;
   Device<int32_t> d_table, d_lens;
   Device<float> d_part_o, d_part_ml;
   DecodeCall call;
 
-  DecodeRun(std::mt19937_64& rng, const DecodeCache& c, const std::vector<int>& lens, const DecodeSplit& split)
+  DecodeRun(std::mt19937_64& rng, const PagedKv& c, const std::vector<int>& lens, const DecodeSplit& split)
       : cache(c),
-        qkv(random_bf16(rng, lens.size() * q_stride(c.g), -1.0f, 1.0f)),
+        qkv(random_bf16(rng, lens.size() * c.g.q_stride(), -1.0f, 1.0f)),
         d_qkv(qkv),
         d_cache(c.data),
         d_out(lens.size() * c.g.heads * c.g.head_dim),
@@ -123,10 +62,10 @@ struct DecodeRun {
         d_lens(std::vector<int32_t>(lens.begin(), lens.end())),
         d_part_o(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * c.g.head_dim),
         d_part_ml(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * 2) {
-    const DecodeGeometry& g = c.g;
+    const AttnGeometry& g = c.g;
     call.head_dim = g.head_dim;
     call.qkv = d_qkv.get();
-    call.q_stride = q_stride(g);
+    call.q_stride = g.q_stride();
     call.cache = d_cache.get() + c.layer_off;
     call.block_table = d_table.get();
     call.max_pages = c.max_pages;
@@ -142,7 +81,6 @@ struct DecodeRun {
     call.split = split;
     call.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
   }
-  static int q_stride(const DecodeGeometry& g) { return (g.heads + 2 * g.kv_heads) * g.head_dim; }
 
   // Poisons the outputs and scratch, runs the call, returns the bf16 output.
   std::vector<bf16_bits> run(Fatbin& fb) {
@@ -154,16 +92,11 @@ struct DecodeRun {
   }
 };
 
-std::string tag(const DecodeGeometry& g) {
-  return std::string("H") + std::to_string(g.heads) + " KV" + std::to_string(g.kv_heads) + " hd" +
-         std::to_string(g.head_dim) + " P" + std::to_string(g.page_size);
-}
-
 // One decode call over `lens`, checked per sequence against the float64 reference; returns the output.
-std::vector<bf16_bits> check_decode(const DecodeGeometry& g, const std::vector<int>& lens, uint64_t seed,
+std::vector<bf16_bits> check_decode(const AttnGeometry& g, const std::vector<int>& lens, uint64_t seed,
                                     DecodeSplit split = {}) {
   std::mt19937_64 rng(seed);
-  const DecodeCache cache(rng, g, lens, 2, 1);
+  const PagedKv cache(rng, g, lens, 2, 1, fast_kv);
   DecodeRun r(rng, cache, lens, split);
   Fatbin fb("attention");
   const auto out = r.run(fb);
@@ -173,7 +106,7 @@ std::vector<bf16_bits> check_decode(const DecodeGeometry& g, const std::vector<i
   std::vector<double> ref(out.size());
   parallel_for(seqs * g.kv_heads, [&](int i) {
     const int s = i / g.kv_heads, kvh = i % g.kv_heads;
-    reference_kv_head(cache, s, lens[s], kvh, r.qkv.data() + static_cast<size_t>(s) * DecodeRun::q_stride(g),
+    reference_kv_head(cache, s, lens[s], kvh, r.qkv.data() + static_cast<size_t>(s) * g.q_stride(),
                       r.call.scale, ref.data() + s * n);
   });
   for (int s = 0; s < seqs; ++s) {
@@ -184,13 +117,14 @@ std::vector<bf16_bits> check_decode(const DecodeGeometry& g, const std::vector<i
       continue;
     }
     const double err = rel_frobenius(o, rr);
-    report("decode rel err " + tag(g) + " seqs " + std::to_string(seqs) + " len " + std::to_string(lens[s]), err);
-    EXPECT_LT(err, 1e-2) << tag(g) << " seq " << s << " len " << lens[s];
+    report("decode rel err " + geometry_tag(g) + " seqs " + std::to_string(seqs) + " len " + std::to_string(lens[s]),
+           err);
+    EXPECT_LT(err, 1e-2) << geometry_tag(g) << " seq " << s << " len " << lens[s];
   }
   return out;
 }
 
-const DecodeGeometry kQwen4B{32, 8, 128, 16};
+const AttnGeometry kQwen4B{32, 8, 128, 16};
 
 TEST(AttnDecodeGpu, BriefContextsEachAlone) {
   // One sequence per call: the most ranges per sequence (64), ranges of 32 tokens up to 2k.
@@ -249,7 +183,7 @@ TEST(AttnDecodeGpu, SplitParameters) {
 TEST(AttnDecodeGpu, BitwiseRepeatable) {
   std::mt19937_64 rng(550);
   const std::vector<int> lens = {4097, 1000, 32, 1, 12345};
-  const DecodeCache cache(rng, kQwen4B, lens, 2, 0);
+  const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
   DecodeRun r(rng, cache, lens, {});
   Fatbin fb("attention");
   const auto first = r.run(fb);
@@ -442,7 +376,7 @@ const std::vector<std::pair<int, int>> kPerfShapes = {{1, 128},  {1, 1024},  {1,
 TEST(AttnDecodeGpu, PdlLaunchesMatchPlainLaunches) {
   std::mt19937_64 rng(560);
   const std::vector<int> lens = {4097, 1000, 1, 300};
-  const DecodeCache cache(rng, kQwen4B, lens, 2, 1);
+  const PagedKv cache(rng, kQwen4B, lens, 2, 1, fast_kv);
   DecodeRun r(rng, cache, lens, {});
   Device<bf16_bits> out0(r.d_out.size());
   DecodeCall layer0 = r.call, layer1 = r.call;

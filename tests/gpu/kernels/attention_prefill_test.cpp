@@ -5,20 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <numeric>
 
 #include "harness.hpp"
+#include "paged_kv.hpp"
 
 namespace kern_gpu_test {
 namespace {
-
-struct Geometry {
-  int heads, kv_heads, head_dim, page_size;
-  int group() const { return heads / kv_heads; }
-  int q_stride() const { return (heads + 2 * kv_heads) * head_dim; }
-  int out_width() const { return heads * head_dim; }
-};
 
 // One compiled configuration of the kernel: entry, threads per block, queries per block (kern gen
 // passes rows_per_block = queries / G), keys per tile, whether Q is staged in shared memory, and
@@ -29,10 +22,10 @@ struct Variant {
   int threads, queries, keys;
   bool q_in_smem;
   int stages = 1;
-  std::string entry(const Geometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
-  int rows_per_block(const Geometry& g) const { return std::max(1, queries / g.group()); }
+  std::string entry(const AttnGeometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
+  int rows_per_block(const AttnGeometry& g) const { return std::max(1, queries / g.group()); }
   bool dynamic() const { return q_in_smem || stages > 1; }
-  int shared(const Geometry& g) const {
+  int shared(const AttnGeometry& g) const {
     return dynamic() ? ((q_in_smem ? queries : 0) + 2 * stages * keys) * (g.head_dim + 8) * 2 : 0;
   }
 };
@@ -46,72 +39,8 @@ const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};  // t
 const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};  // the same, key tiles of 32
 const Variant kM32N32S2{"kern_attn_prefill_mma_m32n32s2", 128, 128, 32, true, 2};  // m32n32, two stages
 
-void prepare(Fatbin& fb, const Variant& v, const Geometry& g) {
+void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
-}
-
-// Paged K/V (layout of docs/kernels.md, `layers` layers, checked layer `layer`) holding random
-// values for every slot of every sequence's pages; block-table rows point at permuted pages and
-// unused entries at a page far outside the cache (reading one would fault).
-struct PagedKv {
-  Geometry g;
-  int layers = 3, layer = 1, max_pages = 1;
-  int64_t block = 0, page_stride = 0, layer_off = 0;
-  std::vector<bf16_bits> data;
-  std::vector<int32_t> table;  // [seqs, max_pages]
-
-  PagedKv(std::mt19937_64& rng, const Geometry& geo, const std::vector<int>& context) : g(geo) {
-    int total_pages = 1;  // one spare page nobody references
-    for (int len : context) {
-      const int n = (len + g.page_size - 1) / g.page_size;
-      max_pages = std::max(max_pages, n);
-      total_pages += n;
-    }
-    block = static_cast<int64_t>(g.page_size) * g.kv_heads * g.head_dim;
-    page_stride = static_cast<int64_t>(layers) * 2 * block;
-    layer_off = static_cast<int64_t>(layer) * 2 * block;
-    data = random_bf16(rng, static_cast<size_t>(total_pages) * page_stride, -1.0f, 1.0f);
-    std::vector<int32_t> perm(total_pages);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    table.assign(context.size() * max_pages, 1 << 30);
-    int next = 0;
-    for (size_t s = 0; s < context.size(); ++s)
-      for (int i = 0; i < (context[s] + g.page_size - 1) / g.page_size; ++i) table[s * max_pages + i] = perm[next++];
-  }
-
-  double k(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, 0); }
-  double v(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, block); }
-
- private:
-  double at(int seq, int token, int kvh, int d, int64_t extra) const {
-    const int64_t page = table[static_cast<size_t>(seq) * max_pages + token / g.page_size];
-    return bf16_to_float(data[page * page_stride + layer_off + extra +
-                              (static_cast<int64_t>(token % g.page_size) * g.kv_heads + kvh) * g.head_dim + d]);
-  }
-};
-
-// Softmax attention of one row (all q heads at q) of sequence seq over keys [0, end), in float64.
-void reference_row(const PagedKv& c, int seq, const bf16_bits* q, int end, double scale, double* out) {
-  const Geometry& g = c.g;
-  std::vector<double> w(std::max(end, 1));
-  for (int h = 0; h < g.heads; ++h) {
-    const int kvh = h / g.group();
-    double m = -INFINITY;
-    for (int t = 0; t < end; ++t) {
-      double dot = 0.0;
-      for (int d = 0; d < g.head_dim; ++d) dot += bf16_to_float(q[h * g.head_dim + d]) * c.k(seq, t, kvh, d);
-      w[t] = dot * scale;
-      m = std::max(m, w[t]);
-    }
-    double den = 0.0;
-    for (int t = 0; t < end; ++t) den += (w[t] = std::exp(w[t] - m));
-    for (int d = 0; d < g.head_dim; ++d) {
-      double acc = 0.0;
-      for (int t = 0; t < end; ++t) acc += w[t] * c.v(seq, t, kvh, d);
-      out[h * g.head_dim + d] = end > 0 ? acc / den : 0.0;
-    }
-  }
 }
 
 struct Chunk {
@@ -120,7 +49,7 @@ struct Chunk {
 
 // One call's inputs: sequences of chunks, then extra_rows rows that belong to no sequence.
 struct Problem {
-  Geometry g;
+  AttnGeometry g;
   std::vector<Chunk> chunks;
   std::vector<int> lens;       // seq_lens
   std::vector<int32_t> cu = {0};
@@ -131,7 +60,8 @@ struct Problem {
   std::vector<bf16_bits> qkv;
   float scale;
 
-  Problem(const Geometry& geo, std::vector<Chunk> c, uint64_t seed, int extra_rows = 0) : g(geo), chunks(std::move(c)) {
+  Problem(const AttnGeometry& geo, std::vector<Chunk> c, uint64_t seed, int extra_rows = 0)
+      : g(geo), chunks(std::move(c)) {
     std::mt19937_64 rng(seed);
     for (size_t s = 0; s < chunks.size(); ++s) {
       lens.push_back(chunks[s].prefix + chunks[s].rows);
@@ -146,7 +76,7 @@ struct Problem {
       row_seq.push_back(-1);
     }
     rows = static_cast<int>(pos.size());
-    kv = std::make_unique<PagedKv>(rng, g, lens);
+    kv = std::make_unique<PagedKv>(rng, g, lens, 3, 1);
     qkv = random_bf16(rng, static_cast<size_t>(rows) * g.q_stride(), -1.0f, 1.0f);
     scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
   }
@@ -156,8 +86,8 @@ struct Problem {
     std::vector<double> ref(static_cast<size_t>(rows) * n, 0.0);
     parallel_for(rows, [&](int r) {
       if (row_seq[r] >= 0)
-        reference_row(*kv, row_seq[r], qkv.data() + static_cast<size_t>(r) * g.q_stride(), static_cast<int>(pos[r]) + 1,
-                      scale, ref.data() + static_cast<size_t>(r) * n);
+        reference_attention_row(*kv, row_seq[r], qkv.data() + static_cast<size_t>(r) * g.q_stride(),
+                                static_cast<int>(pos[r]) + 1, scale, ref.data() + static_cast<size_t>(r) * n);
     });
     return ref;
   }
@@ -189,7 +119,7 @@ struct DeviceProblem {
 
   void call(Fatbin& fb, const Variant& v, int r0, int r1, const std::vector<int32_t>& cu,
             const std::vector<int32_t>& lens, int rows_per_block) {
-    const Geometry& g = p.g;
+    const AttnGeometry& g = p.g;
     const int rows = r1 - r0, seqs = static_cast<int>(lens.size());
     Device<int32_t> d_cu(cu), d_lens(lens);
     fb.launch(v.entry(g), dim3((rows + rows_per_block - 1) / rows_per_block, g.kv_heads), dim3(v.threads),
@@ -200,17 +130,11 @@ struct DeviceProblem {
   }
 };
 
-std::string tag(const Geometry& g) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "H%d KV%d hd%d P%d", g.heads, g.kv_heads, g.head_dim, g.page_size);
-  return buf;
-}
-
 // Runs the problem in one call and checks it against the float64 reference: every sequence (and
 // its first and last row) within 1e-2 relative Frobenius error, rows outside every sequence zero.
 // Returns the output for further bitwise comparisons.
 std::vector<bf16_bits> check(const Problem& p, int rows_per_block = 0, const Variant& v = kProduction) {
-  const Geometry& g = p.g;
+  const AttnGeometry& g = p.g;
   Fatbin fb("attention_prefill");
   prepare(fb, v, g);
   DeviceProblem d(p);
@@ -237,7 +161,7 @@ std::vector<bf16_bits> check(const Problem& p, int rows_per_block = 0, const Var
   for (size_t s = 0; s < p.chunks.size(); ++s) {
     if (p.chunks[s].rows == 0) continue;
     const double err = err_of(p.cu[s] * n, p.cu[s + 1] * n);
-    report(v.name + " rel err " + tag(g) + " prefix " + std::to_string(p.chunks[s].prefix) + " rows " +
+    report(v.name + " rel err " + geometry_tag(g) + " prefix " + std::to_string(p.chunks[s].prefix) + " rows " +
                std::to_string(p.chunks[s].rows),
            err);
     EXPECT_LT(err, 1e-2) << "sequence " << s;
@@ -266,7 +190,7 @@ TEST(AttentionPrefillMmaGpu, FirstChunkOfManyTiles) { check(Problem({32, 8, 128,
 
 // Row invariance: rows 0..n-1 of one sequence give bitwise the same output in one call, in n calls
 // of one row, in calls of 7 rows, and with other block widths.
-void check_row_invariance(const Geometry& g, int n, uint64_t seed, const Variant& v = kProduction) {
+void check_row_invariance(const AttnGeometry& g, int n, uint64_t seed, const Variant& v = kProduction) {
   const Problem p(g, {{0, n}}, seed);
   Fatbin fb("attention_prefill");
   prepare(fb, v, g);
@@ -279,22 +203,22 @@ void check_row_invariance(const Geometry& g, int n, uint64_t seed, const Variant
   d.out.poison();
   for (int r = 0; r < n; ++r) d.run_slice(fb, v, r, r + 1);
   const auto single = d.out.download();
-  EXPECT_EQ(std::memcmp(whole.data(), single.data(), bytes), 0) << tag(g) << ": one row per call differs";
+  EXPECT_EQ(std::memcmp(whole.data(), single.data(), bytes), 0) << geometry_tag(g) << ": one row per call differs";
 
   d.out.poison();
   for (int r = 0; r < n; r += 7) d.run_slice(fb, v, r, std::min(n, r + 7));
   const auto sevens = d.out.download();
-  EXPECT_EQ(std::memcmp(whole.data(), sevens.data(), bytes), 0) << tag(g) << ": 7-row calls differ";
+  EXPECT_EQ(std::memcmp(whole.data(), sevens.data(), bytes), 0) << geometry_tag(g) << ": 7-row calls differ";
 
   for (int per_block : {1, 3, v.rows_per_block(g) + 5}) {
     d.out.poison();
     d.run(fb, v, per_block);
     const auto other = d.out.download();
-    EXPECT_EQ(std::memcmp(whole.data(), other.data(), bytes), 0) << tag(g) << ": rows_per_block " << per_block;
+    EXPECT_EQ(std::memcmp(whole.data(), other.data(), bytes), 0) << geometry_tag(g) << ": rows_per_block " << per_block;
   }
   // The outputs compared are real attention outputs, not a constant.
   std::vector<double> ref(static_cast<size_t>(g.out_width()));
-  reference_row(*p.kv, 0, p.qkv.data() + static_cast<size_t>(n - 1) * g.q_stride(), n, p.scale, ref.data());
+  reference_attention_row(*p.kv, 0, p.qkv.data() + static_cast<size_t>(n - 1) * g.q_stride(), n, p.scale, ref.data());
   std::vector<double> last(ref.size());
   for (size_t i = 0; i < ref.size(); ++i) last[i] = bf16_to_float(whole[(n - 1) * ref.size() + i]);
   EXPECT_LT(rel_frobenius(last, ref), 1e-2);
@@ -345,7 +269,7 @@ TEST(AttentionPrefillMmaGpu, Repeatable) {
 
 // Timings at the Qwen3-4B shape (H 32, KV 8, hd 128, page 16) next to the FMA kernel of attention.cu.
 TEST(PerfGpu, PrefillMma) {
-  const Geometry g{32, 8, 128, 16};
+  const AttnGeometry g{32, 8, 128, 16};
   constexpr int kLayers = 36;
   std::mt19937_64 rng(241);
   Fatbin fb("attention_prefill"), old("attention");

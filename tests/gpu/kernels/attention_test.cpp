@@ -3,88 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "harness.hpp"
+#include "paged_kv.hpp"
 
 namespace kern_gpu_test {
 namespace {
 
-struct Geometry {
-  int heads, kv_heads, head_dim, page_size;
-};
-
-// A paged cache of `layers` layers (layout of docs/kernels.md) holding random K/V for every slot,
-// and one block-table row per sequence pointing at randomly permuted pages.
-struct PagedCache {
-  Geometry g;
-  int layers, layer, max_pages;
-  int64_t block, page_stride, layer_off;
-  std::vector<bf16_bits> data;
-  std::vector<int32_t> table;  // [seqs, max_pages]
-
-  PagedCache(std::mt19937_64& rng, const Geometry& geo, const std::vector<int>& context, int layers_, int layer_)
-      : g(geo), layers(layers_), layer(layer_) {
-    max_pages = 1;
-    int total_pages = 1;  // one spare page nobody references
-    for (int len : context) {
-      const int n = (len + g.page_size - 1) / g.page_size;
-      max_pages = std::max(max_pages, n);
-      total_pages += n;
-    }
-    block = static_cast<int64_t>(g.page_size) * g.kv_heads * g.head_dim;
-    page_stride = static_cast<int64_t>(layers) * 2 * block;
-    layer_off = static_cast<int64_t>(layer) * 2 * block;
-    data = random_bf16(rng, static_cast<size_t>(total_pages) * page_stride, -1.0f, 1.0f);
-    std::vector<int32_t> perm(total_pages);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    // Unused table entries point at an address far outside the cache: reading them would fault.
-    table.assign(context.size() * max_pages, 1 << 30);
-    int next = 0;
-    for (size_t s = 0; s < context.size(); ++s) {
-      const int n = (context[s] + g.page_size - 1) / g.page_size;
-      for (int i = 0; i < n; ++i) table[s * max_pages + i] = perm[next++];
-    }
-  }
-
-  double k(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, 0); }
-  double v(int seq, int token, int kvh, int d) const { return at(seq, token, kvh, d, block); }
-
- private:
-  double at(int seq, int token, int kvh, int d, int64_t extra) const {
-    const int64_t page = table[static_cast<size_t>(seq) * max_pages + token / g.page_size];
-    const int64_t e = page * page_stride + layer_off + extra +
-                      (static_cast<int64_t>(token % g.page_size) * g.kv_heads + kvh) * g.head_dim + d;
-    return bf16_to_float(data[e]);
-  }
-};
-
-// out[h*hd + d] for one query row (q heads at q) of sequence seq over keys [0, end).
-void reference_row(const PagedCache& c, int seq, const bf16_bits* q, int end, double scale, double* out) {
-  const Geometry& g = c.g;
-  const int group = g.heads / g.kv_heads;
-  std::vector<double> s(end);
-  for (int h = 0; h < g.heads; ++h) {
-    const int kvh = h / group;
-    double m = -INFINITY;
-    for (int t = 0; t < end; ++t) {
-      double dot = 0.0;
-      for (int d = 0; d < g.head_dim; ++d) dot += bf16_to_float(q[h * g.head_dim + d]) * c.k(seq, t, kvh, d);
-      s[t] = dot * scale;
-      m = std::max(m, s[t]);
-    }
-    double den = 0.0;
-    for (int t = 0; t < end; ++t) den += (s[t] = std::exp(s[t] - m));
-    for (int d = 0; d < g.head_dim; ++d) {
-      double acc = 0.0;
-      for (int t = 0; t < end; ++t) acc += s[t] * c.v(seq, t, kvh, d);
-      out[h * g.head_dim + d] = end > 0 ? acc / den : 0.0;
-    }
-  }
-}
-
-std::string suffix(const Geometry& g) { return "_hd" + std::to_string(g.head_dim); }
+std::string suffix(const AttnGeometry& g) { return "_hd" + std::to_string(g.head_dim); }
 
 struct PrefillSeq {
   int prefix, rows;
@@ -92,8 +18,8 @@ struct PrefillSeq {
 
 // rows_per_block 0 = what kern gen uses (16 / G); extra_rows rows follow the last sequence and
 // belong to none (they must come out zero).
-void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed, int rows_per_block = 0,
-                   int extra_rows = 0) {
+void check_prefill(const AttnGeometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed,
+                   int rows_per_block = 0, int extra_rows = 0) {
   std::mt19937_64 rng(seed);
   const int seqs = static_cast<int>(seqs_in.size());
   std::vector<int> lens;
@@ -111,7 +37,7 @@ void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, ui
   const int used_rows = cu.back(), rows = used_rows + extra_rows;
   for (int i = 0; i < extra_rows; ++i) pos.push_back(i);
   const int per_block = rows_per_block > 0 ? rows_per_block : std::max(1, 16 / (g.heads / g.kv_heads));
-  const PagedCache cache(rng, g, lens, 3, 2);
+  const PagedKv cache(rng, g, lens, 3, 2);
   const int q_stride = (g.heads + 2 * g.kv_heads) * g.head_dim;
   const auto qkv = random_bf16(rng, static_cast<size_t>(rows) * q_stride, -1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
@@ -131,8 +57,8 @@ void check_prefill(const Geometry& g, const std::vector<PrefillSeq>& seqs_in, ui
   for (size_t i = static_cast<size_t>(used_rows) * n; i < out.size(); ++i)
     ASSERT_EQ(out[i], 0) << "row outside every sequence not zero";
   parallel_for(used_rows, [&](int r) {
-    reference_row(cache, row_seq[r], qkv.data() + static_cast<size_t>(r) * q_stride, static_cast<int>(pos[r]) + 1,
-                  scale, ref.data() + r * n);
+    reference_attention_row(cache, row_seq[r], qkv.data() + static_cast<size_t>(r) * q_stride,
+                            static_cast<int>(pos[r]) + 1, scale, ref.data() + r * n);
   });
   // Per sequence, and per row for the first and last rows (causality at the chunk's edges).
   for (int s = 0; s < seqs; ++s) {
