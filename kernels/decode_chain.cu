@@ -28,7 +28,8 @@
 // [n·b/G, n·(b+1)/G)), so a block's weights for a phase are one contiguous run of rows (two for
 // gate_up: the gate rows and the matching up rows). Warp 8 is the producer: one lane walks the
 // block's whole schedule (every phase) and streams its rows into a ring of shared-memory stages with
-// bulk async copies (cp.async.bulk, mbarrier completion, L2 evict-first). It never waits for
+// bulk async copies (cp.async.bulk in 4 KiB pieces over the warp's lanes, mbarrier completion, L2
+// evict-first). It never waits for
 // activations, only for free stages, so the weights of phase i + 1 are already arriving while the
 // grid waits at the barrier that ends phase i, and DRAM does not idle across phase boundaries.
 // Warps 0–7 consume: a stage holds R = min(8, stage_bytes / (2k)) whole rows; f = 8 / R warps share a
@@ -45,6 +46,14 @@
 // of this grid's blocks are resident, so a waiting dependent can never take an SM one of ours needs.
 //
 // sm_90 only (bulk async copies, mbarrier transaction counts); elsewhere the kernel traps.
+//
+// Status (H200, PerfGpu.DecodeChain4B, docs/perf.md): correct, but not faster than the six per-op
+// kernels it replaces: 76–83 µs per 4B layer (0.57–0.62 of copy bandwidth) against 75 µs for the
+// per-op GEMVs launched back to back, so kern gen leaves it off unless asked (--decode-chain).
+// Nsight Compute: the consumers are issue-bound (0.24 instructions per cycle per scheduler, 2.2
+// warps per scheduler, a third of stalls at the per-stage barrier). Measured and not better: one bulk
+// copy per stage or 16 KiB pieces (same), cp.async from the producer warp (+5 %), tensor-core
+// consumers splitting k (+12 %) or taking whole stages per warp (+20 %), 16 consumer warps (+15 %).
 #include "common.cuh"
 
 using namespace kern_dev;
@@ -54,8 +63,6 @@ namespace {
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumerThreads = kConsumerWarps * 32;
 constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
-// The producer's copy mode value that means cp.async (16 bytes a lane) instead of bulk copies.
-constexpr uint32_t kLsuCopies = 1;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
@@ -126,15 +133,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
           smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
       : "memory");
-}
-
-// 16 bytes global -> shared through the LSU (cp.async, L2 only), and an arrive on `bar` once every
-// cp.async this thread issued before it has landed (noinc: the barrier's count includes it).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
 __device__ __forceinline__ uint64_t evict_first_policy() {
@@ -266,11 +264,6 @@ __device__ void produce(const Phase* phases, int count, const Ring& ring) {
       const uint32_t bytes = static_cast<uint32_t>(rows) * static_cast<uint32_t>(ph.k) * 2u;
       const char* src = reinterpret_cast<const char*>(ph.w + first_row * ph.k);
       char* dst = reinterpret_cast<char*>(ring.slot(it));
-      if constexpr (kPiece == kLsuCopies) {
-        for (uint32_t off = lane * 16; off < bytes; off += 32 * 16) cp_async16(dst + off, src + off);
-        cp_async_arrive(&ring.full[s]);
-        continue;
-      }
       if (lane == 0) mbar_arrive_expect_tx(&ring.full[s], bytes);
       __syncwarp();
       if constexpr (kPiece == 0) {
@@ -290,7 +283,7 @@ struct Scratch {
   float rstd[kMaxRows];
 };
 
-template <int M>
+template <int M, bool kCompute>
 __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4* xs, uint32_t* sync, float eps,
                         Scratch& sc) {
   auto& red = sc.red;
@@ -327,7 +320,7 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
       if (epilogue && ph.kind == Kind::Residual) residual = to_f(__ldcg(ph.out + at));
       mbar_wait(&ring.full[s], use & 1);
       float acc[kMaxRows] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (row < rows) dot_range<M>(ring.slot(it) + row * cpr, xs, cpr, c_begin, c_end, acc);
+      if (kCompute && row < rows) dot_range<M>(ring.slot(it) + row * cpr, xs, cpr, c_begin, c_end, acc);
       __syncwarp();
       if (lane == 0) mbar_arrive(&ring.empty[s]);  // this warp is done with the stage's weights
       if (row < rows) {
@@ -364,7 +357,7 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
 
 namespace {
 
-template <uint32_t kPiece>
+template <uint32_t kPiece, bool kCompute = true>
 __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
                            const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
                            const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
@@ -410,7 +403,7 @@ __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const 
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      mbar_init(&full[s], kPiece == kLsuCopies ? 32 : 1);
+      mbar_init(&full[s], 1);
       mbar_init(&empty[s], kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -424,10 +417,10 @@ __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const 
     return;
   }
   switch (m) {
-    case 1: consume<1>(list, count, ring, xs, sync, eps, scratch); break;
-    case 2: consume<2>(list, count, ring, xs, sync, eps, scratch); break;
-    case 3: consume<3>(list, count, ring, xs, sync, eps, scratch); break;
-    default: consume<4>(list, count, ring, xs, sync, eps, scratch); break;
+    case 1: consume<1, kCompute>(list, count, ring, xs, sync, eps, scratch); break;
+    case 2: consume<2, kCompute>(list, count, ring, xs, sync, eps, scratch); break;
+    case 3: consume<3, kCompute>(list, count, ring, xs, sync, eps, scratch); break;
+    default: consume<4, kCompute>(list, count, ring, xs, sync, eps, scratch); break;
   }
 #else
   __trap();
@@ -447,33 +440,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
   chain_body<4096u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
 }
 
-// Tuning variants (PerfGpu.DecodeChain4B): one bulk copy per stage, or 16 KiB pieces.
+// Diagnostic variant (PerfGpu.DecodeChain4B; its outputs are meaningless): the same schedule, ring and
+// barriers with the dot products skipped, so its time is what the weight stream alone costs.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    kern_decode_chain_bf16_whole(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
-                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
-                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
-                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
-                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
-                           int32_t stage_bytes) {
-  chain_body<0u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    kern_decode_chain_bf16_lsu(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
-                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
-                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
-                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
-                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
-                           int32_t stage_bytes) {
-  chain_body<kLsuCopies>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
-}
-
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-    kern_decode_chain_bf16_p16k(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
-                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
-                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
-                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
-                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
-                           int32_t stage_bytes) {
-  chain_body<16384u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
+    kern_decode_chain_bf16_stream_only(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
+                                       const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w,
+                                       bf16* act, const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
+                                       const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync,
+                                       int32_t m, int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next,
+                                       float eps, int32_t stage_bytes) {
+  chain_body<4096u, false>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m,
+                           hidden, q_dim, inter, n_next, eps, stage_bytes);
 }

@@ -52,7 +52,8 @@ struct Options {
   bool no_startup = false;
   int peer_timeout_s = 900;
   bool pdl = true;                          // kern gen's decode launches with pdl
-  bool decode_chain = true;                 // kern gen's decode chain (sized to the GPU's SMs)
+  bool decode_chain = false;                // kern gen's --decode-chain (sized to the GPU's SMs)
+  std::uint64_t attn_target_blocks = 1024;  // kern gen's --attn-target-blocks
   std::uint64_t gemv_prefetch_bytes = 0;    // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;             // kern gen's --gemv-fused-norm
   std::uint64_t gemv_max_blocks = 0;        // kern gen's --gemv-max-blocks
@@ -208,6 +209,7 @@ int run() {
   gen.max_tokens = std::max<std::uint64_t>({max_prefill, opt.chunk, 8});
   gen.max_seqs = 8;
   gen.pdl = opt.pdl;
+  gen.decode_attn_target_blocks = opt.attn_target_blocks;
   {
     const cuda::DeviceInfo d = cuda::device_info(opt.gpu);
     gen.decode_chain = opt.decode_chain && d.cc_major >= 9;
@@ -324,7 +326,8 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
-  cmd->add_flag("!--no-decode-chain", opt.decode_chain, "Generate the decode program without the persistent decode chain");
+  cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
+  cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");
   cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes, "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
       ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_flag("--gemv-fused-norm", opt.gemv_fused_norm, "kern gen --gemv-fused-norm");

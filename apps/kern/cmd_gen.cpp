@@ -31,9 +31,9 @@ struct Options {
 };
 Options opt;
 
-// The decode chain needs one block per SM of the GPU that runs the manifest, and sm_90. Unless
-// --chain-blocks says otherwise, ask GPU 0 when one is visible (a machine without one keeps the
-// H200's 132 and the chain; the runtime refuses a grid that does not fit at load).
+// The decode chain (--decode-chain) needs one block per SM of the GPU that runs the manifest, and sm_90.
+// Unless --chain-blocks says otherwise, ask GPU 0 when one is visible (a machine without one keeps the
+// H200's 132; the runtime refuses a grid that does not fit at load).
 void fit_chain_to_device() {
   if (!opt.gen.decode_chain || opt.chain_blocks_given) return;
   try {
@@ -110,8 +110,11 @@ Runner setup(CLI::App& app) {
   q->add_flag("--gemv-fused-norm", opt.gen.gemv_fused_norm,
               "Fuse each decode RMSNorm into the GEMV that reads it (measured slower on the H200)");
   q->add_option("--gemv-max-blocks", opt.gen.gemv_max_blocks, "At most this many blocks per decode GEMV (0: one per tile)");
-  q->add_flag("!--no-decode-chain", opt.gen.decode_chain,
-              "Decode with the per-op kernels only (no persistent decode-chain kernel; for GPUs below sm_90)");
+  q->add_flag("--decode-chain", opt.gen.decode_chain,
+              "Decode steps of up to 4 sequences through the persistent decode-chain kernel (sm_90; measured no "
+              "faster on the H200)");
+  q->add_option("--attn-target-blocks", opt.gen.decode_attn_target_blocks,
+                "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), at most 64)");
   CLI::Option* blocks = q->add_option("--chain-blocks", opt.gen.chain_blocks,
                                       "Blocks per decode-chain launch (default: the SM count of GPU 0, or 132 without a GPU)");
   return [q, blocks] {

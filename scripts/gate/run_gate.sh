@@ -10,7 +10,8 @@
 # `kern run --dump-logits` on every gate prompt (19 windows of natural text, 1..512 tokens) with
 # $STEPS (32) decode steps, plus the determinism variants (--chunk 1, --eager, a repeat) on a
 # few prompts; then hf_compare.py teacher-forces HF transformers (bf16, GPU) and compares.
-# Work files go to $WORK (default /tmp/kern-gate); the JSON report and logs to $OUT.
+# Work files go to $WORK (default /tmp/kern-gate); the JSON report and logs to $OUT. $GEN_ARGS adds
+# kern gen flags (e.g. --decode-chain).
 # Exit 0 when the gate passes, 1 when it fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +45,8 @@ for shape in $SHAPES; do
   "$kern" synth qwen3 "${synth[@]}" -o "$ckpt" --seed 7 --tokenizer-dir "$bundle/tokenizer" --force \
     2> "$WORK/$shape-synth.log" || { echo "$shape: synth failed"; cat "$WORK/$shape-synth.log"; printf '%s\tsynth\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
   t1=$(date +%s%N)
-  "$kern" gen qwen3 "$ckpt" -o "$WORK/$shape.json" --kernels-dir "$bundle/kernels" --logits-output \
+  # shellcheck disable=SC2086  # GEN_ARGS: extra kern gen flags, word-split on purpose (e.g. --decode-chain)
+  "$kern" gen qwen3 "$ckpt" -o "$WORK/$shape.json" --kernels-dir "$bundle/kernels" --logits-output ${GEN_ARGS:-} \
     2> "$WORK/$shape-gen.log" || { echo "$shape: gen failed"; cat "$WORK/$shape-gen.log"; printf '%s\tgen\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
   echo "$shape: synthesized in $(( (t1 - t0) / 1000000 )) ms, manifest $(stat -c %s "$WORK/$shape.json") bytes"
   mkdir -p "$WORK/$shape-runs"

@@ -59,11 +59,15 @@ struct Qwen3GenOptions {
   // over its grid and overlaps the next tile's first loads with the epilogue.
   std::uint64_t gemv_max_blocks = 0;
   // Decode steps of up to 4 sequences run each layer's o_proj..next qkv_proj stretch as one persistent
-  // kernel (kernels/decode_chain.cu, sm_90) instead of six launches; cuBLASLt / the GEMVs serve larger steps.
-  bool decode_chain = true;
+  // kernel (kernels/decode_chain.cu, sm_90) instead of six launches; cuBLASLt / the GEMVs serve larger
+  // steps. Off: on the H200 it measured no faster than the per-op kernels (docs/perf.md).
+  bool decode_chain = false;
   // Blocks of each decode-chain launch: one per SM of the GPU that will run the manifest (all must be
   // resident at once; the runtime checks the fit at load). kern gen and kern bench fill in the device's count.
   std::uint64_t chain_blocks = 132;
+  // Blocks of work the split-KV decode attention aims for per call (kernels/attention.cu): ranges per
+  // sequence = ceil(this / (seqs · kv_heads)), at most 64, each at least 32 keys.
+  std::uint64_t decode_attn_target_blocks = 1024;
   std::string model;                // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

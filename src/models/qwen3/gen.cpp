@@ -25,15 +25,14 @@ constexpr std::uint64_t kGemvMaxRows = 8;
 constexpr std::uint64_t kGemvThreads = 256;
 constexpr std::uint64_t kGemvTileRows = 16;  // weight rows per block (gate_up: 8 gate + 8 up rows)
 // The decode chain (kernels/decode_chain.cu): steps of up to kChainMaxRows sequences; 288 threads (8
-// consumer warps + a producer warp); a ring of kChainStages weight stages of at least kChainStageBytes
-// (4 × 32 KiB in flight per SM: ~4 µs of an SM's share of DRAM bandwidth, enough to cover a grid
-// barrier); dynamic shared memory at most kChainSharedMax (the 227 KiB opt-in less the kernel's static
-// shared memory).
+// consumer warps + a producer warp); its dynamic shared memory (at most kChainSharedMax: the 227 KiB
+// opt-in less the kernel's 2.4 KB of static shared memory) holds the x rows and, in what they leave, a
+// ring of weight stages. More bytes in flight per SM is what the H200 rewards: the ring is as large as
+// the rows allow.
 constexpr std::uint64_t kChainMaxRows = 4;
 constexpr std::uint64_t kChainThreads = 288;
-constexpr std::uint64_t kChainStages = 4;
-constexpr std::uint64_t kChainStageBytes = 32768;
-constexpr std::uint64_t kChainSharedMax = 220 * 1024;
+constexpr std::uint64_t kChainMaxStages = 8;   // the kernel uses at most 8
+constexpr std::uint64_t kChainSharedMax = 224 * 1024;
 
 OJ p(std::uint64_t i) { return OJ{{"param", i}}; }
 OJ i32(std::uint64_t v) { return OJ{{"i32", v}}; }
@@ -63,24 +62,39 @@ struct Geo {
   std::uint64_t chain_rows = 0, chain_stage_bytes = 0, chain_shared = 0;
 };
 
-// Sizes the decode chain's shared memory: stages of at least one weight row of every phase, x rows of the
-// widest k. Fewer rows (down to 1), then fewer stages (down to 2), when the 4B-style default does not fit:
-// batch-1 decode needs the deep ring more than larger steps need the chain. Off when nothing fits or
-// the option says so.
+// Bytes of one weight row (and one x row) of k bf16 in the decode chain's shared memory (rows are packed).
+std::uint64_t chain_pitch(std::uint64_t k) { return 2 * k; }
+
+// Sizes the decode chain. A stage holds whole weight rows (at most 8) of one phase, so its size decides
+// how much of it each phase fills: the stage size from 32 to 64 KiB (a multiple of 128, at least one row
+// of the widest k) whose worst phase wastes the least (4B: 40960 bytes, filled exactly by 8 qkv/gate_up
+// rows and 5 o_proj rows, 95 % by 2 down rows). Then the most x rows
+// (up to 4) that leave at least 2 stages, and all the shared memory up to 8 stages. Off when nothing
+// fits or the option says so.
 void plan_chain(Geo& g) {
   if (!g.o.decode_chain) return;
+  const std::uint64_t ks[] = {g.q_width, g.c.hidden, g.c.intermediate};
   const std::uint64_t kmax = std::max({g.c.hidden, g.q_width, g.c.intermediate});
-  const std::uint64_t stage = std::max<std::uint64_t>(kChainStageBytes, (2 * kmax + 15) / 16 * 16);
-  for (std::uint64_t stages = kChainStages; stages >= 2; --stages)
-    for (std::uint64_t rows = std::min(kChainMaxRows, g.o.max_seqs); rows >= 1; --rows) {
-      const std::uint64_t bytes = stages * stage + rows * kmax * 2;
-      if (bytes <= kChainSharedMax) {
-        g.chain_rows = rows;
-        g.chain_stage_bytes = stage;
-        g.chain_shared = bytes;
-        return;
-      }
+  std::uint64_t best = 0;
+  double best_waste = 2.0;
+  const std::uint64_t first = std::max<std::uint64_t>(32768, (chain_pitch(kmax) + 127) / 128 * 128);
+  for (std::uint64_t stage = first; stage <= 65536; stage += 128) {
+    double waste = 0.0;
+    for (std::uint64_t k : ks) {
+      const std::uint64_t rows = std::min<std::uint64_t>(8, stage / chain_pitch(k));
+      waste = std::max(waste, static_cast<double>(stage - rows * chain_pitch(k)) / static_cast<double>(stage));
     }
+    if (waste < best_waste) best = stage, best_waste = waste;
+  }
+  if (best == 0) best = first;  // rows wider than 32 K elements: one row per stage
+  for (std::uint64_t rows = std::min(kChainMaxRows, g.o.max_seqs); rows >= 1; --rows) {
+    const std::uint64_t x = rows * chain_pitch(kmax);
+    if (x + 2 * best > kChainSharedMax) continue;
+    g.chain_rows = rows;
+    g.chain_stage_bytes = best;
+    g.chain_shared = std::min(kChainSharedMax, x + kChainMaxStages * best);
+    return;
+  }
 }
 
 // The per-op decode kernels serve steps above the chain's rows (all steps without the chain).
@@ -284,6 +298,7 @@ OJ chain_launch(const Geo& g, std::vector<std::pair<std::string, OJ>> ptrs, OJ s
   OJ l = launch("decode_chain", "kern_decode_chain_bf16", std::move(params), std::move(args),
                 OJ::array({g.o.chain_blocks, 1, 1}), kChainThreads);
   l["shared_mem"] = g.chain_shared;
+  l["cooperative"] = true;  // its blocks wait for each other: the runtime checks at load that all fit at once
   l["when"] = when_chain(g);
   return with_pdl(std::move(l), g);
 }
@@ -359,9 +374,10 @@ OJ ops(const Geo& g) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   {
     // The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about
-    // kDecodeTargetBlocks blocks of work per call; its grid covers them, blocks past the work exit)
+    // the option's decode_attn_target_blocks blocks of work per call; its grid covers them, blocks past the work exit)
     // and writes `out` itself for sequences of one range; the reduce merges the others.
-    constexpr std::uint64_t kDecodeTargetBlocks = 1024, kDecodePartialThreads = 128;
+    const std::uint64_t kDecodeTargetBlocks = g.o.decode_attn_target_blocks;
+    constexpr std::uint64_t kDecodePartialThreads = 128;
     const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, kDecodeTargetBlocks})}};
     OJ part = launch("attention", "kern_attn_decode_partial" + g.hd,
                      {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
@@ -684,6 +700,8 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
     fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
   if (o.decode_chain && (o.chain_blocks == 0 || o.chain_blocks > 65535))
     fail(ErrorKind::Api, "--chain-blocks must be in [1, 65535], got {}", o.chain_blocks);
+  if (o.decode_attn_target_blocks == 0 || o.decode_attn_target_blocks > 1u << 20)
+    fail(ErrorKind::Api, "--attn-target-blocks must be in [1, {}], got {}", 1u << 20, o.decode_attn_target_blocks);
   if (o.gemv_max_blocks > kI32Max)
     fail(ErrorKind::Api, "--gemv-max-blocks must be in [0, {}], got {}", kI32Max, o.gemv_max_blocks);
   if (o.page_size == 0 || o.page_size > 256 || (o.page_size & (o.page_size - 1)) != 0)

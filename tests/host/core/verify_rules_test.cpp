@@ -99,6 +99,8 @@ std::vector<Case> cases() {
        [](Manifest& m) { m.ops["gemm"].impl.launches[0].block = {32, 1, 1}; }},
       {"cluster_on_extern", "qwen", "", "R12.cluster", "ops.gemm.impl.launches[0].cluster", 1,
        [](Manifest& m) { m.ops["gemm"].impl.launches[0].cluster = std::array<std::uint32_t, 3>{1, 1, 1}; }},
+      {"cooperative_on_extern", "qwen", "", "R12.cooperative", "ops.gemm.impl.launches[0].cooperative", 1,
+       [](Manifest& m) { m.ops["gemm"].impl.launches[0].cooperative = true; }},
       {"module_less_kernel", "qwen", "", "R6.module", "ops.rms_norm.impl.launches[0]", 1,
        [](Manifest& m) { m.ops["rms_norm"].impl.launches[0].module.clear(); }},
       {"moduled_extern", "qwen", "", "R6.module", "ops.gemm.impl.launches[0].module", 1,
@@ -257,7 +259,7 @@ TEST(VerifyRuleTable, CoversEveryRuleId) {
                          "R11.rank", "R12.pack_size", "R12.pack_bounds", "R12.pack_overlap", "R12.pack_width",
                          "R12.pack_source", "R12.tensormap_align", "R12.tensormap_dims", "R12.tensormap_strides",
                          "R12.tensormap_box", "R12.tensormap_swizzle", "R12.tensormap", "R12.tensormap_footprint",
-                         "R12.cluster"})
+                         "R12.cluster", "R12.cooperative"})
     EXPECT_TRUE(ids.count(id)) << "no test breaks rule " << id;
 }
 

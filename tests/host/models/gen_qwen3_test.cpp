@@ -103,9 +103,8 @@ TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
     const std::uint64_t layer_bytes = 16 * s.kv_heads * s.head_dim * 2 * 2;
     const auto& last_attn = call_named(m["programs"]["decode"], "layers." + std::to_string(s.layers - 1) + ".attn");
     EXPECT_EQ(last_attn["args"][1]["offset"], (s.layers - 1) * layer_bytes);
-    // Decode: embed, the chain's head, per layer the per-op calls (for steps above the chain's rows)
-    // plus the chain, then the per-op final norm and lm_head, and the argmax.
-    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 2 + 9 * s.layers + 3);
+    EXPECT_EQ(m["programs"]["decode"]["calls"].size(), 1 + 8 * s.layers + 3);
+    EXPECT_FALSE(m["ops"].contains("decode_chain"));  // the decode chain is opt-in
     EXPECT_EQ(m["programs"]["prefill"]["calls"].size(), 1 + 9 * s.layers + 4);
 
     // Weights bound to the HF names; q/k/v and gate/up concatenated.
@@ -159,7 +158,6 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
-    o.decode_chain = false;  // the per-op decode program alone
     o.max_seqs = max_seqs;
     const auto m = generate_qwen3_manifest(c, o);
     ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
@@ -229,7 +227,6 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
-    o.decode_chain = false;  // the per-op decode program alone
     o.max_seqs = max_seqs;
     o.gemv_fused_norm = true;
     o.gemv_prefetch_bytes = 65536;
@@ -313,7 +310,7 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
   }
 }
 
-// The decode chain (default): steps of up to 4 sequences run the first layer's norm + qkv_proj and then,
+// The decode chain (opt-in): steps of up to 4 sequences run the first layer's norm + qkv_proj and then,
 // per layer, RoPE, attention and one persistent kernel up to the next layer's qkv_proj (the last layer's
 // ends with the final norm and the lm_head). Larger steps keep the per-op calls, gated by `when`.
 TEST(GenQwen3, DecodeChainCoversSmallSteps) {
@@ -322,6 +319,7 @@ TEST(GenQwen3, DecodeChainCoversSmallSteps) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
     o.max_seqs = max_seqs;
+    o.decode_chain = true;
     o.chain_blocks = 114;
     const auto m = generate_qwen3_manifest(c, o);
     ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
@@ -367,34 +365,49 @@ TEST(GenQwen3, DecodeChainCoversSmallSteps) {
     EXPECT_EQ(last["args"][7]["buf"], "final_norm");
     EXPECT_EQ(last["args"][8]["buf"], "lm_head");
     EXPECT_EQ(last["args"][9]["buf"], "logits");
-    // Geometry: 288 threads, one block per SM as asked, 4 stages of 32 KiB + 4 rows of the widest k (9728).
+    // Geometry: 288 threads, one block per SM as asked, checked for co-residency at load, 224 KiB of shared
+    // memory: x rows of the widest k (9728) and stages of 40960 bytes (8 rows of k = 2560, 5 of 4096, 2 of 9728).
     const auto& l = ops["decode_chain"]["impl"]["launches"][0];
     EXPECT_EQ(l["module"], "decode_chain");
     EXPECT_EQ(l["grid"][0], 114);
     EXPECT_EQ(l["block"][0], 288);
-    EXPECT_EQ(l["shared_mem"], 4 * 32768 + rows * 9728 * 2);
+    EXPECT_EQ(l["shared_mem"], 224 * 1024);
     EXPECT_EQ(l["when"]["max"], rows);
     EXPECT_TRUE(l["pdl"].get<bool>());
     EXPECT_EQ(l["args"][15]["i32"], 6144);  // n_next: qkv width
     EXPECT_EQ(ops["decode_chain_last"]["impl"]["launches"][0]["args"][15]["i32"], 151936);
     EXPECT_EQ(ops["decode_chain_head"]["impl"]["launches"][0]["args"][0]["i64"], 0);  // no phase A
-    EXPECT_EQ(l["args"][17]["i32"], 32768);
+    EXPECT_EQ(l["args"][17]["i32"], 40960);
+    EXPECT_TRUE(l["cooperative"].get<bool>());
   }
 }
 
 TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
   for (const Shape& s : kShapes) {
     SCOPED_TRACE(s.name);
-    const auto m = generate_qwen3_manifest(parse_qwen3_config(config_json(s)), options());
+    Qwen3GenOptions o = options();
+    o.decode_chain = true;
+    const auto m = generate_qwen3_manifest(parse_qwen3_config(config_json(s)), o);
     const auto& l = m["ops"]["decode_chain"]["impl"]["launches"][0];
     const std::uint64_t shared = l["shared_mem"], stage = l["args"][17]["i32"], rows = l["when"]["max"];
     const std::uint64_t kmax = std::max<std::uint64_t>({s.hidden, s.heads * s.head_dim, s.inter});
-    EXPECT_LE(shared, 220u * 1024);
-    EXPECT_GE(stage, 2 * kmax);  // a stage holds a whole weight row of every phase
-    EXPECT_GE((shared - rows * kmax * 2) / stage, 2u);
+    const std::uint64_t pitch = 2 * kmax;  // one weight (or x) row in shared memory
+    EXPECT_LE(shared, 224u * 1024);
+    EXPECT_GE(stage, pitch);  // a stage holds a whole weight row of every phase
+    EXPECT_EQ(stage % 128, 0u);
+    EXPECT_GE((shared - rows * pitch) / stage, 2u);
     EXPECT_GE(rows, 1u);
   }
   Qwen3GenOptions o = options();
+  o.decode_attn_target_blocks = 128;  // the decode attention's work target is a literal of both its launches
+  const auto few = generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o);
+  const auto& attn = few["ops"]["attn_decode"]["impl"]["launches"];
+  EXPECT_EQ(attn[0]["args"][15]["i32"], 128);
+  EXPECT_EQ(attn[1]["args"][10]["i32"], 128);
+  o.decode_attn_target_blocks = 0;
+  EXPECT_THROW(generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o), kern::Error);
+  o.decode_attn_target_blocks = 1024;
+  o.decode_chain = true;
   o.chain_blocks = 0;
   EXPECT_THROW(generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o), kern::Error);
   o.decode_chain = false;
