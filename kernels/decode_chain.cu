@@ -48,12 +48,13 @@
 // sm_90 only (bulk async copies, mbarrier transaction counts); elsewhere the kernel traps.
 //
 // Status (H200, PerfGpu.DecodeChain4B, docs/perf.md): correct, but not faster than the six per-op
-// kernels it replaces: 76–83 µs per 4B layer (0.57–0.62 of copy bandwidth) against 75 µs for the
-// per-op GEMVs launched back to back, so kern gen leaves it off unless asked (--decode-chain).
-// Nsight Compute: the consumers are issue-bound (0.24 instructions per cycle per scheduler, 2.2
-// warps per scheduler, a third of stalls at the per-stage barrier). Measured and not better: one bulk
-// copy per stage or 16 KiB pieces (same), cp.async from the producer warp (+5 %), tensor-core
-// consumers splitting k (+12 %) or taking whole stages per warp (+20 %), 16 consumer warps (+15 %).
+// kernels it replaces: 76–84 µs per 4B layer (0.56–0.62 of copy bandwidth) against 75–77 µs for the
+// per-op kernels launched back to back, so kern gen leaves it off unless asked (--decode-chain). The
+// weight stream alone (kern_decode_chain_bf16_stream_only) already takes 70 µs (0.68 of copy); the
+// consumers add the rest (Nsight Compute: 0.24 instructions per cycle per scheduler, 2.2 warps per
+// scheduler, a third of stalls at the per-stage barrier). Measured and not better: one bulk copy per
+// stage or 16 KiB pieces (same), cp.async from the producer warp (+5 %), tensor-core consumers
+// splitting k (+12 %) or taking whole stages per warp (+20 %), 16 consumer warps (+15 %).
 #include "common.cuh"
 
 using namespace kern_dev;
