@@ -670,5 +670,42 @@ TEST(PerfGpu, DecodeChain4B) {
     }
 }
 
+// The bulk-copy stream alone (kern_bulk_stream_probe: a producer warp and a consumer warp that frees each
+// stage at once), over 1 GiB, by blocks per SM, stage size, ring depth and copy size: the ceiling the
+// decode chain's weight stream works under. Prints only.
+TEST(PerfGpu, BulkStreamProbe) {
+  Fatbin fb("decode_chain");
+  Stream st;
+  const double copy = copy_gbps(st.s);
+  report("bulk stream probe device copy GB/s (1 GiB, read+write)", copy);
+  const int sms = sm_count();
+  const size_t total = size_t{1} << 30;
+  Device<uint8_t> src(total);
+  Device<uint32_t> sink(static_cast<size_t>(sms) * 8);
+  const struct {
+    int per_sm, stage, stages, piece;
+  } cfgs[] = {{1, 32768, 4, 0},    {1, 40960, 5, 0}, {1, 32768, 6, 0}, {1, 40960, 5, 4096}, {2, 32768, 3, 0},
+              {2, 16384, 6, 0},    {4, 16384, 3, 0}, {4, 8192, 6, 0},  {8, 8192, 3, 0},     {8, 4096, 6, 0}};
+  const char* entry = "kern_bulk_stream_probe";
+  for (const auto& c : cfgs) {
+    const int grid = sms * c.per_sm;
+    const int64_t per_block = static_cast<int64_t>(total / static_cast<size_t>(grid)) & ~int64_t{15};
+    fb.set_dynamic_shared(entry, c.stage * c.stages);
+    const double us = mean_us(20, st.s, [&](cudaStream_t x) {
+      fb.enqueue(entry, x, dim3(grid), dim3(64), static_cast<const char*>(static_cast<const void*>(src.get())), per_block,
+                 int32_t{c.stage}, int32_t{c.piece}, sink.get());
+    });
+    const double gbps = static_cast<double>(per_block) * grid / (us * 1e3);
+    const std::string tag = "bulk stream probe " + std::to_string(c.per_sm) + " blocks/SM, " + std::to_string(c.stages) +
+                            " x " + std::to_string(c.stage) + " B stages, piece " + std::to_string(c.piece);
+    report(tag + " read GB/s", gbps);
+    report(tag + " of copy", gbps / copy);
+  }
+  // Every block of the last configuration streamed all of its stages.
+  const auto& last = cfgs[std::size(cfgs) - 1];
+  const int64_t last_block = static_cast<int64_t>(total / static_cast<size_t>(sms * last.per_sm)) & ~int64_t{15};
+  EXPECT_EQ(sink.download()[0], static_cast<uint32_t>((last_block + last.stage - 1) / last.stage));
+}
+
 }  // namespace
 }  // namespace kern_gpu_test
