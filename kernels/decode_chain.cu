@@ -284,11 +284,40 @@ struct Scratch {
   float rstd[kMaxRows];
 };
 
+// A stage whose sums are in shared memory and whose outputs are still to be written: the epilogue runs
+// one stage late, while the other warps already compute the next stage, so neither it nor the residual's
+// L2 round trip sits between two stages' barriers.
+struct Pending {
+  bool valid = false;
+  bool gate = false;  // gate_up: a gate stage (its sums wait in `hold` for the up stage)
+  int col0 = 0, rows = 0, buf = 0;
+  float residual = 0.0f;
+};
+
+template <int M>
+__device__ __forceinline__ void finish_stage(const Phase& ph, const Pending& pd, int f, Scratch& sc) {
+  if (!pd.valid || static_cast<int>(threadIdx.x) >= pd.rows * M) return;
+  const int r = threadIdx.x / M, i = threadIdx.x % M;
+  float sum = 0.0f;
+  for (int q = 0; q < f; ++q) sum += sc.red[pd.buf][r][q][i];
+  bf16* o = ph.out + static_cast<int64_t>(i) * ph.n + pd.col0 + r;
+  if (ph.kind == Kind::Residual) {
+    *o = to_bf(pd.residual + sum);
+  } else if (ph.kind == Kind::Store) {
+    *o = to_bf(sum);
+  } else if (pd.gate) {
+    sc.hold[r][i] = round_bf(sum);  // read back by this same thread at the up stage
+  } else {
+    const float gate = sc.hold[r][i];
+    const float a = round_bf(gate / (1.0f + __expf(-gate)));
+    *o = to_bf(a * round_bf(sum));
+  }
+}
+
 template <int M, bool kCompute>
 __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4* xs, uint32_t* sync, float eps,
                         Scratch& sc) {
   auto& red = sc.red;
-  auto& hold = sc.hold;
   float* rstd = sc.rstd;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint32_t it = 0;
@@ -309,16 +338,16 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
     const int f = kConsumerWarps / share.rows_per_stage;  // warps per row
     const int row = warp / f, piece = warp % f;
     const int c_begin = cpr * piece / f, c_end = cpr * (piece + 1) / f;
+    Pending pending;
     for (int t = 0; t < share.stages; ++t, ++it) {
       int col0, rows;
       int64_t first_row;
       share.stage(ph, t, col0, rows, first_row);
       const uint32_t s = it % ring.stages, use = it / ring.stages;
-      // The epilogue's threads fetch the residual now, so its L2 round trip overlaps the stage's dot products.
-      const bool epilogue = threadIdx.x < rows * M;
-      const int64_t at = static_cast<int64_t>(threadIdx.x % M) * ph.n + col0 + threadIdx.x / M;
+      // The residual this stage's epilogue needs, fetched a stage ahead of its use.
       float residual = 0.0f;
-      if (epilogue && ph.kind == Kind::Residual) residual = to_f(__ldcg(ph.out + at));
+      if (ph.kind == Kind::Residual && static_cast<int>(threadIdx.x) < rows * M)
+        residual = to_f(__ldcg(ph.out + static_cast<int64_t>(threadIdx.x % M) * ph.n + col0 + threadIdx.x / M));
       mbar_wait(&ring.full[s], use & 1);
       float acc[kMaxRows] = {0.0f, 0.0f, 0.0f, 0.0f};
       if (kCompute && row < rows) dot_range<M>(ring.slot(it) + row * cpr, xs, cpr, c_begin, c_end, acc);
@@ -331,24 +360,16 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
           if (lane == 0) red[it & 1][row][piece][i] = v;
         }
       }
+      finish_stage<M>(ph, pending, f, sc);  // the previous stage (its sums are in the other buffer)
       consumer_sync();
-      if (epilogue) {
-        const int r = threadIdx.x / M, i = threadIdx.x % M;
-        float sum = 0.0f;
-        for (int q = 0; q < f; ++q) sum += red[it & 1][r][q][i];
-        if (ph.kind == Kind::Residual) {
-          ph.out[at] = to_bf(residual + sum);
-        } else if (ph.kind == Kind::Store) {
-          ph.out[at] = to_bf(sum);
-        } else if (t % 2 == 0) {
-          hold[r][i] = round_bf(sum);
-        } else {
-          const float gate = hold[r][i];
-          const float a = round_bf(gate / (1.0f + __expf(-gate)));
-          ph.out[at] = to_bf(a * round_bf(sum));
-        }
-      }
+      pending.valid = true;
+      pending.gate = ph.kind == Kind::SiluMul && t % 2 == 0;
+      pending.col0 = col0;
+      pending.rows = rows;
+      pending.buf = static_cast<int>(it & 1);
+      pending.residual = residual;
     }
+    finish_stage<M>(ph, pending, f, sc);  // the phase's last stage; the next grid barrier orders its writes
   }
 }
 
