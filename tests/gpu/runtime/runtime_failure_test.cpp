@@ -75,5 +75,25 @@ TEST(RuntimeGpuFailures, UnsupportedExternIsRejectedAtLoad) {
   expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "not supported yet");
 }
 
+// A `cooperative` launch is proven co-resident at load (occupancy x SMs): a grid too large for the
+// device is a Manifest error naming the launch; one that fits loads and runs.
+TEST(RuntimeGpuFailures, CooperativeGridMustFitOnTheDevice) {
+  auto with_grid = [](const std::string& grid) {
+    std::string json = axpy_manifest("i32");
+    const std::string from = R"("block": [128, 1, 1], "grid": [{"ceil_div": ["n", 128]}, 1, 1])";
+    json.replace(json.find(from), from.size(), R"("cooperative": true, "block": [128, 1, 1], "grid": )" + grid);
+    return json;
+  };
+  expect_error([&] { load(verified(with_grid("[100000, 1, 1]"))); }, ErrorKind::Manifest,
+               "ops.axpy.impl.launches[0]: cooperative grid of 100000 blocks exceeds the");
+  auto rt = load(verified(with_grid(R"([{"ceil_div": ["n", 128]}, 1, 1])")));
+  rt->load_weights(HostTensors{});
+  std::vector<float> x = random_f32(1024, 9);
+  rt->write_input("x", as_bytes(x));
+  rt->run("main", {{"n", 1024}});
+  auto y = from_bytes<float>(rt->read_buffer("y"));
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(y[i], 2.0f * x[i]);
+}
+
 }  // namespace
 }  // namespace kern::gputest
