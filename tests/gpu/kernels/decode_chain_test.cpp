@@ -652,7 +652,23 @@ TEST(PerfGpu, DecodeChain4B) {
     report(t + " us", us);
     report(t + " of copy", a.bytes / (us * 1e3) / copy);
   }
-  // With all the shared memory kern gen gives the kernel (224 KiB: the ring takes what x leaves).
+  // Each phase alone again at kern gen's configuration (224 KiB, 40 KiB stages), with and without the dot
+  // products: where, phase by phase, the stream itself falls short of the bare bulk-copy probe.
+  {
+    Shape t = s;
+    t.stage_bytes = 40960;
+    const Problem q(t, 1071);
+    ChainDevice d2(q);
+    for (const std::string entry : {std::string(kEntry), std::string("kern_decode_chain_bf16_stream_only")}) {
+      fb.set_dynamic_shared(entry, 224 * 1024);
+      for (const auto& a : alone) {
+        const double us = mean_us(kIters, st.s, [&](cudaStream_t x) { d2.enqueue(fb, grid, x, a.ph, entry); });
+        const std::string tag = "decode_chain 4B m1 " + entry + " 224 KiB, stage 40960, phase " + a.name + " alone";
+        report(tag + " us", us);
+        report(tag + " of copy", a.bytes / (us * 1e3) / copy);
+      }
+    }
+  }
   // With all the shared memory kern gen gives the kernel (224 KiB: the ring takes what x leaves), at
   // kern gen's 4B stage size (40960: 8 rows of k = 2560) and two others.
   // The stream-only entry skips the dot products (same ring, schedule and barriers): the weight stream's cost alone.
