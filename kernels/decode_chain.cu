@@ -246,9 +246,10 @@ struct Ring {
 };
 
 // The producer warp: for every stage of the block's schedule, wait until the consumers have freed its
-// slot, then copy its rows with bulk async copies of kPiece bytes spread over the warp's lanes (kPiece 0:
-// one copy of the whole stage from lane 0).
-template <uint32_t kPiece>
+// slot, then copy its rows with bulk async copies of kCopyPiece bytes spread over the warp's lanes (one
+// copy per stage, or 16 KiB pieces, measured the same: docs/perf.md).
+constexpr uint32_t kCopyPiece = 4096;
+
 __device__ void produce(const Phase* phases, int count, const Ring& ring) {
   const uint32_t lane = threadIdx.x & 31;
   const uint64_t policy = evict_first_policy();
@@ -267,12 +268,8 @@ __device__ void produce(const Phase* phases, int count, const Ring& ring) {
       char* dst = reinterpret_cast<char*>(ring.slot(it));
       if (lane == 0) mbar_arrive_expect_tx(&ring.full[s], bytes);
       __syncwarp();
-      if constexpr (kPiece == 0) {
-        if (lane == 0) bulk_load(dst, src, bytes, &ring.full[s], policy);
-      } else {
-        for (uint32_t off = lane * kPiece; off < bytes; off += 32 * kPiece)
-          bulk_load(dst + off, src + off, min(kPiece, bytes - off), &ring.full[s], policy);
-      }
+      for (uint32_t off = lane * kCopyPiece; off < bytes; off += 32 * kCopyPiece)
+        bulk_load(dst + off, src + off, min(kCopyPiece, bytes - off), &ring.full[s], policy);
     }
   }
 }
@@ -375,11 +372,7 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
 
 #endif  // sm_90
 
-}  // namespace
-
-namespace {
-
-template <uint32_t kPiece, bool kCompute = true>
+template <bool kCompute>
 __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
                            const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
                            const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
@@ -435,7 +428,7 @@ __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const 
   const Ring ring{chain_smem, stage_bytes, stages, full, empty};
   uint4* xs = chain_smem + static_cast<size_t>(stages) * (stage_bytes >> 4);
   if (threadIdx.x >= kConsumerThreads) {
-    produce<kPiece>(list, count, ring);
+    produce(list, count, ring);
     return;
   }
   switch (m) {
@@ -451,7 +444,6 @@ __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const 
 
 }  // namespace
 
-// The production entry: weights in 4 KiB bulk copies, up to 32 in flight per stage.
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
     kern_decode_chain_bf16(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
                            const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
@@ -459,7 +451,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                            const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
                            int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
                            int32_t stage_bytes) {
-  chain_body<4096u>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden, q_dim, inter, n_next, eps, stage_bytes);
+  chain_body<true>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden,
+                   q_dim, inter, n_next, eps, stage_bytes);
 }
 
 // Diagnostic variant (PerfGpu.DecodeChain4B; its outputs are meaningless): the same schedule, ring and
@@ -471,8 +464,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
                                        const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync,
                                        int32_t m, int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next,
                                        float eps, int32_t stage_bytes) {
-  chain_body<4096u, false>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m,
-                           hidden, q_dim, inter, n_next, eps, stage_bytes);
+  chain_body<false>(attn, o_w, h, post_norm_w, gate_up_w, act, down_w, next_norm_w, next_w, next_out, sync, m, hidden,
+                    q_dim, inter, n_next, eps, stage_bytes);
 }
 
 // Diagnostic (PerfGpu.BulkStreamProbe): the bulk-copy weight stream with nothing else. Block b streams

@@ -210,11 +210,9 @@ int run() {
   gen.max_seqs = 8;
   gen.pdl = opt.pdl;
   gen.decode_attn_target_blocks = opt.attn_target_blocks;
-  {
-    const cuda::DeviceInfo d = cuda::device_info(opt.gpu);
-    gen.decode_chain = opt.decode_chain && d.cc_major >= 9;
-    gen.chain_blocks = static_cast<std::uint64_t>(d.sm_count);
-  }
+  const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
+  gen.decode_chain = opt.decode_chain && device.cc_major >= 9;  // the chain kernel is sm_90 only
+  gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
   gen.gemv_prefetch_bytes = opt.gemv_prefetch_bytes;
   gen.gemv_fused_norm = opt.gemv_fused_norm;
   gen.gemv_max_blocks = opt.gemv_max_blocks;
@@ -230,11 +228,9 @@ int run() {
   report.model = gen.model;
   report.shape = shape;
   report.command = command_line();
-  {
-    const cuda::DeviceInfo d = cuda::device_info(opt.gpu);
-    report.machine = fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver {}", d.name, d.cc_major, d.cc_minor, d.sm_count,
-                                 d.total_memory / 1073741824.0, d.driver_version);
-  }
+  report.machine = fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver {}", device.name, device.cc_major,
+                               device.cc_minor, device.sm_count, device.total_memory / 1073741824.0,
+                               device.driver_version);
 
   if (opt.no_startup) {
     report.startup.note = "--no-startup";

@@ -62,9 +62,6 @@ struct Geo {
   std::uint64_t chain_rows = 0, chain_stage_bytes = 0, chain_shared = 0;
 };
 
-// Bytes of one weight row (and one x row) of k bf16 in the decode chain's shared memory (rows are packed).
-std::uint64_t chain_pitch(std::uint64_t k) { return 2 * k; }
-
 // Sizes the decode chain. A stage holds whole weight rows (at most 8) of one phase, so its size decides
 // how much of it each phase fills: the stage size from 32 to 64 KiB (a multiple of 128, at least one row
 // of the widest k) whose worst phase wastes the least (4B: 40960 bytes, filled exactly by 8 qkv/gate_up
@@ -77,18 +74,18 @@ void plan_chain(Geo& g) {
   const std::uint64_t kmax = std::max({g.c.hidden, g.q_width, g.c.intermediate});
   std::uint64_t best = 0;
   double best_waste = 2.0;
-  const std::uint64_t first = std::max<std::uint64_t>(32768, (chain_pitch(kmax) + 127) / 128 * 128);
+  const std::uint64_t first = std::max<std::uint64_t>(32768, (2 * kmax + 127) / 128 * 128);
   for (std::uint64_t stage = first; stage <= 65536; stage += 128) {
     double waste = 0.0;
     for (std::uint64_t k : ks) {
-      const std::uint64_t rows = std::min<std::uint64_t>(8, stage / chain_pitch(k));
-      waste = std::max(waste, static_cast<double>(stage - rows * chain_pitch(k)) / static_cast<double>(stage));
+      const std::uint64_t rows = std::min<std::uint64_t>(8, stage / (2 * k));
+      waste = std::max(waste, static_cast<double>(stage - rows * 2 * k) / static_cast<double>(stage));
     }
     if (waste < best_waste) best = stage, best_waste = waste;
   }
   if (best == 0) best = first;  // rows wider than 32 K elements: one row per stage
   for (std::uint64_t rows = std::min(kChainMaxRows, g.o.max_seqs); rows >= 1; --rows) {
-    const std::uint64_t x = rows * chain_pitch(kmax);
+    const std::uint64_t x = rows * 2 * kmax;
     if (x + 2 * best > kChainSharedMax) continue;
     g.chain_rows = rows;
     g.chain_stage_bytes = best;
@@ -202,12 +199,18 @@ OJ blas_launch(const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::ui
   return l;
 }
 
+// kern_rms_norm_bf16 of x (param 0) with weight param 1 into `out`, rows from param `m_param`, one
+// block per row of `rows_var`.
+OJ rms_norm_launch(const Geo& g, OJ out, std::uint64_t m_param, const char* rows_var) {
+  return launch("rmsnorm", "kern_rms_norm_bf16",
+                {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
+                OJ::array({p(0), p(1), std::move(out), p(m_param), i32(g.c.hidden), f32(g.c.rms_norm_eps)}),
+                OJ::array({rows_var, 1, 1}), kNormThreads);
+}
+
 // The cuBLASLt path's RMSNorm of x (param 0, weight param 1) into the op's scratch `normed`.
 OJ blas_norm_launch(const Geo& g, std::uint64_t m_param) {
-  OJ l = launch("rmsnorm", "kern_rms_norm_bf16",
-                {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
-                OJ::array({p(0), p(1), scratch("normed"), p(m_param), i32(g.c.hidden), f32(g.c.rms_norm_eps)}),
-                OJ::array({"seqs", 1, 1}), kNormThreads);
+  OJ l = rms_norm_launch(g, scratch("normed"), m_param, "seqs");
   l["when"] = when_blas();
   return l;
 }
@@ -339,12 +342,7 @@ OJ ops(const Geo& g) {
                                         OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), i32(c.vocab)}),
                                         OJ::array({"tokens", 1, 1}), kNormThreads)}));
   o["rms_norm"] = op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
-                     OJ::array({with_pdl(launch("rmsnorm", "kern_rms_norm_bf16",
-                                                {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32",
-                                                 "f32"},
-                                                OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), f32(eps)}),
-                                                OJ::array({"tokens", 1, 1}), kNormThreads),
-                                         g)}));
+                     OJ::array({with_pdl(rms_norm_launch(g, p(2), 3, "tokens"), g)}));
   o["add_rms_norm"] = op(
       {"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
       OJ::array({launch("rmsnorm", "kern_fused_add_rms_norm_bf16",
@@ -376,23 +374,23 @@ OJ ops(const Geo& g) {
     // The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about
     // the option's decode_attn_target_blocks blocks of work per call; its grid covers them, blocks past the work exit)
     // and writes `out` itself for sequences of one range; the reduce merges the others.
-    const std::uint64_t kDecodeTargetBlocks = g.o.decode_attn_target_blocks;
+    const std::uint64_t target_blocks = g.o.decode_attn_target_blocks;
     constexpr std::uint64_t kDecodePartialThreads = 128;
-    const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, kDecodeTargetBlocks})}};
+    const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, target_blocks})}};
     OJ part = launch("attention", "kern_attn_decode_partial" + g.hd,
                      {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
                       "out buffer<f32>", "out buffer<f32>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i64",
                       "i32", "i32", "f32"},
                      OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
                                 scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
-                                i64(g.page_stride_elems), i32(kDecodeSplits), i32(kDecodeTargetBlocks), f32(scale)}),
+                                i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), f32(scale)}),
                      OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
     OJ reduce = launch("attention", "kern_attn_decode_reduce" + g.hd,
                        {"in buffer<f32>", "in buffer<f32>", "out buffer<bf16>", "in buffer<i32>", "i32", "i32", "i32",
                         "i32", "i32", "i32", "i32"},
                        OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(3), i32(g.max_pages), p(5),
                                   i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits),
-                                  i32(kDecodeTargetBlocks)}),
+                                  i32(target_blocks)}),
                        OJ::array({"seqs", c.heads, 1}), c.head_dim);
     part = with_pdl(std::move(part), g);
     reduce = with_pdl(std::move(reduce), g);
@@ -445,10 +443,7 @@ OJ ops(const Geo& g) {
     o["decode_chain_last"] = decode_chain_op(g, c.vocab);
     o["decode_chain_head"] = decode_chain_head_op(g);
     if (decode_needs_ops(g)) {
-      OJ l = launch("rmsnorm", "kern_rms_norm_bf16",
-                    {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "f32"},
-                    OJ::array({p(0), p(1), p(2), p(3), i32(c.hidden), f32(eps)}), OJ::array({"seqs", 1, 1}),
-                    kNormThreads);
+      OJ l = rms_norm_launch(g, p(2), 3, "seqs");
       l["when"] = when_not_chain(g);
       o["decode_rms_norm"] = op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
                                 OJ::array({with_pdl(std::move(l), g)}));
