@@ -54,6 +54,7 @@ struct Options {
   bool pdl = true;                          // kern gen's decode launches with pdl
   bool decode_chain = false;                // kern gen's --decode-chain (sized to the GPU's SMs)
   std::uint64_t attn_target_blocks = 1024;  // kern gen's --attn-target-blocks
+  bool decode_attn_mma = true;              // kern gen's --decode-attn-f32 (negated)
   std::uint64_t gemv_prefetch_bytes = 0;    // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;             // kern gen's --gemv-fused-norm
   std::uint64_t gemv_max_blocks = 0;        // kern gen's --gemv-max-blocks
@@ -210,6 +211,7 @@ int run() {
   gen.max_seqs = 8;
   gen.pdl = opt.pdl;
   gen.decode_attn_target_blocks = opt.attn_target_blocks;
+  gen.decode_attn_mma = opt.decode_attn_mma;
   const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
   gen.decode_chain = opt.decode_chain && device.cc_major >= 9;  // the chain kernel is sm_90 only
   gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
@@ -291,6 +293,16 @@ int run() {
                            report.prefill.back().tokens_per_s));
     }
   }
+  // Where a whole-prompt prefill's time goes, at the prompt lengths (not with --quick).
+  for (std::uint64_t n : prefill) {
+    if (opt.quick || n < 2048) continue;
+    progress(fmt::format("per-op times of a prefill of {} tokens (eager)", n));
+    bench::PrefillOps p;
+    p.tokens = n;
+    p.rows = n - 1;
+    p.ops = bench::op_shares(bench::prefill_call_ms(protocol, *rt, capacity, n, shape.vocab, 5));
+    report.prefill_ops.push_back(std::move(p));
+  }
   rt.reset();  // the peer gets the GPU to itself
 
   report.peer = run_peer(tmp, contexts, prefill);
@@ -323,13 +335,14 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
+  cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");
   cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");
   cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes, "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
       ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_flag("--gemv-fused-norm", opt.gemv_fused_norm, "kern gen --gemv-fused-norm");
   cmd->add_option("--gemv-max-blocks", opt.gemv_max_blocks, "kern gen --gemv-max-blocks (0: one block per tile)")
       ->check(CLI::Range(0, 0x7fffffff));
-  cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions");
+  cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions, no prefill per-op profile");
   return [] { return run(); };
 }
 Registrar reg("bench", setup);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "driver/profiling_executor.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
 #include "kern/cuda/event.hpp"
@@ -19,6 +20,7 @@
 #include "kern/driver/bench.hpp"
 #include "kern/driver/runtime_executor.hpp"
 #include "kern/error.hpp"
+#include "kern/log.hpp"
 #include "kern/protocol.hpp"
 #include "kern/runtime.hpp"
 
@@ -221,16 +223,31 @@ std::vector<std::pair<std::string, double>> DecodeBench::call_ms(std::size_t rep
 
 // ---- prefill ----
 
-std::vector<double> measure_prefill_ms(const manifest::Protocol& protocol, Runtime& runtime, std::uint64_t capacity_tokens,
-                                       std::uint64_t tokens, std::uint64_t chunk, std::uint64_t vocab, std::size_t reps) {
-  RuntimeExecutor exec(runtime);
+namespace {
+
+// The bench's deterministic prompt of `tokens` ids below `vocab`.
+std::vector<std::int64_t> bench_prompt(std::uint64_t tokens, std::uint64_t vocab) {
+  if (vocab == 0) fail(ErrorKind::Api, "kern bench: a vocabulary of 0 tokens");
+  std::vector<std::int64_t> prompt(tokens);
+  for (std::uint64_t i = 0; i < tokens; ++i) prompt[i] = static_cast<std::int64_t>((i * 7919 + 13) % vocab);
+  return prompt;
+}
+
+GeneratorOptions first_token_only(std::uint64_t chunk, std::uint64_t capacity_tokens) {
   GeneratorOptions o;
   o.steps = 1;
   o.chunk = chunk;
   o.capacity_tokens = capacity_tokens;
-  Generator gen(protocol, exec, o);
-  std::vector<std::int64_t> prompt(tokens);
-  for (std::uint64_t i = 0; i < tokens; ++i) prompt[i] = static_cast<std::int64_t>((i * 7919 + 13) % vocab);
+  return o;
+}
+
+}  // namespace
+
+std::vector<double> measure_prefill_ms(const manifest::Protocol& protocol, Runtime& runtime, std::uint64_t capacity_tokens,
+                                       std::uint64_t tokens, std::uint64_t chunk, std::uint64_t vocab, std::size_t reps) {
+  RuntimeExecutor exec(runtime);
+  Generator gen(protocol, exec, first_token_only(chunk, capacity_tokens));
+  const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
   std::vector<double> ms;
   for (std::size_t r = 0; r < reps + 1; ++r) {
     const Clock::time_point t0 = Clock::now();
@@ -239,6 +256,43 @@ std::vector<double> measure_prefill_ms(const manifest::Protocol& protocol, Runti
     if (r > 0) ms.push_back(t);
   }
   return ms;
+}
+
+// Why running the prefill program more than once before the real call changes nothing: with chunk
+// = tokens the generator sends positions [0, tokens − 1) of a fresh sequence (its pages handed out
+// again from the first) in one call of the prefill program, over inputs written before the hook
+// fires and not written again until that call has run; time_calls enqueues the same calls over the
+// same inputs. Every buffer that program reads is an input, a weight, the load program's RoPE
+// table, or written earlier in the same run (embedding -> hidden first, then normed, qkv, attn,
+// delta, gate_up, act, last, logits; src/models/qwen3/gen.cpp, forward_calls with prefill; its
+// GEMMs are extern:cublaslt_bf16_tn, beta = 0, not the accumulating _acc form decode uses), and
+// the KV cache it reads is only the slots of positions below seq_len = tokens − 1, each written by
+// the same run's qk_norm_rope_cache before the attention reads it. So each run writes the same
+// values to the same places, and the real call that follows reads nothing the profiling runs left.
+// The first token of an unprofiled prefill is taken first and compared: a difference is logged.
+std::vector<std::pair<std::string, double>> prefill_call_ms(const manifest::Protocol& protocol, Runtime& runtime,
+                                                            std::uint64_t capacity_tokens, std::uint64_t tokens,
+                                                            std::uint64_t vocab, std::size_t reps) {
+  const std::string program = one_call_prefill_program(protocol, tokens);
+  if (reps == 0) fail(ErrorKind::Api, "kern bench: a prefill profile needs at least one repetition");
+  const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
+  const GeneratorOptions options = first_token_only(tokens, capacity_tokens);
+  RuntimeExecutor exec(runtime);
+  const std::int64_t reference = Generator(protocol, exec, options).generate(prompt).tokens.at(0);
+
+  std::vector<std::pair<std::string, double>> out;
+  ProfilingExecutor profiling(exec, program, [&](std::string_view p, const Vars& vars) {
+    for (const CallTime& c : runtime.time_calls(p, vars, reps)) out.emplace_back(c.op, c.ms);
+  });
+  Generator gen(protocol, profiling, options);
+  const GenerationResult got = gen.generate(prompt);
+  if (!profiling.fired() || got.chunk_calls != 1)
+    fail(ErrorKind::Api, "kern bench: the prefill of {} tokens made {} calls of program {}, not one", tokens, got.chunk_calls,
+         program);
+  if (got.tokens.at(0) != reference)
+    log().warn("kern bench: the profiled prefill of {} tokens produced token {}, the unprofiled one {}", tokens,
+                got.tokens.at(0), reference);
+  return out;
 }
 
 // ---- child processes ----

@@ -45,6 +45,12 @@ std::uint64_t get_count(const Json& j, const char* key, const std::string& where
   return it->get<std::uint64_t>();
 }
 
+OJ per_op_json(const std::vector<OpShare>& ops) {
+  OJ out = OJ::array();
+  for (const OpShare& o : ops) out.push_back({{"op", o.op}, {"calls", o.calls}, {"us", o.us}, {"share", o.share}});
+  return out;
+}
+
 }  // namespace
 
 Peer parse_peer_json(const std::string& text, const std::string& what) {
@@ -109,6 +115,10 @@ std::vector<Target> evaluate_targets(const Report& r) {
 std::string format_table(const Report& r) {
   std::string s;
   auto line = [&](const std::string& l) { s += l + "\n"; };
+  auto op_lines = [&](const std::vector<OpShare>& ops) {
+    line(fmt::format("  {:<22} {:>6} {:>12} {:>8}", "op", "calls", "us", "share"));
+    for (const OpShare& o : ops) line(fmt::format("  {:<22} {:>6} {:>12.1f} {:>7.1f}%", o.op, o.calls, o.us, 100 * o.share));
+  };
   line(fmt::format("kern bench — {} — {} — {}", r.model, r.machine, r.date));
   line(fmt::format("shape: hidden {}, intermediate {}, {} layers, {}/{} heads × {}, vocab {}, {} embeddings", r.shape.hidden,
                    r.shape.intermediate, r.shape.layers, r.shape.heads, r.shape.kv_heads, r.shape.head_dim, r.shape.vocab,
@@ -151,8 +161,14 @@ std::string format_table(const Report& r) {
   line("");
   if (!r.ops.empty()) {
     line(fmt::format("per-op time of one decode step at context {} (eager, events around each call)", r.op_context));
-    line(fmt::format("  {:<22} {:>6} {:>12} {:>8}", "op", "calls", "us", "share"));
-    for (const OpShare& o : r.ops) line(fmt::format("  {:<22} {:>6} {:>12.1f} {:>7.1f}%", o.op, o.calls, o.us, 100 * o.share));
+    op_lines(r.ops);
+    line("");
+  }
+  for (const PrefillOps& p : r.prefill_ops) {
+    line(fmt::format("per-op time of one prefill of {} tokens (eager, events around each call; the prefill program's "
+                     "call over {} rows)",
+                     p.tokens, p.rows));
+    op_lines(p.ops);
     line("");
   }
   line(r.peer.ran ? fmt::format("PyTorch peer: {} (\"peer x\" = how many times faster kern is)", r.peer.note)
@@ -194,9 +210,13 @@ nlohmann::ordered_json to_json(const Report& r) {
   j["startup"] = {{"measured", r.startup.measured}, {"note", r.startup.note}, {"first_token_ms", r.startup.first_token_ms},
                   {"weight_bytes", r.startup.weight_bytes}, {"weight_ms", r.startup.weight_ms},
                   {"weight_gbps", r.startup.weight_gbps}};
-  OJ ops = OJ::array();
-  for (const OpShare& o : r.ops) ops.push_back({{"op", o.op}, {"calls", o.calls}, {"us", o.us}, {"share", o.share}});
-  j["ops"] = {{"context", r.op_context}, {"per_op", std::move(ops)}};
+  j["ops"] = {{"context", r.op_context}, {"per_op", per_op_json(r.ops)}};
+  if (!r.prefill_ops.empty()) {
+    OJ prefill_ops = OJ::array();
+    for (const PrefillOps& p : r.prefill_ops)
+      prefill_ops.push_back({{"tokens", p.tokens}, {"rows", p.rows}, {"per_op", per_op_json(p.ops)}});
+    j["prefill_ops"] = std::move(prefill_ops);
+  }
   OJ peer;
   peer["ran"] = r.peer.ran;
   peer["note"] = r.peer.note;

@@ -82,6 +82,14 @@ struct OpShare {
 // (op, ms) per call -> per-op totals, largest first (name order on ties).
 std::vector<OpShare> op_shares(const std::vector<std::pair<std::string, double>>& call_ms);
 
+// The per-op profile of one prefill of `tokens` tokens (chunk = prompt): the prefill program's
+// one call over its first `rows` = tokens − 1 rows (the last token's one-row step is not in it).
+struct PrefillOps {
+  std::uint64_t tokens = 0;
+  std::uint64_t rows = 0;
+  std::vector<OpShare> ops;
+};
+
 struct Startup {
   bool measured = false;
   std::string note;             // why not, when not measured
@@ -117,6 +125,7 @@ struct Report {
   Startup startup;
   std::vector<OpShare> ops;
   std::uint64_t op_context = 0;  // context of the per-op profile
+  std::vector<PrefillOps> prefill_ops;  // per-op profiles of prefills (none: no section, no JSON key)
   Peer peer;
 };
 
@@ -254,6 +263,15 @@ class DecodeBench {
 std::vector<double> measure_prefill_ms(const manifest::Protocol& protocol, Runtime& runtime,
                                        std::uint64_t capacity_tokens, std::uint64_t tokens, std::uint64_t chunk,
                                        std::uint64_t vocab, std::size_t reps);
+
+// (op, ms) per call of the prefill program's call in a prefill of `tokens` tokens with chunk =
+// tokens, as measure_prefill_ms runs it: just before that call runs (its inputs written by kern
+// run's generator), Runtime::time_calls runs it eagerly `reps` times after a warm-up with events
+// around each call; then the generation goes on as usual. Error(Api) / Error(Manifest) when the
+// prompt's tokens − 1 rows do not fit one call of the prefill program (one_call_prefill_program).
+std::vector<std::pair<std::string, double>> prefill_call_ms(const manifest::Protocol& protocol, Runtime& runtime,
+                                                            std::uint64_t capacity_tokens, std::uint64_t tokens,
+                                                            std::uint64_t vocab, std::size_t reps);
 
 // Runs `argv` (argv[0] = the executable) and returns the wall ms from just before the fork to
 // the child's first stdout byte; the rest of its output is read and dropped, its stderr goes to

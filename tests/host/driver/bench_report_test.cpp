@@ -111,6 +111,95 @@ TEST(BenchReport, JsonCarriesFiguresRatiosAndTargets) {
   EXPECT_EQ(j["targets"].size(), evaluate_targets(sample()).size());
 }
 
+// Two prefill profiles as kern bench fills them (op_shares of made-up per-call times).
+std::vector<PrefillOps> prefill_profiles() {
+  PrefillOps a;
+  a.tokens = 2048;
+  a.rows = 2047;
+  a.ops = op_shares({{"gemm_gate_up", 1.25}, {"attn_prefill", 0.5}, {"gemm_gate_up", 1.25}, {"silu_mul", 0.125}});
+  PrefillOps b;
+  b.tokens = 8192;
+  b.rows = 8191;
+  b.ops = op_shares({{"attn_prefill", 6.0}, {"gemm_down", 3.0}});
+  return {a, b};
+}
+
+TEST(BenchReport, TableShowsEachPrefillProfile) {
+  Report r = sample();
+  const std::string without = format_table(r);
+  EXPECT_EQ(without.find("per-op time of one prefill"), std::string::npos) << without;
+  r.prefill_ops = prefill_profiles();
+  const std::string t = format_table(r);
+  const std::size_t first =
+      t.find("per-op time of one prefill of 2048 tokens (eager, events around each call; the prefill program's call over 2047 rows)");
+  const std::size_t second = t.find("per-op time of one prefill of 8192 tokens");
+  ASSERT_NE(first, std::string::npos) << t;
+  ASSERT_NE(second, std::string::npos) << t;
+  EXPECT_LT(first, second);
+  EXPECT_NE(t.find("8191 rows"), std::string::npos) << t;
+  // 2048: gate_up 2 calls, 2500 us of 3125 (80 %), attention 500 us (16 %), silu 125 us (4 %),
+  // largest first, each in the section of its own prefill.
+  const std::size_t gate_up = t.find("gemm_gate_up", first);
+  const std::size_t attn = t.find("attn_prefill", first);
+  const std::size_t silu = t.find("silu_mul", first);
+  ASSERT_NE(gate_up, std::string::npos);
+  EXPECT_LT(gate_up, attn);
+  EXPECT_LT(attn, silu);
+  EXPECT_LT(silu, second);
+  const std::string gate_up_line = t.substr(gate_up, t.find('\n', gate_up) - gate_up);
+  EXPECT_NE(gate_up_line.find(" 2 "), std::string::npos) << gate_up_line;
+  EXPECT_NE(gate_up_line.find("2500.0"), std::string::npos) << gate_up_line;
+  EXPECT_NE(gate_up_line.find("80.0%"), std::string::npos) << gate_up_line;
+  const std::string attn_line = t.substr(attn, t.find('\n', attn) - attn);
+  EXPECT_NE(attn_line.find("500.0"), std::string::npos) << attn_line;
+  EXPECT_NE(attn_line.find("16.0%"), std::string::npos) << attn_line;
+  // 8192: attention 6000 us (66.7 %) before the down GEMM 3000 us (33.3 %).
+  const std::size_t big_attn = t.find("attn_prefill", second);
+  const std::size_t big_down = t.find("gemm_down", second);
+  ASSERT_NE(big_attn, std::string::npos);
+  ASSERT_NE(big_down, std::string::npos);
+  EXPECT_LT(big_attn, big_down);
+  EXPECT_NE(t.substr(big_attn, t.find('\n', big_attn) - big_attn).find("66.7%"), std::string::npos) << t;
+  // The decode step's section is still there, once.
+  EXPECT_EQ(t.find("per-op time of one decode step"), std::string::npos);  // sample() has no decode profile
+  r.ops = op_shares({{"attn_decode", 0.01}});
+  r.op_context = 1024;
+  const std::string both = format_table(r);
+  const std::size_t decode_at = both.find("per-op time of one decode step at context 1024");
+  ASSERT_NE(decode_at, std::string::npos) << both;
+  EXPECT_LT(decode_at, both.find("per-op time of one prefill of 2048 tokens"));
+}
+
+TEST(BenchReport, JsonCarriesPrefillProfilesOnlyWhenThereAreSome) {
+  Report r = sample();
+  EXPECT_FALSE(to_json(r).contains("prefill_ops"));
+  r.prefill_ops = prefill_profiles();
+  const auto j = to_json(r);
+  EXPECT_EQ(j["format"], "kern-bench-1");
+  ASSERT_TRUE(j.contains("prefill_ops"));
+  const auto& p = j["prefill_ops"];
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0]["tokens"], 2048);
+  EXPECT_EQ(p[0]["rows"], 2047);
+  EXPECT_EQ(p[1]["tokens"], 8192);
+  EXPECT_EQ(p[1]["rows"], 8191);
+  ASSERT_EQ(p[0]["per_op"].size(), 3u);
+  EXPECT_EQ(p[0]["per_op"][0]["op"], "gemm_gate_up");
+  EXPECT_EQ(p[0]["per_op"][0]["calls"], 2);
+  EXPECT_DOUBLE_EQ(p[0]["per_op"][0]["us"].get<double>(), 2500.0);
+  EXPECT_DOUBLE_EQ(p[0]["per_op"][0]["share"].get<double>(), 0.8);
+  EXPECT_EQ(p[0]["per_op"][2]["op"], "silu_mul");
+  EXPECT_DOUBLE_EQ(p[0]["per_op"][2]["share"].get<double>(), 0.04);
+  ASSERT_EQ(p[1]["per_op"].size(), 2u);
+  EXPECT_EQ(p[1]["per_op"][0]["op"], "attn_prefill");
+  EXPECT_DOUBLE_EQ(p[1]["per_op"][0]["us"].get<double>(), 6000.0);
+  // The same per_op form as the decode step's "ops".
+  r.ops = op_shares({{"attn_decode", 0.01}});
+  const auto k = to_json(r);
+  for (const auto& [key, value] : k["ops"]["per_op"][0].items()) EXPECT_TRUE(p[0]["per_op"][0].contains(key)) << key;
+  EXPECT_EQ(k["ops"]["per_op"][0].size(), p[0]["per_op"][0].size());
+}
+
 TEST(BenchReport, PeerJsonRoundTrip) {
   const std::string text = R"({"device": "NVIDIA H200", "torch": "2.11.0",
     "decode": [{"context": 128, "replays": 200, "gpu_step_us": 4100.5, "e2e_us": 4180.0}],
