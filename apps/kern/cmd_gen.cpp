@@ -115,6 +115,8 @@ Runner setup(CLI::App& app) {
               "faster on the H200)");
   q->add_option("--attn-target-blocks", opt.gen.decode_attn_target_blocks,
                 "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), at most 64)");
+  q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
+              "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
   CLI::Option* blocks = q->add_option("--chain-blocks", opt.gen.chain_blocks,
                                       "Blocks per decode-chain launch (default: the SM count of GPU 0, or 132 without a GPU)");
   return [q, blocks] {

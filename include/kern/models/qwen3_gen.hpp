@@ -68,6 +68,9 @@ struct Qwen3GenOptions {
   // Blocks of work the split-KV decode attention aims for per call (kernels/attention.cu): ranges per
   // sequence = ceil(this / (seqs · kv_heads)), at most 64, each at least 32 keys.
   std::uint64_t decode_attn_target_blocks = 1024;
+  // The split-KV decode attention's partial kernel: tensor cores with a cp.async ring per warp
+  // (kern_attn_decode_mma_partial_hd*), or the f32 CUDA-core kernel (false; kern_attn_decode_partial_hd*).
+  bool decode_attn_mma = true;
   std::string model;                // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

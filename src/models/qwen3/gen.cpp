@@ -377,7 +377,12 @@ OJ ops(const Geo& g) {
     const std::uint64_t target_blocks = g.o.decode_attn_target_blocks;
     constexpr std::uint64_t kDecodePartialThreads = 128;
     const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, target_blocks})}};
-    OJ part = launch("attention", "kern_attn_decode_partial" + g.hd,
+    // The tensor-core partial (kern_attn_decode_mma_partial_hd*, same ABI and grid) takes dynamic shared
+    // memory: 4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16.
+    const std::uint64_t mma_shared = 4 * 3 * 2 * 16 * (c.head_dim + 8) * 2;
+    const std::string partial_entry =
+        std::string(g.o.decode_attn_mma ? "kern_attn_decode_mma_partial" : "kern_attn_decode_partial") + g.hd;
+    OJ part = launch("attention", partial_entry,
                      {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
                       "out buffer<f32>", "out buffer<f32>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i64",
                       "i32", "i32", "f32"},
@@ -385,6 +390,7 @@ OJ ops(const Geo& g) {
                                 scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
                                 i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), f32(scale)}),
                      OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
+    if (g.o.decode_attn_mma) part = with_shared(std::move(part), mma_shared);
     OJ reduce = launch("attention", "kern_attn_decode_reduce" + g.hd,
                        {"in buffer<f32>", "in buffer<f32>", "out buffer<bf16>", "in buffer<i32>", "i32", "i32", "i32",
                         "i32", "i32", "i32", "i32"},

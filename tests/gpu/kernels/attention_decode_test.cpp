@@ -1,6 +1,7 @@
 // GPU checks of the split-KV decode attention of kernels/attention.cu (partial + reduce) against a
-// float64 host reference over randomly permuted pages; bitwise repeatability; and timings at
-// Qwen3-4B serving sizes (PerfGpu.DecodeAttention*, printed as "[figure]", never asserted).
+// float64 host reference over randomly permuted pages, for both partial kernels (the f32 CUDA-core one
+// and the tensor-core one kern gen uses); bitwise repeatability; and timings at Qwen3-4B serving sizes
+// (PerfGpu.DecodeAttention*, printed as "[figure]", never asserted).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,36 +93,45 @@ struct DecodeRun {
   }
 };
 
-// One decode call over `lens`, checked per sequence against the float64 reference; returns the output.
-std::vector<bf16_bits> check_decode(const AttnGeometry& g, const std::vector<int>& lens, uint64_t seed,
-                                    DecodeSplit split = {}) {
+// The partial kernels every correctness test runs: the f32 one and the tensor-core one.
+const std::vector<std::string> kPartialKinds = {"", "mma"};
+
+std::string kind_tag(const std::string& kind) { return kind.empty() ? "f32" : kind; }
+
+// One decode call over `lens` with each partial kernel, checked per sequence against the float64
+// reference.
+void check_decode(const AttnGeometry& g, const std::vector<int>& lens, uint64_t seed, DecodeSplit split = {}) {
   std::mt19937_64 rng(seed);
   const PagedKv cache(rng, g, lens, 2, 1, fast_kv);
   DecodeRun r(rng, cache, lens, split);
   Fatbin fb("attention");
-  const auto out = r.run(fb);
-  EXPECT_EQ(count_nan(out), 0u);
   const int seqs = static_cast<int>(lens.size());
   const size_t n = static_cast<size_t>(g.heads) * g.head_dim;
-  std::vector<double> ref(out.size());
+  std::vector<double> ref(static_cast<size_t>(seqs) * n);
   parallel_for(seqs * g.kv_heads, [&](int i) {
     const int s = i / g.kv_heads, kvh = i % g.kv_heads;
     reference_kv_head(cache, s, lens[s], kvh, r.qkv.data() + static_cast<size_t>(s) * g.q_stride(),
                       r.call.scale, ref.data() + s * n);
   });
-  for (int s = 0; s < seqs; ++s) {
-    std::vector<double> o(n), rr(ref.begin() + s * n, ref.begin() + (s + 1) * n);
-    for (size_t i = 0; i < n; ++i) o[i] = bf16_to_float(out[s * n + i]);
-    if (lens[s] == 0) {
-      for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[s * n + i], 0) << "empty context must give zeros, seq " << s;
-      continue;
+  for (const std::string& kind : kPartialKinds) {
+    r.call.kind = kind;
+    const auto out = r.run(fb);
+    EXPECT_EQ(count_nan(out), 0u) << kind_tag(kind);
+    for (int s = 0; s < seqs; ++s) {
+      std::vector<double> o(n), rr(ref.begin() + s * n, ref.begin() + (s + 1) * n);
+      for (size_t i = 0; i < n; ++i) o[i] = bf16_to_float(out[s * n + i]);
+      if (lens[s] == 0) {
+        for (size_t i = 0; i < n; ++i)
+          EXPECT_EQ(out[s * n + i], 0) << kind_tag(kind) << ": empty context must give zeros, seq " << s;
+        continue;
+      }
+      const double err = rel_frobenius(o, rr);
+      report("decode " + kind_tag(kind) + " rel err " + geometry_tag(g) + " seqs " + std::to_string(seqs) + " len " +
+                 std::to_string(lens[s]),
+             err);
+      EXPECT_LT(err, 1e-2) << kind_tag(kind) << " " << geometry_tag(g) << " seq " << s << " len " << lens[s];
     }
-    const double err = rel_frobenius(o, rr);
-    report("decode rel err " + geometry_tag(g) + " seqs " + std::to_string(seqs) + " len " + std::to_string(lens[s]),
-           err);
-    EXPECT_LT(err, 1e-2) << geometry_tag(g) << " seq " << s << " len " << lens[s];
   }
-  return out;
 }
 
 const AttnGeometry kQwen4B{32, 8, 128, 16};
@@ -152,6 +162,12 @@ TEST(AttnDecodeGpu, Qwen3Shapes) {
   check_decode({16, 8, 128, 16}, {100, 1000, 4097}, 536);  // 0.6B / 1.7B: G 2
   check_decode({40, 8, 128, 32}, {255, 257, 33}, 537);     // 14B: G 5 (a second pass of one head)
   check_decode({64, 8, 128, 16}, {100, 1000, 4097}, 538);  // 32B: G 8
+}
+
+// Pages smaller than the tensor-core kernel's 16-key tiles: a tile spans pages (one lookup per key).
+TEST(AttnDecodeGpu, PagesSmallerThanATile) {
+  check_decode({32, 8, 128, 8}, {1, 17, 1000, 4097}, 539);
+  check_decode({8, 4, 64, 4}, {3, 33, 700}, 549);
 }
 
 TEST(AttnDecodeGpu, Gqa16TakesFourPasses) { check_decode({16, 1, 128, 16}, {300, 5}, 540); }
@@ -186,12 +202,22 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
   const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
   DecodeRun r(rng, cache, lens, {});
   Fatbin fb("attention");
-  const auto first = r.run(fb);
-  ASSERT_EQ(count_nan(first), 0u);
-  for (int i = 0; i < 3; ++i) {
-    const auto again = r.run(fb);
-    ASSERT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(bf16_bits)), 0) << "run " << i;
+  std::vector<bf16_bits> outs[2];
+  for (size_t k = 0; k < kPartialKinds.size(); ++k) {
+    r.call.kind = kPartialKinds[k];
+    const auto first = r.run(fb);
+    ASSERT_EQ(count_nan(first), 0u) << kind_tag(r.call.kind);
+    for (int i = 0; i < 3; ++i) {
+      const auto again = r.run(fb);
+      ASSERT_EQ(std::memcmp(first.data(), again.data(), first.size() * sizeof(bf16_bits)), 0)
+          << kind_tag(r.call.kind) << " run " << i;
+    }
+    outs[k] = first;
   }
+  // The two kernels round differently (P in f32 or bf16), so they agree closely but not bit for bit.
+  std::vector<double> a(outs[0].size()), b(outs[1].size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_to_float(outs[0][i]), b[i] = bf16_to_float(outs[1][i]);
+  EXPECT_LT(rel_frobenius(b, a), 1e-2);
 }
 
 // ---- timings -----------------------------------------------------------------------------------
@@ -199,11 +225,17 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
 // The attention fatbin's two decode kernels, for graph capture.
 class DecodeKernels {
  public:
-  DecodeKernels() {
+  explicit DecodeKernels(const std::string& kind = "") : kind_(kind), smem_(decode_partial_smem(kind, 128)) {
     const std::string path = kernels_dir() + "/attention.fatbin";
     check_cuda(cudaLibraryLoadFromFile(&lib_, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
-    check_cuda(cudaLibraryGetKernel(&partial_, lib_, "kern_attn_decode_partial_hd128"), "partial");
+    check_cuda(cudaLibraryGetKernel(&partial_, lib_, decode_partial_entry(kind, 128).c_str()), "partial");
     check_cuda(cudaLibraryGetKernel(&reduce_, lib_, "kern_attn_decode_reduce_hd128"), "reduce");
+    if (smem_ > 0) {
+      int device = 0;
+      check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+      check_cuda(cudaKernelSetAttributeForDevice(partial_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_, device),
+                 "partial shared memory");
+    }
   }
   ~DecodeKernels() { cudaLibraryUnload(lib_); }
   DecodeKernels(const DecodeKernels&) = delete;
@@ -212,6 +244,7 @@ class DecodeKernels {
   // Enqueues one decode call (the reduce too when with_reduce); pdl: both launches allow
   // programmatic dependent launch (the kernels wait for the previous grid before reading).
   void enqueue(DecodeCall c, cudaStream_t st, bool with_reduce, bool pdl = false) const {
+    c.kind = kind_;
     void* pa[] = {&c.qkv,
                   &c.q_stride,
                   &c.cache,
@@ -229,18 +262,20 @@ class DecodeKernels {
                   &c.split.splits_max,
                   &c.split.target_blocks,
                   &c.scale};
-    launch(partial_, dim3(c.partial_blocks()), dim3(kDecodePartialThreads), pa, st, pdl, "partial");
+    launch(partial_, dim3(c.partial_blocks()), dim3(kDecodePartialThreads), pa, st, pdl, "partial", smem_);
     if (!with_reduce) return;
     void* ra[] = {&c.part_o, &c.part_ml,  &c.out,       &c.seq_lens,         &c.max_pages,          &c.seqs,
                   &c.heads,  &c.kv_heads, &c.page_size, &c.split.splits_max, &c.split.target_blocks};
-    launch(reduce_, dim3(c.seqs, c.heads), dim3(c.head_dim), ra, st, pdl, "reduce");
+    launch(reduce_, dim3(c.seqs, c.heads), dim3(c.head_dim), ra, st, pdl, "reduce", 0);
   }
 
  private:
-  static void launch(cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t st, bool pdl, const char* what) {
+  static void launch(cudaKernel_t k, dim3 grid, dim3 block, void** args, cudaStream_t st, bool pdl, const char* what,
+                     int smem) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = block;
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
     cfg.stream = st;
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -250,6 +285,8 @@ class DecodeKernels {
     check_cuda(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(k), args), what);
   }
 
+  std::string kind_;
+  int smem_ = 0;
   cudaLibrary_t lib_ = nullptr;
   cudaKernel_t partial_ = nullptr, reduce_ = nullptr;
 };
@@ -382,7 +419,10 @@ TEST(AttnDecodeGpu, PdlLaunchesMatchPlainLaunches) {
   DecodeCall layer0 = r.call, layer1 = r.call;
   layer0.cache = r.d_cache.get();  // layer 0 of the same pages
   layer0.out = out0.get();
-  DecodeKernels k;
+  for (const std::string& kind : kPartialKinds) {
+  SCOPED_TRACE(kind_tag(kind));
+  r.call.kind = layer0.kind = layer1.kind = kind;
+  DecodeKernels k(kind);
   std::vector<bf16_bits> plain[2], pdl[2];
   for (bool use_pdl : {false, true}) {
     r.d_out.poison();
@@ -408,40 +448,45 @@ TEST(AttnDecodeGpu, PdlLaunchesMatchPlainLaunches) {
   const auto alone = r.run(fb);
   EXPECT_EQ(std::memcmp(alone.data(), plain[1].data(), alone.size() * sizeof(bf16_bits)), 0);
   EXPECT_NE(std::memcmp(plain[0].data(), plain[1].data(), plain[0].size() * sizeof(bf16_bits)), 0);
+  }
 }
 
 TEST(PerfGpu, DecodeAttention) {
   const double copy_bw = memcpy_bandwidth();
   report("decode: cudaMemcpy D2D 1 GiB GB/s (read+write)", copy_bw / 1e9);
-  DecodeKernels k;
   const DecodeSplit split;  // as kern gen
-  for (auto [seqs, len] : kPerfShapes) {
-    PerfState s(seqs, len, split.splits_max);
-    const auto calls = s.calls(split);
-    const int replays = std::max(2, static_cast<int>(2000 / calls.size()));
-    const double total = graph_us_per_call(k, calls, true, replays);
-    const double part = graph_us_per_call(k, calls, false, replays);
-    const double with_pdl = graph_us_per_call(k, calls, true, replays, true);
-    const std::string t = "decode seqs " + std::to_string(seqs) + " len " + std::to_string(len);
-    report(t + " us per layer (partial+reduce, graph of " + std::to_string(calls.size()) + " layers)", total);
-    report(t + " partial-only us", part);
-    report(t + " us per layer with PDL launches", with_pdl);
-    report(t + " KV GB/s", s.kv_bytes() / (total * 1e3));
-    report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (total * 1e-6) / copy_bw);
+  for (const std::string kind : {"", "mma", "mma_s2", "mma_s4"}) {
+    DecodeKernels k(kind);
+    for (auto [seqs, len] : kPerfShapes) {
+      PerfState s(seqs, len, split.splits_max);
+      const auto calls = s.calls(split);
+      const int replays = std::max(2, static_cast<int>(2000 / calls.size()));
+      const double total = graph_us_per_call(k, calls, true, replays);
+      const double part = graph_us_per_call(k, calls, false, replays);
+      const double with_pdl = graph_us_per_call(k, calls, true, replays, true);
+      const std::string t = "decode " + kind_tag(kind) + " seqs " + std::to_string(seqs) + " len " + std::to_string(len);
+      report(t + " us per layer (partial+reduce, graph of " + std::to_string(calls.size()) + " layers)", total);
+      report(t + " partial-only us", part);
+      report(t + " us per layer with PDL launches", with_pdl);
+      report(t + " KV GB/s", s.kv_bytes() / (total * 1e3));
+      report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (total * 1e-6) / copy_bw);
+    }
   }
 }
 
-// Tuning table: the same shapes over target_blocks (the split rule's one knob).
+// Tuning table: the same shapes over target_blocks (the split rule's one knob), for both kernels.
 TEST(PerfGpu, DecodeAttentionSplitSweep) {
-  DecodeKernels k;
-  for (auto [seqs, len] : kPerfShapes) {
-    PerfState s(seqs, len, 64);
-    for (int target : {256, 512, 1024, 2048, 4096}) {
-      const auto calls = s.calls({64, target});
-      const int replays = std::max(2, static_cast<int>(1000 / calls.size()));
-      report("decode sweep seqs " + std::to_string(seqs) + " len " + std::to_string(len) + " target " +
-                 std::to_string(target) + " us",
-             graph_us_per_call(k, calls, true, replays));
+  for (const std::string kind : {"", "mma"}) {
+    DecodeKernels k(kind);
+    for (auto [seqs, len] : kPerfShapes) {
+      PerfState s(seqs, len, 64);
+      for (int target : {256, 512, 1024, 2048, 4096}) {
+        const auto calls = s.calls({64, target});
+        const int replays = std::max(2, static_cast<int>(1000 / calls.size()));
+        report("decode sweep " + kind_tag(kind) + " seqs " + std::to_string(seqs) + " len " + std::to_string(len) +
+                   " target " + std::to_string(target) + " us",
+               graph_us_per_call(k, calls, true, replays, true));
+      }
     }
   }
 }

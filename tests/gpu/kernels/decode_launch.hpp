@@ -1,5 +1,6 @@
-// The decode attention pair of kernels/attention.cu (kern_attn_decode_partial_hd* +
-// kern_attn_decode_reduce_hd*) as the tests launch it: one place that knows their ABI and grid.
+// The decode attention pair of kernels/attention.cu (a partial kernel, kern_attn_decode_partial_hd* or
+// the tensor-core kern_attn_decode_mma[_sN]_partial_hd*, + kern_attn_decode_reduce_hd*) as the tests
+// launch it: one place that knows their ABI, grid and shared memory.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,17 @@ struct DecodeSplit {
 
 constexpr int kDecodePartialThreads = 128;
 
+// Which partial kernel: "" (f32 CUDA-core, kern_attn_decode_partial_hd*), "mma" (tensor cores, 3
+// cp.async stages per warp; kern gen's choice), "mma_s2" / "mma_s4" (2 / 4 stages, tuning points).
+inline std::string decode_partial_entry(const std::string& kind, int head_dim) {
+  return "kern_attn_decode_" + (kind.empty() ? std::string() : kind + "_") + "partial_hd" + std::to_string(head_dim);
+}
+// Dynamic shared memory of a partial kind: 4 warps x stages x (K and V tiles of 16 keys x (hd + 8) bf16).
+inline int decode_partial_smem(const std::string& kind, int head_dim) {
+  const int stages = kind == "mma" ? 3 : kind == "mma_s2" ? 2 : kind == "mma_s4" ? 4 : 0;
+  return 4 * stages * 2 * 16 * (head_dim + 8) * 2;
+}
+
 // Every pointer is a device pointer; cache is the layer base (already offset to the layer).
 struct DecodeCall {
   int head_dim = 128;
@@ -33,8 +45,10 @@ struct DecodeCall {
   int64_t page_stride = 0;
   DecodeSplit split;
   float scale = 0.0f;
+  std::string kind;  // the partial kernel (decode_partial_entry)
 
-  std::string partial_entry() const { return "kern_attn_decode_partial_hd" + std::to_string(head_dim); }
+  std::string partial_entry() const { return decode_partial_entry(kind, head_dim); }
+  int partial_smem() const { return decode_partial_smem(kind, head_dim); }
   std::string reduce_entry() const { return "kern_attn_decode_reduce_hd" + std::to_string(head_dim); }
   // Grid x of the partial kernel: enough blocks for every (sequence, kv head, range).
   unsigned partial_blocks() const { return static_cast<unsigned>(seqs * kv_heads + split.target_blocks); }
@@ -43,6 +57,7 @@ struct DecodeCall {
 
   // Launches partial then reduce, synchronising after each (Fatbin::launch).
   void run(Fatbin& fb) const {
+    fb.set_dynamic_shared(partial_entry(), partial_smem());
     fb.launch(partial_entry(), dim3(partial_blocks()), dim3(kDecodePartialThreads), qkv, q_stride, cache, block_table,
               max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads, page_size, page_stride,
               split.splits_max, split.target_blocks, scale);

@@ -417,6 +417,29 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
   EXPECT_FALSE(off["modules"].contains("decode_chain"));
 }
 
+// The decode attention's partial kernel: the tensor-core one by default, with its dynamic shared memory
+// (4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16); --decode-attn-f32 gives the f32 one,
+// which takes none. The reduce and every argument stay the same.
+TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
+  for (const auto& shape : kShapes) {
+    const Qwen3Config c = parse_qwen3_config(config_json(shape));
+    Qwen3GenOptions o = options();
+    const auto mma = generate_qwen3_manifest(c, o);
+    o.decode_attn_mma = false;
+    const auto f32 = generate_qwen3_manifest(c, o);
+    const auto& a = mma["ops"]["attn_decode"]["impl"]["launches"];
+    const auto& b = f32["ops"]["attn_decode"]["impl"]["launches"];
+    const std::string hd = "_hd" + std::to_string(c.head_dim);
+    EXPECT_EQ(a[0]["entry"], "kern_attn_decode_mma_partial" + hd);
+    EXPECT_EQ(b[0]["entry"], "kern_attn_decode_partial" + hd);
+    EXPECT_EQ(a[0]["shared_mem"], 4u * 3 * 2 * 16 * (c.head_dim + 8) * 2);
+    EXPECT_FALSE(b[0].contains("shared_mem"));
+    EXPECT_EQ(a[0]["args"], b[0]["args"]);
+    EXPECT_EQ(a[0]["grid"], b[0]["grid"]);
+    EXPECT_EQ(a[1], b[1]);
+  }
+}
+
 // Every kernel the decode program chains after another waits for it (kernels/common.cuh), so all
 // but the first launch carry pdl; --no-pdl and --gemv-prefetch reach the launches.
 TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
