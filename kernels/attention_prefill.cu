@@ -36,12 +36,26 @@ struct PagedKv {
   int32_t page_size;
   int32_t kv_heads;
   int64_t page_stride;   // elements between consecutive pages
+  int32_t page_shift;    // log2(page_size) when it is a power of two, else -1
 };
 
-// Starts the copy of tile keys [t0, t0 + kBN) of kv head kvh (K block, or V block with v_offset)
-// into dst; keys at or past kend are zero-filled.
+// Page and row of key j: shifts when page_size is a power of two (kern gen allows no other), else division.
+__device__ __forceinline__ void page_of(const PagedKv& kv, int j, int64_t& page, int64_t& row) {
+  if (kv.page_shift >= 0) {
+    page = kv.pages[j >> kv.page_shift];
+    row = j & (kv.page_size - 1);
+  } else {
+    page = kv.pages[j / kv.page_size];
+    row = j % kv.page_size;
+  }
+}
+
+// Starts the copy of tile keys [t0, t0 + kBN) of kv head kvh into dst_k (K) and, when dst_v is not
+// null, the same keys' V into dst_v (one address computation for both); keys at or past kend are
+// zero-filled.
 template <int HD, int kBN, int kThreads>
-__device__ __forceinline__ void load_tile(bf16* dst, const PagedKv& kv, int kvh, int t0, int kend, int64_t v_offset) {
+__device__ __forceinline__ void load_tile(bf16* dst_k, bf16* dst_v, const PagedKv& kv, int kvh, int t0, int kend,
+                                          int64_t v_offset) {
   constexpr int kChunks = HD / 8;  // 16-byte pieces per key row
 #pragma unroll
   for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
@@ -50,11 +64,13 @@ __device__ __forceinline__ void load_tile(bf16* dst, const PagedKv& kv, int kvh,
     const bool valid = j < kend;
     const bf16* src = kv.cache;
     if (valid) {
-      const int64_t page = kv.pages[j / kv.page_size];
-      src = kv.cache + page * kv.page_stride + v_offset +
-            (static_cast<int64_t>(j % kv.page_size) * kv.kv_heads + kvh) * HD + part * 8;
+      int64_t page, row;
+      page_of(kv, j, page, row);
+      src = kv.cache + page * kv.page_stride + (row * kv.kv_heads + kvh) * HD + part * 8;
     }
-    cp_async16(smem_u32(dst + r * (HD + 8) + part * 8), src, valid);
+    const int at = r * (HD + 8) + part * 8;
+    if (dst_k != nullptr) cp_async16(smem_u32(dst_k + at), src, valid);
+    if (dst_v != nullptr) cp_async16(smem_u32(dst_v + at), valid ? src + v_offset : kv.cache, valid);
   }
 }
 
@@ -183,18 +199,17 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
   // its softmax and P·V). kStages == 2: two of each; tile j + 1 loads while tile j is computed.
   constexpr int kTileElems = tile_elems<HD, kBN>();
   if (ntiles > 0) {
-    load_tile<HD, kBN, kThreads>(sk, kv, kvh, 0, kend, 0);
-    if constexpr (kStages == 2) load_tile<HD, kBN, kThreads>(sv, kv, kvh, 0, kend, v_offset);
+    load_tile<HD, kBN, kThreads>(sk, kStages == 2 ? sv : nullptr, kv, kvh, 0, kend, v_offset);
   }
   cp_async_commit();  // (with the Q tile when staged)
   for (int j = 0; j < ntiles; ++j) {
     const int t0 = j * kBN;
     const int st = kStages == 2 ? (j & 1) : 0;
     if constexpr (kStages == 1) {
-      load_tile<HD, kBN, kThreads>(sv, kv, kvh, t0, kend, v_offset);
+      load_tile<HD, kBN, kThreads>(nullptr, sv, kv, kvh, t0, kend, v_offset);
     } else if (j + 1 < ntiles) {
-      load_tile<HD, kBN, kThreads>(sk + (st ^ 1) * kTileElems, kv, kvh, t0 + kBN, kend, 0);
-      load_tile<HD, kBN, kThreads>(sv + (st ^ 1) * kTileElems, kv, kvh, t0 + kBN, kend, v_offset);
+      load_tile<HD, kBN, kThreads>(sk + (st ^ 1) * kTileElems, sv + (st ^ 1) * kTileElems, kv, kvh, t0 + kBN, kend,
+                                   v_offset);
     }
     cp_async_commit();
     cp_async_wait<1>();  // K (and with two stages V) of tile j
@@ -236,7 +251,7 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
     }
     if constexpr (kStages == 1) {
       __syncthreads();  // every warp is done with K of tile j
-      if (j + 1 < ntiles) load_tile<HD, kBN, kThreads>(sk, kv, kvh, t0 + kBN, kend, 0);
+      if (j + 1 < ntiles) load_tile<HD, kBN, kThreads>(sk, nullptr, kv, kvh, t0 + kBN, kend, v_offset);
       cp_async_commit();
     }
 
@@ -379,7 +394,8 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
       continue;
     }
     const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
-    const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride};
+    const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride,
+                     (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1};
     attend_segment<HD, kWarps, MT, kBN, kStages>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s],
                                    cap, heads, kvh, scale_log2);
     a = b;
@@ -425,3 +441,5 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32_hd128, 128, 4, 2, 64, 1, 2
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 1, 2)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2n32_hd128, 128, 8, 1, 32, 2, 1)
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32s2_hd128, 128, 4, 2, 32, 2, 2)
+//  * w4s2: 4 warps x 16 queries with two K/V stages of 64 keys (69632 bytes, up to three blocks per SM).
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4s2_hd128, 128, 4, 1, 64, 2, 3)

@@ -30,15 +30,126 @@ extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_
 }
 
 namespace {
-constexpr int kMaxPairsPerLane = 8;  // head_dim <= 512
-constexpr int kHeadsPerBlock = 4;    // one warp per head
+constexpr int kHeadsPerBlock = 4;  // one warp per head
+
+// One warp, one head (q or k: normalise, rotate, write back and, for k, to the cache; v: copy to the
+// cache) of rows [r0, r1). P: pairs per lane (half = head_dim / 2 <= 32 P). The rows go in groups of
+// kRowGroup (4 up to head_dim 128, then 8 / P) whose loads are all issued before any of them is used, so a
+// block of several rows pays about one latency chain per group instead of one per row.
+template <int P>
+__device__ __forceinline__ void qk_rows(bf16* __restrict__ qkv, const bf16* __restrict__ q_norm,
+                                        const bf16* __restrict__ k_norm, const float* __restrict__ rope,
+                                        const int64_t* __restrict__ positions, const int64_t* __restrict__ slots,
+                                        bf16* __restrict__ cache, int r0, int r1, int head, int heads, int kv_heads,
+                                        int head_dim, int page_size, int64_t page_stride, int max_pos, float eps) {
+  constexpr int kRowGroup = P <= 2 ? 4 : 8 / P;  // at most 8 pairs x rows per lane (bounds registers)
+  const int lane = threadIdx.x & 31;
+  const int total_heads = heads + 2 * kv_heads;
+  const int half = head_dim / 2;
+  const bool is_v = head >= heads + kv_heads;
+  const int kvh = head < heads ? 0 : (head < heads + kv_heads ? head - heads : head - heads - kv_heads);
+  const int64_t v_block = is_v ? static_cast<int64_t>(page_size) * kv_heads * head_dim : 0;
+  const bf16* w = head < heads ? q_norm : k_norm;
+  float w1[P], w2[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int i = lane + 32 * j;
+    w1[j] = !is_v && i < half ? to_f(w[i]) : 0.0f;
+    w2[j] = !is_v && i < half ? to_f(w[i + half]) : 0.0f;
+  }
+  for (int g0 = r0; g0 < r1; g0 += kRowGroup) {
+    // Before waiting for the previous kernel (pdl, first group only): only what no kernel of the
+    // program writes, i.e. the caller's positions and slots, the RoPE table and the norm weights.
+    bf16* dst[kRowGroup];
+    float cv[kRowGroup][P], sv[kRowGroup][P];
+#pragma unroll
+    for (int q = 0; q < kRowGroup; ++q) {
+      const int r = g0 + q;
+      dst[q] = nullptr;
+      if (r < r1 && head >= heads) {
+        const int64_t slot = slots[r];
+        if (slot >= 0)
+          dst[q] = cache + (slot / page_size) * page_stride +
+                   (static_cast<int64_t>(slot % page_size) * kv_heads + kvh) * head_dim + v_block;
+      }
+      int64_t p = r < r1 && !is_v ? positions[r] : 0;
+      p = p < 0 ? 0 : (p >= max_pos ? max_pos - 1 : p);
+      const float* cs = rope + p * head_dim;
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const int i = lane + 32 * j;
+        const bool in = r < r1 && !is_v && i < half;
+        cv[q][j] = in ? cs[i] : 0.0f;
+        sv[q][j] = in ? cs[half + i] : 0.0f;
+      }
+    }
+    if (g0 == r0) {
+      wait_for_previous_grid();
+      allow_next_grid();
+    }
+    float a[kRowGroup][P], b[kRowGroup][P];
+#pragma unroll
+    for (int q = 0; q < kRowGroup; ++q) {
+      const bf16* x = qkv + static_cast<int64_t>(g0 + q) * total_heads * head_dim + static_cast<int64_t>(head) * head_dim;
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const int i = lane + 32 * j;
+        const bool in = g0 + q < r1 && i < half;
+        a[q][j] = in ? to_f(x[i]) : 0.0f;
+        b[q][j] = in ? to_f(x[i + half]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kRowGroup; ++q) {
+      if (g0 + q >= r1) break;
+      bf16* x = qkv + static_cast<int64_t>(g0 + q) * total_heads * head_dim + static_cast<int64_t>(head) * head_dim;
+      if (is_v) {  // v head: copy only
+        if (dst[q] != nullptr)
+#pragma unroll
+          for (int j = 0; j < P; ++j) {
+            const int i = lane + 32 * j;
+            if (i < half) {
+              dst[q][i] = to_bf(a[q][j]);
+              dst[q][i + half] = to_bf(b[q][j]);
+            }
+          }
+        continue;
+      }
+      float ss = 0.0f;
+#pragma unroll
+      for (int j = 0; j < P; ++j) ss += a[q][j] * a[q][j] + b[q][j] * b[q][j];
+      ss = warp_sum(ss);
+      const float rstd = rsqrtf(ss / static_cast<float>(head_dim) + eps);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const int i = lane + 32 * j;
+        if (i < half) {
+          const float n1 = round_bf(w1[j] * round_bf(a[q][j] * rstd));
+          const float n2 = round_bf(w2[j] * round_bf(b[q][j] * rstd));
+          const float c = cv[q][j], sn = sv[q][j];
+          const bf16 o1 = to_bf(n1 * c - n2 * sn);
+          const bf16 o2 = to_bf(n2 * c + n1 * sn);
+          x[i] = o1;
+          x[i + half] = o2;
+          if (dst[q] != nullptr) {
+            dst[q][i] = o1;
+            dst[q][i + half] = o2;
+          }
+        }
+      }
+    }
+  }
+}
 }  // namespace
 
 // qkv: [rows, (heads + 2*kv_heads) * head_dim] bf16, q heads then k heads then v heads (in place).
 // For each row r: every q and k head is RMS-normalised with q_norm / k_norm ([head_dim]) then
 // rotated (NeoX halves) at position positions[r]; k and v heads are written to the paged cache at
 // slot slots[r] (a negative slot skips the cache write). Positions are clamped to [0, max_pos).
-// grid: (rows, ceil_div(heads + 2*kv_heads, 4), 1), block (128, 1, 1). head_dim even, <= 512.
+// grid: (any x >= 1, ceil_div(heads + 2*kv_heads, 4), 1), block (128, 1, 1): block x takes rows
+// [x·R, (x+1)·R) with R = ceil_div(rows, gridDim.x) (grid x = rows: one row per block, as decode uses;
+// kern gen's prefill uses ceil_div(rows, 4)); the result does not depend on the grid. head_dim even,
+// <= 512.
 extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, const bf16* __restrict__ q_norm,
                                                         const bf16* __restrict__ k_norm, const float* __restrict__ rope,
                                                         const int64_t* __restrict__ positions,
@@ -46,80 +157,20 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
                                                         int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim,
                                                         int32_t page_size, int64_t page_stride, int32_t max_pos,
                                                         float eps) {
-  const int r = blockIdx.x;
-  const int lane = threadIdx.x & 31;
   const int head = blockIdx.y * kHeadsPerBlock + (threadIdx.x >> 5);
-  const int total_heads = heads + 2 * kv_heads;
-  if (r >= rows || head >= total_heads) return;  // an exited warp or block counts as waited and triggered
-  const int half = head_dim / 2;
-  bf16* x = qkv + static_cast<int64_t>(r) * total_heads * head_dim + static_cast<int64_t>(head) * head_dim;
-
-  // Before waiting for the previous kernel (pdl): only what no kernel of the program writes, i.e.
-  // the caller's positions and slots, the RoPE table and the norm weights. qkv comes after.
-  const int64_t slot = slots[r];
-  bf16* k_dst = nullptr;
-  if (head >= heads && slot >= 0) {
-    const int kvh = head < heads + kv_heads ? head - heads : head - heads - kv_heads;
-    k_dst = cache + (slot / page_size) * page_stride +
-            (static_cast<int64_t>(slot % page_size) * kv_heads + kvh) * head_dim;
-    if (head >= heads + kv_heads) k_dst += static_cast<int64_t>(page_size) * kv_heads * head_dim;  // V block
-  }
-
-  if (head >= heads + kv_heads) {  // v head: copy only
-    wait_for_previous_grid();
-    allow_next_grid();
-    if (k_dst != nullptr)
-      for (int i = lane; i < head_dim; i += 32) k_dst[i] = x[i];
-    return;
-  }
-
-  const bf16* w = head < heads ? q_norm : k_norm;
-  int64_t p = positions[r];
-  p = p < 0 ? 0 : (p >= max_pos ? max_pos - 1 : p);
-  const float* cs = rope + p * head_dim;
-  float w1[kMaxPairsPerLane], w2[kMaxPairsPerLane], cv[kMaxPairsPerLane], sv[kMaxPairsPerLane];
-#pragma unroll
-  for (int j = 0; j < kMaxPairsPerLane; ++j) {
-    const int i = lane + 32 * j;
-    const bool in = i < half;
-    w1[j] = in ? to_f(w[i]) : 0.0f;
-    w2[j] = in ? to_f(w[i + half]) : 0.0f;
-    cv[j] = in ? cs[i] : 0.0f;
-    sv[j] = in ? cs[half + i] : 0.0f;
-  }
-  wait_for_previous_grid();
-  allow_next_grid();
-
-  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
-  float ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kMaxPairsPerLane; ++j) {
-    const int i = lane + 32 * j;
-    a[j] = 0.0f;
-    b[j] = 0.0f;
-    if (i < half) {
-      a[j] = to_f(x[i]);
-      b[j] = to_f(x[i + half]);
-      ss += a[j] * a[j] + b[j] * b[j];
-    }
-  }
-  ss = warp_sum(ss);
-  const float rstd = rsqrtf(ss / static_cast<float>(head_dim) + eps);
-#pragma unroll
-  for (int j = 0; j < kMaxPairsPerLane; ++j) {
-    const int i = lane + 32 * j;
-    if (i < half) {
-      const float n1 = round_bf(w1[j] * round_bf(a[j] * rstd));
-      const float n2 = round_bf(w2[j] * round_bf(b[j] * rstd));
-      const float c = cv[j], s = sv[j];
-      const bf16 o1 = to_bf(n1 * c - n2 * s);
-      const bf16 o2 = to_bf(n2 * c + n1 * s);
-      x[i] = o1;
-      x[i + half] = o2;
-      if (k_dst != nullptr) {
-        k_dst[i] = o1;
-        k_dst[i + half] = o2;
-      }
-    }
-  }
+  const int per_block = (rows + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  const int r0 = static_cast<int>(blockIdx.x) * per_block, r1 = min(rows, r0 + per_block);
+  if (r0 >= rows || head >= heads + 2 * kv_heads) return;  // an exited warp or block counts as waited and triggered
+  if (head_dim <= 64)
+    qk_rows<1>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
+               page_stride, max_pos, eps);
+  else if (head_dim <= 128)
+    qk_rows<2>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
+               page_stride, max_pos, eps);
+  else if (head_dim <= 256)
+    qk_rows<4>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
+               page_stride, max_pos, eps);
+  else
+    qk_rows<8>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
+               page_stride, max_pos, eps);
 }

@@ -53,7 +53,7 @@ struct Options {
   int peer_timeout_s = 900;
   bool pdl = true;                          // kern gen's decode launches with pdl
   bool decode_chain = false;                // kern gen's --decode-chain (sized to the GPU's SMs)
-  std::uint64_t attn_target_blocks = 1024;  // kern gen's --attn-target-blocks
+  std::uint64_t attn_target_blocks = 0;     // kern gen's --attn-target-blocks (0: the kernel's default)
   bool decode_attn_mma = true;              // kern gen's --decode-attn-f32 (negated)
   std::uint64_t gemv_prefetch_bytes = 0;    // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;             // kern gen's --gemv-fused-norm

@@ -114,7 +114,9 @@ Runner setup(CLI::App& app) {
               "Decode steps of up to 4 sequences through the persistent decode-chain kernel (sm_90; measured no "
               "faster on the H200)");
   q->add_option("--attn-target-blocks", opt.gen.decode_attn_target_blocks,
-                "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), at most 64)");
+                "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), at most 64; 0, the default: 256 for the tensor-core kernel, 1024 for --decode-attn-f32)");
+  q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
+                "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
               "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
   CLI::Option* blocks = q->add_option("--chain-blocks", opt.gen.chain_blocks,

@@ -66,15 +66,28 @@ struct Qwen3GenOptions {
   // resident at once; the runtime checks the fit at load). kern gen and kern bench fill in the device's count.
   std::uint64_t chain_blocks = 132;
   // Blocks of work the split-KV decode attention aims for per call (kernels/attention.cu): ranges per
-  // sequence = ceil(this / (seqs · kv_heads)), at most 64, each at least 32 keys.
-  std::uint64_t decode_attn_target_blocks = 1024;
+  // sequence = ceil(this / (seqs · kv_heads)), at most 64, each at least 32 keys. 0: the partial
+  // kernel's own default (decode_attn_target below).
+  std::uint64_t decode_attn_target_blocks = 0;
   // The split-KV decode attention's partial kernel: tensor cores with a cp.async ring per warp
   // (kern_attn_decode_mma_partial_hd*), or the f32 CUDA-core kernel (false; kern_attn_decode_partial_hd*).
   bool decode_attn_mma = true;
+  // Prefill calls of at least this many rows (head_dim 128) use the m32n32s2 attention layout, faster
+  // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
+  // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.
+  std::uint64_t prefill_long_rows = 4096;
   std::string model;                // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;
 };
+
+// The decode attention's work target when the option leaves it at 0, measured best on the H200
+// (PerfGpu.DecodeAttentionSplitSweep, docs/perf.md): 256 blocks for the tensor-core partial (about its two
+// resident blocks per SM: fewer, longer ranges keep each warp's cp.async ring full), 1024 for the f32 one.
+inline constexpr std::uint64_t kDecodeAttnTargetMma = 256;
+inline constexpr std::uint64_t kDecodeAttnTargetF32 = 1024;
+// The target a manifest generated with these options uses.
+std::uint64_t decode_attn_target(const Qwen3GenOptions& o);
 
 // The kernel families a Qwen3 manifest uses (fatbin <family>.fatbin in the kernels dir).
 const std::vector<std::string>& qwen3_kernel_families();

@@ -160,6 +160,15 @@ std::uint64_t gemv_blocks(const Geo& g, std::uint64_t tiles) {
   return g.o.gemv_max_blocks == 0 ? tiles : std::min(tiles, g.o.gemv_max_blocks);
 }
 
+}  // namespace
+
+std::uint64_t decode_attn_target(const Qwen3GenOptions& o) {
+  if (o.decode_attn_target_blocks != 0) return o.decode_attn_target_blocks;
+  return o.decode_attn_mma ? kDecodeAttnTargetMma : kDecodeAttnTargetF32;
+}
+
+namespace {
+
 OJ with_shared(OJ l, std::uint64_t bytes) {
   l["shared_mem"] = bytes;
   return l;
@@ -277,7 +286,7 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
                                    c.hidden));
     OJ silu = launch("activation", "kern_silu_mul_bf16", {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
                      OJ::array({p(gate_up), p(act), p(m), i32(c.intermediate)}),
-                     OJ::array({"seqs", (c.intermediate + 1023) / 1024, 1}), 256);
+                     OJ::array({"seqs", (c.intermediate + 2047) / 2048, 1}), 256);
     silu["when"] = when_blas();
     launches.push_back(std::move(silu));
   }
@@ -368,13 +377,13 @@ OJ ops(const Geo& g) {
                         OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
                                    i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
                                    f32(eps)}),
-                        OJ::array({"tokens", (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128), g)}));
+                        OJ::array({ceil_div("tokens", 4), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128), g)}));  // 4 rows per block (kernels/rope.cu)
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   {
     // The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about
     // the option's decode_attn_target_blocks blocks of work per call; its grid covers them, blocks past the work exit)
     // and writes `out` itself for sequences of one range; the reduce merges the others.
-    const std::uint64_t target_blocks = g.o.decode_attn_target_blocks;
+    const std::uint64_t target_blocks = decode_attn_target(g.o);
     constexpr std::uint64_t kDecodePartialThreads = 128;
     const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, target_blocks})}};
     // The tensor-core partial (kern_attn_decode_mma_partial_hd*, same ABI and grid) takes dynamic shared
@@ -410,24 +419,42 @@ OJ ops(const Geo& g) {
   // key tiles of 64 in two stages of K and V in dynamic shared memory.
   constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256, kPrefillKeys = 64, kPrefillStages = 2;
   const std::uint64_t prefill_shared = 2 * kPrefillStages * kPrefillKeys * (c.head_dim + 8) * 2;
-  const std::uint64_t rows_per_block = std::max<std::uint64_t>(1, kPrefillQueries / (c.heads / c.kv_heads));
-  o["attn_prefill"] = op(
-      {"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
-       "out buffer<bf16>", "i32", "i32"},
-      OJ::array({with_shared(launch("attention_prefill", "kern_attn_prefill_mma_s2" + g.hd,
-                        {"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
-                         "in buffer<i32>", "in buffer<i64>", "out buffer<bf16>", "i32", "i32", "i32", "i32", "i32",
-                         "i64", "f32", "i32"},
-                        OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6), p(7),
-                                   p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size), i64(g.page_stride_elems),
-                                   f32(scale), i32(rows_per_block)}),
-                        OJ::array({ceil_div("tokens", rows_per_block), c.kv_heads, 1}), kPrefillThreads),
-                            prefill_shared)}));
+  // Calls of prefill_long_rows rows or more (long whole-prompt prefills; head_dim 128 only) take the
+  // m32n32s2 layout instead: 4 warps x 32 queries, key tiles of 32 in two stages (Q staged in shared
+  // memory), 11 % faster at 8192 rows on the H200 but slower at 512-2048 (docs/perf.md). Both are
+  // row-invariant within themselves; a row computed by a call of each size differs only by rounding.
+  const OJ prefill_params = OJ::array({"in buffer<bf16>", "i32", "in state", "in buffer<i32>", "i32", "in buffer<i32>",
+                                       "in buffer<i32>", "in buffer<i64>", "out buffer<bf16>", "i32", "i32", "i32",
+                                       "i32", "i32", "i64", "f32", "i32"});
+  auto prefill_launch = [&](const std::string& entry, std::uint64_t queries, std::uint64_t threads,
+                            std::uint64_t shared) {
+    const std::uint64_t per_block = std::max<std::uint64_t>(1, queries / (c.heads / c.kv_heads));
+    return with_shared(launch("attention_prefill", entry, prefill_params,
+                              OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6),
+                                         p(7), p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
+                                         i64(g.page_stride_elems), f32(scale), i32(per_block)}),
+                              OJ::array({ceil_div("tokens", per_block), c.kv_heads, 1}), threads),
+                       shared);
+  };
+  OJ prefill_launches = OJ::array({prefill_launch("kern_attn_prefill_mma_s2" + g.hd, kPrefillQueries, kPrefillThreads,
+                                                  prefill_shared)});
+  const std::uint64_t long_rows = g.o.prefill_long_rows;
+  if (c.head_dim == 128 && long_rows > 0 && g.o.max_tokens >= long_rows) {
+    constexpr std::uint64_t kLongQueries = 128, kLongThreads = 128, kLongKeys = 32;
+    const std::uint64_t long_shared = (kLongQueries + 2 * kPrefillStages * kLongKeys) * (c.head_dim + 8) * 2;
+    prefill_launches[0]["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
+    OJ big = prefill_launch("kern_attn_prefill_mma_m32n32s2" + g.hd, kLongQueries, kLongThreads, long_shared);
+    big["when"] = OJ{{"var", "tokens"}, {"min", long_rows}};
+    prefill_launches.push_back(std::move(big));
+  }
+  o["attn_prefill"] = op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>",
+                          "in buffer<i64>", "out buffer<bf16>", "i32", "i32"},
+                         std::move(prefill_launches));
   o["silu_mul"] = op({"in buffer<bf16>", "out buffer<bf16>", "i32"},
                      OJ::array({launch("activation", "kern_silu_mul_bf16",
                                        {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"},
                                        OJ::array({p(0), p(1), p(2), i32(c.intermediate)}),
-                                       OJ::array({"tokens", (c.intermediate + 1023) / 1024, 1}), 256)}));
+                                       OJ::array({"tokens", (c.intermediate + 2047) / 2048, 1}), 256)}));
   {
     OJ part = launch("argmax", "kern_argmax_partial_bf16",
                      {"in buffer<bf16>", "out buffer<f32>", "out buffer<i32>", "i32", "i32", "i32"},
@@ -701,8 +728,9 @@ void check_options(const Qwen3Config& c, const Qwen3GenOptions& o) {
     fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
   if (o.decode_chain && (o.chain_blocks == 0 || o.chain_blocks > 65535))
     fail(ErrorKind::Api, "--chain-blocks must be in [1, 65535], got {}", o.chain_blocks);
-  if (o.decode_attn_target_blocks == 0 || o.decode_attn_target_blocks > 1u << 20)
-    fail(ErrorKind::Api, "--attn-target-blocks must be in [1, {}], got {}", 1u << 20, o.decode_attn_target_blocks);
+  if (o.decode_attn_target_blocks > 1u << 20)
+    fail(ErrorKind::Api, "--attn-target-blocks must be in [0, {}] (0: the partial kernel's default), got {}", 1u << 20,
+         o.decode_attn_target_blocks);
   if (o.gemv_max_blocks > kI32Max)
     fail(ErrorKind::Api, "--gemv-max-blocks must be in [0, {}], got {}", kI32Max, o.gemv_max_blocks);
   if (o.page_size == 0 || o.page_size > 256 || (o.page_size & (o.page_size - 1)) != 0)

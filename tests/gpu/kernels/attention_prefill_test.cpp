@@ -38,6 +38,7 @@ const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, 64, true};       // 4 
 const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};  // the same, key tiles of 32
 const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};  // the same, key tiles of 32
 const Variant kM32N32S2{"kern_attn_prefill_mma_m32n32s2", 128, 128, 32, true, 2};  // m32n32, two stages
+const Variant kW4S2{"kern_attn_prefill_mma_w4s2", 128, 64, 64, false, 2};  // 4 warps x 16 queries, two stages
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -185,6 +186,8 @@ TEST(AttentionPrefillMmaGpu, BlocksSpanSequences) {
   check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {16, 11}, {64, 33}}, 210, 4), 13);
 }
 TEST(AttentionPrefillMmaGpu, OneRowPerBlock) { check(Problem({32, 8, 128, 16}, {{0, 20}, {31, 37}}, 211), 1); }
+// kern gen allows only power-of-two pages (the kernel then shifts); any other size divides.
+TEST(AttentionPrefillMmaGpu, PageSizeNotAPowerOfTwo) { check(Problem({32, 8, 128, 12}, {{30, 50}}, 214)); }
 TEST(AttentionPrefillMmaGpu, Long4kKeys) { check(Problem({32, 8, 128, 16}, {{4000, 96}}, 212)); }
 TEST(AttentionPrefillMmaGpu, FirstChunkOfManyTiles) { check(Problem({32, 8, 128, 16}, {{0, 1100}}, 213)); }
 
@@ -240,7 +243,7 @@ TEST(AttentionPrefillMmaGpu, VariantM32) {
   check_row_invariance({32, 8, 128, 16}, 511, 256, kM32);
 }
 TEST(AttentionPrefillMmaGpu, VariantsTwoStages) {
-  for (const Variant* v : {&kOneStage, &kS2N32, &kM32N32S2}) {
+  for (const Variant* v : {&kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
     check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 261, 4), 0, *v);
     check(Problem({64, 8, 128, 16}, {{33, 77}}, 262), 0, *v);
     check_row_invariance({32, 8, 128, 16}, 300, 263, *v);
@@ -296,7 +299,7 @@ TEST(PerfGpu, PrefillMma) {
                        g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
                        rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block);
     };
-    for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2}) {
+    for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
       prepare(fb, *v, g);
       const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
       const std::string name = what + " " + v->name;

@@ -404,8 +404,18 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
   const auto& attn = few["ops"]["attn_decode"]["impl"]["launches"];
   EXPECT_EQ(attn[0]["args"][15]["i32"], 128);
   EXPECT_EQ(attn[1]["args"][10]["i32"], 128);
-  o.decode_attn_target_blocks = 0;
+  o.decode_attn_target_blocks = (1u << 20) + 1;
   EXPECT_THROW(generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o), kern::Error);
+  // 0 (the default): the partial kernel's own target, 256 for the tensor-core one, 1024 for the f32 one.
+  o.decode_attn_target_blocks = 0;
+  for (bool mma : {true, false}) {
+    o.decode_attn_mma = mma;
+    const auto m = generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o);
+    const auto& l = m["ops"]["attn_decode"]["impl"]["launches"];
+    EXPECT_EQ(l[0]["args"][15]["i32"], mma ? 256 : 1024);
+    EXPECT_EQ(l[1]["args"][10]["i32"], mma ? 256 : 1024);
+  }
+  o.decode_attn_mma = true;
   o.decode_attn_target_blocks = 1024;
   o.decode_chain = true;
   o.chain_blocks = 0;
@@ -424,6 +434,7 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
   for (const auto& shape : kShapes) {
     const Qwen3Config c = parse_qwen3_config(config_json(shape));
     Qwen3GenOptions o = options();
+    o.decode_attn_target_blocks = 512;  // the same target for both (by default each has its own)
     const auto mma = generate_qwen3_manifest(c, o);
     o.decode_attn_mma = false;
     const auto f32 = generate_qwen3_manifest(c, o);
@@ -438,6 +449,47 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     EXPECT_EQ(a[0]["grid"], b[0]["grid"]);
     EXPECT_EQ(a[1], b[1]);
   }
+}
+
+// Prefill attention: the s2 layout for every call, except that with a token bound of 4096 or more (and
+// head_dim 128) calls of 4096+ rows take the m32n32s2 layout; the two `when` ranges partition the rows.
+TEST(GenQwen3, PrefillAttentionLayoutBySize) {
+  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B, head_dim 128
+  Qwen3GenOptions o = options();
+  o.max_tokens = 4095;
+  const auto small = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
+  ASSERT_EQ(small.size(), 1u);
+  EXPECT_EQ(small[0]["entry"], "kern_attn_prefill_mma_s2_hd128");
+  EXPECT_FALSE(small[0].contains("when"));
+  o.max_tokens = 8192;
+  const auto big = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
+  ASSERT_EQ(big.size(), 2u);
+  EXPECT_EQ(big[0]["entry"], "kern_attn_prefill_mma_s2_hd128");
+  EXPECT_EQ(big[0]["when"]["var"], "tokens");
+  EXPECT_EQ(big[0]["when"]["max"], 4095);
+  EXPECT_FALSE(big[0]["when"].contains("min"));
+  EXPECT_EQ(big[1]["entry"], "kern_attn_prefill_mma_m32n32s2_hd128");
+  EXPECT_EQ(big[1]["when"]["var"], "tokens");
+  EXPECT_EQ(big[1]["when"]["min"], 4096);
+  EXPECT_FALSE(big[1]["when"].contains("max"));
+  EXPECT_EQ(big[1]["block"][0], 128);
+  EXPECT_EQ(big[1]["shared_mem"], (128u + 2 * 2 * 32) * (128 + 8) * 2);
+  EXPECT_EQ(big[1]["args"].back()["i32"], 128 / 4);  // rows per block: 128 queries / G
+  EXPECT_EQ(big[0]["args"], big[1]["args"]);          // same arguments, rows per block included (both 128 queries)
+  // head_dim 64 (the m32n32s2 layout is built for 128 only): one launch whatever the bound.
+  Shape s64 = kShapes[0];
+  s64.head_dim = 64;
+  const auto hd64 = generate_qwen3_manifest(parse_qwen3_config(config_json(s64)), o)["ops"]["attn_prefill"]["impl"]["launches"];
+  ASSERT_EQ(hd64.size(), 1u);
+  EXPECT_EQ(hd64[0]["entry"], "kern_attn_prefill_mma_s2_hd64");
+  // --prefill-long-rows: 0 keeps s2 for every call; another threshold moves the partition.
+  o.prefill_long_rows = 0;
+  EXPECT_EQ(generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"].size(), 1u);
+  o.prefill_long_rows = 1000;
+  const auto moved = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
+  ASSERT_EQ(moved.size(), 2u);
+  EXPECT_EQ(moved[0]["when"]["max"], 999);
+  EXPECT_EQ(moved[1]["when"]["min"], 1000);
 }
 
 // Every kernel the decode program chains after another waits for it (kernels/common.cuh), so all
