@@ -30,116 +30,15 @@ extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_
 }
 
 namespace {
-constexpr int kHeadsPerBlock = 4;  // one warp per head
+constexpr int kHeadsPerBlock = 4;     // one warp per head
+constexpr int kChunkRows = 16;        // rows staged in shared memory at once (fewer past head_dim 128)
+constexpr int kStageElems = 16 * 128; // bf16 per head of a chunk, and f32 of its RoPE rows
 
-// One warp, one head (q or k: normalise, rotate, write back and, for k, to the cache; v: copy to the
-// cache) of rows [r0, r1). P: pairs per lane (half = head_dim / 2 <= 32 P). The rows go in groups of
-// kRowGroup (4 up to head_dim 128, then 8 / P) whose loads are all issued before any of them is used, so a
-// block of several rows pays about one latency chain per group instead of one per row.
-template <int P>
-__device__ __forceinline__ void qk_rows(bf16* __restrict__ qkv, const bf16* __restrict__ q_norm,
-                                        const bf16* __restrict__ k_norm, const float* __restrict__ rope,
-                                        const int64_t* __restrict__ positions, const int64_t* __restrict__ slots,
-                                        bf16* __restrict__ cache, int r0, int r1, int head, int heads, int kv_heads,
-                                        int head_dim, int page_size, int64_t page_stride, int max_pos, float eps) {
-  constexpr int kRowGroup = P <= 2 ? 4 : 8 / P;  // at most 8 pairs x rows per lane (bounds registers)
-  const int lane = threadIdx.x & 31;
-  const int total_heads = heads + 2 * kv_heads;
-  const int half = head_dim / 2;
-  const bool is_v = head >= heads + kv_heads;
-  const int kvh = head < heads ? 0 : (head < heads + kv_heads ? head - heads : head - heads - kv_heads);
-  const int64_t v_block = is_v ? static_cast<int64_t>(page_size) * kv_heads * head_dim : 0;
-  const bf16* w = head < heads ? q_norm : k_norm;
-  float w1[P], w2[P];
-#pragma unroll
-  for (int j = 0; j < P; ++j) {
-    const int i = lane + 32 * j;
-    w1[j] = !is_v && i < half ? to_f(w[i]) : 0.0f;
-    w2[j] = !is_v && i < half ? to_f(w[i + half]) : 0.0f;
-  }
-  for (int g0 = r0; g0 < r1; g0 += kRowGroup) {
-    // Before waiting for the previous kernel (pdl, first group only): only what no kernel of the
-    // program writes, i.e. the caller's positions and slots, the RoPE table and the norm weights.
-    bf16* dst[kRowGroup];
-    float cv[kRowGroup][P], sv[kRowGroup][P];
-#pragma unroll
-    for (int q = 0; q < kRowGroup; ++q) {
-      const int r = g0 + q;
-      dst[q] = nullptr;
-      if (r < r1 && head >= heads) {
-        const int64_t slot = slots[r];
-        if (slot >= 0)
-          dst[q] = cache + (slot / page_size) * page_stride +
-                   (static_cast<int64_t>(slot % page_size) * kv_heads + kvh) * head_dim + v_block;
-      }
-      int64_t p = r < r1 && !is_v ? positions[r] : 0;
-      p = p < 0 ? 0 : (p >= max_pos ? max_pos - 1 : p);
-      const float* cs = rope + p * head_dim;
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int i = lane + 32 * j;
-        const bool in = r < r1 && !is_v && i < half;
-        cv[q][j] = in ? cs[i] : 0.0f;
-        sv[q][j] = in ? cs[half + i] : 0.0f;
-      }
-    }
-    if (g0 == r0) {
-      wait_for_previous_grid();
-      allow_next_grid();
-    }
-    float a[kRowGroup][P], b[kRowGroup][P];
-#pragma unroll
-    for (int q = 0; q < kRowGroup; ++q) {
-      const bf16* x = qkv + static_cast<int64_t>(g0 + q) * total_heads * head_dim + static_cast<int64_t>(head) * head_dim;
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int i = lane + 32 * j;
-        const bool in = g0 + q < r1 && i < half;
-        a[q][j] = in ? to_f(x[i]) : 0.0f;
-        b[q][j] = in ? to_f(x[i + half]) : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kRowGroup; ++q) {
-      if (g0 + q >= r1) break;
-      bf16* x = qkv + static_cast<int64_t>(g0 + q) * total_heads * head_dim + static_cast<int64_t>(head) * head_dim;
-      if (is_v) {  // v head: copy only
-        if (dst[q] != nullptr)
-#pragma unroll
-          for (int j = 0; j < P; ++j) {
-            const int i = lane + 32 * j;
-            if (i < half) {
-              dst[q][i] = to_bf(a[q][j]);
-              dst[q][i + half] = to_bf(b[q][j]);
-            }
-          }
-        continue;
-      }
-      float ss = 0.0f;
-#pragma unroll
-      for (int j = 0; j < P; ++j) ss += a[q][j] * a[q][j] + b[q][j] * b[q][j];
-      ss = warp_sum(ss);
-      const float rstd = rsqrtf(ss / static_cast<float>(head_dim) + eps);
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int i = lane + 32 * j;
-        if (i < half) {
-          const float n1 = round_bf(w1[j] * round_bf(a[q][j] * rstd));
-          const float n2 = round_bf(w2[j] * round_bf(b[q][j] * rstd));
-          const float c = cv[q][j], sn = sv[q][j];
-          const bf16 o1 = to_bf(n1 * c - n2 * sn);
-          const bf16 o2 = to_bf(n2 * c + n1 * sn);
-          x[i] = o1;
-          x[i + half] = o2;
-          if (dst[q] != nullptr) {
-            dst[q][i] = o1;
-            dst[q][i + half] = o2;
-          }
-        }
-      }
-    }
-  }
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 }  // namespace
 
 // qkv: [rows, (heads + 2*kv_heads) * head_dim] bf16, q heads then k heads then v heads (in place).
@@ -148,8 +47,13 @@ __device__ __forceinline__ void qk_rows(bf16* __restrict__ qkv, const bf16* __re
 // slot slots[r] (a negative slot skips the cache write). Positions are clamped to [0, max_pos).
 // grid: (any x >= 1, ceil_div(heads + 2*kv_heads, 4), 1), block (128, 1, 1): block x takes rows
 // [x·R, (x+1)·R) with R = ceil_div(rows, gridDim.x) (grid x = rows: one row per block, as decode uses;
-// kern gen's prefill uses ceil_div(rows, 4)); the result does not depend on the grid. head_dim even,
-// <= 512.
+// kern gen's prefill uses ceil_div(rows, 16)); the result does not depend on the grid. head_dim a
+// multiple of 8, <= 512.
+//
+// How: the block's rows go in chunks of up to 16 (2048 / head_dim past 128). For a chunk, the block
+// copies its 4 heads of every row (one contiguous run per row) and the rows' RoPE table rows into
+// shared memory with cp.async, all in flight together, then each warp normalises, rotates and writes
+// its head of every row from there (lane i takes pairs i, i + 32, ... as one warp per head always did).
 extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, const bf16* __restrict__ q_norm,
                                                         const bf16* __restrict__ k_norm, const float* __restrict__ rope,
                                                         const int64_t* __restrict__ positions,
@@ -157,20 +61,93 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
                                                         int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim,
                                                         int32_t page_size, int64_t page_stride, int32_t max_pos,
                                                         float eps) {
-  const int head = blockIdx.y * kHeadsPerBlock + (threadIdx.x >> 5);
+  __shared__ __align__(16) bf16 xs[kHeadsPerBlock * kStageElems];
+  __shared__ __align__(16) float cs[kStageElems];
+  __shared__ int64_t slot_s[kChunkRows];
+  __shared__ int32_t pos_s[kChunkRows];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int total_heads = heads + 2 * kv_heads;
+  const int h0 = blockIdx.y * kHeadsPerBlock;
+  const int nh = min(kHeadsPerBlock, total_heads - h0);
   const int per_block = (rows + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
   const int r0 = static_cast<int>(blockIdx.x) * per_block, r1 = min(rows, r0 + per_block);
-  if (r0 >= rows || head >= heads + 2 * kv_heads) return;  // an exited warp or block counts as waited and triggered
-  if (head_dim <= 64)
-    qk_rows<1>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
-               page_stride, max_pos, eps);
-  else if (head_dim <= 128)
-    qk_rows<2>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
-               page_stride, max_pos, eps);
-  else if (head_dim <= 256)
-    qk_rows<4>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
-               page_stride, max_pos, eps);
-  else
-    qk_rows<8>(qkv, q_norm, k_norm, rope, positions, slots, cache, r0, r1, head, heads, kv_heads, head_dim, page_size,
-               page_stride, max_pos, eps);
+  if (head_dim < 8 || head_dim > 512 || (head_dim & 7) != 0) __trap();  // unsupported (kern gen allows 64 and 128)
+  if (r0 >= rows || nh <= 0) return;  // an exited block counts as waited and triggered
+  const int half = head_dim / 2;
+  const int chunk_rows = min(kChunkRows, kStageElems / head_dim);
+  const int head = h0 + warp;
+  const bool live = warp < nh;
+  const bool is_v = head >= heads + kv_heads;
+  const int kvh = head < heads ? 0 : (head < heads + kv_heads ? head - heads : head - heads - kv_heads);
+  const int64_t v_block = is_v ? static_cast<int64_t>(page_size) * kv_heads * head_dim : 0;
+  const bf16* w = head < heads ? q_norm : k_norm;
+  const int run = nh * head_dim / 8;      // 16-byte pieces of one row's heads
+  const int rope_run = head_dim / 4;      // 16-byte pieces of one RoPE row
+
+  for (int c0 = r0; c0 < r1; c0 += chunk_rows) {
+    const int n = min(chunk_rows, r1 - c0);
+    __syncthreads();  // the previous chunk's readers are done with the stage
+    // Before waiting for the previous kernel (pdl, first chunk only): only what no kernel of the
+    // program writes, i.e. the caller's positions and slots and the RoPE table. qkv comes after.
+    if (static_cast<int>(threadIdx.x) < n) {
+      int64_t p = positions[c0 + threadIdx.x];
+      pos_s[threadIdx.x] = static_cast<int32_t>(p < 0 ? 0 : (p >= max_pos ? max_pos - 1 : p));
+      slot_s[threadIdx.x] = slots[c0 + threadIdx.x];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < n * rope_run; e += blockDim.x) {
+      const int q = e / rope_run, piece = e - q * rope_run;
+      cp_async16(cs + q * head_dim + piece * 4, rope + static_cast<int64_t>(pos_s[q]) * head_dim + piece * 4);
+    }
+    if (c0 == r0) {
+      wait_for_previous_grid();
+      allow_next_grid();
+    }
+    for (int e = threadIdx.x; e < n * run; e += blockDim.x) {
+      const int q = e / run, piece = e - q * run;
+      cp_async16(xs + q * kHeadsPerBlock * head_dim + piece * 8,
+                 qkv + (static_cast<int64_t>(c0 + q) * total_heads + h0) * head_dim + piece * 8);
+    }
+    cp_async_wait_all();
+    __syncthreads();
+    if (!live) continue;
+    for (int q = 0; q < n; ++q) {
+      const bf16* x = xs + (q * kHeadsPerBlock + warp) * head_dim;
+      bf16* out = qkv + (static_cast<int64_t>(c0 + q) * total_heads + head) * head_dim;
+      bf16* dst = nullptr;
+      const int64_t slot = slot_s[q];
+      if (head >= heads && slot >= 0)
+        dst = cache + (slot / page_size) * page_stride +
+              (static_cast<int64_t>(slot % page_size) * kv_heads + kvh) * head_dim + v_block;
+      if (is_v) {  // v head: copy only
+        if (dst != nullptr)
+          for (int i = lane; i < half; i += 32) {
+            dst[i] = x[i];
+            dst[i + half] = x[i + half];
+          }
+        continue;
+      }
+      float ss = 0.0f;
+      for (int i = lane; i < half; i += 32) {
+        const float a = to_f(x[i]), b = to_f(x[i + half]);
+        ss += a * a + b * b;
+      }
+      ss = warp_sum(ss);
+      const float rstd = rsqrtf(ss / static_cast<float>(head_dim) + eps);
+      const float* c = cs + q * head_dim;
+      for (int i = lane; i < half; i += 32) {
+        const float n1 = round_bf(to_f(w[i]) * round_bf(to_f(x[i]) * rstd));
+        const float n2 = round_bf(to_f(w[i + half]) * round_bf(to_f(x[i + half]) * rstd));
+        const float cv = c[i], sv = c[half + i];
+        const bf16 o1 = to_bf(n1 * cv - n2 * sv);
+        const bf16 o2 = to_bf(n2 * cv + n1 * sv);
+        out[i] = o1;
+        out[i + half] = o2;
+        if (dst != nullptr) {
+          dst[i] = o1;
+          dst[i + half] = o2;
+        }
+      }
+    }
+  }
 }

@@ -377,7 +377,7 @@ OJ ops(const Geo& g) {
                         OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
                                    i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
                                    f32(eps)}),
-                        OJ::array({ceil_div("tokens", 4), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128), g)}));  // 4 rows per block (kernels/rope.cu)
+                        OJ::array({ceil_div("tokens", 16), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128), g)}));  // 16 rows per block (kernels/rope.cu)
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   {
     // The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about

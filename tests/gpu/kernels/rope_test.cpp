@@ -146,13 +146,14 @@ TEST(QkNormRopeCacheGpu, Gqa4) { check_qk_norm_rope_cache({19, 32, 8, 128, 16, 8
 TEST(QkNormRopeCacheGpu, Gqa2) { check_qk_norm_rope_cache({33, 16, 8, 128, 16, 4, 2, 0, 62}); }
 TEST(QkNormRopeCacheGpu, Gqa5LastLayer) { check_qk_norm_rope_cache({7, 40, 8, 128, 32, 2, 4, 3, 63}); }
 TEST(QkNormRopeCacheGpu, HeadDim64) { check_qk_norm_rope_cache({11, 8, 4, 64, 16, 3, 1, 0, 64}); }
-// Several rows per block (kern gen's prefill uses 4; the kernel works on up to 4 rows at once): every grid
-// gives the same bits as one block per row, including a last block with fewer rows.
+// Several rows per block (kern gen's prefill uses 16; the kernel stages up to 16 rows at once, fewer past
+// head_dim 128): every grid gives the same bits as one block per row, including a last block with fewer
+// rows and a last head group of fewer than 4 heads (5 + 2 heads).
 TEST(QkNormRopeCacheGpu, RowsPerBlockDoNotChangeTheResult) {
   for (const QkCase base : {QkCase{37, 32, 8, 128, 16, 8, 3, 1, 66}, QkCase{21, 8, 4, 64, 16, 3, 1, 0, 67},
-                            QkCase{9, 8, 2, 256, 16, 2, 1, 0, 68}}) {
+                            QkCase{19, 8, 2, 256, 16, 2, 1, 0, 68}, QkCase{45, 5, 1, 128, 16, 3, 1, 0, 69}}) {
     const auto one = check_qk_norm_rope_cache(base);
-    for (int grid_x : {(base.rows + 3) / 4, (base.rows + 2) / 3, (base.rows + 6) / 7, 1}) {
+    for (int grid_x : {(base.rows + 15) / 16, (base.rows + 3) / 4, (base.rows + 2) / 3, (base.rows + 6) / 7, 1}) {
       QkCase c = base;
       c.grid_x = grid_x;
       const auto got = check_qk_norm_rope_cache(c);
