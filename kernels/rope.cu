@@ -83,6 +83,7 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
   const bf16* w = head < heads ? q_norm : k_norm;
   const int run = nh * head_dim / 8;      // 16-byte pieces of one row's heads
   const int rope_run = head_dim / 4;      // 16-byte pieces of one RoPE row
+  const int page_shift = page_size > 0 && (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
 
   for (int c0 = r0; c0 < r1; c0 += chunk_rows) {
     const int n = min(chunk_rows, r1 - c0);
@@ -116,9 +117,12 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
       bf16* out = qkv + (static_cast<int64_t>(c0 + q) * total_heads + head) * head_dim;
       bf16* dst = nullptr;
       const int64_t slot = slot_s[q];
-      if (head >= heads && slot >= 0)
-        dst = cache + (slot / page_size) * page_stride +
-              (static_cast<int64_t>(slot % page_size) * kv_heads + kvh) * head_dim + v_block;
+      if (head >= heads && slot >= 0) {
+        // Page and row of the slot: shifts when page_size is a power of two (kern gen allows no other).
+        const int64_t page = page_shift >= 0 ? slot >> page_shift : slot / page_size;
+        const int64_t row = page_shift >= 0 ? slot & (page_size - 1) : slot % page_size;
+        dst = cache + page * page_stride + (row * kv_heads + kvh) * head_dim + v_block;
+      }
       if (is_v) {  // v head: copy only
         if (dst != nullptr)
           for (int i = lane; i < half; i += 32) {

@@ -492,5 +492,31 @@ TEST(PerfGpu, DecodeAttentionSplitSweep) {
   }
 }
 
+// One decode call at 32k keys with the tensor-core partial at kern gen's target (256 blocks), launched
+// plainly twice (no graph): the second launch is the one Nsight Compute looks at
+// (ncu -k regex:kern_attn_decode_mma_partial_hd128 --launch-skip 1 -c 1).
+TEST(PerfGpu, DecodeAttentionMma32kOnce) {
+  PerfState s(1, 32768, 64);
+  DecodeKernels k("mma");
+  const auto calls = s.calls({64, 256});
+  cudaStream_t st;
+  check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "event");
+  check_cuda(cudaEventCreate(&b), "event");
+  k.enqueue(calls[0], st, true);
+  check_cuda(cudaEventRecord(a, st), "record");
+  k.enqueue(calls[1 % calls.size()], st, true);
+  check_cuda(cudaEventRecord(b, st), "record");
+  check_cuda(cudaEventSynchronize(b), "sync");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, a, b), "elapsed");
+  report("decode mma 32k one plain call (partial + reduce) us", 1000.0 * ms);
+  report("decode mma 32k one plain call KV GB/s", s.kv_bytes() / (ms * 1e6));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(st);
+}
+
 }  // namespace
 }  // namespace kern_gpu_test

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "harness.hpp"
+#include "paged_kv.hpp"
 
 namespace kern_gpu_test {
 namespace {
@@ -151,7 +152,8 @@ TEST(QkNormRopeCacheGpu, HeadDim64) { check_qk_norm_rope_cache({11, 8, 4, 64, 16
 // rows and a last head group of fewer than 4 heads (5 + 2 heads).
 TEST(QkNormRopeCacheGpu, RowsPerBlockDoNotChangeTheResult) {
   for (const QkCase base : {QkCase{37, 32, 8, 128, 16, 8, 3, 1, 66}, QkCase{21, 8, 4, 64, 16, 3, 1, 0, 67},
-                            QkCase{19, 8, 2, 256, 16, 2, 1, 0, 68}, QkCase{45, 5, 1, 128, 16, 3, 1, 0, 69}}) {
+                            QkCase{19, 8, 2, 256, 16, 2, 1, 0, 68}, QkCase{45, 5, 1, 128, 16, 3, 1, 0, 69},
+                            QkCase{13, 8, 2, 128, 12, 3, 1, 0, 70}}) {  // the last: pages of 12 (division)
     const auto one = check_qk_norm_rope_cache(base);
     for (int grid_x : {(base.rows + 15) / 16, (base.rows + 3) / 4, (base.rows + 2) / 3, (base.rows + 6) / 7, 1}) {
       QkCase c = base;
@@ -165,5 +167,30 @@ TEST(QkNormRopeCacheGpu, RowsPerBlockDoNotChangeTheResult) {
 
 TEST(QkNormRopeCacheGpu, SingleRow) { check_qk_norm_rope_cache({1, 64, 8, 128, 16, 1, 2, 1, 65}); }
 
+// Timing (printed, never asserted): the q/k norm + RoPE + cache kernel over a Qwen3-4B prefill of 8192
+// rows, grid as kern gen (ceil(rows/16) row blocks) and one row per block, and the bytes it moves
+// (q and k heads read and written, v read, k and v written to the cache) per second.
+TEST(PerfGpu, QkNormRopeCachePrefill) {
+  const int rows = 8192, heads = 32, kv = 8, hd = 128, page = 16, total = heads + 2 * kv, max_pos = rows;
+  const int64_t block = static_cast<int64_t>(page) * kv * hd, page_stride = 2 * block;
+  Fatbin fb("rope");
+  Device<bf16_bits> qkv(fast_random_bf16(301, static_cast<size_t>(rows) * total * hd));
+  std::mt19937_64 rng(302);
+  const auto w = random_bf16(rng, hd, 0.5f, 1.5f);
+  Device<bf16_bits> qw(w), kw(w), cache(static_cast<size_t>(rows / page) * page_stride);
+  Device<float> table(rope_table_host(max_pos, hd, 1000000.0f));
+  std::vector<int64_t> pos(rows);
+  std::iota(pos.begin(), pos.end(), 0);
+  Device<int64_t> d_pos(pos), d_slots(pos);
+  const double bytes = static_cast<double>(rows) * hd * 2 * (2.0 * (heads + kv) + kv + 2.0 * kv);
+  for (int per_block : {16, 1}) {
+    const double us = fb.time_us("kern_qk_norm_rope_cache_bf16", 20, dim3((rows + per_block - 1) / per_block, total / 4),
+                                 dim3(128), qkv.get(), qw.get(), kw.get(), table.get(), d_pos.get(), d_slots.get(),
+                                 cache.get(), rows, heads, kv, hd, page, page_stride, max_pos, 1e-6f);
+    const std::string t = "qk_norm_rope 4B prefill 8192 rows, " + std::to_string(per_block) + " rows per block";
+    report(t + " us", us);
+    report(t + " GB/s", bytes / (us * 1e3));
+  }
+}
 }  // namespace
 }  // namespace kern_gpu_test
