@@ -614,14 +614,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     const bf16* q0 = qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh) * group * HD;
     const bf16* pa = g < group ? q0 + g * HD : nullptr;
     const bf16* pb = g + 8 < group ? q0 + (g + 8) * HD : nullptr;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const int d = ks * 16 + 2 * t;
-      qf[ks][0] = pa != nullptr ? load_u32(pa + d) : 0u;
-      qf[ks][1] = pb != nullptr ? load_u32(pb + d) : 0u;
-      qf[ks][2] = pa != nullptr ? load_u32(pa + d + 8) : 0u;
-      qf[ks][3] = pb != nullptr ? load_u32(pb + d + 8) : 0u;
-    }
+    load_a_fragments(qf, pa, pb, t);
   }
   float o[ND][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};

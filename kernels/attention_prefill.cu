@@ -157,14 +157,7 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
     const int qa = q_idx[0][0], qb = q_idx[0][1];
     const bf16* pa = qa < nq ? qkv + static_cast<int64_t>(a + qa / G) * q_stride + (kvh * G + qa % G) * HD : nullptr;
     const bf16* pb = qb < nq ? qkv + static_cast<int64_t>(a + qb / G) * q_stride + (kvh * G + qb % G) * HD : nullptr;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const int d = ks * 16 + 2 * t;
-      qf[ks][0] = pa != nullptr ? load_u32(pa + d) : 0u;
-      qf[ks][1] = pb != nullptr ? load_u32(pb + d) : 0u;
-      qf[ks][2] = pa != nullptr ? load_u32(pa + d + 8) : 0u;
-      qf[ks][3] = pb != nullptr ? load_u32(pb + d + 8) : 0u;
-    }
+    load_a_fragments(qf, pa, pb, t);
   } else {
     constexpr int kChunks = HD / 8;
     for (int c = threadIdx.x; c < kWarps * 16 * MT * kChunks; c += kThreads) {

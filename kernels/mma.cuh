@@ -50,4 +50,18 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 __device__ __forceinline__ uint32_t load_u32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
+// The A fragments (row-major m16 x 16·N, bf16) of this lane (t = lane & 3) for k-steps 0 .. N−1, from
+// the lane's two rows: pa (row g) and pb (row g + 8), either null for a zero row.
+template <int N>
+__device__ __forceinline__ void load_a_fragments(uint32_t (&f)[N][4], const bf16* pa, const bf16* pb, int t) {
+#pragma unroll
+  for (int ks = 0; ks < N; ++ks) {
+    const int d = ks * 16 + 2 * t;
+    f[ks][0] = pa != nullptr ? load_u32(pa + d) : 0u;
+    f[ks][1] = pb != nullptr ? load_u32(pb + d) : 0u;
+    f[ks][2] = pa != nullptr ? load_u32(pa + d + 8) : 0u;
+    f[ks][3] = pb != nullptr ? load_u32(pb + d + 8) : 0u;
+  }
+}
+
 }  // namespace kern_dev
