@@ -1,22 +1,52 @@
-# Common settings every kern target links.
+# Common settings every kern target links. No include path here: each layer publishes its own.
 add_library(kern_common INTERFACE)
-target_include_directories(kern_common INTERFACE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
-target_compile_options(kern_common INTERFACE -Wall -Wextra -Wno-unused-parameter)
+target_compile_options(kern_common INTERFACE -Wall -Wextra -Wno-unused-parameter $<$<BOOL:${KERN_WERROR}>:-Werror>)
 target_compile_definitions(kern_common INTERFACE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY SPDLOG_HEADER_ONLY)
 target_link_libraries(kern_common INTERFACE nlohmann_json::nlohmann_json fmt::fmt-header-only spdlog::spdlog_header_only)
 
-# kern_add_layer(name SOURCES... [DEPS ...]) -> static library kern_<name>
-function(kern_add_layer name)
-  cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
-  add_library(kern_${name} STATIC ${L_SOURCES})
-  target_link_libraries(kern_${name} PUBLIC kern_common ${L_DEPS})
+# The layer graph is enforced by include paths. Layer L's public headers (include/kern/L/) are
+# reachable only through an include root of L's own (<build>/layers/public/L, holding the one link
+# kern/L -> include/kern/L); its private headers (src/L/, included as "L/x.hpp") only through
+# <build>/layers/private/L. A target sees the public roots of the layers it links (PUBLIC deps
+# pass theirs on, PRIVATE deps do not) and no private root but its own, so an include that
+# crosses the declared graph fails to compile.
+set(KERN_LAYER_ROOTS ${PROJECT_BINARY_DIR}/layers)
+function(kern_layer_roots name)
+  set(pub ${KERN_LAYER_ROOTS}/public/${name})
+  set(priv ${KERN_LAYER_ROOTS}/private/${name})
+  file(MAKE_DIRECTORY ${pub}/kern ${priv})
+  if(EXISTS ${PROJECT_SOURCE_DIR}/include/kern/${name} AND NOT EXISTS ${pub}/kern/${name})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/kern/${name} ${pub}/kern/${name} SYMBOLIC)
+  endif()
+  if(NOT EXISTS ${priv}/${name})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${name} ${priv}/${name} SYMBOLIC)
+  endif()
 endfunction()
 
-# kern_add_host_test(name SOURCES... [DEPS ...] [LABELS ...]) -> gtest executable, tests discovered by ctest
+# kern_add_layer(name SOURCES... [DEPS layers whose headers this layer's public headers include]
+#                [PRIVATE_DEPS layers its sources alone use]) -> static library kern_<name>
+function(kern_add_layer name)
+  cmake_parse_arguments(L "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  kern_layer_roots(${name})
+  add_library(kern_${name} STATIC ${L_SOURCES})
+  target_include_directories(kern_${name} PUBLIC ${KERN_LAYER_ROOTS}/public/${name}
+                                          PRIVATE ${KERN_LAYER_ROOTS}/private/${name})
+  target_link_libraries(kern_${name} PUBLIC kern_common ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
+endfunction()
+
+# kern_white_box(target layer...): `target` (a test) may include these layers' private headers.
+function(kern_white_box target)
+  foreach(layer ${ARGN})
+    target_include_directories(${target} PRIVATE ${KERN_LAYER_ROOTS}/private/${layer})
+  endforeach()
+endfunction()
+
+# kern_add_host_test(name SOURCES... [DEPS ...] [LABELS ...] [WHITE_BOX layers whose private headers it tests]) -> gtest executable, tests discovered by ctest
 function(kern_add_host_test name)
-  cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS;WHITE_BOX" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE kern_common GTest::gtest GTest::gtest_main GTest::gmock ${T_DEPS})
+  kern_white_box(${name} ${T_WHITE_BOX})
   target_compile_definitions(${name} PRIVATE KERN_SOURCE_DIR="${PROJECT_SOURCE_DIR}" KERN_BINARY_DIR="${PROJECT_BINARY_DIR}")
   if(NOT T_LABELS)
     set(T_LABELS host)

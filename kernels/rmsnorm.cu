@@ -1,6 +1,6 @@
 // RMSNorm and fused residual-add + RMSNorm over rows of bf16 (f32 statistics).
 // Rounding follows the HF Qwen3 module: y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))).
-#include "common.cuh"
+#include "rms.cuh"
 
 using namespace kern_dev;
 
@@ -27,7 +27,7 @@ __device__ __forceinline__ float sum_squares(const bf16* __restrict__ x, int hid
   return block_sum(acc);
 }
 
-__device__ __forceinline__ bf16 norm_one(float x, float rstd, bf16 w) { return to_bf(to_f(w) * round_bf(x * rstd)); }
+__device__ __forceinline__ bf16 norm_one(float x, float rstd, bf16 w) { return rms_apply(x, rstd, to_f(w)); }
 
 __device__ __forceinline__ void write_normed(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                              int hidden, float rstd) {
@@ -72,7 +72,7 @@ extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const 
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const bf16* xr = x + static_cast<int64_t>(r) * hidden;
     if (!in_regs) {
-      const float rstd = rsqrtf(sum_squares(xr, hidden) / static_cast<float>(hidden) + eps);
+      const float rstd = rms_rstd(sum_squares(xr, hidden), hidden, eps);
       write_normed(xr, w, y + static_cast<int64_t>(r) * hidden, hidden, rstd);
       continue;
     }
@@ -90,7 +90,7 @@ extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const 
         }
       }
     }
-    const float rstd = rsqrtf(block_sum(acc) / static_cast<float>(hidden) + eps);
+    const float rstd = rms_rstd(block_sum(acc), hidden, eps);
     Bf16x8* yr = reinterpret_cast<Bf16x8*>(y + static_cast<int64_t>(r) * hidden);
 #pragma unroll
     for (int j = 0; j < kRegChunks; ++j) {
@@ -129,7 +129,7 @@ extern "C" __global__ void kern_fused_add_rms_norm_bf16(bf16* __restrict__ resid
     } else {
       for (int i = threadIdx.x; i < hidden; i += blockDim.x) xr[i] = to_bf(to_f(xr[i]) + to_f(dr[i]));
     }
-    const float rstd = rsqrtf(sum_squares(xr, hidden) / static_cast<float>(hidden) + eps);
+    const float rstd = rms_rstd(sum_squares(xr, hidden), hidden, eps);
     write_normed(xr, w, y + static_cast<int64_t>(r) * hidden, hidden, rstd);
   }
 }

@@ -9,7 +9,8 @@
 // [page_size, kv_heads, head_dim] bf16. The kernels take the state pointer already offset to
 // layer l (l * 2*page_size*kv_heads*head_dim*2 bytes) and the page stride in elements
 // (layers*2*page_size*kv_heads*head_dim). Token slot s lives in page s / page_size, row s % page_size.
-#include "common.cuh"
+#include "paged_kv.cuh"
+#include "rms.cuh"
 
 using namespace kern_dev;
 
@@ -26,6 +27,38 @@ extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_
     float* row = table + static_cast<int64_t>(p) * head_dim;
     row[i] = static_cast<float>(cos(static_cast<double>(angle)));
     row[half + i] = static_cast<float>(sin(static_cast<double>(angle)));
+  }
+}
+
+// YaRN (transformers' `rope_type: yarn`): f_i = interp_i * (1 - e_i) + extrap_i * e_i with
+// extrap_i = 1 / theta^(2i/head_dim), interp_i = 1 / (factor * theta^(2i/head_dim)) and
+// e_i = 1 - clamp((i - ramp_low) / (ramp_high - ramp_low), 0, 1); every cos/sin is multiplied by
+// attention_factor. ramp_low/ramp_high (the correction range, already floored/ceiled and
+// clamped as transformers does) and attention_factor are computed on the host (double, as
+// Python does); the per-dimension values are f32 operations in transformers' order, without
+// contraction into FMAs.
+// grid: (ceil_div(max_pos * head_dim/2, 256), 1, 1), block (256, 1, 1).
+extern "C" __global__ void kern_rope_table_yarn_f32(float* __restrict__ table, int32_t max_pos, int32_t head_dim,
+                                                    float theta, float factor, float ramp_low, float ramp_high,
+                                                    float attention_factor) {
+  const int half = head_dim / 2;
+  const int64_t n = static_cast<int64_t>(max_pos) * half;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int p = static_cast<int>(e / half), i = static_cast<int>(e % half);
+    const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    const float pos_freq = static_cast<float>(pow(static_cast<double>(theta), static_cast<double>(expo)));
+    const float extrap = __fdiv_rn(1.0f, pos_freq);
+    const float interp = __fdiv_rn(1.0f, __fmul_rn(factor, pos_freq));
+    const float linear = __fdiv_rn(__fsub_rn(static_cast<float>(i), ramp_low), __fsub_rn(ramp_high, ramp_low));
+    const float ramp = fminf(fmaxf(linear, 0.0f), 1.0f);
+    const float extrap_factor = __fsub_rn(1.0f, ramp);
+    const float inv_freq =
+        __fadd_rn(__fmul_rn(interp, __fsub_rn(1.0f, extrap_factor)), __fmul_rn(extrap, extrap_factor));
+    const float angle = __fmul_rn(static_cast<float>(p), inv_freq);
+    float* row = table + static_cast<int64_t>(p) * head_dim;
+    row[i] = __fmul_rn(static_cast<float>(cos(static_cast<double>(angle))), attention_factor);
+    row[half + i] = __fmul_rn(static_cast<float>(sin(static_cast<double>(angle))), attention_factor);
   }
 }
 
@@ -79,11 +112,11 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
   const bool live = warp < nh;
   const bool is_v = head >= heads + kv_heads;
   const int kvh = head < heads ? 0 : (head < heads + kv_heads ? head - heads : head - heads - kv_heads);
-  const int64_t v_block = is_v ? static_cast<int64_t>(page_size) * kv_heads * head_dim : 0;
+  const int64_t v_block = is_v ? v_block_elems(page_size, kv_heads, head_dim) : 0;
   const bf16* w = head < heads ? q_norm : k_norm;
   const int run = nh * head_dim / 8;      // 16-byte pieces of one row's heads
   const int rope_run = head_dim / 4;      // 16-byte pieces of one RoPE row
-  const int page_shift = page_size > 0 && (page_size & (page_size - 1)) == 0 ? __ffs(page_size) - 1 : -1;
+  const int page_shift = page_shift_of(page_size);
 
   for (int c0 = r0; c0 < r1; c0 += chunk_rows) {
     const int n = min(chunk_rows, r1 - c0);
@@ -118,9 +151,8 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
       bf16* dst = nullptr;
       const int64_t slot = slot_s[q];
       if (head >= heads && slot >= 0) {
-        // Page and row of the slot: shifts when page_size is a power of two (kern gen allows no other).
-        const int64_t page = page_shift >= 0 ? slot >> page_shift : slot / page_size;
-        const int64_t row = page_shift >= 0 ? slot & (page_size - 1) : slot % page_size;
+        int64_t page, row;
+        slot_page_row(slot, page_size, page_shift, page, row);
         dst = cache + page * page_stride + (row * kv_heads + kvh) * head_dim + v_block;
       }
       if (is_v) {  // v head: copy only
@@ -137,7 +169,7 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
         ss += a * a + b * b;
       }
       ss = warp_sum(ss);
-      const float rstd = rsqrtf(ss / static_cast<float>(head_dim) + eps);
+      const float rstd = rms_rstd(ss, head_dim, eps);
       const float* c = cs + q * head_dim;
       for (int i = lane; i < half; i += 32) {
         const float n1 = round_bf(to_f(w[i]) * round_bf(to_f(x[i]) * rstd));

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (clang-14, ASan + UBSan) and runs each for FUZZ_SECONDS
 # (default 20) from its seed corpus. Any crash or sanitizer report fails the script.
+# The tree (build-fuzz) is configured with the host tests too: scripts/sanitize.sh builds and
+# runs them there, so the sanitized libraries are compiled once for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${KERN_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-20}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DKERN_BUILD_FUZZ=ON -DKERN_BUILD_TESTS=OFF -DKERN_BUILD_BENCH=OFF -DKERN_BUILD_CUDA=OFF \
-  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link" >/dev/null
+  -DKERN_BUILD_FUZZ=ON -DKERN_BUILD_TESTS=ON -DKERN_BUILD_BENCH=OFF -DKERN_BUILD_CUDA=OFF \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link" >/dev/null
 targets=$(cd tests/fuzz && ls fuzz_*.cpp 2>/dev/null | sed 's/\.cpp$//')
 [ -n "$targets" ] || { echo "fuzz: no targets"; exit 1; }
 ninja -C "$build" -j"$(nproc)" $targets

@@ -20,23 +20,22 @@
 
 #include "command.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/driver.hpp"
-#include "kern/driver/bench.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/log.hpp"
-#include "kern/manifest.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/bench/bench.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/log.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/models/qwen3_gen.hpp"
-#include "kern/protocol.hpp"
-#include "kern/runtime.hpp"
-#include "kern/tensors.hpp"
-#include "kern/verify.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/runtime/runtime.hpp"
+#include "kern/weights/tensors.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::cli {
 namespace {
 
 namespace fs = std::filesystem;
-namespace bench = driver::bench;
 using Clock = std::chrono::steady_clock;
 
 struct Options {
@@ -184,16 +183,15 @@ int run() {
   if (!fs::is_directory(opt.weights, ec)) fail(ErrorKind::Io, "--weights {} is not a directory", opt.weights);
   if (!fs::is_directory(opt.kernels, ec)) fail(ErrorKind::Io, "--kernels {} is not a directory", opt.kernels);
 
-  const models::Qwen3Config config = models::read_qwen3_config(opt.weights);
-  const bench::ModelShape& shape = config;
+  const models::Qwen3Shape shape = models::read_qwen3_config(opt.weights);
   const std::uint64_t max_context = *std::max_element(contexts.begin(), contexts.end());
   const std::uint64_t max_prefill = *std::max_element(prefill.begin(), prefill.end());
   const std::uint64_t e2e_steps = opt.replays;
-  if (max_context + e2e_steps > config.max_positions)
+  if (max_context + e2e_steps > shape.max_positions)
     fail(ErrorKind::Api, "--contexts: {} + {} host-loop steps exceed the model's max_position_embeddings {}", max_context,
-         e2e_steps, config.max_positions);
-  if (max_prefill + 1 > config.max_positions)
-    fail(ErrorKind::Api, "--prefill: {} tokens exceed the model's max_position_embeddings {}", max_prefill, config.max_positions);
+         e2e_steps, shape.max_positions);
+  if (max_prefill + 1 > shape.max_positions)
+    fail(ErrorKind::Api, "--prefill: {} tokens exceed the model's max_position_embeddings {}", max_prefill, shape.max_positions);
 
   // The manifest, generated in memory and written to a temporary file for the start-up child.
   char tmpl[] = "/tmp/kern-bench-XXXXXX";
@@ -221,9 +219,9 @@ int run() {
   gen.model = fs::path(opt.weights).filename().string();
   gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
   const std::string manifest_path = tmp + "/manifest.json";
-  write_file(manifest_path, models::generate_qwen3_manifest(config, gen).dump(1) + "\n");
-  const manifest::Verified verified = manifest::verify(manifest::parse_manifest_file(manifest_path));
-  const manifest::Protocol protocol = manifest::check_protocol(verified);
+  write_file(manifest_path, models::generate_qwen3_manifest(shape, gen).dump(1) + "\n");
+  const core::Verified verified = core::verify(core::parse_manifest_file(manifest_path));
+  const core::Protocol protocol = core::check_protocol(verified);
 
   bench::Report report;
   report.date = utc_now();
@@ -248,14 +246,14 @@ int run() {
   progress(fmt::format("ceilings: copy {:.0f} GB/s, GEMM {:.1f} TFLOP/s", report.ceilings.copy_gbps, report.ceilings.gemm_tflops));
 
   const std::uint64_t capacity = driver::capacity_for(protocol, std::max(max_context + e2e_steps, max_prefill + 1));
-  RuntimeOptions ropt;
+  runtime::RuntimeOptions ropt;
   ropt.gpu = opt.gpu;
   ropt.capacity.tokens = capacity;
   ropt.capacity.seqs = 1;
-  progress(fmt::format("loading: {} layers, KV capacity {} tokens", config.layers, capacity));
-  std::unique_ptr<Runtime> rt = Runtime::load(verified, opt.kernels, ropt);
+  progress(fmt::format("loading: {} layers, KV capacity {} tokens", shape.layers, capacity));
+  std::unique_ptr<runtime::Runtime> rt = runtime::Runtime::load(verified, opt.kernels, ropt);
   {
-    const SafetensorsTensors weights = SafetensorsTensors::open(opt.weights);
+    const weights::SafetensorsTensors weights = weights::SafetensorsTensors::open(opt.weights);
     const Clock::time_point t0 = Clock::now();
     rt->load_weights(weights);
     report.startup.weight_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

@@ -10,10 +10,10 @@
 
 #include "command.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
-#include "kern/log.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/base/log.hpp"
 #include "kern/models/qwen3_gen.hpp"
 
 namespace kern::cli {
@@ -60,7 +60,7 @@ std::string default_kernels_dir() {
 
 int run_qwen3() {
   const fs::path dir(opt.hf_dir);
-  const models::Qwen3Config config = models::read_qwen3_config(dir);
+  const models::Qwen3Shape config = models::read_qwen3_config(dir);
   const fs::path index = dir / "model.safetensors.index.json";
   std::error_code ec;
   if (fs::is_regular_file(index, ec)) {

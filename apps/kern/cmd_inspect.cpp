@@ -10,8 +10,8 @@
 
 #include "command.hpp"
 #include "config.hpp"
-#include "kern/error.hpp"
-#include "kern/safetensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/weights/safetensors.hpp"
 
 namespace kern::cli {
 namespace {
@@ -51,8 +51,8 @@ int run() {
     paths = target->weights;
   }
   if (!usable(paths)) return 2;
-  const SafetensorsCheckpoint ck =
-      paths.size() == 1 ? SafetensorsCheckpoint::open(paths[0]) : SafetensorsCheckpoint::open_shards(paths);
+  const weights::SafetensorsCheckpoint ck =
+      paths.size() == 1 ? weights::SafetensorsCheckpoint::open(paths[0]) : weights::SafetensorsCheckpoint::open_shards(paths);
 
   struct Row {
     std::string name, dtype, shape, bytes, shard;
@@ -62,7 +62,7 @@ int run() {
   std::size_t w[4] = {head.name.size(), head.dtype.size(), head.shape.size(), head.bytes.size()};
   std::uint64_t total = 0;
   for (const auto& [name, at] : ck.tensors()) {  // std::map: sorted by name
-    const SafetensorsEntry& e = *at.entry;
+    const weights::SafetensorsEntry& e = *at.entry;
     Row r{name, std::string(safetensors_name(e.dtype)), shape_string(e.shape), std::to_string(e.bytes()),
           std::filesystem::path(ck.shards()[at.shard].path).filename().string()};
     w[0] = std::max(w[0], r.name.size());

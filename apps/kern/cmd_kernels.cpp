@@ -13,12 +13,12 @@
 
 #include "command.hpp"
 #include "config.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
-#include "kern/log.hpp"
-#include "kern/registry.hpp"
-#include "kern/sha256.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/base/log.hpp"
+#include "kern/registry/registry.hpp"
+#include "kern/base/sha256.hpp"
 
 namespace kern::cli {
 namespace {
@@ -81,7 +81,7 @@ bool land(const std::string& bytes, const std::string& sha, const std::string& d
 }
 
 int list_registry(const std::string& dir) {
-  Registry r = Registry::scan(dir);
+  registry::Registry r = registry::Registry::scan(dir);
   for (const auto& a : r.artifacts()) {
     std::string kind = a.kind ? std::string(to_string(*a.kind)) : "not-an-artifact";
     std::printf("%s  %-15s %3zu  %s\n", a.sha256.c_str(), kind.c_str(), a.images, a.path.c_str());
@@ -108,7 +108,7 @@ int run() {
   for (const auto& file : opt.files) {
     std::string bytes = read_file(file);
     std::string sha = to_hex(sha256(bytes));
-    ArtifactKind kind = artifact_kind(as_bytes(bytes), file);  // refuse to land what the runtime could not load
+    registry::ArtifactKind kind = registry::artifact_kind(as_bytes(bytes), file);  // refuse to land what the runtime could not load
     std::vector<std::string> modules;
     if (opt.manifest.empty()) {
       modules.push_back(fs::path(file).stem().string());

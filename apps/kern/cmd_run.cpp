@@ -16,18 +16,18 @@
 
 #include "command.hpp"
 #include "config.hpp"
-#include "kern/driver.hpp"
+#include "kern/driver/driver.hpp"
 #include "kern/driver/generation_config.hpp"
 #include "kern/driver/logits_dump.hpp"
 #include "kern/driver/runtime_executor.hpp"
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/protocol.hpp"
-#include "kern/runtime.hpp"
-#include "kern/safetensors.hpp"
-#include "kern/tensors.hpp"
-#include "kern/tokenizer.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/runtime/runtime.hpp"
+#include "kern/weights/safetensors.hpp"
+#include "kern/weights/tensors.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::cli {
 namespace {
@@ -62,23 +62,23 @@ void require_path(const std::string& path, const char* what, bool dir) {
 }
 
 // --weights: one checkpoint directory or file, or several shard files.
-std::unique_ptr<Tensors> open_weights(const std::vector<std::string>& paths) {
+std::unique_ptr<weights::Tensors> open_weights(const std::vector<std::string>& paths) {
   std::error_code ec;
-  if (paths.size() == 1) return std::make_unique<SafetensorsTensors>(SafetensorsTensors::open(paths[0]));
+  if (paths.size() == 1) return std::make_unique<weights::SafetensorsTensors>(weights::SafetensorsTensors::open(paths[0]));
   for (const std::string& p : paths)
     if (fs::is_directory(p, ec))
       fail(ErrorKind::Api, "--weights {}: give one checkpoint directory, or several .safetensors files", p);
-  return std::make_unique<SafetensorsTensors>(SafetensorsCheckpoint::open_shards(paths));
+  return std::make_unique<weights::SafetensorsTensors>(weights::SafetensorsCheckpoint::open_shards(paths));
 }
 
 // Launches one call of `program` makes, per op and per module (extern launches under "extern").
-std::string launch_summary(const manifest::Manifest& m, const std::string& program) {
+std::string launch_summary(const core::Manifest& m, const std::string& program) {
   std::map<std::string, std::uint64_t> per_op, per_module;
   std::uint64_t total = 0;
-  for (const manifest::Call& c : m.programs.at(program).calls) {
-    const manifest::Op& op = m.ops.at(c.op);
+  for (const core::Call& c : m.programs.at(program).calls) {
+    const core::Op& op = m.ops.at(c.op);
     per_op[c.op] += op.impl.launches.size();
-    for (const manifest::Launch& l : op.impl.launches) per_module[l.is_extern() ? std::string(l.entry) : l.module] += 1;
+    for (const core::Launch& l : op.impl.launches) per_module[l.is_extern() ? std::string(l.entry) : l.module] += 1;
     total += op.impl.launches.size();
   }
   std::string s = fmt::format("{} calls, {} launches; per op:", m.programs.at(program).calls.size(), total);
@@ -91,15 +91,15 @@ std::string launch_summary(const manifest::Manifest& m, const std::string& progr
 // The runtime's executor, bound once it is loaded (the generator checks everything before).
 class LateExecutor final : public driver::Executor {
  public:
-  void bind(Runtime& rt) { inner_.emplace(rt); }
+  void bind(runtime::Runtime& rt) { inner_.emplace(rt); }
   void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
     get().write_input(b, bytes, prefix);
   }
   void write_input_at(std::string_view b, std::uint64_t offset, std::span<const std::byte> bytes) override {
     get().write_input_at(b, offset, bytes);
   }
-  void run(std::string_view program, const Vars& vars) override { get().run(program, vars); }
-  void run_and_read(std::string_view program, const Vars& vars, std::string_view b, std::span<std::byte> out,
+  void run(std::string_view program, const core::Vars& vars) override { get().run(program, vars); }
+  void run_and_read(std::string_view program, const core::Vars& vars, std::string_view b, std::span<std::byte> out,
                     const std::function<void()>& before_wait) override {
     get().run_and_read(program, vars, b, out, before_wait);
   }
@@ -120,7 +120,7 @@ class LateExecutor final : public driver::Executor {
 // Streams text as tokens arrive and times the run.
 class Streamer final : public driver::GenerationObserver {
  public:
-  Streamer(const Tokenizer* tok, driver::LogitsDump* dump) : tok_(tok), dump_(dump) {
+  Streamer(const tokenizer::Tokenizer* tok, driver::LogitsDump* dump) : tok_(tok), dump_(dump) {
     if (tok) decoder_.emplace(*tok);
     t0_ = Clock::now();
   }
@@ -137,7 +137,7 @@ class Streamer final : public driver::GenerationObserver {
     // as in HF's decode.
     std::string text;
     if (!decoder_) text = fmt::format("{} ", token);
-    else if (tok_->contains(static_cast<TokenId>(token))) text = decoder_->push(static_cast<TokenId>(token));
+    else if (tok_->contains(static_cast<tokenizer::TokenId>(token))) text = decoder_->push(static_cast<tokenizer::TokenId>(token));
     if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
@@ -153,8 +153,8 @@ class Streamer final : public driver::GenerationObserver {
   std::vector<double> step_ms_;
 
  private:
-  const Tokenizer* tok_;
-  std::optional<StreamingDecoder> decoder_;
+  const tokenizer::Tokenizer* tok_;
+  std::optional<tokenizer::StreamingDecoder> decoder_;
   driver::LogitsDump* dump_;
   Clock::time_point t0_, last_;
 };
@@ -198,17 +198,17 @@ int run() {
   if (!opt.tokenizer.empty()) require_path(opt.tokenizer, "tokenizer", false);
 
   const Clock::time_point t_start = Clock::now();
-  const manifest::Verified verified = manifest::verify(manifest::parse_manifest_file(opt.manifest));
-  const manifest::Protocol protocol = manifest::check_protocol(verified);
-  const manifest::Manifest& m = verified.manifest();
+  const core::Verified verified = core::verify(core::parse_manifest_file(opt.manifest));
+  const core::Protocol protocol = core::check_protocol(verified);
+  const core::Manifest& m = verified.manifest();
 
-  std::optional<Tokenizer> tokenizer;
-  if (!opt.tokenizer.empty()) tokenizer.emplace(Tokenizer::from_file(opt.tokenizer));
+  std::optional<tokenizer::Tokenizer> tokenizer;
+  if (!opt.tokenizer.empty()) tokenizer.emplace(tokenizer::Tokenizer::from_file(opt.tokenizer));
   std::vector<std::int64_t> prompt;
   if (!opt.prompt_ids.empty()) {
     prompt = driver::parse_id_list(opt.prompt_ids, "--prompt-ids");
   } else {
-    for (TokenId id : tokenizer->encode(opt.prompt)) prompt.push_back(id);
+    for (tokenizer::TokenId id : tokenizer->encode(opt.prompt)) prompt.push_back(id);
     if (prompt.empty()) fail(ErrorKind::Api, "--prompt encodes to no tokens");
   }
 
@@ -234,7 +234,7 @@ int run() {
   }
 
   // Checks the protocol and the options before anything touches the GPU.
-  RuntimeOptions ropt;
+  runtime::RuntimeOptions ropt;
   ropt.gpu = opt.gpu.value_or(0);
   ropt.capacity.tokens = gopt.capacity_tokens;
   ropt.capacity.seqs = 1;
@@ -243,18 +243,18 @@ int run() {
   LateExecutor exec;
   driver::Generator gen(protocol, exec, gopt);
   gen.check_fits(prompt.size());
-  const std::unique_ptr<Runtime> rt = Runtime::load(verified, opt.kernels, ropt);
+  const std::unique_ptr<runtime::Runtime> rt = runtime::Runtime::load(verified, opt.kernels, ropt);
   exec.bind(*rt);
 
-  const std::unique_ptr<Tensors> weights = open_weights(opt.weights);
+  const std::unique_ptr<weights::Tensors> weights = open_weights(opt.weights);
   const Clock::time_point t_weights = Clock::now();
   rt->load_weights(*weights);
   const double weights_ms = ms_since(t_weights);
   const double load_ms = ms_since(t_start);
 
   // Start-up report.
-  const manifest::Forward* step = &gen.step_program();
-  const std::optional<manifest::Forward>& chunk = gen.chunk_program();
+  const core::Forward* step = &gen.step_program();
+  const std::optional<core::Forward>& chunk = gen.chunk_program();
   std::string vars;
   for (const auto& [n, v] : m.vars) vars += fmt::format(" {}≤{}", n, v.max);
   std::fprintf(stderr, "manifest: %s (schema %llu), %zu buffers, %zu ops, %zu programs, vars%s\n", m.model.c_str(),
@@ -263,7 +263,7 @@ int run() {
   if (chunk)
     std::fprintf(stderr, "chunk program: %s; %llu rows per chunk\n", launch_summary(m, chunk->program).c_str(),
                  static_cast<unsigned long long>(gen.chunk_rows()));
-  const RuntimeStats& st0 = rt->stats();
+  const runtime::RuntimeStats& st0 = rt->stats();
   std::fprintf(stderr, "weights: %.3f GB bound in %.0f ms (%.2f GB/s) from %zu file(s); load total %.0f ms; "
                "capacity %llu tokens; prompt %zu tokens; stop tokens %zu\n",
                st0.weight_bytes / 1e9, weights_ms, weights_ms > 0 ? st0.weight_bytes / 1e6 / weights_ms : 0.0,
@@ -274,7 +274,7 @@ int run() {
 
   std::unique_ptr<driver::LogitsDump> dump;
   if (!opt.dump_logits.empty()) {
-    const manifest::Buffer& b = m.buffers.at(gopt.logits_buffer);
+    const core::Buffer& b = m.buffers.at(gopt.logits_buffer);
     std::uint64_t width = 1;
     for (std::size_t i = 1; i < b.shape.size(); ++i) width *= b.shape[i].value;
     dump = std::make_unique<driver::LogitsDump>(opt.dump_logits, width);
@@ -286,7 +286,7 @@ int run() {
   streamer.finish();
   if (dump) dump->finish(prompt, result.tokens, std::string(driver::to_string(result.reason)));
 
-  const RuntimeStats& st = rt->stats();
+  const runtime::RuntimeStats& st = rt->stats();
   std::vector<double> steps_ms = streamer.step_ms_;
   double median = 0;
   if (!steps_ms.empty()) {

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "command.hpp"
-#include "kern/error.hpp"
-#include "kern/log.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
 #include "kern/models/qwen3_synth.hpp"
 
 namespace kern::cli {
@@ -56,7 +56,7 @@ int run_qwen3() {
            cwd);
   }
   kern::log().info("synth qwen3 preset {}: hidden {}, intermediate {}, {} layers, {}/{} heads, head_dim {}, {} embeddings, seed {}",
-                   o.shape.preset, o.shape.hidden, o.shape.intermediate, o.shape.layers, o.shape.heads, o.shape.kv_heads,
+                   opt.preset, o.shape.hidden, o.shape.intermediate, o.shape.layers, o.shape.heads, o.shape.kv_heads,
                    o.shape.head_dim, o.shape.tied ? "tied" : "untied", o.seed);
   models::SynthResult r = models::synth_qwen3(o);
   for (const auto& f : r.files) std::printf("%s\n", f.c_str());

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "command.hpp"
-#include "kern/error.hpp"
-#include "kern/json.hpp"
-#include "kern/tokenizer.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 
 namespace kern::cli {
 namespace {
@@ -35,8 +35,8 @@ void write_stdout(std::string_view bytes) {
 }
 
 // Space-separated decimal ids ("1 2 3", any whitespace).
-std::vector<TokenId> parse_ids(std::string_view text) {
-  std::vector<TokenId> ids;
+std::vector<tokenizer::TokenId> parse_ids(std::string_view text) {
+  std::vector<tokenizer::TokenId> ids;
   std::size_t i = 0, index = 0;
   auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   while (true) {
@@ -45,7 +45,7 @@ std::vector<TokenId> parse_ids(std::string_view text) {
     std::size_t end = i;
     while (end < text.size() && !space(text[end])) ++end;
     const std::string_view word = text.substr(i, end - i);
-    TokenId id = 0;
+    tokenizer::TokenId id = 0;
     const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
     if (ec != std::errc() || ptr != word.data() + word.size()) {
       fail(ErrorKind::Api, "stdin: \"{}\" (item {}) is not a token id", word, index);
@@ -57,21 +57,21 @@ std::vector<TokenId> parse_ids(std::string_view text) {
   return ids;
 }
 
-std::vector<TokenId> json_ids(const Json& j, std::string_view path) {
+std::vector<tokenizer::TokenId> json_ids(const Json& j, std::string_view path) {
   if (!j.is_array()) fail(ErrorKind::Api, "stdin: {} must be an array of token ids", path);
-  std::vector<TokenId> ids;
+  std::vector<tokenizer::TokenId> ids;
   for (std::size_t k = 0; k < j.size(); ++k) {
     const Json& v = j[k];
     if (!v.is_number_integer() || v.get<std::int64_t>() < INT32_MIN || v.get<std::int64_t>() > INT32_MAX) {
       fail(ErrorKind::Api, "stdin: {} is not a token id", json_path_index(path, k));
     }
-    ids.push_back(static_cast<TokenId>(v.get<std::int64_t>()));
+    ids.push_back(static_cast<tokenizer::TokenId>(v.get<std::int64_t>()));
   }
   return ids;
 }
 
 int run(const Options& o) {
-  const Tokenizer tok = Tokenizer::from_file(o.tokenizer);
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_file(o.tokenizer);
   const std::string input = read_stdin();
   if (!o.json) {
     if (o.decode) {
@@ -79,7 +79,7 @@ int run(const Options& o) {
       return 0;
     }
     std::string out;
-    for (TokenId id : tok.encode(input)) {
+    for (tokenizer::TokenId id : tok.encode(input)) {
       if (!out.empty()) out += ' ';
       out += std::to_string(id);
     }

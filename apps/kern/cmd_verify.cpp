@@ -8,15 +8,15 @@
 
 #include "command.hpp"
 #include "config.hpp"
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/protocol.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::cli {
 namespace {
 
-using namespace kern::manifest;
+using namespace kern::core;
 
 struct Options {
   std::string manifest;

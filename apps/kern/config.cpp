@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 
 namespace kern::cli {
 

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "command.hpp"
-#include "kern/error.hpp"
-#include "kern/log.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
 
 namespace kern::cli {
 

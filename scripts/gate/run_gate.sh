@@ -6,7 +6,10 @@
 # BUNDLE holds bin/kern, kernels/*.fatbin and tokenizer/tokenizer.json (+ tokenizer_config.json);
 # scripts/gate/make_bundle.sh BUILD_DIR BUNDLE makes it from a build. For each shape in $SHAPES
 # (default "tiny 4b 8b-l4": the tiny preset, the 4B preset, and an untied 8B shape cut to 4
-# layers) it synthesizes a checkpoint, generates a manifest with logits exposed, runs
+# layers; also: hf-bf16, hf-fp32, hf-fp16, hf-yarn, checkpoints written by transformers' own
+# save_pretrained (make_hf_checkpoint.py: sharded, random norm weights), and default, the trained
+# default model of assets/default-model with its own tokenizer) it makes or copies a checkpoint,
+# generates a manifest with logits exposed, runs
 # `kern run --dump-logits` on every gate prompt (19 windows of natural text, 1..512 tokens) with
 # $STEPS (32) decode steps, plus the determinism variants (--chunk 1, --eager, a repeat) on a
 # few prompts; then hf_compare.py teacher-forces HF transformers (bf16, GPU) and compares.
@@ -25,25 +28,45 @@ export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$WORK" "$OUT"
 export KERN_LOG=${KERN_LOG:-warn}
 
-python3 "$here/make_prompts.py" --kern "$kern" --tokenizer "$bundle/tokenizer/tokenizer.json" \
-  --corpus "$here/corpus.txt" -o "$WORK/prompts.json" || exit 1
-nprompts=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$WORK/prompts.json")
-# Determinism variants run on these prompt indices (short, mid, the 512-token one).
-VARIANT_PROMPTS=${VARIANT_PROMPTS:-"0 9 $((nprompts - 1))"}
+repo=$(cd "$here/../.." && pwd)
+default_model=$repo/assets/default-model
+# Prompts per tokenizer: Qwen3's for the synthesized and transformers-written shapes, the default
+# model's own for `default`.
+make_prompts() {  # tokenizer.json out.json
+  python3 "$here/make_prompts.py" --kern "$kern" --tokenizer "$1" --corpus "$here/corpus.txt" -o "$2"
+}
+make_prompts "$bundle/tokenizer/tokenizer.json" "$WORK/prompts-qwen3.json" || exit 1
+case " $SHAPES " in *" default "*) make_prompts "$default_model/tokenizer.json" "$WORK/prompts-default.json" || exit 1 ;; esac
 
 runs=$WORK/runs.tsv
 : > "$runs"
 for shape in $SHAPES; do
+  ckpt=$WORK/$shape
+  prompts=$WORK/prompts-qwen3.json
+  tokenizer=$bundle/tokenizer/tokenizer.json
+  t0=$(date +%s%N)
   case $shape in
-    tiny) synth=(--preset tiny) ;;
-    4b) synth=(--preset 4b) ;;
-    8b-l4) synth=(--preset 8b --layers 4) ;;
+    tiny|4b|8b-l4)
+      case $shape in
+        tiny) synth=(--preset tiny) ;;
+        4b) synth=(--preset 4b) ;;
+        8b-l4) synth=(--preset 8b --layers 4) ;;
+      esac
+      make=("$kern" synth qwen3 "${synth[@]}" -o "$ckpt" --seed 7 --tokenizer-dir "$bundle/tokenizer" --force) ;;
+    hf-bf16|hf-fp32|hf-fp16|hf-yarn)
+      make=(python3 "$here/make_hf_checkpoint.py" --kind "${shape#hf-}" --out "$ckpt" --tokenizer-dir "$bundle/tokenizer") ;;
+    default)
+      prompts=$WORK/prompts-default.json
+      tokenizer=$default_model/tokenizer.json
+      make=(cp -r "$default_model" "$ckpt") ;;
     *) echo "unknown shape $shape"; exit 1 ;;
   esac
-  ckpt=$WORK/$shape
-  t0=$(date +%s%N)
-  "$kern" synth qwen3 "${synth[@]}" -o "$ckpt" --seed 7 --tokenizer-dir "$bundle/tokenizer" --force \
-    2> "$WORK/$shape-synth.log" || { echo "$shape: synth failed"; cat "$WORK/$shape-synth.log"; printf '%s\tsynth\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+  rm -rf "$ckpt"
+  "${make[@]}" 2> "$WORK/$shape-synth.log" > "$WORK/$shape-synth.out" ||
+    { echo "$shape: making the checkpoint failed"; cat "$WORK/$shape-synth.log"; printf '%s\tsynth\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+  nprompts=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$prompts")
+  # Determinism variants run on these prompt indices (short, mid, the 512-token one).
+  variant_prompts=${VARIANT_PROMPTS:-"0 9 $((nprompts - 1))"}
   t1=$(date +%s%N)
   # shellcheck disable=SC2086  # GEN_ARGS: extra kern gen flags, word-split on purpose (e.g. --decode-chain)
   "$kern" gen qwen3 "$ckpt" -o "$WORK/$shape.json" --kernels-dir "$bundle/kernels" --logits-output ${GEN_ARGS:-} \
@@ -53,13 +76,13 @@ for shape in $SHAPES; do
   run_one() {  # prompt-index variant extra-args...
     local i=$1 variant=$2; shift 2
     local ids name dump log rc s0 s1
-    name=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]['name'])" "$WORK/prompts.json" "$i")
-    ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))[int(sys.argv[2])]['ids'])))" "$WORK/prompts.json" "$i")
+    name=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]['name'])" "$prompts" "$i")
+    ids=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))[int(sys.argv[2])]['ids'])))" "$prompts" "$i")
     dump=$WORK/$shape-runs/$name.$variant.npy
     log=$WORK/$shape-runs/$name.$variant.log
     s0=$(date +%s%N)
     timeout "${RUN_TIMEOUT:-120}" "$kern" run --manifest "$WORK/$shape.json" --kernels "$bundle/kernels" --weights "$ckpt" \
-      --tokenizer "$bundle/tokenizer/tokenizer.json" --prompt-ids "$ids" --steps "$STEPS" \
+      --tokenizer "$tokenizer" --prompt-ids "$ids" --steps "$STEPS" \
       --dump-logits "$dump" "$@" > "$log.stdout" 2> "$log"
     rc=$?
     s1=$(date +%s%N)
@@ -67,7 +90,7 @@ for shape in $SHAPES; do
     if [ $rc -ne 0 ]; then echo "$shape $name $variant: kern run exit $rc"; tail -5 "$log"; fi
   }
   for ((i = 0; i < nprompts; i++)); do run_one "$i" main; done
-  for i in $VARIANT_PROMPTS; do
+  for i in $variant_prompts; do
     run_one "$i" chunk1 --chunk 1
     run_one "$i" eager --eager
     run_one "$i" repeat

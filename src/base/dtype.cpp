@@ -1,8 +1,8 @@
-#include "kern/dtype.hpp"
+#include "kern/base/dtype.hpp"
 
 #include <array>
 
-namespace kern {
+namespace kern::base {
 
 namespace {
 struct Row {
@@ -63,4 +63,4 @@ bool is_manifest_dtype(DType t) { return !row(t).manifest.empty(); }
 bool is_integer(DType t) { return row(t).integer; }
 bool is_float(DType t) { return !row(t).integer; }
 
-}  // namespace kern
+}  // namespace kern::base

@@ -1,6 +1,6 @@
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
-namespace kern {
+namespace kern::base {
 
 std::string_view to_string(ErrorKind kind) {
   switch (kind) {
@@ -48,4 +48,4 @@ ErrorKind Error::root_kind() const {
   return e->kind_;
 }
 
-}  // namespace kern
+}  // namespace kern::base

@@ -1,4 +1,4 @@
-#include "kern/file.hpp"
+#include "kern/base/file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
-namespace kern {
+namespace kern::base {
 
 File::File(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -75,4 +75,4 @@ void write_file(const std::string& path, std::string_view bytes) {
   if (!out) fail(ErrorKind::Io, "cannot write {}: {}", path, std::strerror(errno));
 }
 
-}  // namespace kern
+}  // namespace kern::base

@@ -1,9 +1,9 @@
 #include <optional>
 #include <vector>
 
-#include "kern/json.hpp"
+#include "kern/base/json.hpp"
 
-namespace kern {
+namespace kern::base {
 
 std::string json_path_key(std::string_view parent, std::string_view key) {
   if (parent.empty()) return std::string(key);
@@ -147,4 +147,4 @@ Json parse_json_strict(std::string_view text, const StrictJsonOptions& options) 
   throw Error(options.kind, fmt::format("{}: syntax error at line {}, column {}: {}", options.what, p.line, p.column, msg));
 }
 
-}  // namespace kern
+}  // namespace kern::base

@@ -1,11 +1,11 @@
-#include "kern/log.hpp"
+#include "kern/base/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <cstdlib>
 #include <string>
 
-namespace kern {
+namespace kern::base {
 
 spdlog::logger& log() {
   static std::shared_ptr<spdlog::logger> logger = [] {
@@ -18,4 +18,4 @@ spdlog::logger& log() {
   return *logger;
 }
 
-}  // namespace kern
+}  // namespace kern::base

@@ -1,13 +1,13 @@
-#include "kern/sha256.hpp"
+#include "kern/base/sha256.hpp"
 
 #include <openssl/evp.h>
 
 #include <vector>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 
-namespace kern {
+namespace kern::base {
 
 namespace {
 struct Ctx {
@@ -60,4 +60,4 @@ bool is_sha256_hex(std::string_view s) {
   return true;
 }
 
-}  // namespace kern
+}  // namespace kern::base

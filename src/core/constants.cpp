@@ -34,7 +34,7 @@
 // and the param-type strings (the N of bytes<N> is always a literal).
 #include "manifest_wire.hpp"
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 Constants Constants::read(const Node& node) {
   expect_object(node, "constants map");
@@ -58,4 +58,4 @@ const Number* Constants::find(std::string_view name) const {
   return it == values_.end() ? nullptr : &it->second;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

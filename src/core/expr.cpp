@@ -1,48 +1,37 @@
 // Expressions: factories, printing, var collection and checked u64 evaluation.
 #include <fmt/format.h>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 
-Expr Expr::constant(std::uint64_t v) {
+namespace {
+
+template <class... Operands>
+Expr node(Expr::Kind kind, std::uint64_t value, Operands... operands) {
   Expr e;
-  e.kind = Kind::Const;
-  e.value = v;
+  e.kind = kind;
+  e.value = value;
+  (e.args.push_back(std::move(operands)), ...);
   return e;
 }
 
+}  // namespace
+
+Expr Expr::constant(std::uint64_t v) { return node(Kind::Const, v); }
+
 Expr Expr::variable(std::string name) {
-  Expr e;
-  e.kind = Kind::Var;
+  Expr e = node(Kind::Var, 0);
   e.var = std::move(name);
   return e;
 }
 
-Expr Expr::ceil_div(Expr a, std::uint64_t d) {
-  Expr e;
-  e.kind = Kind::CeilDiv;
-  e.value = d;
-  e.args.push_back(std::move(a));
-  return e;
-}
+Expr Expr::ceil_div(Expr a, std::uint64_t d) { return node(Kind::CeilDiv, d, std::move(a)); }
 
-Expr Expr::mul(Expr a, std::uint64_t f) {
-  Expr e;
-  e.kind = Kind::Mul;
-  e.value = f;
-  e.args.push_back(std::move(a));
-  return e;
-}
+Expr Expr::mul(Expr a, std::uint64_t f) { return node(Kind::Mul, f, std::move(a)); }
 
-Expr Expr::add(Expr a, Expr b) {
-  Expr e;
-  e.kind = Kind::Add;
-  e.args.push_back(std::move(a));
-  e.args.push_back(std::move(b));
-  return e;
-}
+Expr Expr::add(Expr a, Expr b) { return node(Kind::Add, 0, std::move(a), std::move(b)); }
 
 void Expr::collect_vars(std::vector<std::string>& out) const {
   if (kind == Kind::Var) {
@@ -142,4 +131,4 @@ VarLookup lookup_in(const std::map<std::string, std::uint64_t>& values) {
   };
 }
 
-}  // namespace kern::manifest
+}  // namespace kern::core

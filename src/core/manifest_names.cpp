@@ -3,9 +3,9 @@
 #include <array>
 #include <utility>
 
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 
 namespace {
 
@@ -87,6 +87,18 @@ std::optional<BufferKind> buffer_kind_from_string(std::string_view s) { return f
 std::optional<Placement> placement_from_string(std::string_view s) { return find_by_name(kPlacements, s); }
 std::optional<Fill> fill_from_string(std::string_view s) { return find_by_name(kFills, s); }
 std::optional<TmaDType> tma_dtype_from_string(std::string_view s) { return find_by_name(kTmaDTypes, s); }
+
+std::uint64_t tma_global_bits(TmaDType t) {
+  switch (t) {
+    case TmaDType::U8: return 8;
+    case TmaDType::U16: case TmaDType::F16: case TmaDType::BF16: return 16;
+    case TmaDType::U32: case TmaDType::I32: case TmaDType::F32: case TmaDType::TF32: return 32;
+    case TmaDType::U64: case TmaDType::I64: return 64;
+    case TmaDType::U4: case TmaDType::U4Packed: return 4;
+  }
+  return 8;
+}
+
 std::optional<Literal::Kind> literal_kind_from_string(std::string_view s) { return find_by_name(kLiteralKinds, s); }
 
 bool is_input_fill(Fill f) {
@@ -107,4 +119,4 @@ bool is_input_fill(Fill f) {
   return false;
 }
 
-}  // namespace kern::manifest
+}  // namespace kern::core

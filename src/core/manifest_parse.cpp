@@ -2,10 +2,10 @@
 // topology and cut. Buffers, ops and programs have their own files (manifest_parse_*.cpp).
 #include <array>
 
-#include "kern/file.hpp"
+#include "kern/base/file.hpp"
 #include "manifest_wire.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 
 namespace wire {
 namespace {
@@ -125,4 +125,4 @@ Manifest parse_manifest(std::string_view json_text, std::string_view what) {
 
 Manifest parse_manifest_file(const std::string& path) { return parse_manifest(read_file(path), path); }
 
-}  // namespace kern::manifest
+}  // namespace kern::core

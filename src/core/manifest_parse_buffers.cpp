@@ -3,7 +3,7 @@
 
 #include "manifest_wire.hpp"
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 namespace {
 
@@ -163,4 +163,4 @@ Buffer read_buffer(const Node& n) {
   return b;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

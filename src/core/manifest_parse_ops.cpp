@@ -2,11 +2,9 @@
 // packs and tensormaps.
 #include "manifest_wire.hpp"
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 namespace {
-
-std::optional<Literal::Kind> literal_tag(std::string_view tag) { return literal_kind_from_string(tag); }
 
 Tensormap read_tensormap(const Node& n) {
   Object o(n, "tensormap", {"param", "dtype", "dims", "strides", "box", "swizzle", "l2_promotion", "oob_nan", "wrap"});
@@ -38,27 +36,9 @@ PackField read_pack_field(const Node& n) {
   f.at = read_u64(o.required("at"));
   if (auto w = o.optional("width")) f.width = read_u64(*w);
   Node src = o.required(tag);
-  if (tag == "param") {
-    f.kind = PackField::Kind::Param;
-    f.param = read_u32(src);
-  } else if (tag == "scratch") {
-    f.kind = PackField::Kind::Scratch;
-    f.name = read_string(src);
-  } else if (tag == "var") {
-    f.kind = PackField::Kind::Var;
-    f.name = read_var_name(src);
-  } else if (tag == "expr") {
-    f.kind = PackField::Kind::Expr;
-    f.expr = read_expr(src);
-  } else if (tag == "rank") {
-    f.kind = PackField::Kind::Rank;
-    f.name = read_string(src);
-  } else if (tag == "tensormap") {
+  if (!read_shared_form(f, tag, src)) {
     f.kind = PackField::Kind::Tensormap;
     f.tensormap = read_tensormap(src);
-  } else {
-    f.kind = PackField::Kind::Literal;
-    f.literal = read_literal(*literal_tag(tag), src);
   }
   return f;
 }
@@ -77,21 +57,9 @@ LaunchArg read_launch_arg(const Node& n) {
   Object o(n, what, {tag});
   Node src = o.required(tag);
   LaunchArg a;
-  if (tag == "param") {
-    a.kind = LaunchArg::Kind::Param;
-    a.param = read_u32(src);
-  } else if (tag == "scratch") {
-    a.kind = LaunchArg::Kind::Scratch;
-    a.name = read_string(src);
-  } else if (tag == "rank") {
-    a.kind = LaunchArg::Kind::Rank;
-    a.name = read_string(src);
-  } else if (tag == "pack") {
+  if (!read_shared_form(a, tag, src)) {
     a.kind = LaunchArg::Kind::Pack;
     a.pack = read_pack(src);
-  } else {
-    a.kind = LaunchArg::Kind::Literal;
-    a.literal = read_literal(*literal_tag(tag), src);
   }
   return a;
 }
@@ -185,4 +153,4 @@ Op read_op(const Node& n) {
   return op;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

@@ -1,7 +1,7 @@
 // The typed walk of programs: batch, flags, calls and the untagged call args.
 #include "manifest_wire.hpp"
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 namespace {
 
@@ -22,22 +22,10 @@ CallArg read_call_arg(const Node& n) {
   Object o = has_offset ? Object(n, what, {tag, "offset"}) : Object(n, what, {tag});
   Node src = o.required(tag);
   CallArg a;
-  if (tag == "buf" || tag == "state") {
+  if (!read_shared_form(a, tag, src)) {
     a.kind = tag == "buf" ? CallArg::Kind::Buf : CallArg::Kind::State;
     a.name = read_string(src);
     if (auto f = o.optional("offset")) a.offset = read_u64(*f);
-  } else if (tag == "var") {
-    a.kind = CallArg::Kind::Var;
-    a.name = read_var_name(src);
-  } else if (tag == "expr") {
-    a.kind = CallArg::Kind::Expr;
-    a.expr = read_expr(src);
-  } else if (tag == "rank") {
-    a.kind = CallArg::Kind::Rank;
-    a.name = read_string(src);
-  } else {
-    a.kind = CallArg::Kind::Literal;
-    a.literal = read_literal(*literal_kind_from_string(tag), src);
   }
   return a;
 }
@@ -64,4 +52,4 @@ Program read_program(const Node& n) {
   return p;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

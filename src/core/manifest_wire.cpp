@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 std::string Number::to_string() const {
   switch (kind) {
@@ -292,9 +292,9 @@ DType read_dtype(const Node& n) {
   return *t;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 std::string_view untagged_form(const Node& n, std::string_view what, std::initializer_list<std::string_view> tags) {
   expect_object(n, what);
@@ -328,4 +328,4 @@ ParamType read_param_type(const Node& n) {
   return *t;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

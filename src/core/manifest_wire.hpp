@@ -17,11 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "kern/error.hpp"
-#include "kern/json.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
+#include "kern/core/manifest.hpp"
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 // A numeric literal as written (or as a constant holds it).
 struct Number {
@@ -140,13 +140,48 @@ auto read_map(const Node& n, std::string_view what, F&& read_one) {
   return out;
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 // The one tag key of an untagged object ("buf", "i32", "ceil_div", ...): exactly one of `tags`
 // must be present, else a message naming the object kind (`what`) and the keys found.
 std::string_view untagged_form(const Node& n, std::string_view what, std::initializer_list<std::string_view> tags);
+
+// The forms call args, launch args and pack fields share, each where its Kind has it: param,
+// scratch, var, expr, rank and the literals (T: CallArg, LaunchArg or PackField; the tag is one
+// untagged_form allowed). False for a form of T's own, `out` untouched.
+template <class T>
+bool read_shared_form(T& out, std::string_view tag, const Node& src) {
+  using K = typename T::Kind;
+  auto named = [&](K kind, std::string name) {
+    out.kind = kind;
+    out.name = std::move(name);
+    return true;
+  };
+  if constexpr (requires { K::Param; })
+    if (tag == "param") {
+      out.kind = K::Param;
+      out.param = read_u32(src);
+      return true;
+    }
+  if constexpr (requires { K::Scratch; })
+    if (tag == "scratch") return named(K::Scratch, read_string(src));
+  if constexpr (requires { K::Var; })
+    if (tag == "var") return named(K::Var, read_var_name(src));
+  if constexpr (requires { K::Expr; })
+    if (tag == "expr") {
+      out.kind = K::Expr;
+      out.expr = read_expr(src);
+      return true;
+    }
+  if (tag == "rank") return named(K::Rank, read_string(src));
+  auto lit = literal_kind_from_string(tag);
+  if (!lit) return false;
+  out.kind = K::Literal;
+  out.literal = read_literal(*lit, src);
+  return true;
+}
 
 // Why `s` is not a param type (for messages); called only when parse_param_type(s) failed.
 std::string param_type_problem(std::string_view s);
@@ -157,4 +192,4 @@ Buffer read_buffer(const Node& n);
 Op read_op(const Node& n);
 Program read_program(const Node& n);
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

@@ -6,10 +6,10 @@
 // no leading zero or sign. So parse_param_type(s)->to_string() == s for every accepted s.
 #include <fmt/format.h>
 
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 #include "manifest_wire.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 
 namespace {
 
@@ -115,9 +115,9 @@ std::string ParamType::to_string() const {
   return "?";
 }
 
-}  // namespace kern::manifest
+}  // namespace kern::core
 
-namespace kern::manifest::wire {
+namespace kern::core::wire {
 
 std::string param_type_problem(std::string_view s) {
   static constexpr std::string_view kGrammar =
@@ -152,4 +152,4 @@ std::string param_type_problem(std::string_view s) {
   return std::string(kGrammar);
 }
 
-}  // namespace kern::manifest::wire
+}  // namespace kern::core::wire

@@ -1,14 +1,14 @@
 // The serving-protocol pass (§2.8 rules) and its projection.
-#include "kern/protocol.hpp"
+#include "kern/core/protocol.hpp"
 
 #include <algorithm>
 #include <set>
 #include <tuple>
 
-#include "kern/error.hpp"
-#include "kern/json.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 
 struct ProtocolBuilder {
   const Manifest& m;
@@ -344,4 +344,4 @@ Protocol check_protocol(const Verified& v) {
   return p;
 }
 
-}  // namespace kern::manifest
+}  // namespace kern::core

@@ -1,8 +1,8 @@
 // Element counts of shapes (buffers, scratch) at given var values, with checked arithmetic.
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 
 std::uint64_t shape_elements(const std::vector<Dim>& shape, const VarLookup& vars, std::string_view where) {
   std::uint64_t n = 1;
@@ -20,4 +20,4 @@ std::uint64_t shape_elements(const std::vector<Dim>& shape, const VarLookup& var
   return n;
 }
 
-}  // namespace kern::manifest
+}  // namespace kern::core

@@ -1,14 +1,14 @@
 // check(): runs every rule family over the manifest and collects all violations;
 // verify(): the only way to obtain a Verified.
-#include "kern/verify.hpp"
+#include "kern/core/verify.hpp"
 
 #include <limits>
 
 #include "core/verify_context.hpp"
-#include "kern/error.hpp"
-#include "kern/json.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 namespace verifier {
 
 std::string key(std::string_view parent, std::string_view k) { return json_path_key(parent, k); }
@@ -147,4 +147,4 @@ Verified verify(Manifest m) {
   return Verified(std::make_shared<const Manifest>(std::move(m)));
 }
 
-}  // namespace kern::manifest
+}  // namespace kern::core

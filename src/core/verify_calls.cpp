@@ -2,7 +2,7 @@
 // offsets (R8); rank args and peers (R11); tensormap footprints against the passed bytes (R12).
 #include "core/verify_context.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 namespace {
 
 // Bytes of a state a call offset may address; nullopt when unbounded (paged, per-seq, open host).
@@ -41,6 +41,15 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
   auto kind_mismatch = [&](const char* given) {
     c.add(path, "R8.arg_kind", std::string(given) + " passed to a '" + p.to_string() + "' param");
   };
+  // Every non-wrapping tensormap over this param fits the `avail` bytes after the offset.
+  auto check_footprints = [&](const char* what, std::uint64_t avail, const char* at) {
+    if (!facts) return;
+    for (const auto& t : facts->tensormaps)
+      if (t.param == j && !t.wrap && t.footprint > avail)
+        c.add(path, "R12.tensormap_footprint",
+              "tensormap " + t.path + " spans " + std::to_string(t.footprint) + " bytes, " + what + " '" + a.name +
+                  "' has " + std::to_string(avail) + " after the offset" + at);
+  };
   switch (p.kind) {
     case ParamType::Kind::Bytes: return;  // reported on the interface
     case ParamType::Kind::Buffer: {
@@ -60,12 +69,7 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
         if (p.writes()) c.add(path, "R11.peer_write", "peer buffer '" + a.name + "' is read-only");
         if (facts && facts->has_extern) c.add(path, "R11.peer_extern", "an op with an extern launch never receives a peer buffer");
       }
-      if (facts && bytes && a.offset < *bytes)
-        for (const auto& t : facts->tensormaps)
-          if (t.param == j && !t.wrap && t.footprint > *bytes - a.offset)
-            c.add(path, "R12.tensormap_footprint",
-                  "tensormap " + t.path + " spans " + std::to_string(t.footprint) + " bytes, buffer '" + a.name + "' has " +
-                      std::to_string(*bytes - a.offset) + " after the offset at var max");
+      if (bytes && a.offset < *bytes) check_footprints("buffer", *bytes - a.offset, " at var max");
       return;
     }
     case ParamType::Kind::State: {
@@ -75,12 +79,8 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
       if (auto ext = state_extent(it->second); ext && *ext != 0) {
         if (a.offset >= *ext)
           c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is beyond state '" + a.name + "' (" + std::to_string(*ext) + " bytes)");
-        else if (facts)
-          for (const auto& t : facts->tensormaps)
-            if (t.param == j && !t.wrap && t.footprint > *ext - a.offset)
-              c.add(path, "R12.tensormap_footprint",
-                    "tensormap " + t.path + " spans " + std::to_string(t.footprint) + " bytes, state '" + a.name + "' has " +
-                        std::to_string(*ext - a.offset) + " after the offset");
+        else
+          check_footprints("state", *ext - a.offset, "");
       }
       return;
     }
@@ -137,4 +137,4 @@ void check_calls(Context& c) {
   }
 }
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kern/manifest.hpp"
-#include "kern/verify.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/verify.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 
 // Path building shorthands (wire form: a.b[3].c).
 std::string key(std::string_view parent, std::string_view k);
@@ -92,11 +92,14 @@ void check_calls(Context& c);         // R8, R11 (rank args, peers into externs)
 void check_programs(Context& c);      // R9
 void check_usage(Context& c);         // R10
 
+// Every dim of `shape` (at `path`) is a declared var or a non-zero extent; each that is not is
+// reported under `rule`. True when all are.
+bool check_dims(Context& c, const std::vector<Dim>& shape, const std::string& path, const std::string& rule);
+
 // The params a launch is declared with (its own, or the op's).
 const std::vector<ParamType>& launch_params(const Op& op, const Launch& l);
 
-// Element size in bits of a TMA dtype in global memory, and in the shared-memory box.
-std::uint64_t tma_global_bits(TmaDType t);
+// Element size in bits of a TMA dtype in the shared-memory box (global: core::tma_global_bits).
 std::uint64_t tma_box_bits(TmaDType t);
 
 // Largest value a scalar param type can hold (i32 2^31-1, u8 255, f32 2^24 exact integers, i64 2^63-1).
@@ -105,4 +108,4 @@ std::string_view scalar_name(ParamType::Kind k);
 std::string_view literal_name(Literal::Kind k);
 std::optional<ParamType::Kind> literal_param_kind(Literal::Kind k);
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

@@ -4,7 +4,7 @@
 
 #include "core/verify_context.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 
 void check_header(Context& c) {
   const Manifest& m = c.m;
@@ -147,20 +147,26 @@ void check_domain(Context& c, const std::string& name, const Buffer& b, const st
   (void)name;
 }
 
+// A rank-selected bind field: not on host weights, a declared group, one entry per rank of it
+// (the table at path.<table>).
+void check_rank_table(Context& c, const std::string& group, std::size_t entries, const std::string& path,
+                      const char* table, bool host) {
+  if (host) c.add(path, "R4.bind", "host-placed weights cannot be rank-selected");
+  auto g = c.m.topology.find(group);
+  if (g == c.m.topology.end()) {
+    c.add(key(path, "group"), "R11.group", "undeclared topology group '" + group + "'");
+  } else if (entries != g->second) {
+    c.add(key(path, table), "R4.bind",
+          "per-rank table has " + std::to_string(entries) + " entries for group size " + std::to_string(g->second));
+  }
+}
+
 void check_tensor_ref(Context& c, const TensorRef& t, const std::string& path, bool host) {
   if (!t.rank_selected()) {
     if (t.name.empty()) c.add(path, "R4.bind", "bind tensor name is empty");
     return;
   }
-  if (host) c.add(path, "R4.bind", "host-placed weights cannot be rank-selected");
-  auto g = c.m.topology.find(t.group);
-  if (g == c.m.topology.end()) {
-    c.add(key(path, "group"), "R11.group", "undeclared topology group '" + t.group + "'");
-  } else if (t.per_rank.size() != g->second) {
-    c.add(key(path, "tensors"), "R4.bind",
-          "per-rank table has " + std::to_string(t.per_rank.size()) + " entries for group size " +
-              std::to_string(g->second));
-  }
+  check_rank_table(c, t.group, t.per_rank.size(), path, "tensors", host);
   for (std::size_t i = 0; i < t.per_rank.size(); ++i)
     if (t.per_rank[i].empty()) c.add(idx(key(path, "tensors"), i), "R4.bind", "bind tensor name is empty");
 }
@@ -173,15 +179,7 @@ void check_range_ref(Context& c, const RangeRef& r, const std::string& path, boo
     one(r.single, path);
     return;
   }
-  if (host) c.add(path, "R4.bind", "host-placed weights cannot be rank-selected");
-  auto g = c.m.topology.find(r.group);
-  if (g == c.m.topology.end()) {
-    c.add(key(path, "group"), "R11.group", "undeclared topology group '" + r.group + "'");
-  } else if (r.per_rank.size() != g->second) {
-    c.add(key(path, "ranges"), "R4.bind",
-          "per-rank table has " + std::to_string(r.per_rank.size()) + " entries for group size " +
-              std::to_string(g->second));
-  }
+  check_rank_table(c, r.group, r.per_rank.size(), path, "ranges", host);
   for (std::size_t i = 0; i < r.per_rank.size(); ++i) one(r.per_rank[i], idx(key(path, "ranges"), i));
 }
 
@@ -233,22 +231,26 @@ void check_peer(Context& c, const std::string& name, const Buffer& b, const std:
 
 }  // namespace
 
+bool check_dims(Context& c, const std::vector<Dim>& shape, const std::string& path, const std::string& rule) {
+  bool ok = true;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const Dim& d = shape[i];
+    if (d.is_var() && !c.has_var(d.var)) {
+      c.add(idx(path, i), rule, "undeclared var '" + d.var + "'");
+      ok = false;
+    } else if (!d.is_var() && d.value == 0) {
+      c.add(idx(path, i), rule, "extent 0");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 void check_buffers(Context& c) {
   for (const auto& [name, b] : c.m.buffers) {
     const std::string path = key("buffers", name);
     if (!is_manifest_dtype(b.dtype)) c.add(key(path, "dtype"), "R4.shape", "not a manifest dtype");
-    bool shape_ok = true;
-    for (std::size_t i = 0; i < b.shape.size(); ++i) {
-      const Dim& d = b.shape[i];
-      if (d.is_var() && !c.has_var(d.var)) {
-        c.add(idx(key(path, "shape"), i), "R4.shape", "undeclared var '" + d.var + "'");
-        shape_ok = false;
-      } else if (!d.is_var() && d.value == 0) {
-        c.add(idx(key(path, "shape"), i), "R4.shape", "extent 0");
-        shape_ok = false;
-      }
-    }
-    if (shape_ok && !c.buffer_bytes_at_max(b))
+    if (check_dims(c, b.shape, key(path, "shape"), "R4.shape") && !c.buffer_bytes_at_max(b))
       c.add(key(path, "shape"), "R4.size", "byte size overflows u64 at var max");
 
     if (b.kind == BufferKind::Peer) {
@@ -283,4 +285,4 @@ void check_modules(Context& c) {
   }
 }
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

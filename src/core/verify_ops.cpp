@@ -4,9 +4,10 @@
 #include <set>
 
 #include "core/verify_context.hpp"
+#include "kern/core/externs.hpp"
 #include "core/verify_pack.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 
 const std::vector<ParamType>& launch_params(const Op& op, const Launch& l) {
   return l.params ? *l.params : op.params;
@@ -60,67 +61,33 @@ bool is_int_scalar(const ParamType& p) {
 }
 bool is_buffer(const ParamType& p, DType dt) { return p.kind == ParamType::Kind::Buffer && p.dtype == dt; }
 
-// ---- extern catalogue
-struct ExternShape {
-  bool known = false;
-  std::size_t min_args = 0, max_args = 0;
-  std::string problem;  // first type problem found, empty when the params fit
-  bool collective = false;
-};
-
-ExternShape extern_shape(std::string_view name, const std::vector<ParamType>& p) {
-  ExternShape s;
+// ---- extern launches against the catalogue (kern/core/externs.hpp)
+// The first type problem of params against the extern's row; empty when they fit. Only for a
+// param count within [min_args, max_args].
+std::string extern_problem(const ExternSpec& x, const std::vector<ParamType>& p) {
+  std::string problem;
   auto need = [&](bool ok, const std::string& what) {
-    if (!ok && s.problem.empty()) s.problem = what;
+    if (!ok && problem.empty()) problem = what;
   };
-  auto gemm = [&](DType in, const std::vector<DType>& outs, bool inout_c, std::size_t scales, std::size_t lo,
-                  std::size_t hi) {
-    s.known = true;
-    s.min_args = lo;
-    s.max_args = hi;
-    if (p.size() < lo || p.size() > hi) return;
-    const std::string in_name(manifest_name(in));
-    need(is_buffer(p[0], in) && p[0].dir == Direction::In, "arg 0 (a) must be 'in buffer<" + in_name + ">'");
-    need(is_buffer(p[1], in) && p[1].dir == Direction::In, "arg 1 (w) must be 'in buffer<" + in_name + ">'");
-    bool out_ok = p[2].kind == ParamType::Kind::Buffer && p[2].writes() &&
-                  std::find(outs.begin(), outs.end(), p[2].dtype) != outs.end();
-    if (inout_c) out_ok = out_ok && p[2].dir == Direction::InOut;
-    need(out_ok, std::string("arg 2 (c) must be '") + (inout_c ? "inout" : "out") + " buffer<" +
-                     std::string(manifest_name(outs[0])) + (outs.size() > 1 ? "|f32" : "") + ">'");
-    for (std::size_t i = 3; i < 3 + scales; ++i)
-      need(is_buffer(p[i], DType::F32) && p[i].dir == Direction::In,
-           "arg " + std::to_string(i) + " (scale) must be 'in buffer<f32>'");
-    for (std::size_t i = 3 + scales; i < p.size(); ++i)
-      need(is_int_scalar(p[i]), "arg " + std::to_string(i) + " must be i32 or i64");
-  };
-  if (name == "cublaslt_bf16_tn") gemm(DType::BF16, {DType::BF16}, false, 0, 6, 8);
-  else if (name == "cublaslt_bf16_tn_acc") gemm(DType::BF16, {DType::BF16}, true, 0, 6, 8);
-  else if (name == "cublas_bf16_tn_f32") gemm(DType::BF16, {DType::F32}, false, 0, 6, 7);
-  else if (name == "cublaslt_fp8_tn") gemm(DType::FP8E4M3, {DType::BF16}, false, 2, 8, 9);
-  else if (name == "cublaslt_fp8_tn_f32") gemm(DType::FP8E4M3, {DType::F32}, false, 2, 8, 9);
-  else if (name.rfind("nccl_", 0) == 0) {
-    std::string_view rest = name.substr(5);
-    auto us = rest.find('_');
-    if (us == std::string_view::npos) return s;
-    std::string_view coll = rest.substr(0, us), dt = rest.substr(us + 1);
-    if (coll != "allreduce" && coll != "allgather" && coll != "reducescatter") return s;
-    std::optional<DType> d;
-    if (dt == "f32") d = DType::F32;
-    else if (dt == "bf16") d = DType::BF16;
-    else if (dt == "i32") d = DType::I32;
-    else if (dt == "u8") d = DType::U8;
-    if (!d) return s;
-    s.known = true;
-    s.collective = true;
-    s.min_args = s.max_args = 4;
-    if (p.size() != 4) return s;
-    const std::string dn(dt);
-    need(is_buffer(p[0], *d) && p[0].dir == Direction::In, "arg 0 (send) must be 'in buffer<" + dn + ">'");
-    need(is_buffer(p[1], *d) && p[1].writes(), "arg 1 (recv) must be 'out buffer<" + dn + ">'");
+  const std::string in_name(manifest_name(x.in));
+  if (x.family == ExternSpec::Family::Collective) {
+    need(is_buffer(p[0], x.in) && p[0].dir == Direction::In, "arg 0 (send) must be 'in buffer<" + in_name + ">'");
+    need(is_buffer(p[1], x.in) && p[1].writes(), "arg 1 (recv) must be 'out buffer<" + in_name + ">'");
     need(is_int_scalar(p[2]), "arg 2 (count) must be i32 or i64");
     need(is_int_scalar(p[3]), "arg 3 (the rank arg naming the group) must be i32 or i64");
+    return problem;
   }
-  return s;
+  need(is_buffer(p[0], x.in) && p[0].dir == Direction::In, "arg 0 (a) must be 'in buffer<" + in_name + ">'");
+  need(is_buffer(p[1], x.in) && p[1].dir == Direction::In, "arg 1 (w) must be 'in buffer<" + in_name + ">'");
+  need(is_buffer(p[2], x.out) && p[2].writes() && (!x.accumulate || p[2].dir == Direction::InOut),
+       std::string("arg 2 (c) must be '") + (x.accumulate ? "inout" : "out") + " buffer<" +
+           std::string(manifest_name(x.out)) + ">'");
+  for (std::size_t i = 3; i < 3 + x.scales; ++i)
+    need(is_buffer(p[i], DType::F32) && p[i].dir == Direction::In,
+         "arg " + std::to_string(i) + " (scale) must be 'in buffer<f32>'");
+  for (std::size_t i = 3 + x.scales; i < p.size(); ++i)
+    need(is_int_scalar(p[i]), "arg " + std::to_string(i) + " must be i32 or i64");
+  return problem;
 }
 
 struct ScratchEvent {
@@ -152,18 +119,7 @@ class OpChecker {
     for (const auto& [sname, s] : op_.impl.scratch) {
       const std::string sp = key(key(key(path_, "impl"), "scratch"), sname);
       if (!is_manifest_dtype(s.dtype)) c_.add(key(sp, "dtype"), "R7.scratch", "not a manifest dtype");
-      bool ok = true;
-      for (std::size_t i = 0; i < s.shape.size(); ++i) {
-        const Dim& d = s.shape[i];
-        if (d.is_var() && !c_.has_var(d.var)) {
-          c_.add(idx(key(sp, "shape"), i), "R7.scratch", "undeclared var '" + d.var + "'");
-          ok = false;
-        } else if (!d.is_var() && d.value == 0) {
-          c_.add(idx(key(sp, "shape"), i), "R7.scratch", "extent 0");
-          ok = false;
-        }
-      }
-      if (ok && !c_.shape_bytes_at_max(s.dtype, s.shape))
+      if (check_dims(c_, s.shape, key(sp, "shape"), "R7.scratch") && !c_.shape_bytes_at_max(s.dtype, s.shape))
         c_.add(key(sp, "shape"), "R7.scratch", "byte size overflows u64 at var max");
     }
   }
@@ -223,28 +179,29 @@ class OpChecker {
     if (l.pdl) c_.add(key(lp, "pdl"), "R12.cluster", "pdl is not allowed on extern launches");
     if (l.cooperative)
       c_.add(key(lp, "cooperative"), "R12.cooperative", "cooperative is not allowed on extern launches");
-    if (l.algo && name != "cublaslt_bf16_tn" && name != "cublaslt_bf16_tn_acc")
+    const ExternSpec* x = find_extern(name);
+    if (l.algo && !(x && x->takes_algo))
       c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc]");
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i].kind == ParamType::Kind::Bytes)
         c_.add(l.params ? idx(key(lp, "params"), i) : lp, "R6.extern", "bytes<N> is never an extern param");
-    ExternShape s = extern_shape(name, params);
-    if (!s.known) {
+    if (!x) {
       c_.add(key(lp, "entry"), "R6.extern", "unknown extern '" + std::string(name) + "'");
       return;
     }
-    facts_.collective |= s.collective;
+    const bool collective = x->family == ExternSpec::Family::Collective;
+    facts_.collective |= collective;
     const std::string pp = l.params ? key(lp, "params") : lp;
-    if (params.size() < s.min_args || params.size() > s.max_args) {
+    if (params.size() < x->min_args || params.size() > x->max_args) {
       c_.add(pp, "R6.extern",
-             "extern '" + std::string(name) + "' takes " + std::to_string(s.min_args) +
-                 (s.max_args != s.min_args ? "-" + std::to_string(s.max_args) : "") + " args, got " +
+             "extern '" + std::string(name) + "' takes " + std::to_string(x->min_args) +
+                 (x->max_args != x->min_args ? "-" + std::to_string(x->max_args) : "") + " args, got " +
                  std::to_string(params.size()));
-    } else if (!s.problem.empty()) {
-      c_.add(pp, "R6.extern", "extern '" + std::string(name) + "': " + s.problem);
+    } else if (std::string problem = extern_problem(*x, params); !problem.empty()) {
+      c_.add(pp, "R6.extern", "extern '" + std::string(name) + "': " + problem);
     }
-    if (s.collective && params.size() == 4) {
-      const bool rank_arg = l.args && l.args->size() == 4 && (*l.args)[3].kind == LaunchArg::Kind::Rank;
+    if (collective && params.size() == x->max_args) {
+      const bool rank_arg = l.args && l.args->size() == params.size() && l.args->back().kind == LaunchArg::Kind::Rank;
       if (!rank_arg) c_.add(key(lp, "args"), "R6.extern", "an nccl extern's last arg is {\"rank\": <group>}");
     }
   }
@@ -433,4 +390,4 @@ void check_ops(Context& c) {
   for (const auto& [name, op] : c.m.ops) OpChecker(c, name, op).run();
 }
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

@@ -4,18 +4,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace kern::manifest::verifier {
-
-std::uint64_t tma_global_bits(TmaDType t) {
-  switch (t) {
-    case TmaDType::U8: return 8;
-    case TmaDType::U16: case TmaDType::F16: case TmaDType::BF16: return 16;
-    case TmaDType::U32: case TmaDType::I32: case TmaDType::F32: case TmaDType::TF32: return 32;
-    case TmaDType::U64: case TmaDType::I64: return 64;
-    case TmaDType::U4: case TmaDType::U4Packed: return 4;
-  }
-  return 8;
-}
+namespace kern::core::verifier {
 
 // u4 (16 nibbles per 8 bytes, align16) lands in shared memory padded to a byte per element.
 std::uint64_t tma_box_bits(TmaDType t) { return t == TmaDType::U4 ? 8 : tma_global_bits(t); }
@@ -216,4 +205,4 @@ PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t de
   return uses;
 }
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

@@ -6,7 +6,7 @@
 
 #include "core/verify_context.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 
 struct PackParamUse {
   std::uint32_t param = 0;
@@ -24,4 +24,4 @@ struct PackUses {
 // Checks a pack passed to a bytes<`declared_size`> launch param; `path` ends in `.pack`.
 PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t declared_size, const std::string& path);
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

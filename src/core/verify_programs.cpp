@@ -4,7 +4,7 @@
 
 #include "core/verify_context.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 namespace {
 
 void check_flags(Context& c, const Program& p, const std::string& path) {
@@ -85,4 +85,4 @@ void check_programs(Context& c) {
       c.add(key("buffers", name), "R9.never_written", std::string(to_string(b.kind)) + " buffer '" + name + "' is written by no program");
 }
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

@@ -3,7 +3,7 @@
 
 #include "core/verify_context.hpp"
 
-namespace kern::manifest::verifier {
+namespace kern::core::verifier {
 namespace {
 
 struct Used {
@@ -18,8 +18,8 @@ struct Used {
     for (const auto& d : s)
       if (d.is_var()) vars.insert(d.var);
   }
-  void bound(const std::optional<manifest::Bound>& b) {
-    if (b && b->kind == manifest::Bound::Kind::Expr) expr(b->expr);
+  void bound(const std::optional<core::Bound>& b) {
+    if (b && b->kind == core::Bound::Kind::Expr) expr(b->expr);
   }
   void tensor(const TensorRef& t) {
     if (t.rank_selected()) groups.insert(t.group);
@@ -109,4 +109,4 @@ void check_usage(Context& c) {
   for (const auto& [n, g] : m.topology) report(c, "topology.groups", "topology group", n, u.groups);
 }
 
-}  // namespace kern::manifest::verifier
+}  // namespace kern::core::verifier

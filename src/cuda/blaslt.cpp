@@ -7,8 +7,9 @@
 #include <mutex>
 #include <string>
 
-#include "kern/error.hpp"
-#include "kern/log.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
+#include "cuda/driver_api.hpp"
 
 namespace kern::cuda {
 namespace {
@@ -59,13 +60,7 @@ LtApi load_lt() {
   return a;
 }
 
-const LtApi& lt() {
-  static std::mutex mu;
-  static LtApi* loaded = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!loaded) loaded = new LtApi(load_lt());
-  return *loaded;
-}
+const LtApi& lt() { return detail::load_once<LtApi>(load_lt); }
 
 void check(cublasStatus_t r, const char* call) {
   if (r == CUBLAS_STATUS_SUCCESS) return;

@@ -1,7 +1,7 @@
 // Driver bring-up, device queries, primary contexts, streams and events.
 #include "cuda/driver_api.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::cuda {
 using detail::api;
@@ -75,15 +75,19 @@ Stream::~Stream() {
 
 void Stream::synchronize() const { KERN_CU(cuStreamSynchronize, static_cast<CUstream>(s_)); }
 
-Event::Event() {
+void* detail::create_event(unsigned flags) {
   CUevent e = nullptr;
-  KERN_CU(cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
-  e_ = e;
+  KERN_CU(cuEventCreate, &e, flags);
+  return e;
 }
 
-Event::~Event() {
-  if (e_) detail::warn_if_failed(api().cuEventDestroy(static_cast<CUevent>(e_)), "cuEventDestroy");
+void detail::destroy_event(void* e) {
+  if (e) warn_if_failed(api().cuEventDestroy(static_cast<CUevent>(e)), "cuEventDestroy");
 }
+
+Event::Event() : e_(detail::create_event(CU_EVENT_DISABLE_TIMING)) {}
+
+Event::~Event() { detail::destroy_event(e_); }
 
 void Event::record(const Stream& s) {
   KERN_CU(cuEventRecord, static_cast<CUevent>(e_), static_cast<CUstream>(s.handle()));

@@ -5,8 +5,8 @@
 #include <mutex>
 #include <string>
 
-#include "kern/error.hpp"
-#include "kern/log.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
 
 namespace kern::cuda::detail {
 namespace {
@@ -49,14 +49,7 @@ std::string describe(CUresult r, std::string_view call) {
 
 }  // namespace
 
-const DriverApi& api() {
-  // A failed load is retried on the next call (and fails the same way): no sticky state.
-  static std::mutex mu;
-  static DriverApi* loaded = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!loaded) loaded = new DriverApi(load_driver());
-  return *loaded;
-}
+const DriverApi& api() { return load_once<DriverApi>(load_driver); }
 
 void check(CUresult r, std::string_view call) {
   if (r == CUDA_SUCCESS) return;

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <mutex>
 #include <string_view>
 
 namespace kern::cuda::detail {
@@ -64,6 +65,17 @@ struct DriverApi {
 #undef KERN_CUDA_FIELD
 };
 
+// A dlopen table loaded once, under a lock, by `load()`. A failed load is retried on the next
+// call (and fails the same way): no sticky state.
+template <class Table, class Load>
+const Table& load_once(Load load) {
+  static std::mutex mu;
+  static Table* loaded = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!loaded) loaded = new Table(load());
+  return *loaded;
+}
+
 // The loaded table (loads on first use; Error(Driver) if libcuda.so.1 or a symbol is missing
 // or cuInit fails).
 const DriverApi& api();
@@ -72,6 +84,11 @@ const DriverApi& api();
 void check(CUresult r, std::string_view call);
 // The same message without throwing (for destructors).
 void warn_if_failed(CUresult r, std::string_view call);
+
+// A new event with these CU_EVENT_* flags, and its destruction (a warning if it fails; null is a
+// no-op): Event and TimingEvent.
+void* create_event(unsigned flags);
+void destroy_event(void* e);
 
 }  // namespace kern::cuda::detail
 

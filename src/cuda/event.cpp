@@ -4,27 +4,21 @@
 #include <utility>
 
 #include "cuda/driver_api.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::cuda {
 using detail::api;
 
-TimingEvent::TimingEvent() {
-  CUevent e = nullptr;
-  KERN_CU(cuEventCreate, &e, CU_EVENT_DEFAULT);
-  e_ = e;
-}
+TimingEvent::TimingEvent() : e_(detail::create_event(CU_EVENT_DEFAULT)) {}
 
-TimingEvent::~TimingEvent() {
-  if (e_) detail::warn_if_failed(api().cuEventDestroy(static_cast<CUevent>(e_)), "cuEventDestroy");
-}
+TimingEvent::~TimingEvent() { detail::destroy_event(e_); }
 
 TimingEvent::TimingEvent(TimingEvent&& o) noexcept
     : e_(std::exchange(o.e_, nullptr)), recorded_(std::exchange(o.recorded_, false)) {}
 
 TimingEvent& TimingEvent::operator=(TimingEvent&& o) noexcept {
   if (this != &o) {
-    if (e_) detail::warn_if_failed(api().cuEventDestroy(static_cast<CUevent>(e_)), "cuEventDestroy");
+    detail::destroy_event(e_);
     e_ = std::exchange(o.e_, nullptr);
     recorded_ = std::exchange(o.recorded_, false);
   }

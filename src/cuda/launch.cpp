@@ -1,11 +1,12 @@
 // Kernel launches, tensor-map encoding and graphs.
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <utility>
 
 #include "cuda/driver_api.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::cuda {
 using detail::api;
@@ -50,6 +51,18 @@ void launch(const Function& f, const LaunchGeometry& g, void** params, const Str
   KERN_CU(cuLaunchKernelEx, &cfg, static_cast<CUfunction>(f.handle()), params, nullptr);
 }
 
+namespace {
+
+// The driver's value for a tensormap option's manifest value (bytes); Error(Manifest) for another.
+template <class T>
+T tensormap_option(std::initializer_list<std::pair<std::uint32_t, T>> table, std::uint32_t v, const char* what) {
+  for (const auto& [bytes, option] : table)
+    if (bytes == v) return option;
+  fail(ErrorKind::Manifest, "tensormap {} {} unsupported", what, v);
+}
+
+}  // namespace
+
 std::array<std::byte, 128> encode_tensormap_tiled(const TensormapSpec& t) {
   static constexpr CUtensorMapDataType kTypes[] = {
       CU_TENSOR_MAP_DATA_TYPE_UINT8,   CU_TENSOR_MAP_DATA_TYPE_UINT16,  CU_TENSOR_MAP_DATA_TYPE_UINT32,
@@ -62,22 +75,14 @@ std::array<std::byte, 128> encode_tensormap_tiled(const TensormapSpec& t) {
   if (rank < 1 || rank > 5 || t.strides.size() + 1 != rank || t.box.size() != rank)
     fail(ErrorKind::Manifest, "tensormap of rank {} with {} strides and {} box entries", rank, t.strides.size(),
          t.box.size());
-  CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_NONE;
-  switch (t.swizzle) {
-    case 0: sw = CU_TENSOR_MAP_SWIZZLE_NONE; break;
-    case 32: sw = CU_TENSOR_MAP_SWIZZLE_32B; break;
-    case 64: sw = CU_TENSOR_MAP_SWIZZLE_64B; break;
-    case 128: sw = CU_TENSOR_MAP_SWIZZLE_128B; break;
-    default: fail(ErrorKind::Manifest, "tensormap swizzle {} unsupported", t.swizzle);
-  }
-  CUtensorMapL2promotion l2 = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  switch (t.l2_promotion) {
-    case 0: l2 = CU_TENSOR_MAP_L2_PROMOTION_NONE; break;
-    case 64: l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_64B; break;
-    case 128: l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_128B; break;
-    case 256: l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B; break;
-    default: fail(ErrorKind::Manifest, "tensormap l2_promotion {} unsupported", t.l2_promotion);
-  }
+  const auto sw = tensormap_option<CUtensorMapSwizzle>(
+      {{0, CU_TENSOR_MAP_SWIZZLE_NONE}, {32, CU_TENSOR_MAP_SWIZZLE_32B}, {64, CU_TENSOR_MAP_SWIZZLE_64B},
+       {128, CU_TENSOR_MAP_SWIZZLE_128B}},
+      t.swizzle, "swizzle");
+  const auto l2 = tensormap_option<CUtensorMapL2promotion>(
+      {{0, CU_TENSOR_MAP_L2_PROMOTION_NONE}, {64, CU_TENSOR_MAP_L2_PROMOTION_L2_64B},
+       {128, CU_TENSOR_MAP_L2_PROMOTION_L2_128B}, {256, CU_TENSOR_MAP_L2_PROMOTION_L2_256B}},
+      t.l2_promotion, "l2_promotion");
   cuuint64_t dims[5], strides[4];
   cuuint32_t box[5], elem[5];
   for (cuuint32_t i = 0; i < rank; ++i) {

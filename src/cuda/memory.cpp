@@ -3,7 +3,7 @@
 
 #include "cuda/driver_api.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::cuda {
 using detail::api;

@@ -1,10 +1,10 @@
-#include "driver/encode.hpp"
+#include "kern/driver/encode.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::driver {
 

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <filesystem>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
 
 namespace kern::driver {
 

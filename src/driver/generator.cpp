@@ -2,15 +2,15 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <numeric>
 
-#include "driver/encode.hpp"
-#include "kern/driver.hpp"
-#include "kern/error.hpp"
+#include "kern/driver/encode.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/pages.hpp"
 
 namespace kern::driver {
 
-using manifest::Fill;
+using core::Fill;
 
 std::string_view to_string(StopReason r) {
   switch (r) {
@@ -20,18 +20,16 @@ std::string_view to_string(StopReason r) {
   return "?";
 }
 
-std::uint64_t capacity_for(const manifest::Protocol& protocol, std::uint64_t tokens) {
-  std::uint64_t unit = 1;
-  for (const manifest::PageTable& t : protocol.page_tables())
-    if (t.stride) unit = std::lcm(unit, t.stride);
+std::uint64_t capacity_for(const core::Protocol& protocol, std::uint64_t tokens) {
+  const std::uint64_t unit = core::page_unit(protocol.page_tables());
   return (tokens + unit - 1) / unit * unit;
 }
 
-std::optional<std::string> find_logits_output(const manifest::Protocol& protocol) {
-  const manifest::Manifest& m = protocol.verified().manifest();
+std::optional<std::string> find_logits_output(const core::Protocol& protocol) {
+  const core::Manifest& m = protocol.verified().manifest();
   std::optional<std::string> found;
   for (const auto& [name, b] : m.buffers) {
-    if (b.kind != manifest::BufferKind::Output || b.fill || !is_float(b.dtype) || b.shape.size() < 2) continue;
+    if (b.kind != core::BufferKind::Output || b.fill || !is_float(b.dtype) || b.shape.size() < 2) continue;
     if (protocol.group_var().empty() || b.shape[0].var != protocol.group_var()) continue;
     if (found) return std::nullopt;  // ambiguous: the caller must name it
     found = name;
@@ -43,20 +41,20 @@ namespace {
 
 // The largest value the buffer's domain admits (inclusive), when it is a plain bound or an
 // index into a buffer of constant rows; nullopt otherwise (the runtime checks the rest).
-std::optional<std::uint64_t> domain_max(const manifest::Manifest& m, const std::string& buffer) {
+std::optional<std::uint64_t> domain_max(const core::Manifest& m, const std::string& buffer) {
   auto it = m.buffers.find(buffer);
   if (it == m.buffers.end() || !it->second.domain) return std::nullopt;
-  const manifest::Domain& d = *it->second.domain;
+  const core::Domain& d = *it->second.domain;
   if (d.max) {
     std::map<std::string, std::uint64_t> vmax;
     for (const auto& [n, v] : m.vars) vmax[n] = v.max;
     switch (d.max->kind) {
-      case manifest::Bound::Kind::Int:
+      case core::Bound::Kind::Int:
         return d.max->i < 0 ? 0 : static_cast<std::uint64_t>(d.max->i);
-      case manifest::Bound::Kind::Float:
+      case core::Bound::Kind::Float:
         return d.max->f < 0 ? 0 : static_cast<std::uint64_t>(d.max->f);
-      case manifest::Bound::Kind::Expr:
-        return manifest::eval(d.max->expr, manifest::lookup_in(vmax), "buffers." + buffer + ".domain.max");
+      case core::Bound::Kind::Expr:
+        return core::eval(d.max->expr, core::lookup_in(vmax), "buffers." + buffer + ".domain.max");
     }
   }
   if (d.index_into) {
@@ -74,9 +72,9 @@ std::optional<std::uint64_t> domain_max(const manifest::Manifest& m, const std::
 // (not span ones), the tightest groups bound; else whatever Protocol::forward(1, 1) picks.
 // (Protocol::forward prefers the tightest groups bound, which is the rows-as-fed prefill
 // program when it is declared with one group: a decode step must be a fixed-shape program.)
-std::optional<manifest::Forward> step_forward(const manifest::Protocol& p) {
-  std::optional<manifest::Forward> best;
-  for (const manifest::Forward& f : p.forwards()) {
+std::optional<core::Forward> step_forward(const core::Protocol& p) {
+  std::optional<core::Forward> best;
+  for (const core::Forward& f : p.forwards()) {
     if (!f.rows_var.empty() || f.rows != 1 || !f.span.empty() || f.groups < 1) continue;
     if (!best || f.groups < best->groups) best = f;
   }
@@ -84,15 +82,15 @@ std::optional<manifest::Forward> step_forward(const manifest::Protocol& p) {
   return p.forward(1, 1);
 }
 
-const manifest::FillSlot& require_fill(const manifest::Protocol& p, Fill role) {
-  const manifest::FillSlot* f = p.fill(role);
-  if (!f) fail(ErrorKind::Manifest, "kern run needs an input with fill '{}'; the manifest has none", manifest::to_string(role));
+const core::FillSlot& require_fill(const core::Protocol& p, Fill role) {
+  const core::FillSlot* f = p.fill(role);
+  if (!f) fail(ErrorKind::Manifest, "kern run needs an input with fill '{}'; the manifest has none", core::to_string(role));
   return *f;
 }
 
 }  // namespace
 
-Generator::Generator(const manifest::Protocol& protocol, Executor& executor, GeneratorOptions options)
+Generator::Generator(const core::Protocol& protocol, Executor& executor, GeneratorOptions options)
     : protocol_(protocol),
       exec_(executor),
       options_(std::move(options)),
@@ -108,12 +106,12 @@ Generator::Generator(const manifest::Protocol& protocol, Executor& executor, Gen
   require_fill(protocol_, Fill::Token);
   require_fill(protocol_, Fill::Position);
   require_fill(protocol_, Fill::SeqLen);
-  const manifest::Manifest& m = protocol_.verified().manifest();
+  const core::Manifest& m = protocol_.verified().manifest();
   const bool paged = std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
   if (paged) require_fill(protocol_, Fill::Slot);
   if (paged && options_.capacity_tokens == 0) fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed");
 
-  std::optional<manifest::Forward> step = step_forward(protocol_);
+  std::optional<core::Forward> step = step_forward(protocol_);
   if (!step) fail(ErrorKind::Manifest, "no batch program accepts one sequence of one row (a decode step)");
   if (!step->emits_tokens)
     fail(ErrorKind::Manifest, "the one-row program does not write the 'tokens' fill: greedy tokens must come from the device");
@@ -128,10 +126,10 @@ Generator::Generator(const manifest::Protocol& protocol, Executor& executor, Gen
   if (!options_.logits_buffer.empty()) {
     auto it = m.buffers.find(options_.logits_buffer);
     if (it == m.buffers.end()) fail(ErrorKind::Api, "logits buffer '{}' is not in the manifest", options_.logits_buffer);
-    const manifest::Buffer& b = it->second;
-    if (b.kind != manifest::BufferKind::Output)
+    const core::Buffer& b = it->second;
+    if (b.kind != core::BufferKind::Output)
       fail(ErrorKind::Api, "logits buffer '{}' is a {} buffer, not an output (generate the manifest with logits exposed)",
-           options_.logits_buffer, manifest::to_string(b.kind));
+           options_.logits_buffer, core::to_string(b.kind));
     if (b.dtype != DType::BF16 && b.dtype != DType::F16 && b.dtype != DType::F32)
       fail(ErrorKind::Api, "logits buffer '{}' is {}, not bf16/f16/f32", options_.logits_buffer, manifest_name(b.dtype));
     if (b.shape.size() < 2 || b.shape[0].var != protocol_.group_var())
@@ -163,7 +161,7 @@ Generator::Generator(const manifest::Protocol& protocol, Executor& executor, Gen
 }
 
 void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
-  const manifest::FillSlot* f = protocol_.fill(role);
+  const core::FillSlot* f = protocol_.fill(role);
   if (!f) return;
   inputs_.write(exec_, f->buffer, encode_ints(f->dtype, values, f->buffer));
 }
@@ -193,12 +191,12 @@ void Generator::write_rows(std::uint64_t first, std::uint64_t rows) {
   write_fill(Fill::CuSeqlens, {0, static_cast<std::int64_t>(rows)});
 }
 
-std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
+std::int64_t Generator::call(const core::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
                              GenerationObserver* observer, bool emits, bool ahead) {
   const std::uint64_t rows = tokens.size();
   const std::uint64_t end = first + rows;
   write_pages(end);
-  const manifest::FillSlot* token = protocol_.fill(Fill::Token);
+  const core::FillSlot* token = protocol_.fill(Fill::Token);
   if (token->axis == protocol_.group_var() && rows > 1)
     fail(ErrorKind::Manifest, "the token input {} is per sequence; it cannot feed {} rows", token->buffer, rows);
   values_.assign(tokens.begin(), tokens.end());
@@ -206,8 +204,8 @@ std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::in
   write_rows(first, rows);  // nothing when the previous step wrote them ahead
 
   const std::map<std::string, std::uint64_t> table = protocol_.vars(f, 1, rows, end);
-  const Vars vars(table.begin(), table.end());
-  const manifest::FillSlot* err = protocol_.fill(Fill::Error);
+  const core::Vars vars(table.begin(), table.end());
+  const core::FillSlot* err = protocol_.fill(Fill::Error);
   if (!emits || err) {
     exec_.run(f.program, vars);
     if (err) {
@@ -217,7 +215,7 @@ std::int64_t Generator::call(const manifest::Forward& f, std::span<const std::in
     }
     if (!emits) return -1;
   }
-  const manifest::FillSlot& out = *protocol_.fill(Fill::Tokens);
+  const core::FillSlot& out = *protocol_.fill(Fill::Tokens);
   const std::uint64_t per_group = std::max<std::uint64_t>(f.tokens_per_group, 1);
   const std::uint64_t index = std::min<std::uint64_t>(rows, per_group) - 1;  // group 0's last row
   // Only the values up to group 0's last row come back (8 bytes for a one-row decode step); with
@@ -266,7 +264,7 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
 
   GenerationResult result;
   result.chunk_rows = chunk_rows_;
-  const manifest::Forward& chunk = chunk_ ? *chunk_ : step_;
+  const core::Forward& chunk = chunk_ ? *chunk_ : step_;
   for (std::uint64_t i = 0; i + 1 < n; i += chunk_rows_) {
     const std::uint64_t c = std::min(chunk_rows_, n - 1 - i);
     call(chunk, prompt.subspan(i, c), i, observer, false, false);

@@ -2,14 +2,14 @@
 
 #include <algorithm>
 
-#include "kern/driver.hpp"
-#include "kern/error.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::driver {
 
-InputShadow::InputShadow(const manifest::Manifest& m) {
+InputShadow::InputShadow(const core::Manifest& m) {
   for (const auto& [name, b] : m.buffers) {
-    if (b.kind != manifest::BufferKind::Input) continue;
+    if (b.kind != core::BufferKind::Input) continue;
     layout_[name] = Layout{dtype_size(b.dtype), b.domain && b.domain->monotone};
   }
 }

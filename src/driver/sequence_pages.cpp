@@ -1,25 +1,22 @@
 #include "kern/driver/sequence_pages.hpp"
 
 #include <algorithm>
-#include <numeric>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/pages.hpp"
 
 namespace kern::driver {
 
-SequencePages::SequencePages(const std::vector<manifest::PageTable>& tables, std::uint64_t capacity_tokens)
+SequencePages::SequencePages(const std::vector<core::PageTable>& tables, std::uint64_t capacity_tokens)
     : tables_(tables) {
-  for (const manifest::PageTable& t : tables_) {
+  for (const core::PageTable& t : tables_)
     if (t.stride == 0 || t.width == 0)
       fail(ErrorKind::Manifest, "page table {}: stride {} and width {} must be positive", t.buffer, t.stride, t.width);
-    unit_ = std::lcm(unit_, t.stride);
-    if (unit_ > (1ull << 32)) fail(ErrorKind::Manifest, "page tables: page unit {} is too large", unit_);
-  }
-  for (const manifest::PageTable& t : tables_) {
-    const std::uint64_t reach = t.width * t.stride / unit_;  // whole pages one row can list
-    row_pages_ = unlimited_rows_ ? reach : std::min(row_pages_, reach);
-    unlimited_rows_ = false;
-  }
+  unit_ = core::page_unit(tables_);
+  if (unit_ > (1ull << 32)) fail(ErrorKind::Manifest, "page tables: page unit {} is too large", unit_);
+  const std::optional<std::uint64_t> reach = core::row_pages(tables_, unit_);
+  unlimited_rows_ = !reach;
+  row_pages_ = reach.value_or(0);
   if (!tables_.empty() && capacity_tokens == 0)
     fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed");
   total_pages_ = capacity_tokens / unit_;
@@ -55,7 +52,7 @@ std::uint64_t SequencePages::slot(std::uint64_t pos) const {
 }
 
 std::vector<std::int64_t> SequencePages::row(std::size_t t) const {
-  const manifest::PageTable& table = tables_.at(t);
+  const core::PageTable& table = tables_.at(t);
   const std::uint64_t per_page = unit_ / table.stride;
   std::vector<std::int64_t> out;
   out.reserve(std::min<std::uint64_t>(pages_.size() * per_page, table.width));

@@ -1,6 +1,6 @@
 #include "pool/chunk_map.hpp"
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::pool::detail {
 

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::pool::detail {
 
@@ -67,6 +67,13 @@ Granted<Taken> PoolCore::take(std::uint64_t fresh_pages, bool need_slot) {
   return Denied{anything_held() ? DeniedKind::Busy : DeniedKind::ExceedsPool};
 }
 
+Granted<Taken> PoolCore::take_row(std::uint64_t tokens, std::uint64_t held, bool with_slot, bool take_slot) {
+  const std::uint64_t total = ceil_div(tokens, unit);
+  if (total > row_pages) return Denied{DeniedKind::ExceedsRow, row_pages * unit};
+  if (!fits(total, with_slot)) return Denied{DeniedKind::ExceedsPool};
+  return take(total - held, take_slot);
+}
+
 void PoolCore::give_page(PageId page) { pages.set(page, ObjectStatus::Free); }
 
 void PoolCore::release_slot(SlotId slot) {
@@ -75,38 +82,14 @@ void PoolCore::release_slot(SlotId slot) {
 }
 
 std::uint32_t PoolCore::make_node(PageId page, std::uint32_t parent) {
-  std::uint32_t n;
-  if (!free_nodes.empty()) {
-    n = free_nodes.back();
-    free_nodes.pop_back();
-  } else {
-    n = static_cast<std::uint32_t>(nodes.size());
-    nodes.emplace_back();
-  }
-  nodes[n] = Node{page, parent, 1, {}};
-  if (parent != kNoNode) ++nodes[parent].refs;
-  ++live_nodes;
+  const std::uint32_t n = nodes.make(parent);
+  nodes[n].page = page;
+  nodes[n].twin = {};
   return n;
 }
 
 void PoolCore::release_node(std::uint32_t n) {
-  while (n != kNoNode) {
-    Node& node = nodes[n];
-    if (node.refs == 0) fail(ErrorKind::Api, "pool: internal error, node {} released twice", n);
-    if (--node.refs != 0) return;
-    give_page(node.page);
-    const std::uint32_t parent = node.parent;
-    node.parent = kNoNode;
-    free_nodes.push_back(n);
-    --live_nodes;
-    n = parent;
-  }
-}
-
-std::vector<std::uint32_t> PoolCore::chain(std::uint32_t tail) const {
-  std::vector<std::uint32_t> out;
-  for (std::uint32_t n = tail; n != kNoNode; n = nodes[n].parent) out.push_back(n);
-  return {out.rbegin(), out.rend()};
+  nodes.release(n, "pool", [this](const Node& node) { give_page(node.page); });
 }
 
 bool PoolCore::plan_rebalance(std::uint64_t fresh_pages, bool need_slot) {

@@ -11,8 +11,11 @@
 #include "kern/pool/plans.hpp"
 #include "kern/pool/pool.hpp"
 #include "pool/chunk_map.hpp"
+#include "pool/free_list.hpp"
 
 namespace kern::pool::detail {
+
+inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
 
 // Status of every page (or slot) id, with its free and absent sets and counters kept at the
 // one status setter (scanning for them costs milliseconds per step at 1M tokens).
@@ -66,9 +69,7 @@ struct PoolCore {
   ChunkMap chunks;
   ObjectTable pages, slots;
   std::vector<std::uint32_t> slot_refs;
-  std::vector<Node> nodes;
-  std::vector<std::uint32_t> free_nodes;
-  std::uint64_t live_nodes = 0;
+  Chains<Node> nodes;
   std::optional<Remap> pending;
   std::optional<std::uint64_t> in_flight;
   std::uint64_t next_plan = 1, remapped = 0;
@@ -81,6 +82,10 @@ struct PoolCore {
   // ---- objects
   // All-or-nothing: the lowest free pages and (need_slot) the lowest free slot, now Held.
   Granted<Taken> take(std::uint64_t fresh_pages, bool need_slot);
+  // take() of the fresh pages that make a row of `held` pages hold `tokens`, and (take_slot) a
+  // slot; first ExceedsRow past one page-table row, ExceedsPool when no layout of the budget
+  // holds the whole row (with a slot when with_slot).
+  Granted<Taken> take_row(std::uint64_t tokens, std::uint64_t held, bool with_slot, bool take_slot);
   void give_page(PageId page);
   void retain_slot(SlotId slot) { ++slot_refs[slot]; }
   void release_slot(SlotId slot);
@@ -88,9 +93,7 @@ struct PoolCore {
 
   // ---- nodes
   std::uint32_t make_node(PageId page, std::uint32_t parent);  // refs = 1, parent gains a ref
-  void retain_node(std::uint32_t n) { ++nodes[n].refs; }
-  void release_node(std::uint32_t n);  // iterative: a 65k-page chain unwinds in a loop
-  std::vector<std::uint32_t> chain(std::uint32_t tail) const;  // root first
+  void release_node(std::uint32_t n);  // a freed node's page is given back
 
   // ---- remaps
   bool plan_rebalance(std::uint64_t fresh_pages, bool need_slot);

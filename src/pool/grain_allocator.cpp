@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::pool::detail {
 

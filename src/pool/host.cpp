@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "pool/core.hpp"
+#include "pool/free_list.hpp"
+#include "pool/handles.hpp"
 #include "pool/grain_allocator.hpp"
 
 namespace kern::pool {
@@ -27,70 +29,34 @@ struct HostCore {
   CoreRef pool;
   std::uint64_t unit = 1, grain = 0, page_bytes = 0, page_grains = 0, slot_bytes = 0, slot_grains = 0;
   GrainAllocator alloc;
-  std::vector<HostNode> nodes;
-  std::vector<std::uint32_t> free_nodes;
-  std::uint64_t live_nodes = 0;
-  std::vector<HostSlot> slots;
-  std::vector<std::uint32_t> free_slots;
-  std::uint64_t live_slots = 0;
+  Chains<HostNode> nodes;
+  FreeList<HostSlot> slots;
 
   std::uint32_t make_node(std::uint64_t first, std::uint32_t parent) {
-    std::uint32_t n;
-    if (!free_nodes.empty()) {
-      n = free_nodes.back();
-      free_nodes.pop_back();
-    } else {
-      n = static_cast<std::uint32_t>(nodes.size());
-      nodes.emplace_back();
-    }
-    nodes[n].first = first;
-    nodes[n].parent = parent;
-    nodes[n].refs = 1;
-    if (parent != kNoNode) ++nodes[parent].refs;
-    ++live_nodes;
+    const std::uint32_t n = nodes.make(parent);
+    nodes[n].first = first;  // gen stays: it counts the id's uses
     return n;
   }
   void release_node(std::uint32_t n) {
-    while (n != kNoNode) {
-      HostNode& node = nodes[n];
-      if (node.refs == 0) fail(ErrorKind::Api, "host: internal error, node {} released twice", n);
-      if (--node.refs != 0) return;
+    nodes.release(n, "host", [this](HostNode& node) {
       alloc.free(node.first, page_grains);
       ++node.gen;  // device twins pointing here are now dead
-      const std::uint32_t parent = node.parent;
-      node.parent = kNoNode;
-      free_nodes.push_back(n);
-      --live_nodes;
-      n = parent;
-    }
+    });
   }
   std::uint32_t make_slot(std::uint64_t first) {
-    std::uint32_t s;
-    if (!free_slots.empty()) {
-      s = free_slots.back();
-      free_slots.pop_back();
-    } else {
-      s = static_cast<std::uint32_t>(slots.size());
-      slots.emplace_back();
-    }
+    const std::uint32_t s = slots.take();
     slots[s] = {first, 1};
-    ++live_slots;
     return s;
   }
+  void retain_slot(std::uint32_t s) { ++slots[s].refs; }
   void release_slot(std::uint32_t s) {
     if (slots[s].refs == 0) fail(ErrorKind::Api, "host: internal error, slot {} released twice", s);
     if (--slots[s].refs != 0) return;
     alloc.free(slots[s].first, slot_grains);
-    free_slots.push_back(s);
-    --live_slots;
+    slots.give(s);
   }
   bool twin_live(const Twin& t) const {
     return t.host == id && t.node < nodes.size() && nodes[t.node].gen == t.gen && nodes[t.node].refs > 0;
-  }
-  std::vector<std::uint32_t> chain(std::uint32_t tail) const {
-    std::vector<std::uint32_t> out;
-    for (std::uint32_t n = tail; n != kNoNode; n = nodes[n].parent) out.push_back(n);
-    return {out.rbegin(), out.rend()};
   }
 };
 
@@ -102,8 +68,6 @@ void release(HostCore* core) {
 }  // namespace detail
 
 namespace {
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
 
 detail::HostCore& host_of(const detail::HostRef& r) {
   if (!r) fail(ErrorKind::Api, "host: use of a moved-from Host");
@@ -120,42 +84,21 @@ std::uint64_t next_host_id() {
 // ---------------------------------------------------------------- Parked
 
 Parked::Parked(const Parked& o) : host_(o.host_), tail_(o.tail_), len_(o.len_), pages_(o.pages_), slot_(o.slot_) {
-  if (host_) {
-    if (tail_ != kNoNode) ++host_.get()->nodes[tail_].refs;
-    if (slot_) ++host_.get()->slots[*slot_].refs;
-  }
+  detail::Handles::retain(*this, host_);
 }
-Parked::Parked(Parked&& o) noexcept
-    : host_(std::move(o.host_)),
-      tail_(std::exchange(o.tail_, kNoNode)),
-      len_(std::exchange(o.len_, 0)),
-      pages_(std::exchange(o.pages_, 0)),
-      slot_(std::exchange(o.slot_, std::nullopt)) {}
+Parked::Parked(Parked&& o) noexcept { detail::Handles::steal(*this, host_, o, o.host_); }
 Parked& Parked::operator=(Parked o) noexcept {
   reset();
-  host_ = std::move(o.host_);
-  tail_ = std::exchange(o.tail_, kNoNode);
-  len_ = std::exchange(o.len_, 0);
-  pages_ = std::exchange(o.pages_, 0);
-  slot_ = std::exchange(o.slot_, std::nullopt);
+  detail::Handles::steal(*this, host_, o, o.host_);
   return *this;
 }
 Parked::~Parked() { reset(); }
-void Parked::reset() noexcept {
-  if (host_) {
-    if (tail_ != kNoNode) host_.get()->release_node(tail_);
-    if (slot_) host_.get()->release_slot(*slot_);
-  }
-  host_ = detail::HostRef();
-  tail_ = kNoNode;
-  len_ = pages_ = 0;
-  slot_.reset();
-}
+void Parked::reset() noexcept { detail::Handles::drop(*this, host_); }
 std::vector<HostOffset> Parked::offsets() const {
   std::vector<HostOffset> out;
   if (!host_) return out;
   const auto& h = *host_.get();
-  for (std::uint32_t n : h.chain(tail_)) out.push_back(h.nodes[n].first * h.grain);
+  for (std::uint32_t n : h.nodes.chain(tail_)) out.push_back(h.nodes[n].first * h.grain);
   return out;
 }
 std::optional<HostOffset> Parked::slot_offset() const {
@@ -217,8 +160,8 @@ Host::Host(const Pool& pool, const HostConfig& config) {
   h.grain = config.grain;
   h.page_bytes = c.unit * c.layout.bytes_per_token();
   h.slot_bytes = c.layout.bytes_per_seq();
-  h.page_grains = ceil_div(h.page_bytes, h.grain);
-  h.slot_grains = ceil_div(h.slot_bytes, h.grain);
+  h.page_grains = detail::ceil_div(h.page_bytes, h.grain);
+  h.slot_grains = detail::ceil_div(h.slot_bytes, h.grain);
   h.alloc.init(config.bytes / config.grain);
 }
 
@@ -227,7 +170,7 @@ Granted<Room> Host::room(const Checkpoint& cp) {
   if (!cp.core_) fail(ErrorKind::Api, "host: room() for an empty checkpoint");
   if (cp.core_.get() != h.pool.get()) fail(ErrorKind::Api, "host: room() for a checkpoint of another pool");
   auto& c = *h.pool.get();
-  const std::vector<std::uint32_t> chain = c.chain(cp.tail_);
+  const std::vector<std::uint32_t> chain = c.nodes.chain(cp.tail_);
   std::uint32_t prev = kNoNode;
   std::size_t i = 0;
   for (; i < chain.size(); ++i) {
@@ -247,7 +190,7 @@ Granted<Room> Host::room(const Checkpoint& cp) {
     if (!g) return Denied{DeniedKind::HostFull};
     room.slot_grain_ = *g;
   }
-  if (prev != kNoNode) ++h.nodes[prev].refs;
+  if (prev != kNoNode) h.nodes.retain(prev);
   room.reuse_tail_ = prev;
   room.reuse_ = i;
   room.cp_ = cp;
@@ -259,14 +202,14 @@ std::pair<Parked, ParkCopies> Host::park(Room&& room) {
   if (!room.host_ || room.host_.get() != &h) fail(ErrorKind::Api, "host: park() of a room of another host");
   auto& c = *h.pool.get();
   const Checkpoint& cp = room.cp_;
-  const std::vector<std::uint32_t> chain = c.chain(cp.tail_);
+  const std::vector<std::uint32_t> chain = c.nodes.chain(cp.tail_);
   ParkCopies copies;
   std::uint32_t current = std::exchange(room.reuse_tail_, kNoNode);  // one hold, moved along
   std::size_t next_reserved = 0;
   for (std::size_t i = room.reuse_; i < chain.size(); ++i) {
     detail::Node& dn = c.nodes[chain[i]];
     if (h.twin_live(dn.twin) && h.nodes[dn.twin.node].parent == current) {
-      ++h.nodes[dn.twin.node].refs;
+      h.nodes.retain(dn.twin.node);
       if (current != kNoNode) h.release_node(current);
       current = dn.twin.node;
       continue;
@@ -315,11 +258,11 @@ Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool
     fail(ErrorKind::Api, "host: wake at {} of a parked store of {}: must be its length or a whole page below it", len,
          parked.len_);
   }
-  const std::uint64_t n = parked.pages_ == 0 ? 0 : ceil_div(len, c.unit);
+  const std::uint64_t n = parked.pages_ == 0 ? 0 : detail::ceil_div(len, c.unit);
   if (!c.fits(n, parked.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
   auto t = c.take(n, parked.slot_.has_value());
   if (!t) return t.denied();
-  const std::vector<std::uint32_t> hchain = h.chain(parked.tail_);
+  const std::vector<std::uint32_t> hchain = h.nodes.chain(parked.tail_);
   std::uint32_t prev = kNoNode;
   for (std::uint64_t i = 0; i < n; ++i) {
     const PageId page = t.value().pages[i];
@@ -347,14 +290,13 @@ std::uint64_t Host::slot_bytes() const { return host_of(host_).slot_bytes; }
 std::uint64_t Host::slot_stride() const { return host_of(host_).slot_grains * host_of(host_).grain; }
 std::uint64_t Host::capacity() const { return host_of(host_).alloc.grains() * host_of(host_).grain; }
 std::uint64_t Host::used() const { return host_of(host_).alloc.used() * host_of(host_).grain; }
-std::uint64_t Host::live_pages() const { return host_of(host_).live_nodes; }
-std::uint64_t Host::live_slots() const { return host_of(host_).live_slots; }
+std::uint64_t Host::live_pages() const { return host_of(host_).nodes.live(); }
+std::uint64_t Host::live_slots() const { return host_of(host_).slots.live(); }
 
 void Host::check_invariants() const {
   const auto& h = host_of(host_);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // [first, len), live objects then free runs
-  std::vector<char> is_free(h.nodes.size(), 0);
-  for (std::uint32_t n : h.free_nodes) is_free[n] = 1;
+  const std::vector<char> is_free = h.nodes.free_mask();
   std::uint64_t live = 0, used = 0;
   for (std::uint32_t n = 0; n < h.nodes.size(); ++n)
     if (!is_free[n]) {
@@ -362,9 +304,8 @@ void Host::check_invariants() const {
       used += h.page_grains;
       ++live;
     }
-  if (live != h.live_nodes) fail(ErrorKind::Api, "host invariant: {} live pages, counter {}", live, h.live_nodes);
-  std::vector<char> slot_free(h.slots.size(), 0);
-  for (std::uint32_t s : h.free_slots) slot_free[s] = 1;
+  if (live != h.nodes.live()) fail(ErrorKind::Api, "host invariant: {} live pages, counter {}", live, h.nodes.live());
+  const std::vector<char> slot_free = h.slots.free_mask();
   for (std::uint32_t s = 0; s < h.slots.size(); ++s)
     if (!slot_free[s]) {
       spans.emplace_back(h.slots[s].first, h.slot_grains);

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 #include <set>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/pages.hpp"
+#include "pool/core.hpp"
 
 namespace kern::pool {
 namespace {
@@ -20,8 +21,6 @@ const PoolLayout::SeqState* find_seq(const PoolLayout& l, const std::string& nam
     if (s.name == name) return &s;
   return nullptr;
 }
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
 
 std::uint64_t mul_checked(std::uint64_t a, std::uint64_t b, const char* what) {
   if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a)
@@ -87,22 +86,9 @@ void PoolLayout::validate() const {
     fail(ErrorKind::Manifest, "pool layout: the narrowest page-table row holds less than one page of {} tokens", u);
 }
 
-std::uint64_t PoolLayout::unit() const {
-  std::uint64_t u = 1;
-  for (const auto& t : page_tables) {
-    if (t.stride == 0) continue;
-    const std::uint64_t g = std::gcd(u, t.stride);
-    u = mul_checked(u / g, t.stride, "page unit (lcm of strides)");
-  }
-  return u;
-}
+std::uint64_t PoolLayout::unit() const { return core::page_unit(page_tables); }
 
-std::uint64_t PoolLayout::row_pages() const {
-  const std::uint64_t u = unit();
-  std::uint64_t best = std::numeric_limits<std::uint64_t>::max();
-  for (const auto& t : page_tables) best = std::min(best, t.width * t.stride / u);
-  return page_tables.empty() ? 0 : best;
-}
+std::uint64_t PoolLayout::row_pages() const { return core::row_pages(page_tables, unit()).value_or(0); }
 
 std::uint64_t PoolLayout::bytes_per_token() const {
   std::uint64_t sum = 0;
@@ -140,9 +126,9 @@ std::uint64_t chunks_for(const PoolLayout& layout, std::uint64_t chunk_bytes, st
   const std::uint64_t pages = tokens / u;
   std::uint64_t chunks = 0;
   for (const auto& s : layout.paged)
-    chunks += ceil_div(mul_checked(pages, u * s.bytes_per_token, "token budget"), chunk_bytes);
+    chunks += detail::ceil_div(mul_checked(pages, u * s.bytes_per_token, "token budget"), chunk_bytes);
   for (const auto& s : layout.per_seq)
-    chunks += ceil_div(mul_checked(slots, s.bytes_per_seq, "slot budget"), chunk_bytes);
+    chunks += detail::ceil_div(mul_checked(slots, s.bytes_per_seq, "slot budget"), chunk_bytes);
   return chunks;
 }
 

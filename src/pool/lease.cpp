@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "pool/core.hpp"
 
 namespace kern::pool {

@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <map>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "pool/core.hpp"
 
 namespace kern::pool {
 namespace {
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
 
 // Largest n in [0, hi] with cost(n) <= budget; cost is non-decreasing.
 template <typename F>
@@ -112,10 +110,7 @@ Granted<Lease> Pool::lease(std::uint64_t tokens) {
   detail::PoolCore& c = core(core_);
   if (!c.has_paged) fail(ErrorKind::Api, "pool: lease({}) needs a paged state; this layout has none (use lease_slot)", tokens);
   if (tokens == 0) fail(ErrorKind::Api, "pool: lease(0): a paged lease holds at least one token");
-  const std::uint64_t total = ceil_div(tokens, c.unit);
-  if (total > c.row_pages) return Denied{DeniedKind::ExceedsRow, c.row_pages * c.unit};
-  if (!c.fits(total, c.has_seq)) return Denied{DeniedKind::ExceedsPool};
-  auto t = c.take(total, c.has_seq);
+  auto t = c.take_row(tokens, 0, c.has_seq, c.has_seq);
   if (!t) return t.denied();
   Lease l;
   l.core_ = core_;
@@ -143,11 +138,8 @@ std::optional<Denied> Pool::extend(Lease& lease, std::uint64_t tokens) {
   detail::PoolCore& c = core(core_);
   check_same(core_, lease.core_, "lease");
   if (!lease.paged_) fail(ErrorKind::Api, "pool: extend() on a slot-only lease");
-  const std::uint64_t total = ceil_div(tokens, c.unit);
-  if (total <= lease.pages_.size()) return std::nullopt;
-  if (total > c.row_pages) return Denied{DeniedKind::ExceedsRow, c.row_pages * c.unit};
-  if (!c.fits(total, lease.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
-  auto t = c.take(total - lease.pages_.size(), false);
+  if (detail::ceil_div(tokens, c.unit) <= lease.pages_.size()) return std::nullopt;
+  auto t = c.take_row(tokens, lease.pages_.size(), lease.slot_.has_value(), false);
   if (!t) return t.denied();
   lease.pages_.insert(lease.pages_.end(), t.value().pages.begin(), t.value().pages.end());
   return std::nullopt;
@@ -215,7 +207,7 @@ ObjectStatus Pool::slot_status(SlotId slot) const {
   if (slot >= c.slots.max()) fail(ErrorKind::Api, "pool: slot {} is beyond slots_max {}", slot, c.slots.max());
   return c.slots.status(slot);
 }
-std::uint64_t Pool::live_nodes() const { return core(core_).live_nodes; }
+std::uint64_t Pool::live_nodes() const { return core(core_).nodes.live(); }
 
 void Pool::check_invariants() const {
   const auto& c = core(core_);
@@ -266,8 +258,7 @@ void Pool::check_invariants() const {
     fail(ErrorKind::Api, "pool invariant: {} mapped + {} free chunks != {}", mapped, c.chunks.free_chunks(), c.chunks.chunks());
   // Node pages are held; every live node's refs are at least its live children.
   std::vector<std::uint32_t> children(c.nodes.size(), 0);
-  std::vector<char> is_free(c.nodes.size(), 0);
-  for (std::uint32_t n : c.free_nodes) is_free[n] = 1;
+  const std::vector<char> is_free = c.nodes.free_mask();
   std::uint64_t live_nodes = 0;
   for (std::uint32_t n = 0; n < c.nodes.size(); ++n) {
     if (is_free[n]) continue;
@@ -276,7 +267,7 @@ void Pool::check_invariants() const {
       fail(ErrorKind::Api, "pool invariant: node {} page {} is not held", n, c.nodes[n].page);
     if (c.nodes[n].parent != kNoNode) ++children[c.nodes[n].parent];
   }
-  if (live_nodes != c.live_nodes) fail(ErrorKind::Api, "pool invariant: {} live nodes, counter {}", live_nodes, c.live_nodes);
+  if (live_nodes != c.nodes.live()) fail(ErrorKind::Api, "pool invariant: {} live nodes, counter {}", live_nodes, c.nodes.live());
   for (std::uint32_t n = 0; n < c.nodes.size(); ++n)
     if (!is_free[n] && c.nodes[n].refs < std::max<std::uint32_t>(children[n], 1))
       fail(ErrorKind::Api, "pool invariant: node {} has {} refs but {} children", n, c.nodes[n].refs, children[n]);

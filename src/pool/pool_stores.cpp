@@ -3,14 +3,12 @@
 // it will be written; only a lease writes.
 #include <utility>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/pool/pool.hpp"
 #include "pool/core.hpp"
 
 namespace kern::pool {
 namespace {
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return a / b + (a % b != 0); }
 
 detail::PoolCore& core_checked(const detail::CoreRef& pool, const detail::CoreRef& handle, const char* what) {
   if (!pool) fail(ErrorKind::Api, "pool: use of a moved-from Pool");
@@ -44,7 +42,7 @@ Lease Pool::start_lease(const std::vector<std::uint32_t>& chain, std::uint64_t l
   l.pages_.reserve(full + fresh.size());
   for (std::uint32_t n : l.nodes_) l.pages_.push_back(c.nodes[n].page);
   l.pages_.insert(l.pages_.end(), fresh.begin(), fresh.end());
-  if (full > 0) c.retain_node(l.nodes_.back());
+  if (full > 0) c.nodes.retain(l.nodes_.back());
   l.shared_ = full;
   l.slot_ = slot;
   l.prefix_ = l.position_ = len;
@@ -78,14 +76,14 @@ Granted<std::pair<Checkpoint, DeviceCopies>> Pool::checkpoint(Lease& lease, std:
   seal(c, lease, full);
   cp.core_ = core_;
   cp.len_ = len;
-  cp.pages_ = ceil_div(len, c.unit);
+  cp.pages_ = detail::ceil_div(len, c.unit);
   if (copy_partial) {
     const PageId q = t.value().pages[0];
     cp.tail_ = c.make_node(q, full > 0 ? lease.nodes_[full - 1] : kNoNode);
     copies.pages.push_back({lease.pages_[full], q});
   } else {
     cp.tail_ = lease.nodes_[cp.pages_ - 1];  // frozen already: shared as it is
-    c.retain_node(cp.tail_);
+    c.nodes.retain(cp.tail_);
   }
   if (lease.slot_) {
     cp.slot_ = t.value().slot;
@@ -106,10 +104,10 @@ Checkpoint Pool::retire(Lease&& lease, std::uint64_t len) {
     if (lease.slot_ && len != lease.position_)
       fail(ErrorKind::Api, "pool: a lease with per-seq state retires only at its position {}, not {}",
            lease.position_, len);
-    cp.pages_ = ceil_div(len, c.unit);
+    cp.pages_ = detail::ceil_div(len, c.unit);
     seal(c, lease, cp.pages_);
     cp.tail_ = lease.nodes_[cp.pages_ - 1];
-    c.retain_node(cp.tail_);
+    c.nodes.retain(cp.tail_);
   }
   cp.slot_ = std::exchange(lease.slot_, std::nullopt);  // handed over, no copy
   lease.reset();
@@ -145,13 +143,10 @@ Granted<std::pair<Lease, DeviceCopies>> Pool::restore(const Checkpoint& cp, std:
          len, cp.len_);
   }
   if (tokens <= len) fail(ErrorKind::Api, "pool: restore to {} tokens must hold more than the {} restored", tokens, len);
-  const std::uint64_t total = ceil_div(tokens, c.unit);
-  if (total > c.row_pages) return Denied{DeniedKind::ExceedsRow, c.row_pages * c.unit};
-  if (!c.fits(total, cp.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
   const std::uint64_t full = len / c.unit;
-  auto t = c.take(total - full, cp.slot_.has_value());
+  auto t = c.take_row(tokens, full, cp.slot_.has_value(), cp.slot_.has_value());
   if (!t) return t.denied();
-  const std::vector<std::uint32_t> chain = c.chain(cp.tail_);
+  const std::vector<std::uint32_t> chain = c.nodes.chain(cp.tail_);
   if (len % c.unit != 0) copies.pages.push_back({c.nodes[chain[full]].page, t.value().pages[0]});
   if (cp.slot_) copies.slot = {*cp.slot_, *t.value().slot};
   Lease l = start_lease(chain, len, std::move(t.value().pages), t.value().slot);
@@ -167,11 +162,8 @@ Granted<std::pair<Lease, DeviceCopies>> Pool::fork(Lease& parent, std::uint64_t 
   if (parent.slot_ && len != parent.position_)
     fail(ErrorKind::Api, "pool: a lease with per-seq state forks only at its position {}, not {}", parent.position_, len);
   if (tokens <= len) fail(ErrorKind::Api, "pool: fork to {} tokens must hold more than the {} shared", tokens, len);
-  const std::uint64_t total = ceil_div(tokens, c.unit);
-  if (total > c.row_pages) return Denied{DeniedKind::ExceedsRow, c.row_pages * c.unit};
-  if (!c.fits(total, parent.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
   const std::uint64_t full = len / c.unit;
-  auto t = c.take(total - full, parent.slot_.has_value());
+  auto t = c.take_row(tokens, full, parent.slot_.has_value(), parent.slot_.has_value());
   if (!t) return t.denied();
   seal(c, parent, full);
   if (len % c.unit != 0) copies.pages.push_back({parent.pages_[full], t.value().pages[0]});

@@ -3,12 +3,12 @@
 
 #include <fmt/format.h>
 
-#include "kern/error.hpp"
-#include "kern/registry.hpp"
+#include "kern/base/error.hpp"
+#include "kern/registry/registry.hpp"
 #include "registry/elf.hpp"
 #include "registry/fatbin.hpp"
 
-namespace kern {
+namespace kern::registry {
 
 using registry::Bytes;
 
@@ -22,12 +22,9 @@ std::string_view to_string(ArtifactKind kind) {
 }
 
 std::string_view file_extension(ArtifactKind kind) {
-  switch (kind) {
-    case ArtifactKind::Cubin: return "cubin";
-    case ArtifactKind::Fatbin: return "fatbin";
-    case ArtifactKind::HostLibrary: return "so";
-  }
-  return "bin";
+  if (kind == ArtifactKind::HostLibrary) return "so";
+  const std::string_view name = to_string(kind);  // a cubin and a fatbin are named by their kind
+  return name == "?" ? "bin" : name;
 }
 
 std::string describe(const FatbinEntry& e) {
@@ -124,4 +121,4 @@ std::vector<DeviceImage> extract_device_images(std::span<const std::byte> bytes,
   return {std::move(img)};
 }
 
-}  // namespace kern
+}  // namespace kern::registry

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::registry {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kern/registry.hpp"
+#include "kern/registry/registry.hpp"
 #include "registry/bytes.hpp"
 
 namespace kern::registry {

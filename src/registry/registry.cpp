@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/registry.hpp"
-#include "kern/sha256.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/registry/registry.hpp"
+#include "kern/base/sha256.hpp"
 
-namespace kern {
+namespace kern::registry {
 
 namespace fs = std::filesystem;
 
@@ -119,4 +119,4 @@ std::vector<DeviceImage> Registry::images(std::string_view module, std::string_v
   return extract_device_images(as_bytes(bytes), a.path);
 }
 
-}  // namespace kern
+}  // namespace kern::registry

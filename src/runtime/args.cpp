@@ -4,16 +4,16 @@
 #include <bit>
 #include <cstring>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 
-using manifest::CallArg;
-using manifest::LaunchArg;
-using manifest::Literal;
-using manifest::PackField;
-using manifest::ParamType;
-using PK = manifest::ParamType::Kind;
+using core::CallArg;
+using core::LaunchArg;
+using core::Literal;
+using core::PackField;
+using core::ParamType;
+using PK = core::ParamType::Kind;
 
 void store_le(std::byte* dst, std::uint64_t v, std::size_t width) {
   for (std::size_t i = 0; i < width; ++i) dst[i] = static_cast<std::byte>(i < 8 ? (v >> (8 * i)) & 0xff : 0);
@@ -82,7 +82,7 @@ ArgValue from_call_arg(const CallArg& a, const ParamType& t, const ResolveContex
       if (!t.is_pointer()) fail(ErrorKind::Manifest, "{} '{}' passed to scalar param {}", a.kind == CallArg::Kind::Buf ? "buffer" : "state", a.name, t.to_string());
       return pointer_value(ctx.pointer(a));
     case CallArg::Kind::Var: {
-      manifest::Expr e = manifest::Expr::variable(a.name);
+      core::Expr e = core::Expr::variable(a.name);
       return expr_value(CompiledExpr::compile(e, *ctx.vars), width, f);
     }
     case CallArg::Kind::Expr: return expr_value(CompiledExpr::compile(a.expr, *ctx.vars), width, f);
@@ -96,26 +96,14 @@ ArgValue from_call_arg(const CallArg& a, const ParamType& t, const ResolveContex
   fail(ErrorKind::Manifest, "unknown call argument form");
 }
 
-const CallArg& interface_arg(const manifest::Op& op, const manifest::Call& call, std::uint32_t i) {
+const CallArg& interface_arg(const core::Op& op, const core::Call& call, std::uint32_t i) {
   if (i >= op.params.size() || i >= call.args.size())
     fail(ErrorKind::Manifest, "launch forwards interface param {} but the op has {} params and the call {} args", i,
          op.params.size(), call.args.size());
   return call.args[i];
 }
 
-std::uint64_t tma_elem_nibbles(manifest::TmaDType t) {
-  using T = manifest::TmaDType;
-  switch (t) {
-    case T::U8: return 2;
-    case T::U16: case T::F16: case T::BF16: return 4;
-    case T::U32: case T::I32: case T::F32: case T::TF32: return 8;
-    case T::U64: case T::I64: return 16;
-    case T::U4: case T::U4Packed: return 1;
-  }
-  return 2;
-}
-
-std::array<std::byte, 128> tensormap_image(const manifest::Tensormap& tm, const Pointer& p,
+std::array<std::byte, 128> tensormap_image(const core::Tensormap& tm, const Pointer& p,
                                            const ResolveContext& ctx) {
   cuda::TensormapSpec s;
   s.dtype = static_cast<std::uint32_t>(tm.dtype);
@@ -130,7 +118,7 @@ std::array<std::byte, 128> tensormap_image(const manifest::Tensormap& tm, const 
     std::uint64_t outer_stride =
         s.dims.size() == 1 ? 0 : s.strides.back();
     if (s.dims.size() == 1)
-      s.dims.back() = p.bytes * 2 / tma_elem_nibbles(tm.dtype);
+      s.dims.back() = p.bytes * 8 / core::tma_global_bits(tm.dtype);
     else
       s.dims.back() = outer_stride ? p.bytes / outer_stride : 0;
     if (s.dims.back() == 0)
@@ -140,7 +128,7 @@ std::array<std::byte, 128> tensormap_image(const manifest::Tensormap& tm, const 
   return ctx.encode_tensormap(s);
 }
 
-ArgValue pack_value(const manifest::Pack& pack, const manifest::Op& op, const manifest::Call& call,
+ArgValue pack_value(const core::Pack& pack, const core::Op& op, const core::Call& call,
                     const ResolveContext& ctx) {
   ArgValue v;
   v.bytes.assign(pack.size, std::byte{0});
@@ -161,7 +149,7 @@ ArgValue pack_value(const manifest::Pack& pack, const manifest::Op& op, const ma
         fv = static_value(literal_bits(f.literal, f.literal.kind == Literal::Kind::F32), f.width.value_or(def));
         break;
       case PackField::Kind::Var:
-        fv = expr_value(CompiledExpr::compile(manifest::Expr::variable(f.name), *ctx.vars), f.width.value_or(4), false);
+        fv = expr_value(CompiledExpr::compile(core::Expr::variable(f.name), *ctx.vars), f.width.value_or(4), false);
         break;
       case PackField::Kind::Expr:
         fv = expr_value(CompiledExpr::compile(f.expr, *ctx.vars), f.width.value_or(4), false);
@@ -196,8 +184,8 @@ ArgValue pack_value(const manifest::Pack& pack, const manifest::Op& op, const ma
 
 }  // namespace
 
-std::vector<ArgValue> resolve_launch_args(const manifest::Op& op, const manifest::Launch& launch,
-                                          const manifest::Call& call, const ResolveContext& ctx) {
+std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch& launch,
+                                          const core::Call& call, const ResolveContext& ctx) {
   const std::vector<ParamType>& params = launch.params ? *launch.params : op.params;
   std::vector<LaunchArg> defaults;
   if (!launch.args) {

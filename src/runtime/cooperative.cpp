@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 

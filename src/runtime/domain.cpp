@@ -3,12 +3,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 namespace {
 
-std::map<std::string, std::uint64_t> var_max(const manifest::Manifest& m) {
+std::map<std::string, std::uint64_t> var_max(const core::Manifest& m) {
   std::map<std::string, std::uint64_t> v;
   for (const auto& [n, var] : m.vars) v[n] = var.max;
   return v;
@@ -43,27 +43,27 @@ double f16_to_double(std::uint16_t h) {
 
 }  // namespace
 
-DomainRule resolve_domain(const manifest::Manifest& m, const std::string& name, const manifest::Buffer& b,
+DomainRule resolve_domain(const core::Manifest& m, const std::string& name, const core::Buffer& b,
                           const Capacity& capacity) {
   DomainRule r;
   r.buffer = name;
   r.dtype = b.dtype;
   r.is_float = b.dtype == DType::BF16 || b.dtype == DType::F16 || b.dtype == DType::F32 || b.dtype == DType::F64;
   if (!b.domain) return r;
-  const manifest::Domain& d = *b.domain;
+  const core::Domain& d = *b.domain;
   const auto vmax = var_max(m);
-  const auto lookup = manifest::lookup_in(vmax);
-  auto set_bound = [&](const manifest::Bound& bound, bool is_min) {
+  const auto lookup = core::lookup_in(vmax);
+  auto set_bound = [&](const core::Bound& bound, bool is_min) {
     double f = 0;
     __int128 i = 0;
     switch (bound.kind) {
-      case manifest::Bound::Kind::Int: i = bound.i; f = static_cast<double>(bound.i); break;
-      case manifest::Bound::Kind::Float:
+      case core::Bound::Kind::Int: i = bound.i; f = static_cast<double>(bound.i); break;
+      case core::Bound::Kind::Float:
         f = bound.f;
         i = is_min ? static_cast<__int128>(std::ceil(bound.f)) : static_cast<__int128>(std::floor(bound.f));
         break;
-      case manifest::Bound::Kind::Expr: {
-        std::uint64_t v = manifest::eval(bound.expr, lookup, fmt::format("buffers.{}.domain", name));
+      case core::Bound::Kind::Expr: {
+        std::uint64_t v = core::eval(bound.expr, lookup, fmt::format("buffers.{}.domain", name));
         i = v;
         f = static_cast<double>(v);
         break;
@@ -87,13 +87,13 @@ DomainRule resolve_domain(const manifest::Manifest& m, const std::string& name, 
     if (auto bi = m.buffers.find(t); bi != m.buffers.end()) {
       std::uint64_t dim0 = 1;
       if (!bi->second.shape.empty()) {
-        const manifest::Dim& d0 = bi->second.shape[0];
+        const core::Dim& d0 = bi->second.shape[0];
         dim0 = d0.is_var() ? vmax.at(d0.var) : d0.value;
       }
       count = dim0 / stride;
       r.why_max = fmt::format("rows of {} / {}", t, stride);
     } else if (auto si = m.states.find(t); si != m.states.end()) {
-      const manifest::State& s = si->second;
+      const core::State& s = si->second;
       if (s.bytes_per_token) {
         count = capacity.tokens / stride;
         r.why_max = fmt::format("token capacity {} / {} of state {}", capacity.tokens, stride, t);

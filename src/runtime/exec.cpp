@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "runtime/runtime_impl.hpp"
 
-namespace kern {
+namespace kern::runtime {
 namespace {
 
 [[noreturn]] void overflow(const CallExec& c, std::string_view what, const rt::CompiledExpr& e) {
@@ -52,7 +52,7 @@ void Runtime::Impl::apply(ProgramExec& p) {
         const std::uint64_t x = v[*e.when_var];
         e.active = (!e.when_min || x >= *e.when_min) && (!e.when_max || x <= *e.when_max);
       }
-      if (e.ext != ExternKind::None) {
+      if (e.ext) {
         bool ok = true;
         cuda::GemmShape& s = e.gemm;
         s.m = ext_value(e.ext_args[3], v, ok);
@@ -60,7 +60,7 @@ void Runtime::Impl::apply(ProgramExec& p) {
         s.k = ext_value(e.ext_args[5], v, ok);
         s.ldc = e.ext_args.size() > 6 ? ext_value(e.ext_args[6], v, ok) : s.n;
         s.lda = e.ext_args.size() > 7 ? ext_value(e.ext_args[7], v, ok) : s.k;
-        s.accumulate = e.ext == ExternKind::GemmBf16Acc;
+        s.accumulate = e.ext->accumulate;
         if (!ok)
           throw Error::call(c.context(), Error(ErrorKind::Api, "a GEMM size expression overflows at these vars"));
         for (int i = 0; i < 3; ++i) e.gemm_ptrs[i] = e.ext_args[i].pointer->address;
@@ -112,7 +112,7 @@ void Runtime::Impl::prepare(ProgramExec& p, const Vars& given) {
 void Runtime::Impl::enqueue_call(CallExec& c) {
   for (LaunchExec& e : c.launches) {
     if (!e.active) continue;
-    if (e.ext != ExternKind::None) {
+    if (e.ext) {
       blas->gemm_bf16_tn(e.gemm, e.gemm_ptrs[0], e.gemm_ptrs[1], e.gemm_ptrs[2], *stream);
       ++stats.gemm_calls;
     } else {
@@ -205,4 +205,4 @@ void Runtime::replay(std::string_view program, const Vars& given) {
   r.wait();
 }
 
-}  // namespace kern
+}  // namespace kern::runtime

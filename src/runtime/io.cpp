@@ -2,18 +2,18 @@
 // probe reads, and the counted stream waits that tell when a staging buffer is free again.
 #include <cstring>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "runtime/runtime_impl.hpp"
 
-namespace kern {
+namespace kern::runtime {
 
 namespace {
 
 // The input slot `name`, refused (Api) unless it is an input.
 BufferSlot& input_slot(Runtime::Impl& r, std::string_view name, const char* what) {
   BufferSlot& b = r.buffer(name);
-  if (b.decl->kind != manifest::BufferKind::Input)
-    fail(ErrorKind::Api, "{}: buffer {} is a {} buffer, not an input", what, name, manifest::to_string(b.decl->kind));
+  if (b.decl->kind != core::BufferKind::Input)
+    fail(ErrorKind::Api, "{}: buffer {} is a {} buffer, not an input", what, name, core::to_string(b.decl->kind));
   return b;
 }
 
@@ -76,8 +76,8 @@ void Runtime::write_input_at(std::string_view name, std::uint64_t offset, std::s
 
 BufferSlot& Runtime::Impl::output_range(std::string_view name, std::uint64_t offset, std::uint64_t bytes) {
   BufferSlot& b = buffer(name);
-  if (b.decl->kind != manifest::BufferKind::Output)
-    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, manifest::to_string(b.decl->kind));
+  if (b.decl->kind != core::BufferKind::Output)
+    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, core::to_string(b.decl->kind));
   if (offset > b.bytes || bytes > b.bytes - offset)
     fail(ErrorKind::Api, "read_output: bytes [{}, {}) are outside output {} ({} bytes at var max)", offset,
          offset + bytes, name, b.bytes);
@@ -98,8 +98,8 @@ void Runtime::Impl::finish_read(const BufferSlot& b, std::uint64_t offset, std::
 
 std::vector<std::byte> Runtime::read_output(std::string_view name) {
   BufferSlot& b = impl_->buffer(name);
-  if (b.decl->kind != manifest::BufferKind::Output)
-    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, manifest::to_string(b.decl->kind));
+  if (b.decl->kind != core::BufferKind::Output)
+    fail(ErrorKind::Api, "read_output: buffer {} is a {} buffer, not an output", name, core::to_string(b.decl->kind));
   return read_buffer(name);
 }
 
@@ -140,4 +140,4 @@ std::uint64_t Runtime::buffer_bytes(std::string_view name) const {
   return it->second.bytes;
 }
 
-}  // namespace kern
+}  // namespace kern::runtime

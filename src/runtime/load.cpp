@@ -1,14 +1,14 @@
 // Runtime::load: modules, ABI checks, allocation, argument resolution.
 #include <algorithm>
 
-#include "kern/error.hpp"
-#include "kern/json.hpp"
-#include "kern/log.hpp"
-#include "kern/registry.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
+#include "kern/base/log.hpp"
+#include "kern/registry/registry.hpp"
 #include "runtime/cooperative.hpp"
 #include "runtime/runtime_impl.hpp"
 
-namespace kern {
+namespace kern::runtime {
 
 std::string CallExec::context() const {
   return fmt::format("program {} call {}{} op {}", program, index,
@@ -17,12 +17,12 @@ std::string CallExec::context() const {
 
 void Runtime::Impl::load_modules(const std::string& kernels_dir) {
   if (m->modules.empty()) return;
-  Registry reg = Registry::scan(kernels_dir);
+  registry::Registry reg = registry::Registry::scan(kernels_dir);
   for (const auto& [name, mod] : m->modules) {
-    std::vector<DeviceImage> images = reg.images(name, mod.sha256);  // KernelArtifact when missing / changed
+    std::vector<registry::DeviceImage> images = reg.images(name, mod.sha256);  // KernelArtifact when missing / changed
     std::vector<cuda::Module> loaded;
     std::string failures;
-    for (const DeviceImage& img : images) {
+    for (const registry::DeviceImage& img : images) {
       try {
         loaded.push_back(cuda::Module::load(img.bytes, fmt::format("module {} ({})", name, img.description)));
       } catch (const Error& e) {
@@ -39,11 +39,11 @@ void Runtime::Impl::load_modules(const std::string& kernels_dir) {
   for (const auto& [name, mod] : m->modules) modules[name] = &modules_storage[i++];
 }
 
-cuda::Function Runtime::Impl::resolve_entry(const std::string& op_name, std::size_t li, const manifest::Launch& l) {
+cuda::Function Runtime::Impl::resolve_entry(const std::string& op_name, std::size_t li, const core::Launch& l) {
   auto it = modules.find(l.module);
   if (it == modules.end())
     fail(ErrorKind::KernelArtifact, "op {} launch {}: module '{}' is not loaded", op_name, li, l.module);
-  const std::vector<manifest::ParamType>& declared = l.params ? *l.params : m->ops.at(op_name).params;
+  const std::vector<core::ParamType>& declared = l.params ? *l.params : m->ops.at(op_name).params;
   std::vector<cuda::Function> matches;
   std::vector<std::string> mismatches;
   std::size_t defining = 0;
@@ -77,8 +77,8 @@ cuda::Function Runtime::Impl::resolve_entry(const std::string& op_name, std::siz
 }
 
 namespace {
-std::uint64_t buffer_bytes_at_max(const manifest::Buffer& b, const manifest::VarLookup& vmax, const std::string& name) {
-  std::uint64_t elems = manifest::shape_elements(b.shape, vmax, "buffers." + name);
+std::uint64_t buffer_bytes_at_max(const core::Buffer& b, const core::VarLookup& vmax, const std::string& name) {
+  std::uint64_t elems = core::shape_elements(b.shape, vmax, "buffers." + name);
   std::uint64_t bytes = 0;
   if (__builtin_mul_overflow(elems, dtype_size(b.dtype), &bytes))
     fail(ErrorKind::Manifest, "buffers.{}: byte size overflows at var max", name);
@@ -89,26 +89,26 @@ std::uint64_t buffer_bytes_at_max(const manifest::Buffer& b, const manifest::Var
 void Runtime::Impl::allocate() {
   std::map<std::string, std::uint64_t> vmax;
   for (const auto& [n, v] : m->vars) vmax[n] = v.max;
-  const auto lookup = manifest::lookup_in(vmax);
+  const auto lookup = core::lookup_in(vmax);
   for (const auto& [name, b] : m->buffers) {
     BufferSlot s;
     s.name = name;
     s.decl = &b;
     s.bytes = buffer_bytes_at_max(b, lookup, name);
-    if (b.kind == manifest::BufferKind::Peer)
+    if (b.kind == core::BufferKind::Peer)
       fail(ErrorKind::Manifest, "buffer {} is a peer buffer; multi-GPU peers are not supported yet", name);
     if (b.exported) log().warn("buffer {}: export is not supported yet; allocated privately", name);
-    if (b.placement == manifest::Placement::Host) {
+    if (b.placement == core::Placement::Host) {
       s.host = cuda::PinnedMemory::allocate(s.bytes, "host weight " + name);
       s.addr = s.host.device_ptr();
       s.alive = true;
-    } else if (b.kind != manifest::BufferKind::Source) {  // sources: allocated while derive programs read them
+    } else if (b.kind != core::BufferKind::Source) {  // sources: allocated while derive programs read them
       s.device = cuda::DeviceMemory::allocate(s.bytes, "buffer " + name);
       s.addr = s.device.ptr();
       s.alive = true;
-      if (b.kind != manifest::BufferKind::Weight) cuda::memset_d8_async(s.addr, 0, s.bytes, *stream);
+      if (b.kind != core::BufferKind::Weight) cuda::memset_d8_async(s.addr, 0, s.bytes, *stream);
     }
-    if (b.kind == manifest::BufferKind::Input) {
+    if (b.kind == core::BufferKind::Input) {
       s.staging = cuda::PinnedMemory::allocate(s.bytes, "input staging " + name);
       s.staged = std::make_unique<cuda::Event>();
       s.domain = rt::resolve_domain(*m, name, b, options.capacity);
@@ -119,7 +119,7 @@ void Runtime::Impl::allocate() {
   for (const auto& [op_name, op] : m->ops) {
     auto& mine = scratch[op_name];
     for (const auto& [sname, sc] : op.impl.scratch) {
-      std::uint64_t elems = manifest::shape_elements(sc.shape, lookup, "ops." + op_name + ".impl.scratch." + sname);
+      std::uint64_t elems = core::shape_elements(sc.shape, lookup, "ops." + op_name + ".impl.scratch." + sname);
       std::uint64_t bytes = 0;
       if (__builtin_mul_overflow(elems, dtype_size(sc.dtype), &bytes))
         fail(ErrorKind::Manifest, "ops.{}.impl.scratch.{}: byte size overflows", op_name, sname);
@@ -128,9 +128,9 @@ void Runtime::Impl::allocate() {
   }
 }
 
-rt::Pointer Runtime::Impl::pointer_of(const manifest::CallArg& a) const {
+rt::Pointer Runtime::Impl::pointer_of(const core::CallArg& a) const {
   rt::Pointer base;
-  if (a.kind == manifest::CallArg::Kind::State) {
+  if (a.kind == core::CallArg::Kind::State) {
     base = states->region(a.name);
   } else {
     auto it = buffers.find(a.name);
@@ -147,7 +147,7 @@ rt::Pointer Runtime::Impl::pointer_of(const manifest::CallArg& a) const {
 rt::ResolveContext Runtime::Impl::resolve_context(const std::string& op_name) {
   rt::ResolveContext ctx;
   ctx.vars = &vars;
-  ctx.pointer = [this](const manifest::CallArg& a) { return pointer_of(a); };
+  ctx.pointer = [this](const core::CallArg& a) { return pointer_of(a); };
   ctx.scratch = [this, op_name](std::string_view s) {
     auto& mine = scratch.at(op_name);
     auto it = mine.find(s);
@@ -163,17 +163,17 @@ rt::ResolveContext Runtime::Impl::resolve_context(const std::string& op_name) {
   return ctx;
 }
 
-CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index, const manifest::Call& call) {
+CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index, const core::Call& call) {
   CallExec c;
   c.index = index;
   c.decl = &call;
   c.program = program;
   try {
-    const manifest::Op& op = m->ops.at(call.op);
+    const core::Op& op = m->ops.at(call.op);
     rt::ResolveContext ctx = resolve_context(call.op);
     std::vector<std::uint64_t> at_max = vars.at_max();
     for (std::size_t li = 0; li < op.impl.launches.size(); ++li) {
-      const manifest::Launch& l = op.impl.launches[li];
+      const core::Launch& l = op.impl.launches[li];
       LaunchExec e;
       if (l.when) {
         auto vi = vars.index(l.when->var);
@@ -185,15 +185,12 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
       std::vector<rt::ArgValue> values = rt::resolve_launch_args(op, l, call, ctx);
       if (l.is_extern()) {
         const std::string_view name = l.extern_name();
-        if (name == "cublaslt_bf16_tn")
-          e.ext = ExternKind::GemmBf16;
-        else if (name == "cublaslt_bf16_tn_acc")
-          e.ext = ExternKind::GemmBf16Acc;
-        else
+        e.ext = core::find_extern(name);
+        if (!e.ext || !e.ext->in_runtime)
           fail(ErrorKind::Manifest, "launch {}: extern:{} is not supported yet", li, name);
-        if (values.size() < 6 || values.size() > 8)
-          fail(ErrorKind::Manifest, "launch {}: extern:{} takes a, w, c, m, n, k [, ldc [, a_row_stride]], got {} args", li,
-               name, values.size());
+        if (values.size() < e.ext->min_args || values.size() > e.ext->max_args)
+          fail(ErrorKind::Manifest, "launch {}: extern:{} takes {}, got {} args", li, name, e.ext->signature,
+               values.size());
         for (int i = 0; i < 3; ++i)
           if (!values[i].pointer)
             fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be a buffer", li, name, i);
@@ -210,14 +207,14 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
           e.gemm.m_ref = *at_bound;
         }
         if (l.algo) {
-          const manifest::Algo& a = *l.algo;
+          const core::Algo& a = *l.algo;
           e.gemm.algo = cuda::GemmAlgo{a.id, a.tile, a.stages, a.split_k, a.reduction, a.swizzle, a.custom,
                                        a.inner_shape, a.cluster_shape};
         }
         e.ext_args = std::move(values);
       } else {
         e.fn = resolve_entry(call.op, li, l);
-        const std::vector<manifest::ParamType>& declared = l.params ? *l.params : op.params;
+        const std::vector<core::ParamType>& declared = l.params ? *l.params : op.params;
         auto layout = e.fn.param_info();
         std::vector<std::uint64_t> offsets;
         for (const auto& p : layout) offsets.push_back(p.offset);
@@ -257,7 +254,7 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
 // The grid of a cooperative launch must be resident all at once (its blocks wait for each other):
 // its block count at the launch's peak var values against what the device holds at once for its
 // block size and dynamic shared memory. Runs after MAX_DYNAMIC_SHARED_SIZE_BYTES is raised.
-void Runtime::Impl::check_cooperative(const std::string& op_name, std::size_t li, const manifest::Launch& l,
+void Runtime::Impl::check_cooperative(const std::string& op_name, std::size_t li, const core::Launch& l,
                                       const LaunchExec& e, const std::vector<std::uint64_t>& at_max) {
   if (cooperative_checked.count({op_name, li})) return;  // the same figures for every call of the op
   const std::string where =
@@ -309,12 +306,12 @@ Runtime::~Runtime() {
   }
 }
 
-std::unique_ptr<Runtime> Runtime::load(const manifest::Verified& verified, const std::string& kernels_dir,
+std::unique_ptr<Runtime> Runtime::load(const core::Verified& verified, const std::string& kernels_dir,
                                        const RuntimeOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->verified = std::make_unique<manifest::Verified>(verified);
+  impl->verified = std::make_unique<core::Verified>(verified);
   impl->m = &impl->verified->manifest();
-  const manifest::Manifest& m = *impl->m;
+  const core::Manifest& m = *impl->m;
   impl->options = options;
   impl->vars = rt::VarTable(m);
   impl->var_values.assign(impl->vars.size(), 0);
@@ -353,7 +350,7 @@ std::unique_ptr<Runtime> Runtime::load(const manifest::Verified& verified, const
 }
 
 const RuntimeStats& Runtime::stats() const { return impl_->stats; }
-const manifest::Manifest& Runtime::manifest() const { return *impl_->m; }
+const core::Manifest& Runtime::manifest() const { return *impl_->m; }
 void Runtime::set_eager(bool eager) { impl_->options.eager = eager; }
 
-}  // namespace kern
+}  // namespace kern::runtime

@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "kern/cuda/event.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "runtime/runtime_impl.hpp"
 
-namespace kern {
+namespace kern::runtime {
 namespace {
 
 // Queues device copies that keep the GPU busy for a while, so the host can enqueue a whole
@@ -85,7 +85,7 @@ std::vector<CallTime> Runtime::time_calls(std::string_view program, const Vars& 
   }
   std::vector<CallTime> out(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const manifest::Call& c = *p.calls[i].decl;
+    const core::Call& c = *p.calls[i].decl;
     out[i].index = i;
     out[i].label = c.label;
     out[i].op = c.op;
@@ -115,4 +115,4 @@ void Runtime::fill_states(std::uint16_t pattern) {
   r.stream->synchronize();
 }
 
-}  // namespace kern
+}  // namespace kern::runtime

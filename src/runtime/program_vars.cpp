@@ -2,39 +2,39 @@
 
 #include <algorithm>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 namespace {
 
-void add_expr(const manifest::Expr& e, const VarTable& vars, std::vector<std::uint32_t>& out) {
+void add_expr(const core::Expr& e, const VarTable& vars, std::vector<std::uint32_t>& out) {
   std::vector<std::string> names;
   e.collect_vars(names);
   for (const auto& n : names)
     if (auto i = vars.index(n)) out.push_back(*i);
 }
 
-void add_call_arg(const manifest::CallArg& a, const VarTable& vars, std::vector<std::uint32_t>& out) {
-  if (a.kind == manifest::CallArg::Kind::Var) {
+void add_call_arg(const core::CallArg& a, const VarTable& vars, std::vector<std::uint32_t>& out) {
+  if (a.kind == core::CallArg::Kind::Var) {
     if (auto i = vars.index(a.name)) out.push_back(*i);
-  } else if (a.kind == manifest::CallArg::Kind::Expr) {
+  } else if (a.kind == core::CallArg::Kind::Expr) {
     add_expr(a.expr, vars, out);
   }
 }
 
-void add_param(const manifest::Call& c, std::uint32_t i, const VarTable& vars, std::vector<std::uint32_t>& out) {
+void add_param(const core::Call& c, std::uint32_t i, const VarTable& vars, std::vector<std::uint32_t>& out) {
   if (i < c.args.size()) add_call_arg(c.args[i], vars, out);
 }
 
 }  // namespace
 
-std::vector<std::uint32_t> program_read_vars(const manifest::Manifest& m, const manifest::Program& p,
+std::vector<std::uint32_t> program_read_vars(const core::Manifest& m, const core::Program& p,
                                              const VarTable& vars) {
   std::vector<std::uint32_t> out;
-  for (const manifest::Call& c : p.calls) {
+  for (const core::Call& c : p.calls) {
     auto op = m.ops.find(c.op);
     if (op == m.ops.end()) continue;
-    for (const manifest::Launch& l : op->second.impl.launches) {
+    for (const core::Launch& l : op->second.impl.launches) {
       if (!l.is_extern()) {
         for (const auto& g : l.grid) add_expr(g, vars, out);
         if (l.shared_mem) add_expr(*l.shared_mem, vars, out);
@@ -46,11 +46,11 @@ std::vector<std::uint32_t> program_read_vars(const manifest::Manifest& m, const 
         for (std::uint32_t i = 0; i < n; ++i) add_param(c, i, vars, out);
         continue;
       }
-      for (const manifest::LaunchArg& a : *l.args) {
-        if (a.kind == manifest::LaunchArg::Kind::Param) add_param(c, a.param, vars, out);
-        if (a.kind != manifest::LaunchArg::Kind::Pack || !a.pack) continue;
-        for (const manifest::PackField& f : a.pack->fields) {
-          using FK = manifest::PackField::Kind;
+      for (const core::LaunchArg& a : *l.args) {
+        if (a.kind == core::LaunchArg::Kind::Param) add_param(c, a.param, vars, out);
+        if (a.kind != core::LaunchArg::Kind::Pack || !a.pack) continue;
+        for (const core::PackField& f : a.pack->fields) {
+          using FK = core::PackField::Kind;
           if (f.kind == FK::Param) add_param(c, f.param, vars, out);
           if (f.kind == FK::Var)
             if (auto i = vars.index(f.name)) out.push_back(*i);

@@ -11,9 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "kern/core/externs.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/runtime.hpp"
+#include "kern/runtime/runtime.hpp"
 #include "kern/runtime/args.hpp"
 #include "kern/runtime/domain.hpp"
 #include "kern/runtime/program_vars.hpp"
@@ -21,13 +22,13 @@
 #include "kern/runtime/weight_loader.hpp"
 #include "runtime/state_memory.hpp"
 
-namespace kern {
+namespace kern::runtime {
 
 namespace rt = runtime;
 
 struct BufferSlot {
   std::string name;
-  const manifest::Buffer* decl = nullptr;
+  const core::Buffer* decl = nullptr;
   std::uint64_t bytes = 0;          // at var max
   cuda::DeviceMemory device;        // device placement
   cuda::PinnedMemory host;          // host placement (weights)
@@ -40,11 +41,9 @@ struct BufferSlot {
   cuda::DevicePtr addr = 0;         // what kernels see (device pointer or mapped pinned host)
 };
 
-enum class ExternKind : std::uint8_t { None, GemmBf16, GemmBf16Acc };
-
 // One launch of one call, resolved at load.
 struct LaunchExec {
-  ExternKind ext = ExternKind::None;
+  const core::ExternSpec* ext = nullptr;  // extern launches: their catalogue row (in_runtime)
   cuda::Function fn;
   std::array<rt::CompiledExpr, 3> grid;
   std::optional<rt::CompiledExpr> shared_mem;
@@ -61,7 +60,7 @@ struct LaunchExec {
 
 struct CallExec {
   std::size_t index = 0;
-  const manifest::Call* decl = nullptr;
+  const core::Call* decl = nullptr;
   std::vector<LaunchExec> launches;
   std::string context() const;  // "program P call i (label) op O"
   std::string program;
@@ -69,7 +68,7 @@ struct CallExec {
 
 struct ProgramExec {
   std::string name;
-  const manifest::Program* decl = nullptr;
+  const core::Program* decl = nullptr;
   std::vector<CallExec> calls;
   std::vector<std::uint32_t> read_vars;
   std::vector<std::uint64_t> key;  // values of read_vars the images currently hold
@@ -78,8 +77,8 @@ struct ProgramExec {
 };
 
 struct Runtime::Impl {
-  std::unique_ptr<manifest::Verified> verified;  // keeps the manifest alive
-  const manifest::Manifest* m = nullptr;
+  std::unique_ptr<core::Verified> verified;  // keeps the manifest alive
+  const core::Manifest* m = nullptr;
   RuntimeOptions options;
   bool pdl_supported = false;  // the device is sm_90 or newer: launches keep their `pdl`
   int sm_count = 0;            // the device's multiprocessors (cooperative launches' co-residency)
@@ -113,13 +112,13 @@ struct Runtime::Impl {
   // load.cpp
   void load_modules(const std::string& kernels_dir);
   void allocate();
-  cuda::Function resolve_entry(const std::string& op_name, std::size_t launch_index, const manifest::Launch& l);
-  CallExec build_call(const std::string& program, std::size_t index, const manifest::Call& call);
+  cuda::Function resolve_entry(const std::string& op_name, std::size_t launch_index, const core::Launch& l);
+  CallExec build_call(const std::string& program, std::size_t index, const core::Call& call);
   // Error(Manifest) unless a cooperative launch's grid at its peak vars is resident all at once.
-  void check_cooperative(const std::string& op_name, std::size_t launch_index, const manifest::Launch& l,
+  void check_cooperative(const std::string& op_name, std::size_t launch_index, const core::Launch& l,
                          const LaunchExec& e, const std::vector<std::uint64_t>& at_max);
   rt::ResolveContext resolve_context(const std::string& op_name);
-  rt::Pointer pointer_of(const manifest::CallArg& a) const;
+  rt::Pointer pointer_of(const core::CallArg& a) const;
 
   // exec.cpp (the hot path)
   void prepare(ProgramExec& p, const Vars& given);
@@ -130,10 +129,10 @@ struct Runtime::Impl {
   void run(ProgramExec& p, const Vars& given, std::size_t lo, std::size_t hi, bool whole, bool wait_done = true);
 
   // weights.cpp: binds buffers (all weights at once, or one source) through the loader
-  void bind_buffers(const std::vector<BufferSlot*>& bufs, const Tensors& t, rt::DeviceWeightLoader& loader);
+  void bind_buffers(const std::vector<BufferSlot*>& bufs, const weights::Tensors& t, rt::DeviceWeightLoader& loader);
 
   ProgramExec& program(std::string_view name);
   BufferSlot& buffer(std::string_view name);
 };
 
-}  // namespace kern
+}  // namespace kern::runtime

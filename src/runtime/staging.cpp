@@ -2,16 +2,16 @@
 
 #include <algorithm>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 
-std::vector<StagingPiece> plan_staging(std::span<const BindCopy> copies, std::uint64_t chunk) {
+std::vector<StagingPiece> plan_staging(std::span<const weights::BindCopy> copies, std::uint64_t chunk) {
   if (chunk == 0) fail(ErrorKind::Api, "staging chunk size must be positive");
   std::vector<StagingPiece> out;
   for (std::size_t ci = 0; ci < copies.size(); ++ci) {
-    const BindCopy& c = copies[ci];
-    const bool strided = c.kind == BindCopy::Kind::Strided && c.height > 1;
+    const weights::BindCopy& c = copies[ci];
+    const bool strided = c.kind == weights::BindCopy::Kind::Strided && c.height > 1;
     if (!strided) {
       const std::uint64_t total = c.width * c.height;
       for (std::uint64_t off = 0; off < total; off += chunk) {
@@ -66,7 +66,7 @@ std::uint64_t LoadPlan::max_fill_bytes() const {
   return m;
 }
 
-LoadPlan plan_load(std::span<const std::vector<BindCopy>> targets, const LoadLayout& layout) {
+LoadPlan plan_load(std::span<const std::vector<weights::BindCopy>> targets, const LoadLayout& layout) {
   if (layout.slab_bytes == 0 || layout.read_bytes == 0)
     fail(ErrorKind::Api, "weight loading: slab size ({}) and read size ({}) must be positive", layout.slab_bytes,
          layout.read_bytes);
@@ -81,7 +81,7 @@ LoadPlan plan_load(std::span<const std::vector<BindCopy>> targets, const LoadLay
     fill = SlabFill{};
   };
   for (std::size_t t = 0; t < targets.size(); ++t) {
-    for (const BindCopy& c : targets[t]) plan.payload_bytes += c.bytes();
+    for (const weights::BindCopy& c : targets[t]) plan.payload_bytes += c.bytes();
     for (const StagingPiece& p : plan_staging(targets[t], layout.slab_bytes)) {
       // p.bytes <= slab_bytes (plan_staging's guarantee); start a new fill when it does not fit.
       std::uint64_t at = align_up(fill.bytes, layout.align);
@@ -104,7 +104,7 @@ LoadPlan plan_load(std::span<const std::vector<BindCopy>> targets, const LoadLay
   return plan;
 }
 
-bool fits_2d_copy(const BindCopy& copy) {
+bool fits_2d_copy(const weights::BindCopy& copy) {
   constexpr std::uint64_t kMaxPitch = (1ull << 31) - 1;
   return copy.src_pitch <= kMaxPitch && copy.dst_pitch <= kMaxPitch && copy.width <= copy.src_pitch &&
          copy.width <= copy.dst_pitch;

@@ -1,10 +1,10 @@
 #include "runtime/state_memory.hpp"
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 
-ContiguousStateMemory::ContiguousStateMemory(const manifest::Manifest& m, const Capacity& capacity,
+ContiguousStateMemory::ContiguousStateMemory(const core::Manifest& m, const Capacity& capacity,
                                              const cuda::Stream& stream) {
   for (const auto& [name, s] : m.states) {
     std::uint64_t bytes = 0;

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "kern/cuda/cuda.hpp"
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/runtime/args.hpp"
 #include "kern/runtime/domain.hpp"
 
@@ -26,7 +26,7 @@ class StateMemory {
 // (slot 0 is reserved as the null slot). Zero-filled.
 class ContiguousStateMemory final : public StateMemory {
  public:
-  ContiguousStateMemory(const manifest::Manifest& m, const Capacity& capacity, const cuda::Stream& stream);
+  ContiguousStateMemory(const core::Manifest& m, const Capacity& capacity, const cuda::Stream& stream);
   Pointer region(std::string_view state) const override;
 
  private:

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::runtime {
 
-VarTable::VarTable(const manifest::Manifest& m) {
+VarTable::VarTable(const core::Manifest& m) {
   for (const auto& [name, v] : m.vars) {
     names_.push_back(name);
     max_.push_back(v.max);
@@ -37,11 +37,11 @@ CompiledExpr CompiledExpr::constant(std::uint64_t v) {
   return c;
 }
 
-void CompiledExpr::emit(const manifest::Expr& e, const VarTable& vars, std::vector<Step>& out, std::size_t depth,
+void CompiledExpr::emit(const core::Expr& e, const VarTable& vars, std::vector<Step>& out, std::size_t depth,
                         std::size_t& max_depth) {
   if (depth > kMaxDepth) fail(ErrorKind::Manifest, "expression nested deeper than {}", kMaxDepth);
   max_depth = std::max(max_depth, depth);
-  using K = manifest::Expr::Kind;
+  using K = core::Expr::Kind;
   switch (e.kind) {
     case K::Const: out.push_back({Op::Push, e.value}); return;
     case K::Var: {
@@ -65,7 +65,7 @@ void CompiledExpr::emit(const manifest::Expr& e, const VarTable& vars, std::vect
   }
 }
 
-CompiledExpr CompiledExpr::compile(const manifest::Expr& e, const VarTable& vars) {
+CompiledExpr CompiledExpr::compile(const core::Expr& e, const VarTable& vars) {
   CompiledExpr c;
   std::size_t depth = 0;
   emit(e, vars, c.steps_, 1, depth);

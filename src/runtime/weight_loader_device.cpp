@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kern/error.hpp"
-#include "kern/log.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
 #include "kern/runtime/weight_loader.hpp"
 
 namespace kern::runtime {
@@ -27,7 +27,7 @@ class DeviceSink final : public FillSink {
   void send(std::size_t, const SlabFill& fill, std::size_t slab, const std::byte* data) override {
     for (const SlabPiece& sp : fill.pieces) {
       const StagingPiece& p = sp.piece;
-      const BindCopy& c = targets_[sp.target].copies[p.copy];
+      const weights::BindCopy& c = targets_[sp.target].copies[p.copy];
       const cuda::DevicePtr base = dst_[sp.target];
       const std::byte* src = data + sp.slab_offset;
       try {
@@ -82,11 +82,11 @@ DeviceWeightLoader::~DeviceWeightLoader() {
 }
 
 void DeviceWeightLoader::load(std::span<const LoadTarget> targets, std::span<const cuda::DevicePtr> dst,
-                              const Tensors& tensors) {
+                              const weights::Tensors& tensors) {
   if (dst.size() != targets.size())
     fail(ErrorKind::Api, "weight loading: {} targets but {} destinations", targets.size(), dst.size());
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::vector<BindCopy>> copies;
+  std::vector<std::vector<weights::BindCopy>> copies;
   copies.reserve(targets.size());
   for (const LoadTarget& t : targets) copies.push_back(t.copies);
   const LoadPlan plan = plan_load(copies, options_.layout);

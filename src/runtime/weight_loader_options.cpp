@@ -5,7 +5,7 @@
 #include <string_view>
 #include <thread>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/weight_loader.hpp"
 
 namespace kern::runtime {

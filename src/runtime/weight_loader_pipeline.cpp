@@ -8,17 +8,17 @@
 #include <optional>
 #include <thread>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/weight_loader.hpp"
 
 namespace kern::runtime {
 namespace {
 
 // "buffer B tensor T (bytes [a, +n) of the tensor, file F)".
-std::string where(const LoadTarget& target, const TensorInfo& t, std::uint64_t offset, std::uint64_t bytes,
-                  const Tensors& tensors) {
+std::string where(const LoadTarget& target, const weights::TensorInfo& t, std::uint64_t offset, std::uint64_t bytes,
+                  const weights::Tensors& tensors) {
   std::string file;
-  if (t.location.kind == TensorLocation::Kind::File && t.location.file < tensors.files().size())
+  if (t.location.kind == weights::TensorLocation::Kind::File && t.location.file < tensors.files().size())
     file = fmt::format(", file {}", tensors.files()[t.location.file]);
   return fmt::format("loading weights: buffer {} tensor {} (bytes [{}, +{}) of the tensor{})", target.buffer, t.name,
                      offset, bytes, file);
@@ -26,14 +26,14 @@ std::string where(const LoadTarget& target, const TensorInfo& t, std::uint64_t o
 
 class Pipeline {
  public:
-  Pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const Tensors& tensors,
+  Pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const weights::Tensors& tensors,
            std::span<std::byte* const> slabs, FillSink& sink)
       : plan_(plan), targets_(targets), tensors_(tensors), slabs_(slabs), sink_(sink) {
     // Resolve every tensor once, before any thread starts.
     infos_.resize(targets.size());
     for (std::size_t t = 0; t < targets.size(); ++t)
-      for (const BindCopy& c : targets[t].copies) {
-        const TensorInfo* info = tensors.find(c.tensor);
+      for (const weights::BindCopy& c : targets[t].copies) {
+        const weights::TensorInfo* info = tensors.find(c.tensor);
         if (info == nullptr)
           fail(ErrorKind::WeightArtifact, "buffer {}: tensor {} is not in the checkpoint", targets[t].buffer, c.tensor);
         infos_[t].push_back(info);
@@ -110,7 +110,7 @@ class Pipeline {
       const SlabRead& rd = fill.reads[r];
       const SlabPiece& piece = fill.pieces[rd.piece];
       const LoadTarget& target = targets_[piece.target];
-      const TensorInfo& info = *infos_[piece.target][piece.piece.copy];
+      const weights::TensorInfo& info = *infos_[piece.target][piece.piece.copy];
       try {
         tensors_.read(info, rd.src_offset, rd.bytes, slabs_[s] + rd.slab_offset);
       } catch (const Error& e) {
@@ -186,10 +186,10 @@ class Pipeline {
 
   const LoadPlan& plan_;
   std::span<const LoadTarget> targets_;
-  const Tensors& tensors_;
+  const weights::Tensors& tensors_;
   std::span<std::byte* const> slabs_;
   FillSink& sink_;
-  std::vector<std::vector<const TensorInfo*>> infos_;
+  std::vector<std::vector<const weights::TensorInfo*>> infos_;
   std::vector<std::pair<std::size_t, std::size_t>> tasks_;  // (fill, read) in plan order
   std::unique_ptr<std::atomic<std::size_t>[]> remaining_;  // reads left per fill
   std::atomic<std::size_t> next_task_{0};
@@ -206,7 +206,7 @@ class Pipeline {
 
 }  // namespace
 
-LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const Tensors& tensors,
+LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const weights::Tensors& tensors,
                                std::span<std::byte* const> slabs, std::uint64_t slab_capacity, unsigned threads,
                                FillSink& sink) {
   if (slab_capacity < plan.max_fill_bytes())

@@ -5,14 +5,15 @@
 #include <chrono>
 #include <set>
 
-#include "kern/bind_plan.hpp"
-#include "kern/error.hpp"
-#include "kern/log.hpp"
+#include "kern/weights/bind_plan.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
+#include "kern/weights/bf16_view.hpp"
 #include "runtime/runtime_impl.hpp"
 
-namespace kern {
+namespace kern::runtime {
 
-void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const Tensors& tensors,
+void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const weights::Tensors& tensors,
                                  rt::DeviceWeightLoader& loader) {
   std::map<std::string, std::uint32_t> rank32;
   for (const auto& [g, r] : ranks) rank32[g] = static_cast<std::uint32_t>(r);
@@ -20,19 +21,19 @@ void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const Ten
   std::vector<cuda::DevicePtr> dst;
   for (BufferSlot* slot : bufs) {
     BufferSlot& b = *slot;
-    BindPlan plan = plan_bind(b.name, *b.decl, b.bytes, tensors, rank32);
+    weights::BindPlan plan = weights::plan_bind(b.name, *b.decl, b.bytes, tensors, rank32);
     stats.weight_bytes += b.bytes;
     if (b.host.data()) {
-      execute_bind_plan_on_host(plan, tensors, std::span<std::byte>(b.host.data(), b.bytes));
+      weights::execute_bind_plan_on_host(plan, tensors, std::span<std::byte>(b.host.data(), b.bytes));
       continue;
     }
     // Device-resident tensors copy device to device (runtime stream); the rest through the loader.
     rt::LoadTarget target{b.name, {}};
-    for (const BindCopy& c : plan.copies) {
-      const TensorInfo* t = tensors.find(c.tensor);
+    for (const weights::BindCopy& c : plan.copies) {
+      const weights::TensorInfo* t = tensors.find(c.tensor);
       if (!t) fail(ErrorKind::WeightArtifact, "buffer {}: tensor {} is missing", b.name, c.tensor);
-      if (t->location.kind == TensorLocation::Kind::Device) {
-        if (c.kind == BindCopy::Kind::Strided && c.height > 1)
+      if (t->location.kind == weights::TensorLocation::Kind::Device) {
+        if (c.kind == weights::BindCopy::Kind::Strided && c.height > 1)
           cuda::copy_2d_async(b.addr + c.dst_offset, c.dst_pitch, nullptr, t->location.device + c.src_offset,
                               c.src_pitch, c.width, c.height, *stream);
         else
@@ -52,14 +53,22 @@ void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const Ten
   stream->synchronize();
 }
 
-void Runtime::load_weights(const Tensors& tensors) {
+void Runtime::load_weights(const weights::Tensors& checkpoint) {
   Impl& r = *impl_;
   if (r.weights_loaded) fail(ErrorKind::Api, "load_weights runs once per runtime; weights are already loaded");
-  const manifest::Manifest& m = *r.m;
+  const core::Manifest& m = *r.m;
+  // f16 / f32 tensors bound to bf16 buffers are converted as the loader reads them.
+  std::map<std::string, std::uint32_t> ranks32;
+  for (const auto& [g, rk] : r.ranks) ranks32[g] = static_cast<std::uint32_t>(rk);
+  const std::set<std::string> convert = weights::tensors_to_bf16(m, checkpoint, ranks32);
+  const weights::Bf16View view(checkpoint, convert);
+  const weights::Tensors& tensors = convert.empty() ? checkpoint : static_cast<const weights::Tensors&>(view);
+  if (!convert.empty())
+    log().info("weights: {} f16 / f32 tensors are converted to bf16 while loading", convert.size());
   rt::DeviceWeightLoader loader(rt::loader_options_from_env({}));
   std::vector<BufferSlot*> weights;
   for (auto& [name, b] : r.buffers)
-    if (b.decl->kind == manifest::BufferKind::Weight) weights.push_back(&b);
+    if (b.decl->kind == core::BufferKind::Weight) weights.push_back(&b);
   r.bind_buffers(weights, tensors, loader);
   {
     const rt::DeviceLoadStats& ls = loader.stats();
@@ -70,28 +79,28 @@ void Runtime::load_weights(const Tensors& tensors) {
 
   // Derive programs in name order, call by call; each source lives from just before its first
   // reading call to just after its last.
-  std::vector<std::pair<const std::string*, const manifest::Program*>> derive;
+  std::vector<std::pair<const std::string*, const core::Program*>> derive;
   for (const auto& [name, p] : m.programs)
     if (p.derive) derive.emplace_back(&name, &p);
   std::map<std::string, std::pair<std::size_t, std::size_t>> last_reader;  // source -> (program, call)
   for (std::size_t pi = 0; pi < derive.size(); ++pi)
     for (std::size_t ci = 0; ci < derive[pi].second->calls.size(); ++ci)
       for (const auto& a : derive[pi].second->calls[ci].args)
-        if (a.kind == manifest::CallArg::Kind::Buf) {
+        if (a.kind == core::CallArg::Kind::Buf) {
           auto it = r.buffers.find(a.name);
-          if (it != r.buffers.end() && it->second.decl->kind == manifest::BufferKind::Source)
+          if (it != r.buffers.end() && it->second.decl->kind == core::BufferKind::Source)
             last_reader[a.name] = {pi, ci};
         }
   Vars at_max;
   for (const auto& [n, v] : m.vars) at_max[n] = v.max;
   for (std::size_t pi = 0; pi < derive.size(); ++pi) {
-    const manifest::Program& p = *derive[pi].second;
+    const core::Program& p = *derive[pi].second;
     for (std::size_t ci = 0; ci < p.calls.size(); ++ci) {
-      const manifest::Call& call = p.calls[ci];
+      const core::Call& call = p.calls[ci];
       for (const auto& a : call.args) {
-        if (a.kind != manifest::CallArg::Kind::Buf) continue;
+        if (a.kind != core::CallArg::Kind::Buf) continue;
         BufferSlot& b = r.buffers.at(a.name);
-        if (b.decl->kind != manifest::BufferKind::Source || b.alive) continue;
+        if (b.decl->kind != core::BufferKind::Source || b.alive) continue;
         b.device = cuda::DeviceMemory::allocate(b.bytes, "source " + b.name);
         b.addr = b.device.ptr();
         b.alive = true;
@@ -116,10 +125,10 @@ void Runtime::load_weights(const Tensors& tensors) {
   }
   // Sources no derive program reads are still checked against the checkpoint.
   for (auto& [name, b] : r.buffers)
-    if (b.decl->kind == manifest::BufferKind::Source && !last_reader.count(name)) {
+    if (b.decl->kind == core::BufferKind::Source && !last_reader.count(name)) {
       std::map<std::string, std::uint32_t> rank32;
       for (const auto& [g, rk] : r.ranks) rank32[g] = static_cast<std::uint32_t>(rk);
-      (void)plan_bind(name, *b.decl, b.bytes, tensors, rank32);
+      (void)weights::plan_bind(name, *b.decl, b.bytes, tensors, rank32);
     }
 
   for (auto& [name, p] : r.programs)
@@ -127,4 +136,4 @@ void Runtime::load_weights(const Tensors& tensors) {
   r.weights_loaded = true;
 }
 
-}  // namespace kern
+}  // namespace kern::runtime

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kern/tokenizer.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 
 namespace kern::tokenizer {
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kern/tokenizer.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 
 namespace kern::tokenizer {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::tokenizer {
 

@@ -2,7 +2,7 @@
 
 #include <pcre2.h>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::tokenizer {
 

@@ -1,8 +1,8 @@
 // kern::StreamingDecoder: emits whole UTF-8 characters only, holding an unfinished one.
-#include "kern/tokenizer.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
 
-namespace kern {
+namespace kern::tokenizer {
 
 StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions options)
     : tokenizer_(tokenizer), options_(options) {}
@@ -32,4 +32,4 @@ std::string StreamingDecoder::finish() {
   return out;
 }
 
-}  // namespace kern
+}  // namespace kern::tokenizer

@@ -1,16 +1,16 @@
 // kern::Tokenizer: loading, encoding (added tokens -> NFC -> regex split -> BPE), decoding.
-#include "kern/tokenizer.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 
 #include <filesystem>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
 #include "tokenizer/nfc.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "tokenizer/utf8.hpp"
 
-namespace kern {
+namespace kern::tokenizer {
 
 Tokenizer::Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
@@ -129,4 +129,4 @@ std::size_t Tokenizer::model_vocab_size() const { return impl_->model_vocab_size
 const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }
 bool Tokenizer::normalizes_nfc() const { return impl_->nfc; }
 
-}  // namespace kern
+}  // namespace kern::tokenizer

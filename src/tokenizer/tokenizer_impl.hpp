@@ -7,13 +7,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kern/json.hpp"
-#include "kern/tokenizer.hpp"
+#include "kern/base/json.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/regex_split.hpp"
 
-namespace kern {
+namespace kern::tokenizer {
 
 struct Tokenizer::Impl {
   enum class Slot : std::uint8_t { None, Model, Added, Special };
@@ -37,4 +37,4 @@ struct Tokenizer::Impl {
 // Fills `impl` from a parsed tokenizer.json; Error(WeightArtifact) for anything it cannot honour.
 void load_tokenizer_json(const Json& doc, Tokenizer::Impl& impl);
 
-}  // namespace kern
+}  // namespace kern::tokenizer

@@ -5,13 +5,13 @@
 #include <string>
 #include <string_view>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/nfc.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "tokenizer/utf8.hpp"
 
-namespace kern {
+namespace kern::tokenizer {
 namespace {
 
 // GPT-2's split, used by a ByteLevel pre-tokenizer with use_regex = true.
@@ -289,4 +289,4 @@ void load_tokenizer_json(const Json& doc, Tokenizer::Impl& impl) {
   read_added_tokens(r, doc, impl);
 }
 
-}  // namespace kern
+}  // namespace kern::tokenizer

@@ -1,18 +1,18 @@
-#include "kern/bind_plan.hpp"
+#include "kern/weights/bind_plan.hpp"
 
 #include <set>
 
 #include "checked_math.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 namespace {
 
-using manifest::BindSegment;
-using manifest::Range;
-using manifest::RangeRef;
-using manifest::TensorRef;
+using core::BindSegment;
+using core::Range;
+using core::RangeRef;
+using core::TensorRef;
 
 // Error context of one segment: "buffer w_qkv bind[1]".
 struct Where {
@@ -180,7 +180,12 @@ void plan_slice(const BindSegment& seg, const TensorInfo& t, const std::map<std:
 
 }  // namespace
 
-BindPlan plan_bind(std::string_view buffer_name, const manifest::Buffer& buf, std::uint64_t buffer_bytes,
+std::string bound_tensor_name(std::string_view buffer_name, const core::TensorRef& ref,
+                              const std::map<std::string, std::uint32_t>& rank_of_group) {
+  return resolve_name(ref, rank_of_group, Where{buffer_name, 0}, "tensor");
+}
+
+BindPlan plan_bind(std::string_view buffer_name, const core::Buffer& buf, std::uint64_t buffer_bytes,
                    const Tensors& tensors, const std::map<std::string, std::uint32_t>& rank_of_group) {
   BindPlan plan;
   plan.buffer = std::string(buffer_name);
@@ -245,4 +250,4 @@ void execute_bind_plan_on_host(const BindPlan& plan, const Tensors& tensors, std
   }
 }
 
-}  // namespace kern
+}  // namespace kern::weights

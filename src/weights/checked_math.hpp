@@ -5,7 +5,7 @@
 #include <optional>
 #include <span>
 
-#include "kern/dtype.hpp"
+#include "kern/base/dtype.hpp"
 
 namespace kern::weights {
 

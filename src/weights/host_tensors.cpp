@@ -1,10 +1,10 @@
 #include <cstring>
 
 #include "checked_math.hpp"
-#include "kern/error.hpp"
-#include "kern/tensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/weights/tensors.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 void HostTensors::add(std::string name, DType dtype, std::vector<std::uint64_t> shape, std::vector<std::byte> bytes) {
   if (name.empty()) fail(ErrorKind::Api, "HostTensors: empty tensor name");
@@ -37,4 +37,4 @@ void HostTensors::read_checked(const TensorInfo& tensor, std::uint64_t offset, s
   std::memcpy(dst, tensor.location.host + offset, n);
 }
 
-}  // namespace kern
+}  // namespace kern::weights

@@ -3,11 +3,11 @@
 #include <filesystem>
 #include <set>
 
-#include "kern/error.hpp"
-#include "kern/json.hpp"
-#include "kern/safetensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
+#include "kern/weights/safetensors.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 namespace fs = std::filesystem;
 
@@ -142,4 +142,4 @@ const SafetensorsCheckpoint::Located* SafetensorsCheckpoint::find(std::string_vi
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-}  // namespace kern
+}  // namespace kern::weights

@@ -3,11 +3,11 @@
 #include <cstring>
 
 #include "checked_math.hpp"
-#include "kern/error.hpp"
-#include "kern/json.hpp"
-#include "kern/safetensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
+#include "kern/weights/safetensors.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 namespace {
 
@@ -142,4 +142,4 @@ SafetensorsHeader read_safetensors_header(const File& file) {
   return parse_safetensors_header(json, 8 + n, file.size() - 8 - n, what);
 }
 
-}  // namespace kern
+}  // namespace kern::weights

@@ -1,7 +1,7 @@
-#include "kern/error.hpp"
-#include "kern/tensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/weights/tensors.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 SafetensorsTensors::SafetensorsTensors(SafetensorsCheckpoint checkpoint) : checkpoint_(std::move(checkpoint)) {
   for (const auto& shard : checkpoint_.shards()) files_.push_back(shard.path);
@@ -39,4 +39,4 @@ void SafetensorsTensors::read_checked(const TensorInfo& tensor, std::uint64_t of
                                                              tensor.location.offset + offset);
 }
 
-}  // namespace kern
+}  // namespace kern::weights

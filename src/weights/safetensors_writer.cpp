@@ -1,4 +1,4 @@
-#include "kern/safetensors_writer.hpp"
+#include "kern/weights/safetensors_writer.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 namespace {
 
@@ -190,4 +190,4 @@ void write_safetensors_index(const std::string& path, const std::map<std::string
   write_file(path, dump_json(j, path) + "\n");
 }
 
-}  // namespace kern
+}  // namespace kern::weights

@@ -1,8 +1,8 @@
-#include "kern/tensors.hpp"
+#include "kern/weights/tensors.hpp"
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
-namespace kern {
+namespace kern::weights {
 
 const std::vector<std::string>& Tensors::files() const {
   static const std::vector<std::string> kNone;
@@ -23,4 +23,4 @@ void Tensors::read(std::string_view name, std::uint64_t offset, std::uint64_t n,
   read(*t, offset, n, dst);
 }
 
-}  // namespace kern
+}  // namespace kern::weights

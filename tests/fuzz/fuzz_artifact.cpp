@@ -6,20 +6,20 @@
 #include <cstdlib>
 #include <span>
 
-#include "kern/error.hpp"
-#include "kern/registry.hpp"
+#include "kern/base/error.hpp"
+#include "kern/registry/registry.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   try {
-    auto images = kern::extract_device_images(bytes, "fuzz");
+    auto images = kern::registry::extract_device_images(bytes, "fuzz");
     for (const auto& img : images)
       if (img.bytes.empty() || img.bytes.size() > size) std::abort();  // images are slices of the input
   } catch (const kern::Error& e) {
     if (e.kind() != kern::ErrorKind::KernelArtifact) std::abort();
   }
   try {
-    (void)kern::artifact_kind(bytes, "fuzz");
+    (void)kern::registry::artifact_kind(bytes, "fuzz");
   } catch (const kern::Error& e) {
     if (e.kind() != kern::ErrorKind::KernelArtifact) std::abort();
   }

@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/verify.hpp"
 
 namespace {
 
-using namespace kern::manifest;
+using namespace kern::core;
 
 void check_invariants(const Manifest& m) {
   std::map<std::string, std::uint64_t> at_max;

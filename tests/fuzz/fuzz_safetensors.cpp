@@ -8,13 +8,13 @@
 #include <span>
 #include <string_view>
 
-#include "kern/error.hpp"
-#include "kern/safetensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/weights/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto image = std::as_bytes(std::span(data, size));
   try {
-    const kern::SafetensorsHeader h = kern::parse_safetensors_image(image, "fuzz.safetensors");
+    const kern::weights::SafetensorsHeader h = kern::weights::parse_safetensors_image(image, "fuzz.safetensors");
     // Invariants the reader promises for what it accepts.
     if (h.data_start + h.data_size != size) std::abort();
     for (std::size_t i = 0; i < h.tensors.size(); ++i) {
@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (size > 0 && data[0] == '{') {
     try {
-      (void)kern::parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.index.json");
+      (void)kern::weights::parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.index.json");
     } catch (const kern::Error&) {
     }
   }

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 
 namespace kern::driver {
 
@@ -21,7 +21,7 @@ class Executor;
 class InputShadow {
  public:
   // Element sizes and monotone domains come from the manifest's input buffers.
-  explicit InputShadow(const manifest::Manifest& m);
+  explicit InputShadow(const core::Manifest& m);
 
   // Forgets everything: the next write of each buffer writes all the bytes it is given.
   void clear() { known_.clear(); }

@@ -1,22 +1,22 @@
 // The driver's Executor over a loaded kern::Runtime.
 #pragma once
 
-#include "kern/driver.hpp"
-#include "kern/runtime.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/runtime/runtime.hpp"
 
 namespace kern::driver {
 
 class RuntimeExecutor final : public Executor {
  public:
-  explicit RuntimeExecutor(Runtime& runtime) : rt_(runtime) {}
+  explicit RuntimeExecutor(runtime::Runtime& runtime) : rt_(runtime) {}
   void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) override {
     rt_.write_input(buffer, bytes, prefix);
   }
   void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) override {
     rt_.write_input_at(buffer, offset, bytes);
   }
-  void run(std::string_view program, const Vars& vars) override { rt_.run(program, vars); }
-  void run_and_read(std::string_view program, const Vars& vars, std::string_view buffer, std::span<std::byte> out,
+  void run(std::string_view program, const core::Vars& vars) override { rt_.run(program, vars); }
+  void run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer, std::span<std::byte> out,
                     const std::function<void()>& before_wait) override {
     rt_.run_and_read(program, vars, buffer, 0, out, before_wait);
   }
@@ -29,7 +29,7 @@ class RuntimeExecutor final : public Executor {
   }
 
  private:
-  Runtime& rt_;
+  runtime::Runtime& rt_;
 };
 
 }  // namespace kern::driver

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "kern/protocol.hpp"
+#include "kern/core/protocol.hpp"
 
 namespace kern::driver {
 
@@ -18,7 +18,7 @@ class SequencePages {
  public:
   // Error(Manifest) for a table with zero stride or width; capacity_tokens may be 0 only when
   // there are no page tables.
-  SequencePages(const std::vector<manifest::PageTable>& tables, std::uint64_t capacity_tokens);
+  SequencePages(const std::vector<core::PageTable>& tables, std::uint64_t capacity_tokens);
 
   std::uint64_t unit() const { return unit_; }
   std::uint64_t total_pages() const { return total_pages_; }  // capacity_tokens / unit
@@ -38,7 +38,7 @@ class SequencePages {
   std::vector<std::int64_t> row(std::size_t t) const;
 
  private:
-  std::vector<manifest::PageTable> tables_;
+  std::vector<core::PageTable> tables_;
   std::uint64_t unit_ = 1;
   std::uint64_t total_pages_ = 0;
   std::uint64_t row_pages_ = 0;

@@ -1,9 +1,9 @@
 // `kern gen qwen3`: a schema-v5 manifest for a dense Qwen3 checkpoint, from its config.json.
 //
-// The manifest wires kern's own kernels (kernels/*.cu, ABIs in docs/kernels.md) and the
-// runtime's cuBLASLt GEMM extern into two serving programs: `prefill` (1 group × `tokens` rows,
-// eager) and `decode` (up to `seqs` groups × 1 row, CUDA graph), plus a `load` once program that
-// builds the RoPE table. Weights bind the HF tensor names directly (q/k/v and gate/up
+// The manifest wires kern's own kernels (kernels/*.cu: entries and parameter lists from the kernel
+// catalogue, kernel_catalogue.hpp; what they compute in docs/kernels.md) and the runtime's cuBLASLt
+// GEMM extern into two serving programs: `prefill` (1 group × `tokens` rows, eager) and `decode` (up
+// to `seqs` groups × 1 row, CUDA graph), plus a `load` once program that builds the RoPE table. Weights bind the HF tensor names directly (q/k/v and gate/up
 // concatenated through `bind`; a tied lm_head binds the embedding again). The KV cache is one
 // paged bytes_per_token state; the layout is described in docs/kernels.md.
 #pragma once
@@ -14,32 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "kern/json.hpp"
+#include "kern/base/json.hpp"
+#include "kern/models/qwen3_shape.hpp"
 
 namespace kern::models {
-
-// What the generator reads from config.json.
-struct Qwen3Config {
-  std::uint64_t hidden = 0;
-  std::uint64_t intermediate = 0;
-  std::uint64_t layers = 0;
-  std::uint64_t heads = 0;
-  std::uint64_t kv_heads = 0;
-  std::uint64_t head_dim = 0;
-  std::uint64_t vocab = 0;
-  bool tied = false;
-  double rope_theta = 0;
-  double rms_norm_eps = 0;
-  std::uint64_t max_positions = 0;  // max_position_embeddings
-};
 
 // Parses and checks a config.json document: model_type "qwen3", every field present with the
 // right type, a shape the kernels serve (head_dim 64 or 128, heads a multiple of kv heads with at
 // most 16 q heads per kv head, bf16 weights, no attention bias, no rope scaling, no sliding
 // window). Error(WeightArtifact) naming the field and the reason otherwise.
-Qwen3Config parse_qwen3_config(const Json& config, const std::string& what = "config.json");
+Qwen3Shape parse_qwen3_config(const Json& config, const std::string& what = "config.json");
 // Reads <hf_dir>/config.json (Error(Io) when missing) and parses it as above.
-Qwen3Config read_qwen3_config(const std::filesystem::path& hf_dir);
+Qwen3Shape read_qwen3_config(const std::filesystem::path& hf_dir);
 
 struct Qwen3GenOptions {
   std::uint64_t max_tokens = 2048;  // rows per call (var `tokens`)
@@ -89,19 +75,20 @@ inline constexpr std::uint64_t kDecodeAttnTargetF32 = 1024;
 // The target a manifest generated with these options uses.
 std::uint64_t decode_attn_target(const Qwen3GenOptions& o);
 
-// The kernel families a Qwen3 manifest uses (fatbin <family>.fatbin in the kernels dir).
+// The kernel families a Qwen3 manifest may use: every family of the kernel catalogue, by name (fatbin
+// <family>.fatbin in the kernels dir).
 const std::vector<std::string>& qwen3_kernel_families();
 // sha256 of <dir>/<family>.fatbin for every family; Error(KernelArtifact) when one is missing.
 std::map<std::string, std::string> hash_kernel_fatbins(const std::filesystem::path& dir);
 
 // Every checkpoint tensor name the manifest binds, in manifest order, without repeats.
-std::vector<std::string> qwen3_bound_tensors(const Qwen3Config& config);
+std::vector<std::string> qwen3_bound_tensors(const Qwen3Shape& config);
 // Checks a model.safetensors.index.json document names every bound tensor; Error(WeightArtifact)
 // listing the missing ones.
-void check_qwen3_tensor_index(const Qwen3Config& config, const Json& index, const std::string& what);
+void check_qwen3_tensor_index(const Qwen3Shape& config, const Json& index, const std::string& what);
 
 // The manifest (schema v5). Error(Api) for options it cannot honour (zero bounds, seqs above
 // tokens, a page size that is not a power of two up to 256, sizes beyond the kernels' i32 args).
-nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Config& config, const Qwen3GenOptions& options);
+nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& config, const Qwen3GenOptions& options);
 
 }  // namespace kern::models

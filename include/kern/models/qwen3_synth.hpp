@@ -15,29 +15,14 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "kern/json.hpp"
+#include "kern/base/json.hpp"
+#include "kern/models/qwen3_shape.hpp"
 
 namespace kern::models {
 
-struct Qwen3Shape {
-  std::string preset;
-  std::uint64_t hidden = 0;
-  std::uint64_t intermediate = 0;
-  std::uint64_t layers = 0;
-  std::uint64_t heads = 0;
-  std::uint64_t kv_heads = 0;
-  std::uint64_t head_dim = 0;
-  std::uint64_t vocab = 151936;
-  bool tied = true;
-};
-
-// "tiny", "0.6b", "1.7b", "4b", "8b"; Error(Api) listing them for any other name.
-Qwen3Shape qwen3_preset(std::string_view name);
-std::vector<std::string> qwen3_preset_names();
-
+// config.json of a checkpoint of this shape, as Hugging Face writes it for the released models.
 Json qwen3_config_json(const Qwen3Shape& shape);
 Json qwen3_generation_config_json();
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <variant>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::pool {
 

@@ -18,27 +18,7 @@ namespace detail {
 struct HostCore;
 void retain(HostCore* core);
 void release(HostCore* core);
-class HostRef {
- public:
-  HostRef() = default;
-  explicit HostRef(HostCore* adopted) : p_(adopted) {}
-  HostRef(const HostRef& o) : p_(o.p_) {
-    if (p_) retain(p_);
-  }
-  HostRef(HostRef&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  HostRef& operator=(HostRef o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  ~HostRef() {
-    if (p_) release(p_);
-  }
-  HostCore* get() const { return p_; }
-  explicit operator bool() const { return p_ != nullptr; }
-
- private:
-  HostCore* p_ = nullptr;
-};
+using HostRef = Ref<HostCore>;
 }  // namespace detail
 
 struct HostConfig {
@@ -64,6 +44,7 @@ class Parked {
 
  private:
   friend class Host;
+  friend struct detail::Handles;
   detail::HostRef host_;
   std::uint32_t tail_ = kNoNode;
   std::uint64_t len_ = 0, pages_ = 0;

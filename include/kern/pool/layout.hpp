@@ -40,9 +40,9 @@ struct PoolLayout {
   // Throws kern::Error(ErrorKind::Manifest) naming the first table or state that disagrees.
   void validate() const;
 
-  // Page unit: lcm of every page table's stride (1 when there is no paged state).
+  // Page unit and the pages one row of every page table can reference (0 without tables), by
+  // the rule of kern/core/pages.hpp.
   std::uint64_t unit() const;
-  // Pages one page-table row can reference: min over tables of floor(width*stride / unit).
   std::uint64_t row_pages() const;
   std::uint64_t bytes_per_token() const;  // sum over paged states
   std::uint64_t bytes_per_seq() const;    // sum over per-seq states

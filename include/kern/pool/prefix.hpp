@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::pool {
 
@@ -57,17 +57,7 @@ class Prefix {
   // entry exactly one page shorter on the same path is removed: a sequence checkpointing every
   // page keeps one growing entry.
   void insert(std::span<const Token> key, R r) {
-    check_key(key, r.tokens(), "insert");
-    Node* x = place(key);
-    if (has_entry(x) && x->slot != r.has_slot())
-      fail(ErrorKind::Api, "prefix: insert at {} tokens disagrees with the existing entry about per-seq state", key.size());
-    if (!x->resident) {
-      const auto before = counts(x);
-      if (!has_entry(x)) ++entries_;
-      x->slot = r.has_slot();
-      x->resident.emplace(std::move(r));
-      adjust(x, before);
-    }
+    Node* x = add_entry(key, &Node::resident, std::move(r), "insert");
     if (!x->slot && key.size() > unit_) {
       Node* shorter = find(key.first(key.size() - unit_));
       if (shorter && !shorter->slot && shorter->resident && !shorter->parked) remove_entry(shorter);
@@ -77,18 +67,7 @@ class Prefix {
 
   // Adds (or completes) a parked entry, e.g. one parked outside evict().
   void insert_parked(std::span<const Token> key, P p) {
-    check_key(key, p.tokens(), "insert_parked");
-    Node* x = place(key);
-    if (has_entry(x) && x->slot != p.has_slot())
-      fail(ErrorKind::Api, "prefix: insert_parked at {} tokens disagrees with the existing entry about per-seq state", key.size());
-    if (!x->parked) {
-      const auto before = counts(x);
-      if (!has_entry(x)) ++entries_;
-      x->slot = p.has_slot();
-      x->parked.emplace(std::move(p));
-      adjust(x, before);
-    }
-    restamp(x);
+    restamp(add_entry(key, &Node::parked, std::move(p), "insert_parked"));
   }
 
   // The longest usable entry for a prompt, never covering its last token. On the prompt's path
@@ -272,6 +251,25 @@ class Prefix {
     bool whole = false;  // search the region whole, else only beside `except` below it
   };
 
+  // The node at `key`, holding `e` as its resident or parked `entry`, unless it holds one
+  // of that kind already (then `e` is dropped). `what` names the operation in errors.
+  template <class E>
+  Node* add_entry(std::span<const Token> key, std::optional<E> Node::*entry, E e, const char* what) {
+    check_key(key, e.tokens(), what);
+    Node* x = place(key);
+    if (has_entry(x) && x->slot != e.has_slot())
+      fail(ErrorKind::Api, "prefix: {} at {} tokens disagrees with the existing entry about per-seq state", what,
+           key.size());
+    if (!(x->*entry)) {
+      const auto before = counts(x);
+      if (!has_entry(x)) ++entries_;
+      x->slot = e.has_slot();
+      (x->*entry).emplace(std::move(e));
+      adjust(x, before);
+    }
+    return x;
+  }
+
   static bool has_entry(const Node* x) { return x->resident.has_value() || x->parked.has_value(); }
   static bool is_stateless(const Node* x) { return has_entry(x) && !x->slot; }
   std::pair<int, int> counts(const Node* x) const { return {is_stateless(x) ? 1 : 0, is_stateless(x) && x->resident ? 1 : 0}; }
@@ -293,13 +291,7 @@ class Prefix {
   void consider(Best& b, std::uint64_t len, bool resident, Node* node, Node* region, Node* except, bool whole) {
     if (len == 0) return;
     if (b.found && (len < b.len || (len == b.len && (b.resident || !resident)))) return;
-    b.found = true;
-    b.len = len;
-    b.resident = resident;
-    b.node = node;
-    b.region = region;
-    b.except = except;
-    b.whole = whole;
+    b = Best{true, len, resident, node, region, except, whole};
   }
 
   Node* first_in(Node* s, bool resident) const {

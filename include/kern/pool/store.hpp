@@ -13,6 +13,10 @@ namespace kern::pool {
 
 inline constexpr std::uint32_t kNoNode = 0xffffffffu;
 
+namespace detail {
+struct Handles;
+}  // namespace detail
+
 class Checkpoint {
  public:
   Checkpoint() = default;  // empty: names nothing
@@ -32,6 +36,7 @@ class Checkpoint {
  private:
   friend class Pool;
   friend class Host;
+  friend struct detail::Handles;
   detail::CoreRef core_;
   std::uint32_t tail_ = kNoNode;
   std::uint64_t len_ = 0;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kern/cuda/cuda.hpp"
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/runtime/vars.hpp"
 
 namespace kern::runtime {
@@ -51,7 +51,7 @@ struct ArgValue {
 struct ResolveContext {
   const VarTable* vars = nullptr;
   // A buffer or state call argument (kind Buf / State, with its offset) -> pointer.
-  std::function<Pointer(const manifest::CallArg&)> pointer;
+  std::function<Pointer(const core::CallArg&)> pointer;
   // Scratch of the op being resolved.
   std::function<Pointer(std::string_view)> scratch;
   // Rank index in a topology group.
@@ -61,8 +61,8 @@ struct ResolveContext {
 
 // Resolves launch `launch` of `op` as called by `call`: one value per launch param.
 // Errors: Manifest (arity, unknown names, a pack field over an unsuitable param).
-std::vector<ArgValue> resolve_launch_args(const manifest::Op& op, const manifest::Launch& launch,
-                                          const manifest::Call& call, const ResolveContext& ctx);
+std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch& launch,
+                                          const core::Call& call, const ResolveContext& ctx);
 
 // Little-endian encoding of the low `width` bytes of v.
 void store_le(std::byte* dst, std::uint64_t v, std::size_t width);
@@ -96,13 +96,13 @@ bool apply_patch(const Patch& p, std::byte* base, const std::uint64_t* vars);
 
 // The natural layout of declared params (C ABI: each scalar aligned to its size; bytes<N>
 // aligned to 8): what offsets tests use when there is no driver.
-std::vector<std::uint64_t> natural_offsets(std::span<const manifest::ParamType> params);
+std::vector<std::uint64_t> natural_offsets(std::span<const core::ParamType> params);
 
 // Compares declared params with the driver's layout (count, sizes, offsets). nullopt when
 // they agree, else one sentence naming the first disagreement ("param 2: declared i32 (4 bytes
 // at offset 16), the kernel has 8 bytes at offset 16"). bytes<N> may sit at any power-of-two
 // boundary up to 128 after the previous param.
-std::optional<std::string> abi_mismatch(std::span<const manifest::ParamType> declared,
+std::optional<std::string> abi_mismatch(std::span<const core::ParamType> declared,
                                          std::span<const cuda::ParamInfo> found);
 
 }  // namespace kern::runtime

@@ -6,8 +6,8 @@
 #include <span>
 #include <string>
 
-#include "kern/dtype.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/dtype.hpp"
+#include "kern/core/manifest.hpp"
 
 namespace kern::runtime {
 
@@ -30,7 +30,7 @@ struct DomainRule {
 
 // Resolves the domain of input `name` (may be absent: then only finiteness of floats).
 // Expression bounds are taken at var max.
-DomainRule resolve_domain(const manifest::Manifest& m, const std::string& name, const manifest::Buffer& b,
+DomainRule resolve_domain(const core::Manifest& m, const std::string& name, const core::Buffer& b,
                           const Capacity& capacity);
 
 // Error(Domain) naming buffer, element index, value and the violated bound.

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/runtime/vars.hpp"
 
 namespace kern::runtime {
 
 // Sorted, unique var indices.
-std::vector<std::uint32_t> program_read_vars(const manifest::Manifest& m, const manifest::Program& p,
+std::vector<std::uint32_t> program_read_vars(const core::Manifest& m, const core::Program& p,
                                              const VarTable& vars);
 
 // The values of `read` in `values` (a dense var table): the graph key.

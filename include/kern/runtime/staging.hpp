@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "kern/bind_plan.hpp"
+#include "kern/weights/bind_plan.hpp"
 
 namespace kern::runtime {
 
@@ -30,7 +30,7 @@ struct StagingPiece {
   std::uint64_t width = 0;         // strided: row bytes
 };
 
-std::vector<StagingPiece> plan_staging(std::span<const BindCopy> copies, std::uint64_t chunk_bytes);
+std::vector<StagingPiece> plan_staging(std::span<const weights::BindCopy> copies, std::uint64_t chunk_bytes);
 
 // One piece placed in a slab.
 struct SlabPiece {
@@ -71,10 +71,10 @@ struct LoadPlan {
 
 // Plans every copy of every target. Error(Api) when the layout is unusable (zero sizes, an
 // alignment that is not a power of two or exceeds the slab).
-LoadPlan plan_load(std::span<const std::vector<BindCopy>> targets, const LoadLayout& layout);
+LoadPlan plan_load(std::span<const std::vector<weights::BindCopy>> targets, const LoadLayout& layout);
 
 // Whether a strided piece may be one cuMemcpy2DAsync (both pitches within the driver's
 // CU_DEVICE_ATTRIBUTE_MAX_PITCH floor of 2^31 - 1 bytes); otherwise it is copied row by row.
-bool fits_2d_copy(const BindCopy& copy);
+bool fits_2d_copy(const weights::BindCopy& copy);
 
 }  // namespace kern::runtime

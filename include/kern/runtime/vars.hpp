@@ -10,21 +10,16 @@
 #include <string_view>
 #include <vector>
 
-#include "kern/manifest.hpp"
-
-namespace kern {
-
-// Var values a caller passes to run(): name -> value.
-using Vars = std::map<std::string, std::uint64_t, std::less<>>;
-
-}  // namespace kern
+#include "kern/core/manifest.hpp"
 
 namespace kern::runtime {
+
+using core::Vars;
 
 class VarTable {
  public:
   VarTable() = default;
-  explicit VarTable(const manifest::Manifest& m);
+  explicit VarTable(const core::Manifest& m);
   std::size_t size() const { return names_.size(); }
   std::optional<std::uint32_t> index(std::string_view name) const;
   const std::string& name(std::uint32_t i) const { return names_[i]; }
@@ -48,7 +43,7 @@ class CompiledExpr {
   CompiledExpr() = default;
   static CompiledExpr constant(std::uint64_t v);
   // Error(Manifest) for an unknown var or an expression nested deeper than kMaxDepth.
-  static CompiledExpr compile(const manifest::Expr& e, const VarTable& vars);
+  static CompiledExpr compile(const core::Expr& e, const VarTable& vars);
 
   bool is_constant() const { return steps_.size() == 1 && steps_[0].op == Op::Push; }
   // nullopt on overflow or division by zero.
@@ -62,7 +57,7 @@ class CompiledExpr {
     Op op;
     std::uint64_t value;  // Push: constant; Var: index; CeilDiv / Mul: operand
   };
-  static void emit(const manifest::Expr& e, const VarTable& vars, std::vector<Step>& out, std::size_t depth,
+  static void emit(const core::Expr& e, const VarTable& vars, std::vector<Step>& out, std::size_t depth,
                    std::size_t& max_depth);
   std::vector<Step> steps_;
 };

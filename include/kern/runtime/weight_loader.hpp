@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "kern/bind_plan.hpp"
+#include "kern/weights/bind_plan.hpp"
 #include "kern/cuda/cuda.hpp"
 #include "kern/runtime/staging.hpp"
-#include "kern/tensors.hpp"
+#include "kern/weights/tensors.hpp"
 
 namespace kern::runtime {
 
@@ -45,7 +45,7 @@ LoaderOptions loader_options_from_env(LoaderOptions base,
 // One destination (a buffer) and the copies that fill it from the tensors.
 struct LoadTarget {
   std::string buffer;            // named in errors
-  std::vector<BindCopy> copies;  // from its bind plan (tensors read through Tensors::read)
+  std::vector<weights::BindCopy> copies;  // from its bind plan (tensors read through Tensors::read)
 };
 
 // Receives completed fills, in fill order, on the thread that runs the pipeline.
@@ -67,7 +67,7 @@ struct LoadCounters {
 // (>= 1) read into `slabs` (at least one, each `slab_capacity` bytes), the calling thread
 // sends. Error(Api) when a slab is smaller than plan.max_fill_bytes(); Error(WeightArtifact)
 // before anything starts when a tensor is missing.
-LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const Tensors& tensors,
+LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const weights::Tensors& tensors,
                                std::span<std::byte* const> slabs, std::uint64_t slab_capacity, unsigned threads,
                                FillSink& sink);
 
@@ -92,7 +92,7 @@ class DeviceWeightLoader {
 
   // Target i's copies land at device address dst[i] + dst_offset. Returns once every byte is
   // on the device (or throws; nothing is in flight after it returns either way).
-  void load(std::span<const LoadTarget> targets, std::span<const cuda::DevicePtr> dst, const Tensors& tensors);
+  void load(std::span<const LoadTarget> targets, std::span<const cuda::DevicePtr> dst, const weights::Tensors& tensors);
 
   const LoaderOptions& options() const { return options_; }
   const DeviceLoadStats& stats() const { return stats_; }

@@ -1,4 +1,4 @@
-// kern synth qwen3: presets, config files, weight scales, deterministic bf16 sampling, and the
+// kern synth qwen3: config files, weight scales, deterministic bf16 sampling, and the
 // streamed, sharded write. See include/kern/models/qwen3_synth.hpp for the weight scales.
 #include "kern/models/qwen3_synth.hpp"
 
@@ -14,57 +14,27 @@
 
 #include <fmt/format.h>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/log.hpp"
-#include "kern/safetensors_writer.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/log.hpp"
+#include "kern/weights/safetensors_writer.hpp"
 
 namespace kern::models {
 
 namespace fs = std::filesystem;
 
-// ---------------------------------------------------------------- presets and config files
+// ---------------------------------------------------------------- config files
 
 namespace {
-struct Preset {
-  const char* name;
-  std::uint64_t hidden, intermediate, layers, heads, kv_heads, head_dim;
-  bool tied;
-};
-// Released Qwen3 dense shapes (config.json of Qwen/Qwen3-0.6B .. 8B) plus a tiny one with the real vocabulary.
-constexpr Preset kPresets[] = {
-    {"tiny", 256, 768, 4, 4, 2, 64, true},
-    {"0.6b", 1024, 3072, 28, 16, 8, 128, true},
-    {"1.7b", 2048, 6144, 28, 16, 8, 128, true},
-    {"4b", 2560, 9728, 36, 32, 8, 128, true},
-    {"8b", 4096, 12288, 36, 32, 8, 128, false},
-};
 constexpr std::uint64_t kBos = 151643;
 constexpr std::uint64_t kEos = 151645;
+
+// A config.json number: an integral value as an integer, as Hugging Face writes rope_theta.
+Json config_number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return static_cast<std::int64_t>(v);
+  return v;
+}
 }  // namespace
-
-std::vector<std::string> qwen3_preset_names() {
-  std::vector<std::string> out;
-  for (const auto& p : kPresets) out.emplace_back(p.name);
-  return out;
-}
-
-Qwen3Shape qwen3_preset(std::string_view name) {
-  for (const auto& p : kPresets) {
-    if (name != p.name) continue;
-    Qwen3Shape s;
-    s.preset = p.name;
-    s.hidden = p.hidden;
-    s.intermediate = p.intermediate;
-    s.layers = p.layers;
-    s.heads = p.heads;
-    s.kv_heads = p.kv_heads;
-    s.head_dim = p.head_dim;
-    s.tied = p.tied;
-    return s;
-  }
-  fail(ErrorKind::Api, "no Qwen3 preset `{}` (presets: {})", name, fmt::join(qwen3_preset_names(), ", "));
-}
 
 Json qwen3_config_json(const Qwen3Shape& s) {
   Json c = Json::object();
@@ -78,15 +48,15 @@ Json qwen3_config_json(const Qwen3Shape& s) {
   c["hidden_size"] = s.hidden;
   c["initializer_range"] = 0.02;
   c["intermediate_size"] = s.intermediate;
-  c["max_position_embeddings"] = 40960;
+  c["max_position_embeddings"] = s.max_positions;
   c["max_window_layers"] = s.layers;
   c["model_type"] = "qwen3";
   c["num_attention_heads"] = s.heads;
   c["num_hidden_layers"] = s.layers;
   c["num_key_value_heads"] = s.kv_heads;
-  c["rms_norm_eps"] = 1e-6;
+  c["rms_norm_eps"] = s.rms_norm_eps;
   c["rope_scaling"] = nullptr;
-  c["rope_theta"] = 1000000;
+  c["rope_theta"] = config_number(s.rope_theta);
   c["sliding_window"] = nullptr;
   c["tie_word_embeddings"] = s.tied;
   c["torch_dtype"] = "bfloat16";
@@ -114,9 +84,9 @@ Json qwen3_generation_config_json() {
 
 std::vector<SynthTensor> qwen3_tensors(const Qwen3Shape& s) {
   if (s.hidden == 0 || s.intermediate == 0 || s.layers == 0 || s.heads == 0 || s.kv_heads == 0 || s.head_dim == 0 || s.vocab == 0)
-    fail(ErrorKind::Api, "Qwen3 shape `{}` has a zero dimension", s.preset);
+    fail(ErrorKind::Api, "Qwen3 shape has a zero dimension");
   if (s.heads % s.kv_heads != 0)
-    fail(ErrorKind::Api, "Qwen3 shape `{}`: {} heads are not a multiple of {} kv heads", s.preset, s.heads, s.kv_heads);
+    fail(ErrorKind::Api, "Qwen3 shape: {} heads are not a multiple of {} kv heads", s.heads, s.kv_heads);
   const float H = static_cast<float>(s.hidden);
   const float q_dim = static_cast<float>(s.heads * s.head_dim);
   const float inter = static_cast<float>(s.intermediate);
@@ -274,9 +244,9 @@ void check_out_dir(const SynthOptions& o) {
 
 void write_shard(const fs::path& path, const std::vector<SynthTensor>& tensors, const std::vector<std::size_t>& members,
                  std::uint64_t seed, unsigned threads) {
-  std::vector<TensorSpec> specs;
+  std::vector<weights::TensorSpec> specs;
   for (auto i : members) specs.push_back({tensors[i].name, DType::BF16, tensors[i].shape});
-  SafetensorsWriter w(path.string(), specs, {{"format", "pt"}});
+  weights::SafetensorsWriter w(path.string(), specs, {{"format", "pt"}});
 
   struct Job {
     std::size_t tensor;
@@ -362,7 +332,7 @@ SynthResult synth_qwen3(const SynthOptions& o) {
       for (auto i : shards[s]) weight_map[tensors[i].name] = name;
       r.files.push_back((out / name).string());
     }
-    write_safetensors_index((out / "model.safetensors.index.json").string(), weight_map, total);
+    weights::write_safetensors_index((out / "model.safetensors.index.json").string(), weight_map, total);
     r.files.push_back((out / "model.safetensors.index.json").string());
     r.shards = shards.size();
     r.tensor_bytes = total;

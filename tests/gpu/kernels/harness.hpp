@@ -23,7 +23,8 @@ void check_cuda(cudaError_t e, const char* what);
 // Directory of the built fatbins: $KERN_KERNELS_DIR, else <build>/kernels.
 std::string kernels_dir();
 
-// One loaded fatbin (cudaLibrary); kernels looked up by their extern "C" name.
+// One loaded fatbin (cudaLibrary); kernels looked up by their extern "C" name, in <family>.fatbin and
+// then in test_<family>.fatbin (the family's test-only entries, tests/gpu/kernels/test_*.cu) if it exists.
 class Fatbin {
  public:
   explicit Fatbin(const std::string& family);
@@ -64,6 +65,7 @@ class Fatbin {
   cudaKernel_t kernel(const std::string& entry);
   int dynamic_shared(const std::string& entry) const;
   cudaLibrary_t lib_ = nullptr;
+  cudaLibrary_t test_lib_ = nullptr;
   std::map<std::string, cudaKernel_t> kernels_;
   std::map<std::string, int> dynamic_shared_;
 };

@@ -42,7 +42,7 @@ constexpr Case kCases[] = {{"qkv", 6144, 2560}, {"o", 2560, 4096}, {"gate_up", 1
 
 TEST(RuntimeGpuGemmInvariance, RowResultDoesNotDependOnRowsPerCall) {
   auto rt = load(verified(kManifest));
-  rt->load_weights(HostTensors{});
+  rt->load_weights(weights::HostTensors{});
   std::uint64_t seed = 4242;
   for (const Case& cs : kCases) {
     SCOPED_TRACE(cs.program);

@@ -80,15 +80,15 @@ class RuntimeGpuGemm : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     rt_ = load(verified(kGemmManifest)).release();
-    rt_->load_weights(HostTensors{});
+    rt_->load_weights(weights::HostTensors{});
   }
   static void TearDownTestSuite() {
     delete rt_;
     rt_ = nullptr;
   }
-  static Runtime* rt_;
+  static runtime::Runtime* rt_;
 };
-Runtime* RuntimeGpuGemm::rt_ = nullptr;
+runtime::Runtime* RuntimeGpuGemm::rt_ = nullptr;
 
 TEST_F(RuntimeGpuGemm, Bf16AndAccMatchFloat64Reference) {
   std::uint64_t seed = 1000;
@@ -99,7 +99,7 @@ TEST_F(RuntimeGpuGemm, Bf16AndAccMatchFloat64Reference) {
       SCOPED_TRACE(fmt::format("m={} n={} k={}", m, s.n, s.k));
       auto a = random_bf16(m * s.k, seed++);
       rt_->write_input("a", as_bytes(a), true);
-      const Vars vars{{"m", m}, {"n", s.n}, {"k", s.k}};
+      const core::Vars vars{{"m", m}, {"n", s.n}, {"k", s.k}};
       rt_->run("plain", vars);
       auto c = from_bytes<std::uint16_t>(rt_->read_output("c"));
       const double e = rel_error(a, s.k, w, c, s.n, m, s.n, s.k, 0);
@@ -151,14 +151,14 @@ TEST(RuntimeGpuGemmChecks, ShapeBeyondBufferIsRejectedAndZeroIsNoOp) {
                    "impl": {"launches": [{"entry": "extern:cublaslt_bf16_tn"}]}}},
   "programs": {"p": {"calls": [{"label": "g", "op": "gemm", "args": [{"buf": "a"}, {"buf": "w"}, {"buf": "c"}, {"var": "m"}, {"i32": 8}, {"i32": 8}]}]}}
 })";
-  std::unique_ptr<Runtime> rt;
+  std::unique_ptr<runtime::Runtime> rt;
   try {
     rt = load(verified(json));
   } catch (const Error& e) {
     ASSERT_EQ(e.root_kind(), ErrorKind::ManifestVerify) << e.what();  // the verifier caught it statically
     return;
   }
-  rt->load_weights(HostTensors{});
+  rt->load_weights(weights::HostTensors{});
   auto a = random_bf16(32, 3), w = random_bf16(64, 4);
   rt->write_input("a", as_bytes(a));
   rt->write_input("w", as_bytes(w));

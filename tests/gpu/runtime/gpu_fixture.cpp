@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "kern/sha256.hpp"
+#include "kern/base/sha256.hpp"
 
 namespace kern::gputest {
 
@@ -21,14 +21,14 @@ std::string fatbin_sha() {
   return s;
 }
 
-manifest::Verified verified(std::string json, const std::string& sha) {
+core::Verified verified(std::string json, const std::string& sha) {
   for (std::size_t at = json.find("@SHA@"); at != std::string::npos; at = json.find("@SHA@"))
     json.replace(at, 5, sha);
-  return manifest::verify(manifest::parse_manifest(json, "test manifest"));
+  return core::verify(core::parse_manifest(json, "test manifest"));
 }
 
-std::unique_ptr<Runtime> load(const manifest::Verified& v, RuntimeOptions options, const std::string& dir) {
-  return Runtime::load(v, dir, options);
+std::unique_ptr<runtime::Runtime> load(const core::Verified& v, runtime::RuntimeOptions options, const std::string& dir) {
+  return runtime::Runtime::load(v, dir, options);
 }
 
 std::uint16_t to_bf16(float f) {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/runtime.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/runtime/runtime.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::gputest {
 
@@ -26,9 +26,9 @@ std::string cubin_sha();
 std::string fatbin_sha();
 
 // Replaces every "@SHA@" in `json` with `sha` (the cubin's by default), parses and verifies.
-manifest::Verified verified(std::string json, const std::string& sha = cubin_sha());
+core::Verified verified(std::string json, const std::string& sha = cubin_sha());
 
-std::unique_ptr<Runtime> load(const manifest::Verified& v, RuntimeOptions options = {},
+std::unique_ptr<runtime::Runtime> load(const core::Verified& v, runtime::RuntimeOptions options = {},
                               const std::string& dir = kernels_dir());
 
 template <typename T>

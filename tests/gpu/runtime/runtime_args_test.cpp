@@ -97,10 +97,10 @@ std::uint64_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
 
 void run_args_suite(const std::string& sha) {
   auto v = verified(kArgsManifest, sha);
-  RuntimeOptions opt;
+  runtime::RuntimeOptions opt;
   opt.ranks["tp"] = 1;
   auto rt = load(v, opt);
-  rt->load_weights(HostTensors{});
+  rt->load_weights(weights::HostTensors{});
 
   const std::uint64_t n = 16384;  // shared memory n*4 = 64 KB > 48 KB
   std::vector<float> x = random_f32(n, 7);

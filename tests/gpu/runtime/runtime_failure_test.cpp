@@ -4,7 +4,7 @@
 
 #include "gpu_fixture.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/file.hpp"
+#include "kern/base/file.hpp"
 
 namespace kern::gputest {
 namespace {
@@ -33,7 +33,7 @@ TEST(RuntimeGpuFailures, DeviceIsVisible) {
   std::printf("GPU 0: %s, sm_%d%d, %d SMs, %.1f GiB, driver %d\n", info.name.c_str(), info.cc_major, info.cc_minor,
               info.sm_count, info.total_memory / 1073741824.0, info.driver_version);
   EXPECT_GE(info.max_shared_per_block_optin, 64 * 1024);
-  expect_error([] { RuntimeOptions o; o.gpu = 999; load(verified(axpy_manifest("i32")), o); }, ErrorKind::Api,
+  expect_error([] { runtime::RuntimeOptions o; o.gpu = 999; load(verified(axpy_manifest("i32")), o); }, ErrorKind::Api,
                "GPU 999 does not exist");
 }
 
@@ -53,7 +53,7 @@ TEST(RuntimeGpuFailures, TamperedModuleIsKernelArtifact) {
   // the intact file in the same dir loads, by hash, whatever its name
   write_file((dir / "renamed.bin").string(), read_file(cubin_path()));
   auto rt = load(verified(axpy_manifest("i32")), {}, dir.string());
-  rt->load_weights(HostTensors{});
+  rt->load_weights(weights::HostTensors{});
   std::vector<float> x = random_f32(1024, 5);
   rt->write_input("x", as_bytes(x));
   rt->run("main", {{"n", 1024}});
@@ -87,7 +87,7 @@ TEST(RuntimeGpuFailures, CooperativeGridMustFitOnTheDevice) {
   expect_error([&] { load(verified(with_grid("[100000, 1, 1]"))); }, ErrorKind::Manifest,
                "ops.axpy.impl.launches[0]: cooperative grid of 100000 blocks exceeds the");
   auto rt = load(verified(with_grid(R"([{"ceil_div": ["n", 128]}, 1, 1])")));
-  rt->load_weights(HostTensors{});
+  rt->load_weights(weights::HostTensors{});
   std::vector<float> x = random_f32(1024, 9);
   rt->write_input("x", as_bytes(x));
   rt->run("main", {{"n", 1024}});

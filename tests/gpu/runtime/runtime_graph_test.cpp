@@ -51,8 +51,8 @@ const char* kGraphManifest = R"({
   }
 })";
 
-HostTensors graph_weights() {
-  HostTensors t;
+weights::HostTensors graph_weights() {
+  weights::HostTensors t;
   auto add = [&](const char* name, std::vector<std::uint64_t> shape, std::uint64_t seed) {
     std::uint64_t n = 1;
     for (auto d : shape) n *= d;

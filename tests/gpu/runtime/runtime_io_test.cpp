@@ -35,13 +35,13 @@ const char* kIoManifest = R"({
 
 struct Io {
   std::vector<std::uint16_t> emb = random_bf16(16 * 64, 21);
-  std::unique_ptr<Runtime> rt;
+  std::unique_ptr<runtime::Runtime> rt;
 
   explicit Io(bool eager) {
-    RuntimeOptions o;
+    runtime::RuntimeOptions o;
     o.eager = eager;
     rt = load(verified(kIoManifest), o);
-    HostTensors t;
+    weights::HostTensors t;
     auto s = std::as_bytes(std::span(emb));
     t.add("emb", DType::BF16, {16, 64}, std::vector<std::byte>(s.begin(), s.end()));
     rt->load_weights(t);
@@ -120,7 +120,7 @@ TEST_P(RuntimeGpuIo, RunAndReadMatchesRunThenRead) {
   io.rt->run("step", {{"tokens", 5}});
   EXPECT_EQ(io.rows("rows", 5), io.expected({3, 1, 9, 1, 5}));
   // Out of range: refused before anything runs.
-  const RuntimeStats before = io.rt->stats();
+  const runtime::RuntimeStats before = io.rt->stats();
   std::vector<std::byte> big(9 * 64 * 2);
   expect_error([&] { io.rt->run_and_read("step", {{"tokens", 5}}, "rows", 0, big); }, ErrorKind::Api, "outside output rows");
   expect_error([&] { io.rt->run_and_read("step", {{"tokens", 5}}, "ids", 0, std::span(got).first(8)); }, ErrorKind::Api,

@@ -15,11 +15,11 @@
 #include <random>
 
 #include "kern/cuda/cuda.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 #include "kern/runtime/weight_loader.hpp"
-#include "kern/safetensors_writer.hpp"
-#include "kern/tensors.hpp"
+#include "kern/weights/safetensors_writer.hpp"
+#include "kern/weights/tensors.hpp"
 
 namespace kern::runtime {
 namespace {
@@ -66,12 +66,12 @@ class TempPath {
   std::string path_;
 };
 
-void write_checkpoint(const std::string& path, const HostTensors& t) {
-  std::vector<TensorSpec> specs;
+void write_checkpoint(const std::string& path, const weights::HostTensors& t) {
+  std::vector<weights::TensorSpec> specs;
   for (const std::string& name : t.names()) specs.push_back({name, t.find(name)->dtype, t.find(name)->shape});
-  SafetensorsWriter w(path, specs);
+  weights::SafetensorsWriter w(path, specs);
   for (const auto& s : specs) {
-    const TensorInfo* info = t.find(s.name);
+    const weights::TensorInfo* info = t.find(s.name);
     std::vector<std::byte> bytes(info->bytes);
     t.read(*info, 0, info->bytes, bytes.data());
     w.append(s.name, bytes);
@@ -81,7 +81,7 @@ void write_checkpoint(const std::string& path, const HostTensors& t) {
 
 // Tensors (bf16) and targets with every copy kind.
 struct Fixture {
-  HostTensors tensors;
+  weights::HostTensors tensors;
   std::vector<LoadTarget> targets;
   std::vector<std::uint64_t> sizes;
 
@@ -95,23 +95,23 @@ struct Fixture {
     targets.push_back({"w_embed_norm", {contiguous("emb", 0, 0, emb), contiguous("norm", 0, emb, 1024)}});
     sizes.push_back(emb + 1024);
     // big rows [100, 900) cols [500, 2500): 800 rows x 4000 bytes from rows 6000 bytes apart
-    targets.push_back({"w_slice", {BindCopy{BindCopy::Kind::Strided, "big", 100 * 6000 + 1000, 0, 4000, 800, 6000, 4000}}});
+    targets.push_back({"w_slice", {weights::BindCopy{weights::BindCopy::Kind::Strided, "big", 100 * 6000 + 1000, 0, 4000, 800, 6000, 4000}}});
     sizes.push_back(800 * 4000);
     // interleave wq / wk in blocks of 16 rows (8192 bytes)
-    targets.push_back({"w_qk", {BindCopy{BindCopy::Kind::Strided, "wq", 0, 0, 8192, 16, 8192, 16384},
-                                BindCopy{BindCopy::Kind::Strided, "wk", 0, 8192, 8192, 16, 8192, 16384}}});
+    targets.push_back({"w_qk", {weights::BindCopy{weights::BindCopy::Kind::Strided, "wq", 0, 0, 8192, 16, 8192, 16384},
+                                weights::BindCopy{weights::BindCopy::Kind::Strided, "wk", 0, 8192, 8192, 16, 8192, 16384}}});
     sizes.push_back(2 * 131072);
   }
 
-  static BindCopy contiguous(const std::string& t, std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
-    return BindCopy{BindCopy::Kind::Contiguous, t, src, dst, n, 1, n, n};
+  static weights::BindCopy contiguous(const std::string& t, std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
+    return weights::BindCopy{weights::BindCopy::Kind::Contiguous, t, src, dst, n, 1, n, n};
   }
 
   std::vector<std::vector<std::byte>> reference() const {
     std::vector<std::vector<std::byte>> out;
     for (std::size_t i = 0; i < targets.size(); ++i) {
       out.emplace_back(sizes[i]);
-      for (const BindCopy& c : targets[i].copies)
+      for (const weights::BindCopy& c : targets[i].copies)
         for (std::uint64_t r = 0; r < c.height; ++r)
           tensors.read(c.tensor, c.src_offset + r * c.src_pitch, c.width, out[i].data() + c.dst_offset + r * c.dst_pitch);
     }
@@ -138,8 +138,8 @@ TEST(WeightLoaderGpu, ManyThreadsMatchHostCopyBitwise) {
   const auto want = fx.reference();
   TempPath file("kern-loader-gpu");
   write_checkpoint(file.path(), fx.tensors);
-  const SafetensorsTensors st = SafetensorsTensors::open(file.path());
-  for (const Tensors* source : {static_cast<const Tensors*>(&fx.tensors), static_cast<const Tensors*>(&st)})
+  const weights::SafetensorsTensors st = weights::SafetensorsTensors::open(file.path());
+  for (const weights::Tensors* source : {static_cast<const weights::Tensors*>(&fx.tensors), static_cast<const weights::Tensors*>(&st)})
     for (unsigned threads : {1u, 16u})
       for (bool two_d : {true, false}) {
         LoaderOptions o;
@@ -166,7 +166,7 @@ TEST(WeightLoaderGpu, TruncatedCheckpointIsIoErrorNamingTensorAndFile) {
   Fixture fx;
   TempPath file("kern-loader-trunc");
   write_checkpoint(file.path(), fx.tensors);
-  const SafetensorsTensors st = SafetensorsTensors::open(file.path());
+  const weights::SafetensorsTensors st = weights::SafetensorsTensors::open(file.path());
   // stored by name: big, emb, norm, wk, wq; cutting 4096 bytes shortens wq
   std::filesystem::resize_file(file.path(), std::filesystem::file_size(file.path()) - 4096);
   LoaderOptions o;
@@ -239,15 +239,15 @@ TEST(WeightLoaderGpu, SpeedOnSyntheticCheckpoint) {
   const auto t_write = std::chrono::steady_clock::now();
   const std::vector<std::byte> block = random_bytes(tensor_bytes, 99);
   for (int shard = 0; shard < 2; ++shard) {
-    std::vector<TensorSpec> specs;
+    std::vector<weights::TensorSpec> specs;
     for (int i = shard; i < count; i += 2)
       specs.push_back({"layer" + std::to_string(1000 + i) + ".w", DType::BF16, {tensor_bytes / 2 / 4096, 4096}});
-    SafetensorsWriter w((dir / ("model-0000" + std::to_string(shard + 1) + ".safetensors")).string(), specs);
+    weights::SafetensorsWriter w((dir / ("model-0000" + std::to_string(shard + 1) + ".safetensors")).string(), specs);
     for (const auto& s : specs) w.append(s.name, block);
     w.finish();
   }
   const double write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_write).count();
-  const SafetensorsTensors st = SafetensorsTensors::open(dir.string());
+  const weights::SafetensorsTensors st = weights::SafetensorsTensors::open(dir.string());
   // warm the page cache
   {
     std::vector<std::byte> buf(64 << 20);

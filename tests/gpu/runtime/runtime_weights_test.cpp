@@ -67,8 +67,8 @@ struct Checkpoint {
   std::vector<std::uint16_t> big = random_bf16(32 * 64, 3);
   std::vector<float> hw = random_f32(32, 4);
 
-  HostTensors tensors(bool with_emb = true) const {
-    HostTensors t;
+  weights::HostTensors tensors(bool with_emb = true) const {
+    weights::HostTensors t;
     auto bytes = [](const auto& v) {
       auto s = std::as_bytes(std::span(v));
       return std::vector<std::byte>(s.begin(), s.end());

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kern/json.hpp"
+#include "kern/base/json.hpp"
 
 using namespace kern;
 

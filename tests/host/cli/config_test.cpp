@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "config.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 
 namespace kern::cli {
 namespace {

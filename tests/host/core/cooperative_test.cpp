@@ -4,13 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/verify.hpp"
 #include "parse_support.hpp"
 #include "verify_fixtures.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 namespace {
 
 using ::testing::StartsWith;
@@ -58,6 +58,14 @@ std::vector<Violation> qwen_violations(const std::string& patch) {
   return check(testing::parse_patched("qwen", patch));
 }
 
+// vs is exactly one R12.cooperative finding, at `path` with `message`.
+void expect_only_cooperative(const std::vector<Violation>& vs, const std::string& path, const std::string& message) {
+  ASSERT_EQ(vs.size(), 1u) << describe(vs);
+  EXPECT_EQ(vs[0].rule, "R12.cooperative");
+  EXPECT_EQ(vs[0].path, path);
+  EXPECT_EQ(vs[0].message, message);
+}
+
 TEST(CooperativeVerify, AllowedOnKernelLaunchesAlsoWithPdl) {
   auto vs = qwen_violations(R"([{"op":"add","path":"/ops/embedding/impl/launches/0/cooperative","value":true}])");
   EXPECT_TRUE(vs.empty()) << describe(vs);
@@ -70,10 +78,8 @@ TEST(CooperativeVerify, AllowedOnKernelLaunchesAlsoWithPdl) {
 
 TEST(CooperativeVerify, RejectedTogetherWithCluster) {
   const auto vs = qwen_violations(R"([{"op":"add","path":"/ops/attn_decode/impl/launches/0/cooperative","value":true}])");
-  ASSERT_EQ(vs.size(), 1u) << describe(vs);
-  EXPECT_EQ(vs[0].rule, "R12.cooperative");
-  EXPECT_EQ(vs[0].path, "ops.attn_decode.impl.launches[0].cooperative");
-  EXPECT_EQ(vs[0].message, "cooperative is not supported together with cluster");
+  expect_only_cooperative(vs, "ops.attn_decode.impl.launches[0].cooperative",
+                          "cooperative is not supported together with cluster");
   // Without the cluster the same launch is fine.
   const auto ok = qwen_violations(R"([{"op":"add","path":"/ops/attn_decode/impl/launches/0/cooperative","value":true},
                                       {"op":"remove","path":"/ops/attn_decode/impl/launches/0/cluster"}])");
@@ -82,10 +88,7 @@ TEST(CooperativeVerify, RejectedTogetherWithCluster) {
 
 TEST(CooperativeVerify, RejectedOnExterns) {
   const auto vs = qwen_violations(R"([{"op":"add","path":"/ops/gemm/impl/launches/0/cooperative","value":true}])");
-  ASSERT_EQ(vs.size(), 1u) << describe(vs);
-  EXPECT_EQ(vs[0].rule, "R12.cooperative");
-  EXPECT_EQ(vs[0].path, "ops.gemm.impl.launches[0].cooperative");
-  EXPECT_EQ(vs[0].message, "cooperative is not allowed on extern launches");
+  expect_only_cooperative(vs, "ops.gemm.impl.launches[0].cooperative", "cooperative is not allowed on extern launches");
   // A typed manifest built in code gets the same answer, and verify() refuses it.
   Manifest m = testing::parse_patched("qwen", "");
   m.ops["gemm"].impl.launches[0].cooperative = true;
@@ -100,4 +103,4 @@ TEST(CooperativeVerify, RejectedOnExterns) {
 }
 
 }  // namespace
-}  // namespace kern::manifest
+}  // namespace kern::core

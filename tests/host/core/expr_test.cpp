@@ -2,11 +2,11 @@
 
 #include <limits>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
 
 using namespace kern;
-using namespace kern::manifest;
+using namespace kern::core;
 
 namespace {
 

@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 
 using namespace kern;
-using namespace kern::manifest;
+using namespace kern::core;
 
 TEST(ParamType, ParsesEveryWellFormedKind) {
   struct Case {

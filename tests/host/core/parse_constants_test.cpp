@@ -5,8 +5,8 @@
 #include "parse_support.hpp"
 
 using namespace kern;
-using namespace kern::manifest;
-using namespace kern::manifest::testing;
+using namespace kern::core;
+using namespace kern::core::testing;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 

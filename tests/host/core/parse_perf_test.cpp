@@ -7,12 +7,12 @@
 #include <optional>
 #include <cstdio>
 
-#include "kern/json.hpp"
-#include "kern/manifest.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/json.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/verify.hpp"
 
 using namespace kern;
-using namespace kern::manifest;
+using namespace kern::core;
 
 namespace {
 

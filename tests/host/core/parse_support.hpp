@@ -6,11 +6,11 @@
 
 #include <string>
 
-#include "kern/error.hpp"
-#include "kern/json.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/json.hpp"
+#include "kern/core/manifest.hpp"
 
-namespace kern::manifest::testing {
+namespace kern::core::testing {
 
 inline constexpr std::string_view kToyManifest = R"({
   "schema_version": 5,
@@ -62,4 +62,4 @@ inline std::string parse_error(const Json& doc) { return parse_error_text(doc.du
 inline Json& toy_launch(Json& doc) { return doc["ops"]["scale_rows"]["impl"]["launches"][0]; }
 inline Json& toy_call(Json& doc) { return doc["programs"]["step"]["calls"][0]; }
 
-}  // namespace kern::manifest::testing
+}  // namespace kern::core::testing

@@ -1,15 +1,15 @@
 // The §2.12 toy manifest parses into exactly the expected typed values.
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
 #include "parse_support.hpp"
 
 using namespace kern;
-using namespace kern::manifest;
+using namespace kern::core;
 
 namespace {
-constexpr std::string_view kToy = kern::manifest::testing::kToyManifest;
+constexpr std::string_view kToy = kern::core::testing::kToyManifest;
 }  // namespace
 
 TEST(ParseToy, ProducesTheExpectedTypedValues) {

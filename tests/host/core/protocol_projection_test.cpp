@@ -2,11 +2,11 @@
 // selection, chunk, var tables.
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
-#include "kern/protocol.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/protocol.hpp"
 #include "verify_fixtures.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 namespace {
 
 Protocol project(const std::string& base, const std::string& patch = "") {
@@ -133,4 +133,4 @@ TEST(ProtocolProjection, Tp2) {
 }
 
 }  // namespace
-}  // namespace kern::manifest
+}  // namespace kern::core

@@ -1,11 +1,11 @@
 // One verifier-clean manifest per serving-protocol rule: the finding names the rule and path.
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
-#include "kern/protocol.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/protocol.hpp"
 #include "verify_fixtures.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 namespace {
 
 using testing::describe;
@@ -49,7 +49,9 @@ TEST_P(ProtocolRule, FindsIt) {
   const PCase& c = GetParam();
   Verified v = verify(testing::parse_patched(c.base, c.patch));
   const auto vs = protocol_violations(v);
-  if (c.exact) ASSERT_EQ(vs.size(), 1u) << describe(vs);
+  if (c.exact) {
+    ASSERT_EQ(vs.size(), 1u) << describe(vs);
+  }
   bool found = false;
   for (const auto& x : vs) found |= x.rule == c.rule && x.path == c.path;
   EXPECT_TRUE(found) << "want " << c.rule << " at " << c.path << ", got:\n" << describe(vs);
@@ -78,4 +80,4 @@ TEST(ProtocolRules, CheckProtocolListsEveryFinding) {
 }
 
 }  // namespace
-}  // namespace kern::manifest
+}  // namespace kern::core

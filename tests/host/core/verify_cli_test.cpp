@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "kern/file.hpp"
+#include "kern/base/file.hpp"
 
 namespace {
 

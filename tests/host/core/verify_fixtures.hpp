@@ -4,12 +4,12 @@
 
 #include <string>
 
-#include "kern/file.hpp"
-#include "kern/json.hpp"
-#include "kern/manifest.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/verify.hpp"
 
-namespace kern::manifest::testing {
+namespace kern::core::testing {
 
 // "toy", "qwen" (the examples), or a file name under tests/fixtures/manifests/valid/ without ".json".
 inline std::string fixture_path(const std::string& base) {
@@ -32,4 +32,4 @@ inline std::string describe(const std::vector<Violation>& vs) {
   return s.empty() ? "  (none)\n" : s;
 }
 
-}  // namespace kern::manifest::testing
+}  // namespace kern::core::testing

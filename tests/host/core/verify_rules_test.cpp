@@ -7,7 +7,7 @@
 
 #include "verify_fixtures.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 namespace {
 
 using testing::describe;
@@ -264,4 +264,4 @@ TEST(VerifyRuleTable, CoversEveryRuleId) {
 }
 
 }  // namespace
-}  // namespace kern::manifest
+}  // namespace kern::core

@@ -7,11 +7,11 @@
 #include <ctime>
 #include <filesystem>
 
-#include "kern/error.hpp"
-#include "kern/protocol.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/protocol.hpp"
 #include "verify_fixtures.hpp"
 
-namespace kern::manifest {
+namespace kern::core {
 namespace {
 
 using testing::describe;
@@ -155,4 +155,4 @@ TEST(VerifyPerformance, CheckOnAOneMegabyteManifest) {
 }
 
 }  // namespace
-}  // namespace kern::manifest
+}  // namespace kern::core

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "kern/driver.hpp"
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/protocol.hpp"
-#include "kern/verify.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::driver::test {
 
@@ -23,15 +23,15 @@ struct Event {
   std::string name;                 // buffer or program
   std::vector<std::int64_t> values; // Write: the integers written
   bool prefix = false;
-  Vars vars;                        // Run
+  core::Vars vars;                        // Run
   std::uint64_t offset = 0;         // Write: the byte offset of a ranged write (write_input_at)
 };
 
 // The toy serving manifest (tests/host/driver/fixtures/driver-toy.json), verified, and its protocol.
 struct Toy {
-  manifest::Verified verified =
-      manifest::verify(manifest::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
-  manifest::Protocol protocol = manifest::check_protocol(verified);
+  core::Verified verified =
+      core::verify(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  core::Protocol protocol = core::check_protocol(verified);
 };
 
 inline const Toy& toy() {
@@ -45,12 +45,12 @@ inline std::int64_t toy_next(std::int64_t token, std::uint64_t position) {
 
 class FakeExecutor final : public Executor {
  public:
-  explicit FakeExecutor(const manifest::Manifest& m, std::uint64_t page = 4) : m_(m), page_(page) {
+  explicit FakeExecutor(const core::Manifest& m, std::uint64_t page = 4) : m_(m), page_(page) {
     std::map<std::string, std::uint64_t> vmax;
     for (const auto& [n, v] : m.vars) vmax[n] = v.max;
     for (const auto& [n, b] : m.buffers)
-      if (b.kind == manifest::BufferKind::Input || b.kind == manifest::BufferKind::Output)
-        bytes_[n].assign(manifest::shape_elements(b.shape, manifest::lookup_in(vmax)) * dtype_size(b.dtype), std::byte{0xEE});
+      if (b.kind == core::BufferKind::Input || b.kind == core::BufferKind::Output)
+        bytes_[n].assign(core::shape_elements(b.shape, core::lookup_in(vmax)) * dtype_size(b.dtype), std::byte{0xEE});
   }
 
   void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) override {
@@ -80,7 +80,7 @@ class FakeExecutor final : public Executor {
     events.push_back(std::move(e));
   }
 
-  void run(std::string_view program, const Vars& vars) override {
+  void run(std::string_view program, const core::Vars& vars) override {
     { Event e{Event::Kind::Run, std::string(program), {}, false, vars, 0}; events.push_back(std::move(e)); }
     const std::uint64_t rows = vars.at("tokens");
     const std::int64_t len = get("lens", 0);
@@ -133,7 +133,7 @@ class FakeExecutor final : public Executor {
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> kv;  // slot -> (position, token)
 
  private:
-  const manifest::Manifest& m_;
+  const core::Manifest& m_;
   std::uint64_t page_;
   std::map<std::string, std::vector<std::byte>> bytes_;
 };

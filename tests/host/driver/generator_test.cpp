@@ -6,12 +6,12 @@
 #include <numeric>
 
 #include "fake_executor.hpp"
-#include "kern/driver.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/manifest.hpp"
-#include "kern/protocol.hpp"
-#include "kern/verify.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::driver {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "fake_executor.hpp"
 #include "kern/driver/input_shadow.hpp"
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
-#include "kern/verify.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::driver {
 namespace {
@@ -19,9 +19,9 @@ using test::Event;
 using test::FakeExecutor;
 using Ints = std::vector<std::int64_t>;
 
-const manifest::Verified& toy() {
-  static const manifest::Verified v =
-      manifest::verify(manifest::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+const core::Verified& toy() {
+  static const core::Verified v =
+      core::verify(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
   return v;
 }
 

@@ -2,13 +2,13 @@
 #include <gtest/gtest.h>
 
 #include "kern/driver/sequence_pages.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern::driver {
 namespace {
 
-manifest::PageTable table(std::string name, std::uint64_t stride, std::uint64_t width) {
-  manifest::PageTable t;
+core::PageTable table(std::string name, std::uint64_t stride, std::uint64_t width) {
+  core::PageTable t;
   t.buffer = std::move(name);
   t.state = "kv";
   t.stride = stride;

@@ -4,12 +4,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "driver/encode.hpp"
+#include "kern/driver/encode.hpp"
 #include "kern/driver/generation_config.hpp"
 #include "kern/driver/logits_dump.hpp"
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
 
 namespace kern::driver {
 namespace {

@@ -1,4 +1,4 @@
-// kern gen qwen3: the generated manifests for every released dense Qwen3 shape parse, verify
+// kern gen qwen3: the generated manifests for every Qwen3 preset (the released dense shapes and tiny) parse, verify
 // and pass the serving-protocol check; bad configs and options are refused with a clear error.
 #include <gtest/gtest.h>
 
@@ -10,58 +10,21 @@
 #include <fstream>
 #include <set>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/models/qwen3_gen.hpp"
-#include "kern/protocol.hpp"
-#include "kern/sha256.hpp"
-#include "kern/verify.hpp"
+#include "kern/models/qwen3_synth.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/base/sha256.hpp"
+#include "kern/core/verify.hpp"
 
 namespace kern::models {
 namespace {
 
-struct Shape {
-  const char* name;
-  std::uint64_t hidden, inter, layers, heads, kv_heads, head_dim;
-  bool tied;
-};
-
-// The released dense Qwen3 shapes (config.json values).
-const Shape kShapes[] = {
-    {"Qwen3-0.6B", 1024, 3072, 28, 16, 8, 128, true},    {"Qwen3-1.7B", 2048, 6144, 28, 16, 8, 128, true},
-    {"Qwen3-4B", 2560, 9728, 36, 32, 8, 128, true},      {"Qwen3-8B", 4096, 12288, 36, 32, 8, 128, false},
-    {"Qwen3-14B", 5120, 17408, 40, 40, 8, 128, false},   {"Qwen3-32B", 5120, 25600, 64, 64, 8, 128, false},
-};
-
-Json config_json(const Shape& s) {
-  return Json{{"architectures", {"Qwen3ForCausalLM"}},
-              {"attention_bias", false},
-              {"attention_dropout", 0.0},
-              {"bos_token_id", 151643},
-              {"eos_token_id", 151645},
-              {"head_dim", s.head_dim},
-              {"hidden_act", "silu"},
-              {"hidden_size", s.hidden},
-              {"initializer_range", 0.02},
-              {"intermediate_size", s.inter},
-              {"max_position_embeddings", 40960},
-              {"max_window_layers", s.layers},
-              {"model_type", "qwen3"},
-              {"num_attention_heads", s.heads},
-              {"num_hidden_layers", s.layers},
-              {"num_key_value_heads", s.kv_heads},
-              {"rms_norm_eps", 1e-06},
-              {"rope_scaling", nullptr},
-              {"rope_theta", 1000000},
-              {"sliding_window", nullptr},
-              {"tie_word_embeddings", s.tied},
-              {"torch_dtype", "bfloat16"},
-              {"use_cache", true},
-              {"use_sliding_window", false},
-              {"vocab_size", 151936}};
-}
+// A preset's config.json as kern synth writes it, read back as kern gen reads it.
+Qwen3Shape config(const std::string& preset) { return parse_qwen3_config(qwen3_config_json(qwen3_preset(preset))); }
 
 Qwen3GenOptions options() {
   Qwen3GenOptions o;
@@ -70,7 +33,7 @@ Qwen3GenOptions options() {
   return o;
 }
 
-manifest::Manifest parse(const nlohmann::ordered_json& m) { return manifest::parse_manifest(m.dump(), "generated"); }
+core::Manifest parse(const nlohmann::ordered_json& m) { return core::parse_manifest(m.dump(), "generated"); }
 
 const nlohmann::ordered_json& call_named(const nlohmann::ordered_json& program, const std::string& label) {
   for (const auto& c : program["calls"])
@@ -78,13 +41,13 @@ const nlohmann::ordered_json& call_named(const nlohmann::ordered_json& program, 
   throw std::runtime_error("no call " + label);
 }
 
-TEST(GenQwen3, EveryReleasedShapeVerifiesAndServes) {
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(s.name);
-    const Qwen3Config c = parse_qwen3_config(config_json(s));
-    const auto m = generate_qwen3_manifest(c, options());
-    manifest::Verified v = manifest::verify(parse(m));
-    const manifest::Protocol protocol = manifest::check_protocol(v);
+TEST(GenQwen3, EveryPresetVerifiesAndServes) {
+  for (const std::string& name : qwen3_preset_names()) {
+    SCOPED_TRACE(name);
+    const Qwen3Shape s = config(name);
+    const auto m = generate_qwen3_manifest(s, options());
+    core::Verified v = core::verify(parse(m));
+    const core::Protocol protocol = core::check_protocol(v);
     EXPECT_EQ(protocol.row_var(), "tokens");
     EXPECT_EQ(protocol.group_var(), "seqs");
     ASSERT_TRUE(protocol.chunk().has_value());
@@ -154,13 +117,13 @@ std::vector<std::string> active_entries(const nlohmann::ordered_json& op, std::u
 }
 
 TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
+  const Qwen3Shape c = config("4b");
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
     o.max_seqs = max_seqs;
     const auto m = generate_qwen3_manifest(c, o);
-    ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
+    ASSERT_NO_THROW(core::check_protocol(core::verify(parse(m))));
     const auto& calls = m["programs"]["decode"]["calls"];
     ASSERT_EQ(calls.size(), 1 + 8 * c.layers + 3);
     const std::vector<std::string> layer = {"rms_norm",          "decode_qkv",          "qk_norm_rope_cache",
@@ -223,7 +186,7 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
 
 // With gemv_fused_norm (measured slower, off by default): the norms move into the GEMVs' prologues.
 TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
+  const Qwen3Shape c = config("4b");
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
@@ -231,7 +194,7 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
     o.gemv_fused_norm = true;
     o.gemv_prefetch_bytes = 65536;
     const auto m = generate_qwen3_manifest(c, o);
-    ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
+    ASSERT_NO_THROW(core::check_protocol(core::verify(parse(m))));
     const auto& calls = m["programs"]["decode"]["calls"];
     ASSERT_EQ(calls.size(), 1 + 6 * c.layers + 2);
     const std::vector<std::string> layer = {"decode_norm_qkv",   "qk_norm_rope_cache",       "attn_decode",
@@ -314,7 +277,7 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
 // per layer, RoPE, attention and one persistent kernel up to the next layer's qkv_proj (the last layer's
 // ends with the final norm and the lm_head). Larger steps keep the per-op calls, gated by `when`.
 TEST(GenQwen3, DecodeChainCoversSmallSteps) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B
+  const Qwen3Shape c = config("4b");
   for (std::uint64_t max_seqs : {1, 4, 8, 64}) {
     SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
     Qwen3GenOptions o = options();
@@ -322,7 +285,7 @@ TEST(GenQwen3, DecodeChainCoversSmallSteps) {
     o.decode_chain = true;
     o.chain_blocks = 114;
     const auto m = generate_qwen3_manifest(c, o);
-    ASSERT_NO_THROW(manifest::check_protocol(manifest::verify(parse(m))));
+    ASSERT_NO_THROW(core::check_protocol(core::verify(parse(m))));
     const auto& calls = m["programs"]["decode"]["calls"];
     const auto& ops = m["ops"];
     const std::uint64_t rows = std::min<std::uint64_t>(4, max_seqs);
@@ -382,15 +345,16 @@ TEST(GenQwen3, DecodeChainCoversSmallSteps) {
   }
 }
 
-TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(s.name);
+TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryPreset) {
+  for (const std::string& name : qwen3_preset_names()) {
+    SCOPED_TRACE(name);
+    const Qwen3Shape s = config(name);
     Qwen3GenOptions o = options();
     o.decode_chain = true;
-    const auto m = generate_qwen3_manifest(parse_qwen3_config(config_json(s)), o);
+    const auto m = generate_qwen3_manifest(s, o);
     const auto& l = m["ops"]["decode_chain"]["impl"]["launches"][0];
     const std::uint64_t shared = l["shared_mem"], stage = l["args"][17]["i32"], rows = l["when"]["max"];
-    const std::uint64_t kmax = std::max<std::uint64_t>({s.hidden, s.heads * s.head_dim, s.inter});
+    const std::uint64_t kmax = std::max<std::uint64_t>({s.hidden, s.heads * s.head_dim, s.intermediate});
     const std::uint64_t pitch = 2 * kmax;  // one weight (or x) row in shared memory
     EXPECT_LE(shared, 224u * 1024);
     EXPECT_GE(stage, pitch);  // a stage holds a whole weight row of every phase
@@ -400,17 +364,17 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
   }
   Qwen3GenOptions o = options();
   o.decode_attn_target_blocks = 128;  // the decode attention's work target is a literal of both its launches
-  const auto few = generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o);
+  const auto few = generate_qwen3_manifest(config("0.6b"), o);
   const auto& attn = few["ops"]["attn_decode"]["impl"]["launches"];
   EXPECT_EQ(attn[0]["args"][15]["i32"], 128);
   EXPECT_EQ(attn[1]["args"][10]["i32"], 128);
   o.decode_attn_target_blocks = (1u << 20) + 1;
-  EXPECT_THROW(generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o), kern::Error);
+  EXPECT_THROW(generate_qwen3_manifest(config("0.6b"), o), kern::Error);
   // 0 (the default): the partial kernel's own target, 256 for the tensor-core one, 1024 for the f32 one.
   o.decode_attn_target_blocks = 0;
   for (bool mma : {true, false}) {
     o.decode_attn_mma = mma;
-    const auto m = generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o);
+    const auto m = generate_qwen3_manifest(config("0.6b"), o);
     const auto& l = m["ops"]["attn_decode"]["impl"]["launches"];
     EXPECT_EQ(l[0]["args"][15]["i32"], mma ? 256 : 1024);
     EXPECT_EQ(l[1]["args"][10]["i32"], mma ? 256 : 1024);
@@ -419,9 +383,9 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
   o.decode_attn_target_blocks = 1024;
   o.decode_chain = true;
   o.chain_blocks = 0;
-  EXPECT_THROW(generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o), kern::Error);
+  EXPECT_THROW(generate_qwen3_manifest(config("0.6b"), o), kern::Error);
   o.decode_chain = false;
-  const auto off = generate_qwen3_manifest(parse_qwen3_config(config_json(kShapes[0])), o);
+  const auto off = generate_qwen3_manifest(config("0.6b"), o);
   EXPECT_FALSE(off["ops"].contains("decode_chain"));
   EXPECT_FALSE(off["buffers"].contains("chain_sync"));
   EXPECT_FALSE(off["modules"].contains("decode_chain"));
@@ -431,8 +395,9 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryShape) {
 // (4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16); --decode-attn-f32 gives the f32 one,
 // which takes none. The reduce and every argument stay the same.
 TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
-  for (const auto& shape : kShapes) {
-    const Qwen3Config c = parse_qwen3_config(config_json(shape));
+  for (const std::string& name : qwen3_preset_names()) {
+    SCOPED_TRACE(name);
+    const Qwen3Shape c = config(name);
     Qwen3GenOptions o = options();
     o.decode_attn_target_blocks = 512;  // the same target for both (by default each has its own)
     const auto mma = generate_qwen3_manifest(c, o);
@@ -454,7 +419,7 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
 // Prefill attention: the s2 layout for every call, except that with a token bound of 4096 or more (and
 // head_dim 128) calls of 4096+ rows take the m32n32s2 layout; the two `when` ranges partition the rows.
 TEST(GenQwen3, PrefillAttentionLayoutBySize) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));  // 4B, head_dim 128
+  const Qwen3Shape c = config("4b");  // head_dim 128
   Qwen3GenOptions o = options();
   o.max_tokens = 4095;
   const auto small = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
@@ -477,9 +442,9 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   EXPECT_EQ(big[1]["args"].back()["i32"], 128 / 4);  // rows per block: 128 queries / G
   EXPECT_EQ(big[0]["args"], big[1]["args"]);          // same arguments, rows per block included (both 128 queries)
   // head_dim 64 (the m32n32s2 layout is built for 128 only): one launch whatever the bound.
-  Shape s64 = kShapes[0];
+  Qwen3Shape s64 = qwen3_preset("0.6b");
   s64.head_dim = 64;
-  const auto hd64 = generate_qwen3_manifest(parse_qwen3_config(config_json(s64)), o)["ops"]["attn_prefill"]["impl"]["launches"];
+  const auto hd64 = generate_qwen3_manifest(s64, o)["ops"]["attn_prefill"]["impl"]["launches"];
   ASSERT_EQ(hd64.size(), 1u);
   EXPECT_EQ(hd64[0]["entry"], "kern_attn_prefill_mma_s2_hd64");
   // --prefill-long-rows: 0 keeps s2 for every call; another threshold moves the partition.
@@ -495,7 +460,7 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
 // Every kernel the decode program chains after another waits for it (kernels/common.cuh), so all
 // but the first launch carry pdl; --no-pdl and --gemv-prefetch reach the launches.
 TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));
+  const Qwen3Shape c = config("4b");
   Qwen3GenOptions o = options();
   o.max_seqs = 8;
   const auto with = generate_qwen3_manifest(c, o);
@@ -524,7 +489,7 @@ TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
 }
 
 TEST(GenQwen3, PrefillKeepsCublasGemmsForEveryRowCount) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));
+  const Qwen3Shape c = config("4b");
   const auto m = generate_qwen3_manifest(c, options());
   const auto& calls = m["programs"]["prefill"]["calls"];
   ASSERT_EQ(calls.size(), 1 + 9 * c.layers + 4);
@@ -546,15 +511,15 @@ TEST(GenQwen3, PrefillKeepsCublasGemmsForEveryRowCount) {
 }
 
 TEST(GenQwen3, OptionsShapeTheManifest) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[2]));
+  const Qwen3Shape c = config("4b");
   Qwen3GenOptions o = options();
   o.max_tokens = 512;
   o.max_seqs = 8;
   o.page_size = 32;
   o.logits_output = true;
   const auto m = generate_qwen3_manifest(c, o);
-  manifest::Verified v = manifest::verify(parse(m));
-  const manifest::Protocol protocol = manifest::check_protocol(v);
+  core::Verified v = core::verify(parse(m));
+  const core::Protocol protocol = core::check_protocol(v);
   EXPECT_EQ(m["vars"]["tokens"]["max"], 512);
   EXPECT_EQ(m["vars"]["seqs"]["max"], 8);
   EXPECT_EQ(m["buffers"]["block_table"]["shape"][1], 1280);
@@ -565,7 +530,7 @@ TEST(GenQwen3, OptionsShapeTheManifest) {
 }
 
 TEST(GenQwen3, DeterministicOutput) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[0]));
+  const Qwen3Shape c = config("0.6b");
   EXPECT_EQ(generate_qwen3_manifest(c, options()).dump(), generate_qwen3_manifest(c, options()).dump());
 }
 
@@ -580,7 +545,7 @@ void expect_config_error(const Json& j, const std::string& needle) {
 }
 
 TEST(GenQwen3, RejectsConfigsItCannotServe) {
-  const Json good = config_json(kShapes[2]);
+  const Json good = qwen3_config_json(qwen3_preset("4b"));
   for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                           "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings", "rope_theta",
                           "rms_norm_eps", "max_position_embeddings", "model_type"}) {
@@ -603,15 +568,16 @@ TEST(GenQwen3, RejectsConfigsItCannotServe) {
   expect_config_error(with("hidden_size", "2560"), "must be an integer");
   expect_config_error(with("rope_theta", -1.0), "positive number");
   expect_config_error(with("tie_word_embeddings", 1), "boolean");
-  expect_config_error(with("torch_dtype", "float32"), "bf16");
+  expect_config_error(with("torch_dtype", "float8_e4m3fn"), "bf16");
+  expect_config_error(with("dtype", "int8"), "bf16");
   expect_config_error(with("attention_bias", true), "biases");
-  expect_config_error(with("rope_scaling", Json{{"type", "yarn"}, {"factor", 4.0}}), "rope_scaling");
+  expect_config_error(with("rope_scaling", Json{{"type", "dynamic"}, {"factor", 4.0}}), "rope_type \"dynamic\"");
   expect_config_error(with("use_sliding_window", true), "full-causal");
   expect_config_error(Json::array(), "not a JSON object");
 }
 
 TEST(GenQwen3, RejectsOptionsItCannotHonour) {
-  const Qwen3Config c = parse_qwen3_config(config_json(kShapes[0]));
+  const Qwen3Shape c = config("0.6b");
   auto expect_api = [&](Qwen3GenOptions o, const char* needle) {
     try {
       generate_qwen3_manifest(c, o);
@@ -635,8 +601,8 @@ TEST(GenQwen3, RejectsOptionsItCannotHonour) {
 }
 
 TEST(GenQwen3, TensorIndexMustNameEveryBoundTensor) {
-  const Qwen3Config tied = parse_qwen3_config(config_json(kShapes[0]));
-  const Qwen3Config untied = parse_qwen3_config(config_json(kShapes[3]));
+  const Qwen3Shape tied = config("0.6b");
+  const Qwen3Shape untied = config("8b");
   Json index{{"metadata", {{"total_size", 1}}}, {"weight_map", Json::object()}};
   for (const std::string& name : qwen3_bound_tensors(tied)) index["weight_map"][name] = "model-00001-of-00002.safetensors";
   EXPECT_NO_THROW(check_qwen3_tensor_index(tied, index, "index"));
@@ -693,23 +659,24 @@ TEST(GenQwen3Cli, GenThenVerify) {
   std::filesystem::create_directories(root / "kernels");
   for (const std::string& f : qwen3_kernel_families())
     write_file((root / "kernels" / (f + ".fatbin")).string(), "not really a fatbin: " + f);
-  for (const Shape& s : {kShapes[0], kShapes[4]}) {
-    SCOPED_TRACE(s.name);
-    const std::filesystem::path dir = root / s.name;
+  for (const char* preset : {"0.6b", "14b"}) {
+    const std::string name = std::string("Qwen3-") + preset;
+    SCOPED_TRACE(name);
+    const std::filesystem::path dir = root / name;
     std::filesystem::create_directories(dir);
-    const Qwen3Config c = parse_qwen3_config(config_json(s));
+    const Qwen3Shape c = config(preset);
     Json index{{"metadata", {{"total_size", 1}}}, {"weight_map", Json::object()}};
     for (const std::string& name : qwen3_bound_tensors(c)) index["weight_map"][name] = "model.safetensors";
-    write_file((dir / "config.json").string(), config_json(s).dump(2));
+    write_file((dir / "config.json").string(), qwen3_config_json(qwen3_preset(preset)).dump(2));
     write_file((dir / "model.safetensors.index.json").string(), index.dump(2));
-    const std::string manifest = (root / (std::string(s.name) + ".json")).string();
+    const std::string manifest = (root / (name + ".json")).string();
     auto [gen_rc, gen_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string() +
                                  " --max-seqs 32 -o " + manifest);
     ASSERT_EQ(gen_rc, 0) << gen_out;
     auto [verify_rc, verify_out] = run(kern + " verify " + manifest);
     EXPECT_EQ(verify_rc, 0) << verify_out;
     const Json m = parse_json_strict(read_file(manifest));
-    EXPECT_EQ(m["model"], s.name);
+    EXPECT_EQ(m["model"], name);
     EXPECT_EQ(m["modules"]["rope"]["sha256"], to_hex(sha256("not really a fatbin: rope")));
 
     // The shard index without one bound tensor: refused, naming it.
@@ -722,7 +689,7 @@ TEST(GenQwen3Cli, GenThenVerify) {
   {  // an unsupported config: exit 1 with the reason
     const std::filesystem::path dir = root / "hd256";
     std::filesystem::create_directories(dir);
-    Json j = config_json(kShapes[1]);
+    Json j = qwen3_config_json(qwen3_preset("1.7b"));
     j["head_dim"] = 256;
     write_file((dir / "config.json").string(), j.dump());
     auto [rc, out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
@@ -732,7 +699,7 @@ TEST(GenQwen3Cli, GenThenVerify) {
   {  // no fatbins: exit 1 naming the missing module (a config without a shard index is fine)
     const std::filesystem::path dir = root / "config_only";
     std::filesystem::create_directories(dir);
-    write_file((dir / "config.json").string(), config_json(kShapes[0]).dump());
+    write_file((dir / "config.json").string(), qwen3_config_json(qwen3_preset("0.6b")).dump());
     auto [rc, out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + root.string());
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find(".fatbin not found"), std::string::npos) << out;

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kern/file.hpp"
-#include "kern/json.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
 #include "kern/models/qwen3_synth.hpp"
 
 namespace kern::models {

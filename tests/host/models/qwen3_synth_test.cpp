@@ -1,5 +1,5 @@
-// kern synth qwen3: config values per preset, sharded checkpoint consistency, determinism,
-// weight statistics.
+// kern synth qwen3: config values per preset (and their round trip through kern gen's reader),
+// sharded checkpoint consistency, determinism, weight statistics.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +9,10 @@
 #include <map>
 #include <set>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/models/qwen3_gen.hpp"
 #include "kern/models/qwen3_synth.hpp"
 
 namespace kern::models {
@@ -80,6 +81,8 @@ TEST(Qwen3Synth, PresetConfigsMatchTheReleasedModels) {
                         {"1.7b", 2048, 6144, 28, 16, 8, 128, true},
                         {"4b", 2560, 9728, 36, 32, 8, 128, true},
                         {"8b", 4096, 12288, 36, 32, 8, 128, false},
+                        {"14b", 5120, 17408, 40, 40, 8, 128, false},
+                        {"32b", 5120, 25600, 64, 64, 8, 128, false},
                         {"tiny", 256, 768, 4, 4, 2, 64, true}};
   for (const auto& w : wants) {
     Json c = qwen3_config_json(qwen3_preset(w.preset));
@@ -105,7 +108,28 @@ TEST(Qwen3Synth, PresetConfigsMatchTheReleasedModels) {
   }
   Json g = qwen3_generation_config_json();
   EXPECT_EQ(g["eos_token_id"], Json::array({151645, 151643}));
-  EXPECT_THROW(qwen3_preset("14b"), Error);
+  EXPECT_THROW(qwen3_preset("72b"), Error);
+  EXPECT_EQ(qwen3_preset_names(), (std::vector<std::string>{"tiny", "0.6b", "1.7b", "4b", "8b", "14b", "32b"}));
+}
+
+// What kern synth writes into config.json, kern gen's reader gives back field for field.
+TEST(Qwen3Synth, EveryPresetRoundTripsThroughConfigJson) {
+  for (const std::string& name : qwen3_preset_names()) {
+    SCOPED_TRACE(name);
+    const Qwen3Shape s = qwen3_preset(name);
+    const Qwen3Shape r = parse_qwen3_config(qwen3_config_json(s));
+    EXPECT_EQ(r.hidden, s.hidden);
+    EXPECT_EQ(r.intermediate, s.intermediate);
+    EXPECT_EQ(r.layers, s.layers);
+    EXPECT_EQ(r.heads, s.heads);
+    EXPECT_EQ(r.kv_heads, s.kv_heads);
+    EXPECT_EQ(r.head_dim, s.head_dim);
+    EXPECT_EQ(r.vocab, s.vocab);
+    EXPECT_EQ(r.tied, s.tied);
+    EXPECT_EQ(r.rope_theta, s.rope_theta);
+    EXPECT_EQ(r.rms_norm_eps, s.rms_norm_eps);
+    EXPECT_EQ(r.max_positions, s.max_positions);
+  }
 }
 
 TEST(Qwen3Synth, TensorNamesFollowHuggingFace) {

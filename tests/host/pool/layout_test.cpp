@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/pool/layout.hpp"
 #include "kern/pool/pool.hpp"
 #include "layouts.hpp"

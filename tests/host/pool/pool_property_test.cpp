@@ -215,10 +215,11 @@ class Sim {
     }
     const auto pages = l.h.page_ids();
     ASSERT_EQ(l.tok.size(), pages.size() * unit_);
-    for (std::uint64_t p = 0; p < l.tok.size(); ++p)
-      if (l.tok[p] != 0)
-        for (std::uint32_t s = 0; s < layout_.paged.size(); ++s)
-          ASSERT_EQ(token_word(pages[p / unit_], p % unit_, s), l.tok[p] * 16 + s) << "lease position " << p;
+    for (std::uint64_t p = 0; p < l.tok.size(); ++p) {
+      if (l.tok[p] == 0) continue;
+      for (std::uint32_t s = 0; s < layout_.paged.size(); ++s)
+        ASSERT_EQ(token_word(pages[p / unit_], p % unit_, s), l.tok[p] * 16 + s) << "lease position " << p;
+    }
     if (l.h.seq_slot()) expect_slot(*l.h.seq_slot(), l.state);
   }
   void check(const CpM& c) {
@@ -254,7 +255,9 @@ class Sim {
       const auto ids = l.h.page_ids();
       for (std::size_t i = 0; i < ids.size(); ++i) {
         named.insert(ids[i]);
-        if (i >= l.h.shared()) ASSERT_TRUE(own.insert(ids[i]).second) << "page " << ids[i] << " owned twice";
+        if (i >= l.h.shared()) {
+          ASSERT_TRUE(own.insert(ids[i]).second) << "page " << ids[i] << " owned twice";
+        }
       }
       if (l.h.seq_slot()) slots.insert(*l.h.seq_slot());
     }
@@ -264,7 +267,9 @@ class Sim {
     }
     for (PageId p : own) ASSERT_EQ(named.count(p), 1u) << "own page " << p << " is shared";
     for (auto& l : leases_)
-      if (l.h.seq_slot()) ASSERT_EQ(slots.count(*l.h.seq_slot()), 1u);
+      if (l.h.seq_slot()) {
+        ASSERT_EQ(slots.count(*l.h.seq_slot()), 1u);
+      }
     ASSERT_EQ(std::set<PageId>(named.begin(), named.end()).size(), pool_.used());
     ASSERT_EQ(std::set<SlotId>(slots.begin(), slots.end()).size(), pool_.slots_used());
     std::set<HostOffset> host_pages, host_slots;
@@ -346,8 +351,12 @@ class Sim {
       }
     }
     // Positions below prefix or in sealed pages are refused.
-    if (l.h.prefix() > 0) EXPECT_THROW(l.h.slot(l.h.prefix() - 1), Error);
-    if (l.h.shared() > 0) EXPECT_THROW(l.h.slot(l.h.shared() * unit_ - 1), Error);
+    if (l.h.prefix() > 0) {
+      EXPECT_THROW(l.h.slot(l.h.prefix() - 1), Error);
+    }
+    if (l.h.shared() > 0) {
+      EXPECT_THROW(l.h.slot(l.h.shared() * unit_ - 1), Error);
+    }
   }
   void do_extend() {
     if (leases_.empty()) return;
@@ -526,7 +535,9 @@ void run_seed(const PoolLayout& layout, std::uint64_t tokens, std::uint64_t seqs
   EXPECT_GT(a.denied(DeniedKind::Busy) + a.denied(DeniedKind::Remapping), 0u);
   EXPECT_GT(a.denied(DeniedKind::ExceedsRow), 0u);
   EXPECT_GT(a.denied(DeniedKind::HostFull), 0u);
-  if (layout.per_seq.size()) EXPECT_GT(a.remaps(), 0u);
+  if (layout.per_seq.size()) {
+    EXPECT_GT(a.remaps(), 0u);
+  }
   if (twice) {
     Sim b(layout, tokens, seqs, host_grains, seed);
     b.run(kOps);

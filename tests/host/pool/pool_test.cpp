@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/pool/pool.hpp"
 #include "layouts.hpp"
 
@@ -16,10 +16,6 @@ using testing::stateful;
 Pool make_pool(const PoolLayout& l, std::uint64_t tokens, std::uint64_t seqs, std::uint64_t chunk = 40) {
   auto [pool, plan] = Pool::create(l, PoolConfig::from_capacity(l, chunk, Capacity{tokens, seqs}));
   return std::move(pool);
-}
-
-void settle(Pool& pool) {
-  if (auto plan = pool.take_pending()) pool.complete(*plan);
 }
 
 template <typename T>

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/pool/prefix.hpp"
 #include "prefix_items.hpp"
 

@@ -8,15 +8,15 @@
 #include <set>
 
 #include "fixture_files.hpp"
-#include "kern/error.hpp"
-#include "kern/registry.hpp"
+#include "kern/base/error.hpp"
+#include "kern/registry/registry.hpp"
 
 namespace kern {
 namespace {
 
 using test::fixture_bytes;
 
-std::set<std::uint32_t> arches(const DeviceImage& img) {
+std::set<std::uint32_t> arches(const registry::DeviceImage& img) {
   std::set<std::uint32_t> s;
   for (const auto& e : img.entries) s.insert(e.arch);
   return s;
@@ -32,7 +32,7 @@ std::uint64_t get_u64(const std::vector<std::byte>& b, std::size_t at) {
 
 void expect_kernel_artifact_error(std::span<const std::byte> bytes, const std::string& what) {
   try {
-    extract_device_images(bytes, what);
+    registry::extract_device_images(bytes, what);
     ADD_FAILURE() << what << " was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::KernelArtifact) << e.what();
@@ -43,8 +43,8 @@ void expect_kernel_artifact_error(std::span<const std::byte> bytes, const std::s
 TEST(Artifact, CubinIsHandedOverWholeWithItsFunctions) {
   KERN_NEED_NVCC_FIXTURES();
   auto bytes = fixture_bytes("kernels_a.cubin");
-  EXPECT_EQ(artifact_kind(bytes, "a.cubin"), ArtifactKind::Cubin);
-  auto images = extract_device_images(bytes, "a.cubin");
+  EXPECT_EQ(registry::artifact_kind(bytes, "a.cubin"), registry::ArtifactKind::Cubin);
+  auto images = registry::extract_device_images(bytes, "a.cubin");
   ASSERT_EQ(images.size(), 1u);
   EXPECT_EQ(images[0].bytes, bytes);
   EXPECT_EQ(images[0].functions, (std::vector<std::string>{"kern_test_add_one", "kern_test_scale"}));
@@ -55,13 +55,13 @@ TEST(Artifact, CubinIsHandedOverWholeWithItsFunctions) {
 TEST(Artifact, FatbinHoldsOneImagePerArch) {
   KERN_NEED_NVCC_FIXTURES();
   auto bytes = fixture_bytes("kernels_a.fatbin");
-  EXPECT_EQ(artifact_kind(bytes, "a.fatbin"), ArtifactKind::Fatbin);
-  auto images = extract_device_images(bytes, "a.fatbin");
+  EXPECT_EQ(registry::artifact_kind(bytes, "a.fatbin"), registry::ArtifactKind::Fatbin);
+  auto images = registry::extract_device_images(bytes, "a.fatbin");
   ASSERT_EQ(images.size(), 1u);
   EXPECT_EQ(images[0].bytes, bytes);
   EXPECT_EQ(arches(images[0]), (std::set<std::uint32_t>{80, 90}));
   for (const auto& e : images[0].entries) {
-    EXPECT_EQ(e.kind, FatbinEntry::Kind::Elf);
+    EXPECT_EQ(e.kind, registry::FatbinEntry::Kind::Elf);
     EXPECT_FALSE(e.compressed);
     EXPECT_EQ(e.functions, (std::vector<std::string>{"kern_test_add_one", "kern_test_scale"}));
   }
@@ -71,8 +71,8 @@ TEST(Artifact, FatbinHoldsOneImagePerArch) {
 TEST(Artifact, SharedLibraryContainersAreExactlyWhatNvccEmbedded) {
   KERN_NEED_NVCC_FIXTURES();
   auto so = fixture_bytes("libkernels_ab.so");
-  EXPECT_EQ(artifact_kind(so, "lib.so"), ArtifactKind::HostLibrary);
-  auto images = extract_device_images(so, "lib.so");
+  EXPECT_EQ(registry::artifact_kind(so, "lib.so"), registry::ArtifactKind::HostLibrary);
+  auto images = registry::extract_device_images(so, "lib.so");
   ASSERT_GE(images.size(), 2u);
 
   // The containers, in order, tile the raw section objcopy cut out (up to zero padding).
@@ -90,7 +90,7 @@ TEST(Artifact, SharedLibraryContainersAreExactlyWhatNvccEmbedded) {
   // Each source's nvcc -fatbin output is one of the containers, byte for byte.
   for (const char* name : {"kernels_a.fatbin", "kernels_b.fatbin"}) {
     auto fat = fixture_bytes(name);
-    auto same = [&](const DeviceImage& img) { return img.bytes == fat; };
+    auto same = [&](const registry::DeviceImage& img) { return img.bytes == fat; };
     EXPECT_EQ(std::count_if(images.begin(), images.end(), same), 1) << name;
   }
   std::set<std::string> functions;
@@ -146,7 +146,7 @@ TEST(Artifact, GarbageAndForeignFilesAreNotArtifacts) {
 TEST(Artifact, HostElfWithoutDeviceCodeIsRejected) {
   auto self = read_file("/proc/self/exe");  // this test binary: x86-64 ELF, no .nv_fatbin
   try {
-    artifact_kind(std::as_bytes(std::span(self)), "self");
+    registry::artifact_kind(std::as_bytes(std::span(self)), "self");
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::KernelArtifact);
@@ -175,7 +175,7 @@ TEST(Artifact, RandomCorruptionNeverCrashes) {
         b[next() % limit] = static_cast<std::byte>(next());
       }
       try {
-        extract_device_images(b, name);
+        registry::extract_device_images(b, name);
         ++accepted;
       } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::KernelArtifact) << e.what();

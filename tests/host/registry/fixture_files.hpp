@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kern/file.hpp"
+#include "kern/base/file.hpp"
 
 namespace kern::test {
 

@@ -5,14 +5,14 @@
 #include <bit>
 #include <cstring>
 
-#include "kern/error.hpp"
-#include "kern/manifest.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/runtime/args.hpp"
 
 namespace kern::runtime {
 namespace {
 
-using manifest::parse_manifest;
+using core::parse_manifest;
 
 const char* kManifest = R"({
   "schema_version": 5, "model": "args",
@@ -39,12 +39,12 @@ const char* kManifest = R"({
 })";
 
 struct Fixture {
-  manifest::Manifest m = parse_manifest(kManifest);
+  core::Manifest m = parse_manifest(kManifest);
   VarTable vars{m};
   ResolveContext ctx;
   Fixture() {
     ctx.vars = &vars;
-    ctx.pointer = [](const manifest::CallArg& a) {
+    ctx.pointer = [](const core::CallArg& a) {
       std::uint64_t base = a.name == "x" ? 0x10000 : a.name == "y" ? 0x20000 : 0x30000;
       return Pointer{base + a.offset, 4096 - a.offset};
     };
@@ -70,7 +70,7 @@ TEST(RuntimeArgs, ForwardedCallArgsBecomeLittleEndianSlots) {
   Fixture f;
   auto vals = f.resolve(0);
   ASSERT_EQ(vals.size(), 8u);
-  std::vector<manifest::ParamType> params = f.m.ops.at("op").params;
+  std::vector<core::ParamType> params = f.m.ops.at("op").params;
   auto offsets = natural_offsets(params);
   EXPECT_EQ(offsets, (std::vector<std::uint64_t>{0, 8, 16, 24, 32, 40, 44, 48}));
   ArgImage img(vals, offsets);
@@ -136,10 +136,10 @@ TEST(RuntimeArgs, ArgImageIsMovableWithStablePointers) {
 }
 
 TEST(RuntimeArgs, OverflowIsReportedNotWrapped) {
-  manifest::Manifest m = parse_manifest(R"({"schema_version": 5, "model": "o", "vars": {"t": {"max": 4}},
+  core::Manifest m = parse_manifest(R"({"schema_version": 5, "model": "o", "vars": {"t": {"max": 4}},
     "buffers": {}, "modules": {}, "ops": {}, "programs": {}})");
   VarTable vars(m);
-  auto e = CompiledExpr::compile(manifest::Expr::mul(manifest::Expr::variable("t"), 1ull << 62), vars);
+  auto e = CompiledExpr::compile(core::Expr::mul(core::Expr::variable("t"), 1ull << 62), vars);
   std::uint64_t v[1] = {4};
   EXPECT_FALSE(e.eval(v).has_value());  // 4 · 2^62 = 2^64
   v[0] = 3;
@@ -151,8 +151,8 @@ TEST(RuntimeArgs, OverflowIsReportedNotWrapped) {
 }
 
 TEST(RuntimeAbi, MatchingLayoutsPass) {
-  std::vector<manifest::ParamType> params;
-  for (const char* s : {"in buffer<f32>", "i32", "u8", "i64", "f32", "bytes<128>"}) params.push_back(*manifest::parse_param_type(s));
+  std::vector<core::ParamType> params;
+  for (const char* s : {"in buffer<f32>", "i32", "u8", "i64", "f32", "bytes<128>"}) params.push_back(*core::parse_param_type(s));
   // natural: 0(8) 8(4) 12(1) 16(8) 24(4) then bytes<128> at 64 (CUtensorMap is 64-aligned)
   std::vector<cuda::ParamInfo> found = {{0, 8}, {8, 4}, {12, 1}, {16, 8}, {24, 4}, {64, 128}};
   EXPECT_FALSE(abi_mismatch(params, found).has_value());
@@ -161,8 +161,8 @@ TEST(RuntimeAbi, MatchingLayoutsPass) {
 }
 
 TEST(RuntimeAbi, MismatchesNameParamDeclaredAndFound) {
-  std::vector<manifest::ParamType> params;
-  for (const char* s : {"in buffer<f32>", "i64", "f32"}) params.push_back(*manifest::parse_param_type(s));
+  std::vector<core::ParamType> params;
+  for (const char* s : {"in buffer<f32>", "i64", "f32"}) params.push_back(*core::parse_param_type(s));
   std::vector<cuda::ParamInfo> found = {{0, 8}, {8, 4}, {12, 4}};
   auto why = abi_mismatch(params, found);
   ASSERT_TRUE(why.has_value());
@@ -171,13 +171,13 @@ TEST(RuntimeAbi, MismatchesNameParamDeclaredAndFound) {
   EXPECT_EQ(*abi_mismatch(params, found), "declares 3 params, the kernel has 2");
   found = {{0, 8}, {16, 8}, {24, 4}};  // i64 at 16 where 8 is natural
   EXPECT_NE(abi_mismatch(params, found)->find("param 1"), std::string::npos);
-  std::vector<manifest::ParamType> b{*manifest::parse_param_type("i32"), *manifest::parse_param_type("bytes<16>")};
+  std::vector<core::ParamType> b{*core::parse_param_type("i32"), *core::parse_param_type("bytes<16>")};
   EXPECT_TRUE(abi_mismatch(b, std::vector<cuda::ParamInfo>{{0, 4}, {12, 16}}).has_value());  // 12 is no power-of-two boundary after 4
   EXPECT_FALSE(abi_mismatch(b, std::vector<cuda::ParamInfo>{{0, 4}, {4, 16}}).has_value());
 }
 
 TEST(RuntimeArgs, TensormapSpanningDimUsesBytesAfterOffset) {
-  manifest::Manifest m = parse_manifest(R"({"schema_version": 5, "model": "t", "vars": {},
+  core::Manifest m = parse_manifest(R"({"schema_version": 5, "model": "t", "vars": {},
     "buffers": {"x": {"dtype": "bf16", "shape": [64, 64], "kind": "input"}},
     "modules": {"k": {"source": "k.cubin", "sha256": "0000000000000000000000000000000000000000000000000000000000000000"}},
     "ops": {"o": {"params": ["in buffer<bf16>"], "impl": {"launches": [{"module": "k", "entry": "e", "block": [1,1,1], "grid": [1,1,1],
@@ -188,7 +188,7 @@ TEST(RuntimeArgs, TensormapSpanningDimUsesBytesAfterOffset) {
   cuda::TensormapSpec seen;
   ResolveContext ctx;
   ctx.vars = &vars;
-  ctx.pointer = [](const manifest::CallArg& a) { return Pointer{0x1000 + a.offset, 8192 - a.offset}; };
+  ctx.pointer = [](const core::CallArg& a) { return Pointer{0x1000 + a.offset, 8192 - a.offset}; };
   ctx.encode_tensormap = [&](const cuda::TensormapSpec& s) {
     seen = s;
     std::array<std::byte, 128> img{};

@@ -3,32 +3,18 @@
 
 #include <cstdint>
 
-#include "kern/bind_plan.hpp"
+#include "kern/weights/bind_plan.hpp"
 
 namespace kern::runtime::test_copies {
 
-inline BindCopy contiguous(std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
-  BindCopy c;
-  c.tensor = "t";
-  c.src_offset = src;
-  c.dst_offset = dst;
-  c.width = n;
-  c.src_pitch = c.dst_pitch = n;
-  return c;
+inline weights::BindCopy contiguous(std::uint64_t src, std::uint64_t dst, std::uint64_t n) {
+  return {.tensor = "t", .src_offset = src, .dst_offset = dst, .width = n, .src_pitch = n, .dst_pitch = n};
 }
 
-inline BindCopy strided(std::uint64_t src, std::uint64_t dst, std::uint64_t width, std::uint64_t height,
-                        std::uint64_t sp, std::uint64_t dp) {
-  BindCopy c;
-  c.kind = BindCopy::Kind::Strided;
-  c.tensor = "t";
-  c.src_offset = src;
-  c.dst_offset = dst;
-  c.width = width;
-  c.height = height;
-  c.src_pitch = sp;
-  c.dst_pitch = dp;
-  return c;
+inline weights::BindCopy strided(std::uint64_t src, std::uint64_t dst, std::uint64_t width, std::uint64_t height,
+                                 std::uint64_t sp, std::uint64_t dp) {
+  return {.kind = weights::BindCopy::Kind::Strided, .tensor = "t", .src_offset = src, .dst_offset = dst,
+          .width = width, .height = height, .src_pitch = sp, .dst_pitch = dp};
 }
 
 }  // namespace kern::runtime::test_copies

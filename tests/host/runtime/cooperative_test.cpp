@@ -3,9 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/vars.hpp"
 #include "runtime/cooperative.hpp"
+#include "thrown.hpp"
 
 namespace kern::runtime {
 namespace {
@@ -14,17 +15,7 @@ using ::testing::HasSubstr;
 
 const std::string kWhere = "ops.decode_chain.impl.launches[2]";
 
-// The Error `f` throws (kind checked by the caller); fails the test when nothing is thrown.
-template <typename F>
-Error thrown(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error thrown";
-  return Error(ErrorKind::Io, "none");
-}
+using kern::test::thrown;
 
 TEST(CooperativeFit, PassesUpToCapacityAndFailsOneAbove) {
   EXPECT_NO_THROW(check_cooperative_fit(kWhere, 132 * 2, 2, 132));  // exactly full (H100 SXM: 132 SMs)
@@ -63,8 +54,8 @@ TEST(CooperativeFit, NonsenseDriverFiguresAreCudaErrors) {
   }
 }
 
-manifest::Manifest two_vars() {
-  manifest::Manifest m;
+core::Manifest two_vars() {
+  core::Manifest m;
   m.vars["seqs"].max = 64;
   m.vars["tokens"].max = 2048;
   return m;
@@ -86,13 +77,13 @@ TEST(CooperativePeak, WhenMaxClampsOnlyItsVar) {
   EXPECT_EQ(p, t.at_max());
 }
 
-manifest::Expr mul(manifest::Expr a, std::uint64_t f) { return manifest::Expr::mul(std::move(a), f); }
+core::Expr mul(core::Expr a, std::uint64_t f) { return core::Expr::mul(std::move(a), f); }
 
 TEST(CooperativePeak, GridBlocksAtThePeak) {
   const VarTable t(two_vars());
   const std::array<CompiledExpr, 3> grid = {
-      CompiledExpr::compile(manifest::Expr::ceil_div(manifest::Expr::variable("tokens"), 16), t),
-      CompiledExpr::compile(manifest::Expr::variable("seqs"), t), CompiledExpr::constant(3)};
+      CompiledExpr::compile(core::Expr::ceil_div(core::Expr::variable("tokens"), 16), t),
+      CompiledExpr::compile(core::Expr::variable("seqs"), t), CompiledExpr::constant(3)};
   EXPECT_EQ(grid_blocks_at(grid, t.at_max().data(), kWhere), 128u * 64u * 3u);
   const auto peak = launch_peak_vars(t.at_max(), *t.index("tokens"), 40);
   EXPECT_EQ(grid_blocks_at(grid, peak.data(), kWhere), 3u * 64u * 3u);
@@ -101,15 +92,15 @@ TEST(CooperativePeak, GridBlocksAtThePeak) {
 TEST(CooperativePeak, OverflowingGridIsAManifestError) {
   const VarTable t(two_vars());
   // Each axis fits u64, the product does not.
-  const std::array<CompiledExpr, 3> grid = {CompiledExpr::compile(mul(manifest::Expr::variable("tokens"), 1ULL << 40), t),
-                                            CompiledExpr::compile(mul(manifest::Expr::variable("seqs"), 1ULL << 20), t),
+  const std::array<CompiledExpr, 3> grid = {CompiledExpr::compile(mul(core::Expr::variable("tokens"), 1ULL << 40), t),
+                                            CompiledExpr::compile(mul(core::Expr::variable("seqs"), 1ULL << 20), t),
                                             CompiledExpr::constant(1)};
   Error e = thrown([&] { grid_blocks_at(grid, t.at_max().data(), kWhere); });
   EXPECT_EQ(e.kind(), ErrorKind::Manifest);
   EXPECT_EQ(e.message(), kWhere + ": the grid's block count overflows u64 at the var bounds");
   // One axis overflowing on its own names the axis.
   const std::array<CompiledExpr, 3> axis = {
-      CompiledExpr::constant(1), CompiledExpr::compile(mul(mul(manifest::Expr::variable("tokens"), 1ULL << 40), 1ULL << 20), t),
+      CompiledExpr::constant(1), CompiledExpr::compile(mul(mul(core::Expr::variable("tokens"), 1ULL << 40), 1ULL << 20), t),
       CompiledExpr::constant(1)};
   e = thrown([&] { grid_blocks_at(axis, t.at_max().data(), kWhere); });
   EXPECT_EQ(e.kind(), ErrorKind::Manifest);

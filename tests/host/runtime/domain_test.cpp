@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/domain.hpp"
 
 namespace kern::runtime {
@@ -35,7 +35,7 @@ std::vector<std::byte> raw(std::vector<T> v) {
 }
 
 struct Doms {
-  manifest::Manifest m = manifest::parse_manifest(kManifest);
+  core::Manifest m = core::parse_manifest(kManifest);
   Capacity cap{4096, 4};
   DomainRule rule(const char* name) { return resolve_domain(m, name, m.buffers.at(name), cap); }
 };

@@ -5,7 +5,7 @@
 
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 
 namespace kern {
 namespace {

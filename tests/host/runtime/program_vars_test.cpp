@@ -1,7 +1,7 @@
 // Graph-key normalisation: only vars a program's launches read are part of its key.
 #include <gtest/gtest.h>
 
-#include "kern/manifest.hpp"
+#include "kern/core/manifest.hpp"
 #include "kern/runtime/program_vars.hpp"
 
 namespace kern::runtime {
@@ -36,7 +36,7 @@ std::vector<std::string> names(const VarTable& t, const std::vector<std::uint32_
 }
 
 TEST(RuntimeGraphKey, OnlyVarsLaunchesReadAreKeyed) {
-  auto m = manifest::parse_manifest(kManifest);
+  auto m = core::parse_manifest(kManifest);
   VarTable t(m);
   // p1 passes seqs, but the launch replaces that param with a literal: only the grid's tokens
   EXPECT_EQ(names(t, program_read_vars(m, m.programs.at("p1"), t)), (std::vector<std::string>{"tokens"}));
@@ -47,7 +47,7 @@ TEST(RuntimeGraphKey, OnlyVarsLaunchesReadAreKeyed) {
 }
 
 TEST(RuntimeGraphKey, KeysIgnoreOtherVars) {
-  auto m = manifest::parse_manifest(kManifest);
+  auto m = core::parse_manifest(kManifest);
   VarTable t(m);
   auto read = program_read_vars(m, m.programs.at("p1"), t);
   std::vector<std::uint64_t> a(t.size(), 1), b(t.size(), 1);

@@ -13,11 +13,11 @@ using test_copies::contiguous;
 using test_copies::strided;
 
 // Simulates the pieces: for every destination byte, which source byte lands there.
-std::vector<std::int64_t> simulate(const std::vector<BindCopy>& copies, std::uint64_t chunk, std::uint64_t dst_bytes) {
+std::vector<std::int64_t> simulate(const std::vector<weights::BindCopy>& copies, std::uint64_t chunk, std::uint64_t dst_bytes) {
   std::vector<std::int64_t> dst(dst_bytes, -1);
   for (const StagingPiece& p : plan_staging(copies, chunk)) {
     EXPECT_LE(p.bytes, chunk);
-    const BindCopy& c = copies[p.copy];
+    const weights::BindCopy& c = copies[p.copy];
     if (p.strided) {
       EXPECT_EQ(p.bytes, (p.rows - 1) * c.src_pitch + p.width);
       for (std::uint64_t r = 0; r < p.rows; ++r)
@@ -37,9 +37,9 @@ std::vector<std::int64_t> simulate(const std::vector<BindCopy>& copies, std::uin
   return dst;
 }
 
-std::vector<std::int64_t> expected(const std::vector<BindCopy>& copies, std::uint64_t dst_bytes) {
+std::vector<std::int64_t> expected(const std::vector<weights::BindCopy>& copies, std::uint64_t dst_bytes) {
   std::vector<std::int64_t> dst(dst_bytes, -1);
-  for (const BindCopy& c : copies)
+  for (const weights::BindCopy& c : copies)
     for (std::uint64_t r = 0; r < c.height; ++r)
       for (std::uint64_t b = 0; b < c.width; ++b)
         dst[c.dst_offset + r * c.dst_pitch + b] = static_cast<std::int64_t>(c.src_offset + r * c.src_pitch + b);
@@ -47,7 +47,7 @@ std::vector<std::int64_t> expected(const std::vector<BindCopy>& copies, std::uin
 }
 
 TEST(RuntimeStaging, ContiguousSplitsIntoChunks) {
-  std::vector<BindCopy> copies{contiguous(100, 0, 1000)};
+  std::vector<weights::BindCopy> copies{contiguous(100, 0, 1000)};
   auto pieces = plan_staging(copies, 256);
   ASSERT_EQ(pieces.size(), 4u);
   EXPECT_EQ(pieces[3].bytes, 1000u - 768);
@@ -56,7 +56,7 @@ TEST(RuntimeStaging, ContiguousSplitsIntoChunks) {
 
 TEST(RuntimeStaging, StridedRowsShareOneReadPerPiece) {
   // 10 rows of 16 bytes out of rows 64 bytes apart: a chunk of 200 holds 3 rows' span (2*64+16)
-  std::vector<BindCopy> copies{strided(32, 0, 16, 10, 64, 16)};
+  std::vector<weights::BindCopy> copies{strided(32, 0, 16, 10, 64, 16)};
   auto pieces = plan_staging(copies, 200);
   ASSERT_EQ(pieces.size(), 4u);
   EXPECT_TRUE(pieces[0].strided);
@@ -68,7 +68,7 @@ TEST(RuntimeStaging, StridedRowsShareOneReadPerPiece) {
 TEST(RuntimeStaging, RandomPlansCoverExactly) {
   std::mt19937_64 g(42);
   for (int trial = 0; trial < 200; ++trial) {
-    std::vector<BindCopy> copies;
+    std::vector<weights::BindCopy> copies;
     std::uint64_t dst = 0;
     const int n = 1 + static_cast<int>(g() % 4);
     for (int i = 0; i < n; ++i) {

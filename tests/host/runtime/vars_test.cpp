@@ -1,13 +1,13 @@
 #include <gtest/gtest.h>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/vars.hpp"
 
 namespace kern::runtime {
 namespace {
 
-manifest::Manifest two_vars() {
-  manifest::Manifest m;
+core::Manifest two_vars() {
+  core::Manifest m;
   m.vars["tokens"].max = 2048;
   m.vars["seqs"].max = 256;
   return m;
@@ -40,9 +40,9 @@ TEST(RuntimeVars, AssignChecksNamesAndBounds) {
 }
 
 TEST(RuntimeVars, CompiledExprMatchesCheckedEval) {
-  manifest::Manifest m = two_vars();
+  core::Manifest m = two_vars();
   VarTable t(m);
-  using manifest::Expr;
+  using core::Expr;
   Expr e = Expr::add(Expr::ceil_div(Expr::mul(Expr::variable("tokens"), 5), 4), Expr::variable("seqs"));
   auto c = CompiledExpr::compile(e, t);
   EXPECT_FALSE(c.is_constant());
@@ -52,7 +52,7 @@ TEST(RuntimeVars, CompiledExprMatchesCheckedEval) {
       v[*t.index("tokens")] = tok;
       v[*t.index("seqs")] = s;
       std::map<std::string, std::uint64_t> named{{"tokens", tok}, {"seqs", s}};
-      EXPECT_EQ(*c.eval(v.data()), manifest::eval(e, manifest::lookup_in(named)));
+      EXPECT_EQ(*c.eval(v.data()), core::eval(e, core::lookup_in(named)));
     }
   EXPECT_TRUE(CompiledExpr::constant(5).is_constant());
   EXPECT_THROW(CompiledExpr::compile(Expr::variable("nope"), t), Error);

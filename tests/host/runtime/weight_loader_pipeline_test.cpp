@@ -14,21 +14,17 @@
 #include <random>
 #include <thread>
 
-#include "kern/bind_plan.hpp"
-#include "kern/error.hpp"
+#include "kern/weights/bind_plan.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/weight_loader.hpp"
-#include "kern/safetensors_writer.hpp"
-#include "kern/tensors.hpp"
+#include "kern/weights/safetensors_writer.hpp"
+#include "kern/weights/tensors.hpp"
+
+#include "random_bytes.hpp"
+#include "thrown.hpp"
 
 namespace kern::runtime {
 namespace {
-
-std::vector<std::byte> random_bytes(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::vector<std::byte> out(n);
-  for (auto& b : out) b = static_cast<std::byte>(g() & 0xff);
-  return out;
-}
 
 // Copies each fill out of its slab only when the slab is waited on (like a DMA that has not
 // run yet): a reader writing into a slab before its send finished corrupts the result. Sends
@@ -53,7 +49,7 @@ class DeferredHostSink final : public FillSink {
     const Pending p = *pending_[slab];
     pending_[slab].reset();
     for (const SlabPiece& sp : p.fill->pieces) {
-      const BindCopy& c = targets_[sp.target].copies[sp.piece.copy];
+      const weights::BindCopy& c = targets_[sp.target].copies[sp.piece.copy];
       std::byte* out = dst_[sp.target].data();
       const std::byte* src = p.data + sp.slab_offset;
       if (!sp.piece.strided)
@@ -81,9 +77,9 @@ class DeferredHostSink final : public FillSink {
 // A model-like set of tensors and buffers: whole tensors, row/col slices (strided) and an
 // interleave (strided destination), some tensors bigger than a slab.
 struct Model {
-  HostTensors tensors;
+  weights::HostTensors tensors;
   std::vector<std::pair<std::string, std::uint64_t>> buffers;  // name, bytes
-  std::vector<BindPlan> plans;
+  std::vector<weights::BindPlan> plans;
 
   explicit Model(std::uint64_t seed) {
     add("emb", {300, 64}, seed + 1);   // 38400 bytes (bf16)
@@ -96,14 +92,14 @@ struct Model {
   void add(const std::string& name, std::vector<std::uint64_t> shape, std::uint64_t seed) {
     std::uint64_t n = 2;
     for (auto d : shape) n *= d;
-    tensors.add(name, DType::BF16, std::move(shape), random_bytes(n, seed));
+    tensors.add(name, DType::BF16, std::move(shape), kern::test::random_bytes(n, seed));
     specs.push_back({name, n});
   }
   std::vector<std::pair<std::string, std::uint64_t>> specs;
 };
 
-BindCopy whole(const std::string& tensor, std::uint64_t bytes, std::uint64_t dst = 0) {
-  return BindCopy{BindCopy::Kind::Contiguous, tensor, 0, dst, bytes, 1, bytes, bytes};
+weights::BindCopy whole(const std::string& tensor, std::uint64_t bytes, std::uint64_t dst = 0) {
+  return weights::BindCopy{weights::BindCopy::Kind::Contiguous, tensor, 0, dst, bytes, 1, bytes, bytes};
 }
 
 // Targets covering every copy kind: [emb | norm], a cols slice of big, an interleave of wq/wk
@@ -113,24 +109,24 @@ std::vector<LoadTarget> model_targets(std::vector<std::uint64_t>& sizes) {
   t.push_back({"w_embed_norm", {whole("emb", 38400), whole("norm", 128, 38400)}});
   sizes.push_back(38400 + 128);
   // big [96, 160] bf16 (row 320 bytes): rows [10, 90) cols [16, 144) -> 80 rows x 256 bytes
-  t.push_back({"w_slice", {BindCopy{BindCopy::Kind::Strided, "big", 10 * 320 + 32, 0, 256, 80, 320, 256}}});
+  t.push_back({"w_slice", {weights::BindCopy{weights::BindCopy::Kind::Strided, "big", 10 * 320 + 32, 0, 256, 80, 320, 256}}});
   sizes.push_back(80 * 256);
   // interleave wq / wk in blocks of 8 rows (1024 bytes): 8 blocks each
-  t.push_back({"w_qk", {BindCopy{BindCopy::Kind::Strided, "wq", 0, 0, 1024, 8, 1024, 2048},
-                        BindCopy{BindCopy::Kind::Strided, "wk", 0, 1024, 1024, 8, 1024, 2048}}});
+  t.push_back({"w_qk", {weights::BindCopy{weights::BindCopy::Kind::Strided, "wq", 0, 0, 1024, 8, 1024, 2048},
+                        weights::BindCopy{weights::BindCopy::Kind::Strided, "wk", 0, 1024, 1024, 8, 1024, 2048}}});
   sizes.push_back(16384);
-  t.push_back({"w_rows", {BindCopy{BindCopy::Kind::Contiguous, "emb", 100 * 128, 0, 50 * 128, 1, 50 * 128, 50 * 128}}});
+  t.push_back({"w_rows", {weights::BindCopy{weights::BindCopy::Kind::Contiguous, "emb", 100 * 128, 0, 50 * 128, 1, 50 * 128, 50 * 128}}});
   sizes.push_back(50 * 128);
   return t;
 }
 
 // The single-threaded reference: every copy row by row through Tensors::read.
 std::vector<std::vector<std::byte>> reference(std::span<const LoadTarget> targets, const std::vector<std::uint64_t>& sizes,
-                                              const Tensors& tensors) {
+                                              const weights::Tensors& tensors) {
   std::vector<std::vector<std::byte>> out;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     out.emplace_back(sizes[i], std::byte{0xEE});
-    for (const BindCopy& c : targets[i].copies)
+    for (const weights::BindCopy& c : targets[i].copies)
       for (std::uint64_t r = 0; r < c.height; ++r)
         tensors.read(c.tensor, c.src_offset + r * c.src_pitch, c.width, out[i].data() + c.dst_offset + r * c.dst_pitch);
   }
@@ -149,9 +145,9 @@ struct Slabs {
 };
 
 std::vector<std::vector<std::byte>> run_pipeline(std::span<const LoadTarget> targets, const std::vector<std::uint64_t>& sizes,
-                                                 const Tensors& tensors, const LoadLayout& layout, std::size_t slabs,
+                                                 const weights::Tensors& tensors, const LoadLayout& layout, std::size_t slabs,
                                                  unsigned threads, bool jitter = false, LoadCounters* counters = nullptr) {
-  std::vector<std::vector<BindCopy>> copies;
+  std::vector<std::vector<weights::BindCopy>> copies;
   for (const auto& t : targets) copies.push_back(t.copies);
   const LoadPlan plan = plan_load(copies, layout);
   Slabs s(slabs, layout.slab_bytes);
@@ -208,14 +204,14 @@ class TempFile {
 };
 
 void write_checkpoint(const std::string& path, const Model& m) {
-  std::vector<TensorSpec> specs;
+  std::vector<weights::TensorSpec> specs;
   for (const std::string& name : m.tensors.names()) {
-    const TensorInfo* t = m.tensors.find(name);
+    const weights::TensorInfo* t = m.tensors.find(name);
     specs.push_back({name, t->dtype, t->shape});
   }
-  SafetensorsWriter w(path, specs);
+  weights::SafetensorsWriter w(path, specs);
   for (const auto& s : specs) {
-    const TensorInfo* t = m.tensors.find(s.name);
+    const weights::TensorInfo* t = m.tensors.find(s.name);
     std::vector<std::byte> bytes(t->bytes);
     m.tensors.read(*t, 0, t->bytes, bytes.data());
     w.append(s.name, bytes);
@@ -227,29 +223,18 @@ TEST(WeightLoaderPipeline, SafetensorsFileMatchesHostTensors) {
   Model m(23);
   TempFile file;
   write_checkpoint(file.path(), m);
-  const SafetensorsTensors st = SafetensorsTensors::open(file.path());
+  const weights::SafetensorsTensors st = weights::SafetensorsTensors::open(file.path());
   std::vector<std::uint64_t> sizes;
   const auto targets = model_targets(sizes);
   const auto want = reference(targets, sizes, m.tensors);
   EXPECT_EQ(run_pipeline(targets, sizes, st, LoadLayout{8192, 1500, 512}, 4, 16), want);
 }
 
-template <typename F>
-Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an error";
-  return Error(ErrorKind::Api, "none");
-}
-
 TEST(WeightLoaderPipeline, TruncatedFileIsIoErrorNamingBufferTensorAndFile) {
   Model m(31);
   TempFile file;
   write_checkpoint(file.path(), m);
-  const SafetensorsTensors st = SafetensorsTensors::open(file.path());
+  const weights::SafetensorsTensors st = weights::SafetensorsTensors::open(file.path());
   // The file loses its last 1000 bytes after the header was validated: the tensor stored last
   // ("wq", names sorted: big, emb, norm, wk, wq) is cut short.
   const auto size = std::filesystem::file_size(file.path());
@@ -257,7 +242,7 @@ TEST(WeightLoaderPipeline, TruncatedFileIsIoErrorNamingBufferTensorAndFile) {
   std::vector<std::uint64_t> sizes;
   const auto targets = model_targets(sizes);
   for (unsigned threads : {1u, 16u}) {
-    const Error e = expect_error([&] { run_pipeline(targets, sizes, st, LoadLayout{4096, 512, 64}, 3, threads); });
+    const Error e = kern::test::thrown([&] { run_pipeline(targets, sizes, st, LoadLayout{4096, 512, 64}, 3, threads); });
     EXPECT_EQ(e.root_kind(), ErrorKind::Io) << e.what();
     const std::string what = e.what();
     EXPECT_NE(what.find("buffer w_qk tensor wq"), std::string::npos) << what;
@@ -266,21 +251,21 @@ TEST(WeightLoaderPipeline, TruncatedFileIsIoErrorNamingBufferTensorAndFile) {
 }
 
 // Tensors whose reads of one tensor fail (optionally after a delay, so other threads are busy).
-class FailingTensors final : public Tensors {
+class FailingTensors final : public weights::Tensors {
  public:
-  FailingTensors(const Tensors& inner, std::string bad) : inner_(inner), bad_(std::move(bad)) {}
-  const TensorInfo* find(std::string_view name) const override { return inner_.find(name); }
+  FailingTensors(const weights::Tensors& inner, std::string bad) : inner_(inner), bad_(std::move(bad)) {}
+  const weights::TensorInfo* find(std::string_view name) const override { return inner_.find(name); }
   std::vector<std::string> names() const override { return inner_.names(); }
 
  protected:
-  void read_checked(const TensorInfo& t, std::uint64_t offset, std::uint64_t n, void* dst) const override {
+  void read_checked(const weights::TensorInfo& t, std::uint64_t offset, std::uint64_t n, void* dst) const override {
     if (t.name == bad_) fail(ErrorKind::Io, "injected failure at offset {}", offset);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     inner_.read(t, offset, n, dst);
   }
 
  private:
-  const Tensors& inner_;
+  const weights::Tensors& inner_;
   std::string bad_;
 };
 
@@ -290,7 +275,7 @@ TEST(WeightLoaderPipeline, FailingReadStopsEveryThread) {
   const auto targets = model_targets(sizes);
   const FailingTensors bad(m.tensors, "big");
   for (std::size_t slabs : {1u, 2u, 8u}) {
-    const Error e = expect_error([&] { run_pipeline(targets, sizes, bad, LoadLayout{4096, 512, 64}, slabs, 16); });
+    const Error e = kern::test::thrown([&] { run_pipeline(targets, sizes, bad, LoadLayout{4096, 512, 64}, slabs, 16); });
     EXPECT_EQ(e.root_kind(), ErrorKind::Io);
     const std::string what = e.what();
     EXPECT_NE(what.find("buffer w_slice tensor big"), std::string::npos) << what;
@@ -311,12 +296,12 @@ TEST(WeightLoaderPipeline, FailingSinkStopsReadersAndIsReported) {
   Model m(8);
   std::vector<std::uint64_t> sizes;
   const auto targets = model_targets(sizes);
-  std::vector<std::vector<BindCopy>> copies;
+  std::vector<std::vector<weights::BindCopy>> copies;
   for (const auto& t : targets) copies.push_back(t.copies);
   const LoadPlan plan = plan_load(copies, LoadLayout{4096, 512, 64});
   Slabs s(2, 4096);
   ThrowingSink sink;
-  const Error e = expect_error([&] { run_load_pipeline(plan, targets, m.tensors, s.ptrs, 4096, 16, sink); });
+  const Error e = kern::test::thrown([&] { run_load_pipeline(plan, targets, m.tensors, s.ptrs, 4096, 16, sink); });
   EXPECT_EQ(e.root_kind(), ErrorKind::Cuda);
   EXPECT_NE(std::string(e.what()).find("slab fill 2"), std::string::npos) << e.what();
   EXPECT_EQ(sink.sent, 2);
@@ -327,19 +312,19 @@ TEST(WeightLoaderPipeline, MisuseIsRejectedBeforeAnyThreadStarts) {
   Model m(1);
   std::vector<std::uint64_t> sizes;
   auto targets = model_targets(sizes);
-  std::vector<std::vector<BindCopy>> copies;
+  std::vector<std::vector<weights::BindCopy>> copies;
   for (const auto& t : targets) copies.push_back(t.copies);
   const LoadPlan plan = plan_load(copies, LoadLayout{4096, 512, 64});
   std::vector<std::vector<std::byte>> out;
   DeferredHostSink sink(targets, out, false);
   Slabs small(2, 1024);
-  EXPECT_EQ(expect_error([&] { run_load_pipeline(plan, targets, m.tensors, small.ptrs, 1024, 4, sink); }).kind(),
+  EXPECT_EQ(kern::test::thrown([&] { run_load_pipeline(plan, targets, m.tensors, small.ptrs, 1024, 4, sink); }).kind(),
             ErrorKind::Api);
   Slabs ok(2, 4096);
-  EXPECT_EQ(expect_error([&] { run_load_pipeline(plan, targets, m.tensors, ok.ptrs, 4096, 0, sink); }).kind(),
+  EXPECT_EQ(kern::test::thrown([&] { run_load_pipeline(plan, targets, m.tensors, ok.ptrs, 4096, 0, sink); }).kind(),
             ErrorKind::Api);
-  HostTensors missing;
-  const Error e = expect_error([&] { run_load_pipeline(plan, targets, missing, ok.ptrs, 4096, 4, sink); });
+  weights::HostTensors missing;
+  const Error e = kern::test::thrown([&] { run_load_pipeline(plan, targets, missing, ok.ptrs, 4096, 4, sink); });
   EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact);
   EXPECT_NE(std::string(e.what()).find("buffer w_embed_norm: tensor emb"), std::string::npos) << e.what();
   EXPECT_EQ(sink.sends, 0u);

@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "kern/error.hpp"
+#include "kern/base/error.hpp"
 #include "kern/runtime/staging.hpp"
 #include "bind_copies.hpp"
 #include "kern/runtime/weight_loader.hpp"
@@ -20,11 +20,11 @@ using test_copies::strided;
 // Per target: for every destination byte, the source offset that lands there (-1: none).
 using Image = std::vector<std::vector<std::int64_t>>;
 
-Image expected(const std::vector<std::vector<BindCopy>>& targets, const std::vector<std::uint64_t>& sizes) {
+Image expected(const std::vector<std::vector<weights::BindCopy>>& targets, const std::vector<std::uint64_t>& sizes) {
   Image out;
   for (std::size_t t = 0; t < targets.size(); ++t) {
     out.emplace_back(sizes[t], -1);
-    for (const BindCopy& c : targets[t])
+    for (const weights::BindCopy& c : targets[t])
       for (std::uint64_t r = 0; r < c.height; ++r)
         for (std::uint64_t b = 0; b < c.width; ++b)
           out[t][c.dst_offset + r * c.dst_pitch + b] = static_cast<std::int64_t>(c.src_offset + r * c.src_pitch + b);
@@ -34,7 +34,7 @@ Image expected(const std::vector<std::vector<BindCopy>>& targets, const std::vec
 
 // Executes the plan symbolically: reads put source offsets into a slab image, pieces move them
 // to destinations the way the device sink does. Checks the plan's structural promises on the way.
-Image simulate(const LoadPlan& plan, const std::vector<std::vector<BindCopy>>& targets,
+Image simulate(const LoadPlan& plan, const std::vector<std::vector<weights::BindCopy>>& targets,
                const std::vector<std::uint64_t>& sizes) {
   Image out;
   for (std::uint64_t n : sizes) out.emplace_back(n, -1);
@@ -66,7 +66,7 @@ Image simulate(const LoadPlan& plan, const std::vector<std::vector<BindCopy>>& t
       last = at;
       for (std::uint64_t b = 0; b < sp.piece.bytes; ++b)
         EXPECT_EQ(written[sp.slab_offset + b], 1) << "slab byte read " << written[sp.slab_offset + b] << " times";
-      const BindCopy& c = targets[sp.target][sp.piece.copy];
+      const weights::BindCopy& c = targets[sp.target][sp.piece.copy];
       const StagingPiece& p = sp.piece;
       auto put = [&](std::uint64_t dst, std::uint64_t slab_at) {
         auto& slot = out[sp.target].at(dst);
@@ -86,7 +86,7 @@ Image simulate(const LoadPlan& plan, const std::vector<std::vector<BindCopy>>& t
 }
 
 TEST(WeightLoaderPlan, SmallPiecesShareAFillAndAlign) {
-  std::vector<std::vector<BindCopy>> targets{{contiguous(0, 0, 10), contiguous(50, 10, 10)}, {contiguous(0, 0, 30)}};
+  std::vector<std::vector<weights::BindCopy>> targets{{contiguous(0, 0, 10), contiguous(50, 10, 10)}, {contiguous(0, 0, 30)}};
   LoadLayout layout{128, 16, 32};
   const LoadPlan plan = plan_load(targets, layout);
   ASSERT_EQ(plan.fills.size(), 1u);
@@ -102,7 +102,7 @@ TEST(WeightLoaderPlan, SmallPiecesShareAFillAndAlign) {
 }
 
 TEST(WeightLoaderPlan, TensorSpanningSeveralSlabs) {
-  std::vector<std::vector<BindCopy>> targets{{contiguous(7, 0, 1000)}};
+  std::vector<std::vector<weights::BindCopy>> targets{{contiguous(7, 0, 1000)}};
   const LoadPlan plan = plan_load(targets, LoadLayout{256, 100, 1});
   ASSERT_EQ(plan.fills.size(), 4u);
   EXPECT_EQ(plan.fills[3].bytes, 1000u - 3 * 256);
@@ -112,7 +112,7 @@ TEST(WeightLoaderPlan, TensorSpanningSeveralSlabs) {
 
 TEST(WeightLoaderPlan, PieceThatDoesNotFitStartsANewFill) {
   // 200 + (align 64 -> 256) would pass the 300-byte slab: the second copy opens fill 1.
-  std::vector<std::vector<BindCopy>> targets{{contiguous(0, 0, 200), contiguous(1000, 200, 100)}};
+  std::vector<std::vector<weights::BindCopy>> targets{{contiguous(0, 0, 200), contiguous(1000, 200, 100)}};
   const LoadPlan plan = plan_load(targets, LoadLayout{300, 1000, 64});
   ASSERT_EQ(plan.fills.size(), 2u);
   EXPECT_EQ(plan.fills[1].pieces[0].slab_offset, 0u);
@@ -121,7 +121,7 @@ TEST(WeightLoaderPlan, PieceThatDoesNotFitStartsANewFill) {
 
 TEST(WeightLoaderPlan, StridedSpansReadWhole) {
   // rows of 16 bytes 64 apart, into a buffer 48 bytes per row (interleave-like dst pitch)
-  std::vector<std::vector<BindCopy>> targets{{strided(32, 0, 16, 10, 64, 48), strided(0, 16, 32, 10, 32, 48)}};
+  std::vector<std::vector<weights::BindCopy>> targets{{strided(32, 0, 16, 10, 64, 48), strided(0, 16, 32, 10, 32, 48)}};
   const LoadPlan plan = plan_load(targets, LoadLayout{200, 50, 8});
   EXPECT_EQ(plan.payload_bytes, 480u);
   // A: pieces of 3,3,3,1 rows (spans 144,144,144,16); B: 6 and 4 rows (192, 128): gaps are read too
@@ -132,11 +132,11 @@ TEST(WeightLoaderPlan, StridedSpansReadWhole) {
 TEST(WeightLoaderPlan, RandomPlansCoverExactly) {
   std::mt19937_64 g(7);
   for (int trial = 0; trial < 300; ++trial) {
-    std::vector<std::vector<BindCopy>> targets;
+    std::vector<std::vector<weights::BindCopy>> targets;
     std::vector<std::uint64_t> sizes;
     const int nt = 1 + static_cast<int>(g() % 4);
     for (int t = 0; t < nt; ++t) {
-      std::vector<BindCopy> copies;
+      std::vector<weights::BindCopy> copies;
       std::uint64_t dst = 0;
       const int n = static_cast<int>(g() % 4);  // a target may have no staged copies
       for (int i = 0; i < n; ++i) {
@@ -168,12 +168,12 @@ TEST(WeightLoaderPlan, RandomPlansCoverExactly) {
 }
 
 TEST(WeightLoaderPlan, EmptyTargetsGiveNoFills) {
-  std::vector<std::vector<BindCopy>> targets{{}, {}};
+  std::vector<std::vector<weights::BindCopy>> targets{{}, {}};
   EXPECT_TRUE(plan_load(targets, LoadLayout{}).fills.empty());
 }
 
 TEST(WeightLoaderPlan, UnusableLayoutsAreApiErrors) {
-  std::vector<std::vector<BindCopy>> targets{{contiguous(0, 0, 10)}};
+  std::vector<std::vector<weights::BindCopy>> targets{{contiguous(0, 0, 10)}};
   for (const LoadLayout& bad : {LoadLayout{0, 1, 1}, LoadLayout{64, 0, 1}, LoadLayout{64, 8, 3}, LoadLayout{64, 8, 128},
                                 LoadLayout{64, 8, 0}}) {
     try {

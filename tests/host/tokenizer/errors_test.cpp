@@ -1,7 +1,7 @@
 // tokenizer.json files kern cannot honour are refused with a precise WeightArtifact error.
 #include <gtest/gtest.h>
 
-#include "kern/tokenizer.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 #include "tiny_tokenizer.hpp"
 
 namespace kern::test {
@@ -10,7 +10,7 @@ namespace {
 // Loading `text` must fail with WeightArtifact and a message containing every `needles`.
 void expect_refused(const std::string& text, std::initializer_list<std::string> needles) {
   try {
-    Tokenizer::from_json(text, "bad.json");
+    tokenizer::Tokenizer::from_json(text, "bad.json");
     ADD_FAILURE() << "accepted: " << text.substr(0, 200);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact) << e.what();
@@ -20,7 +20,7 @@ void expect_refused(const std::string& text, std::initializer_list<std::string> 
 
 void expect_refused(const Json& doc, std::initializer_list<std::string> needles) { expect_refused(doc.dump(), needles); }
 
-TEST(TokenizerErrors, BaselineLoads) { EXPECT_NO_THROW(Tokenizer::from_json(tiny_tokenizer({{"a", "b"}}).dump())); }
+TEST(TokenizerErrors, BaselineLoads) { EXPECT_NO_THROW(tokenizer::Tokenizer::from_json(tiny_tokenizer({{"a", "b"}}).dump())); }
 
 TEST(TokenizerErrors, MalformedJson) {
   expect_refused(std::string("{\"model\": "), {"bad.json"});
@@ -109,7 +109,7 @@ TEST(TokenizerErrors, BrokenAddedTokens) {
 
 TEST(TokenizerErrors, MissingFileIsAnIoError) {
   try {
-    Tokenizer::from_file("/nonexistent/kern/tokenizer.json");
+    tokenizer::Tokenizer::from_file("/nonexistent/kern/tokenizer.json");
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <string>
 
-#include "kern/file.hpp"
-#include "kern/json.hpp"
-#include "kern/tokenizer.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/tokenizer/tokenizer.hpp"
 
 namespace kern::test {
 
@@ -18,10 +18,10 @@ inline std::string qwen3_tokenizer_path() {
 }
 
 // Loaded once per test binary; nullptr (after ADD_FAILURE) when setup was not run.
-inline const Tokenizer* qwen3() {
-  static const Tokenizer* loaded = [] () -> const Tokenizer* {
+inline const tokenizer::Tokenizer* qwen3() {
+  static const tokenizer::Tokenizer* loaded = [] () -> const tokenizer::Tokenizer* {
     if (!std::filesystem::exists(qwen3_tokenizer_path())) return nullptr;
-    return new Tokenizer(Tokenizer::from_file(qwen3_tokenizer_path()));
+    return new tokenizer::Tokenizer(tokenizer::Tokenizer::from_file(qwen3_tokenizer_path()));
   }();
   if (!loaded) {
     ADD_FAILURE() << "Qwen3 tokenizer.json not found at " << qwen3_tokenizer_path()
@@ -37,10 +37,10 @@ inline const Json& qwen3_reference() {
   return doc;
 }
 
-inline std::vector<TokenId> ids_of(const Json& j) { return j.get<std::vector<TokenId>>(); }
+inline std::vector<tokenizer::TokenId> ids_of(const Json& j) { return j.get<std::vector<tokenizer::TokenId>>(); }
 
 }  // namespace kern::test
 
 #define KERN_REQUIRE_QWEN3(tok)      \
-  const ::kern::Tokenizer* tok = ::kern::test::qwen3(); \
+  const ::kern::tokenizer::Tokenizer* tok = ::kern::test::qwen3(); \
   if (!tok) return

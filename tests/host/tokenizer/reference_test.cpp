@@ -10,7 +10,7 @@
 namespace kern::test {
 namespace {
 
-std::string show_ids(const std::vector<TokenId>& ids) {
+std::string show_ids(const std::vector<tokenizer::TokenId>& ids) {
   std::ostringstream s;
   s << "[";
   for (std::size_t i = 0; i < ids.size(); ++i) s << (i ? " " : "") << ids[i];
@@ -39,8 +39,8 @@ TEST(TokenizerReference, IdsMatchHuggingFaceExactly) {
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const std::string& text = cases[i]["text"].get_ref<const std::string&>();
-    const std::vector<TokenId> want = ids_of(cases[i]["ids"]);
-    const std::vector<TokenId> got = tok->encode(text);
+    const std::vector<tokenizer::TokenId> want = ids_of(cases[i]["ids"]);
+    const std::vector<tokenizer::TokenId> got = tok->encode(text);
     if (got != want && ++mismatches <= 20) {
       ADD_FAILURE() << "case " << i << " text " << testing::PrintToString(text) << "\n  HF:   " << show_ids(want)
                     << "\n  kern: " << show_ids(got);
@@ -71,7 +71,7 @@ TEST(TokenizerReference, DecodeMatchesHuggingFaceIncludingBrokenUtf8) {
   ASSERT_GE(decodes.size(), 500u);
   std::size_t with_replacement = 0, bad = 0;
   for (std::size_t i = 0; i < decodes.size(); ++i) {
-    const std::vector<TokenId> ids = ids_of(decodes[i]["ids"]);
+    const std::vector<tokenizer::TokenId> ids = ids_of(decodes[i]["ids"]);
     const std::string& want = decodes[i]["text"].get_ref<const std::string&>();
     const std::string& want_skip = decodes[i]["text_skip_special"].get_ref<const std::string&>();
     if (want.find("\xEF\xBF\xBD") != std::string::npos) ++with_replacement;

@@ -6,8 +6,8 @@
 namespace kern::test {
 namespace {
 
-std::vector<TokenId> cat(std::initializer_list<std::vector<TokenId>> parts) {
-  std::vector<TokenId> out;
+std::vector<tokenizer::TokenId> cat(std::initializer_list<std::vector<tokenizer::TokenId>> parts) {
+  std::vector<tokenizer::TokenId> out;
   for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
   return out;
 }
@@ -18,7 +18,7 @@ TEST(TokenizerSpecial, LookupByContent) {
   EXPECT_EQ(tok->token_id("<|im_start|>"), 151644);
   EXPECT_EQ(tok->require_token_id("<|im_end|>"), 151645);
   EXPECT_TRUE(tok->is_special(151645));
-  const TokenId tool = tok->require_token_id("<tool_call>");
+  const tokenizer::TokenId tool = tok->require_token_id("<tool_call>");
   EXPECT_FALSE(tok->is_special(tool));  // added but not special
   EXPECT_TRUE(tok->contains(tool));
   EXPECT_EQ(tok->token_id("hello"), tok->encode("hello").front());  // model tokens by their bytes
@@ -37,35 +37,35 @@ TEST(TokenizerSpecial, LookupByContent) {
 
 TEST(TokenizerSpecial, MatchedBeforeSplittingAnywhereInText) {
   KERN_REQUIRE_QWEN3(tok);
-  const TokenId start = 151644, end = 151645, eot = 151643;
+  const tokenizer::TokenId start = 151644, end = 151645, eot = 151643;
   EXPECT_EQ(tok->encode("<|im_start|>user\nhi<|im_end|>"), cat({{start}, tok->encode("user\nhi"), {end}}));
   EXPECT_EQ(tok->encode("abc<|endoftext|>def"), cat({tok->encode("abc"), {eot}, tok->encode("def")}));
-  EXPECT_EQ(tok->encode("<|im_end|><|im_end|>"), (std::vector<TokenId>{end, end}));
+  EXPECT_EQ(tok->encode("<|im_end|><|im_end|>"), (std::vector<tokenizer::TokenId>{end, end}));
   EXPECT_EQ(tok->encode(" <|im_end|> "), cat({tok->encode(" "), {end}, tok->encode(" ")}));  // no stripping
-  const TokenId tool = tok->require_token_id("<tool_call>");
+  const tokenizer::TokenId tool = tok->require_token_id("<tool_call>");
   EXPECT_EQ(tok->encode("x<tool_call>y"), cat({tok->encode("x"), {tool}, tok->encode("y")}));
 }
 
 TEST(TokenizerSpecial, NearMissesAreOrdinaryText) {
   KERN_REQUIRE_QWEN3(tok);
   for (const char* text : {"<|im_end|", "<|im_end |>", "<|IM_END|>", "< |im_end|>", "|im_end|>"}) {
-    for (TokenId id : tok->encode(text)) EXPECT_LT(id, 151643) << text;
+    for (tokenizer::TokenId id : tok->encode(text)) EXPECT_LT(id, 151643) << text;
   }
 }
 
 TEST(TokenizerSpecial, DecodeCanSkipSpecialButNotOtherAddedTokens) {
   KERN_REQUIRE_QWEN3(tok);
   const std::string text = "<|im_start|>assistant\n<tool_call>{}</tool_call><|im_end|>";
-  const std::vector<TokenId> ids = tok->encode(text);
+  const std::vector<tokenizer::TokenId> ids = tok->encode(text);
   EXPECT_EQ(tok->decode(ids), text);
   EXPECT_EQ(tok->decode(ids, {.skip_special_tokens = true}), "assistant\n<tool_call>{}</tool_call>");
 }
 
 TEST(TokenizerSpecial, BadCallerInputIsAnApiError) {
   KERN_REQUIRE_QWEN3(tok);
-  const std::vector<TokenId> unknown{1, static_cast<TokenId>(tok->vocab_size())};
+  const std::vector<tokenizer::TokenId> unknown{1, static_cast<tokenizer::TokenId>(tok->vocab_size())};
   EXPECT_THROW(tok->decode(unknown), Error);
-  const std::vector<TokenId> negative{-1};
+  const std::vector<tokenizer::TokenId> negative{-1};
   try {
     tok->decode(negative);
     FAIL() << "expected an error";

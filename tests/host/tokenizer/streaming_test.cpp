@@ -14,15 +14,15 @@ TEST(TokenizerStreaming, RandomSplitsEmitValidUtf8AndConcatenateToDecode) {
   const Json& ref = qwen3_reference();
   std::mt19937 rng(0x5eed);
   std::size_t held_somewhere = 0, runs = 0;
-  auto check = [&](const std::vector<TokenId>& ids, std::size_t index) {
+  auto check = [&](const std::vector<tokenizer::TokenId>& ids, std::size_t index) {
     const std::string want = tok->decode(ids);
     for (int trial = 0; trial < 3; ++trial) {
-      StreamingDecoder stream(*tok);
+      tokenizer::StreamingDecoder stream(*tok);
       std::string got;
       std::size_t at = 0;
       while (at < ids.size()) {
         const std::size_t n = std::min<std::size_t>(ids.size() - at, 1 + rng() % (trial == 0 ? 1 : 5));
-        const std::string piece = stream.push(std::span<const TokenId>(ids.data() + at, n));
+        const std::string piece = stream.push(std::span<const tokenizer::TokenId>(ids.data() + at, n));
         at += n;
         ASSERT_FALSE(tokenizer::first_invalid_utf8(piece).has_value()) << "case " << index;
         if (stream.pending_bytes() > 0) ++held_somewhere;
@@ -47,10 +47,10 @@ TEST(TokenizerStreaming, RandomSplitsEmitValidUtf8AndConcatenateToDecode) {
 TEST(TokenizerStreaming, HoldsAnEmojiUntilItsLastByte) {
   KERN_REQUIRE_QWEN3(tok);
   const std::string emoji = "\xF0\x9F\xA6\x80";  // 🦀, four bytes
-  StreamingDecoder stream(*tok);
+  tokenizer::StreamingDecoder stream(*tok);
   std::string out;
   for (int i = 0; i < 3; ++i) {
-    const TokenId byte_token = tok->require_token_id(emoji.substr(static_cast<std::size_t>(i), 1));
+    const tokenizer::TokenId byte_token = tok->require_token_id(emoji.substr(static_cast<std::size_t>(i), 1));
     EXPECT_EQ(stream.push(byte_token), "");
     EXPECT_EQ(stream.pending_bytes(), static_cast<std::size_t>(i + 1));
   }
@@ -63,9 +63,9 @@ TEST(TokenizerStreaming, HoldsAnEmojiUntilItsLastByte) {
 
 TEST(TokenizerStreaming, UnknownIdThrowsAndKeepsState) {
   KERN_REQUIRE_QWEN3(tok);
-  StreamingDecoder stream(*tok);
+  tokenizer::StreamingDecoder stream(*tok);
   EXPECT_EQ(stream.push(tok->require_token_id("\xE4")), "");
-  EXPECT_THROW(stream.push(static_cast<TokenId>(tok->vocab_size())), Error);
+  EXPECT_THROW(stream.push(static_cast<tokenizer::TokenId>(tok->vocab_size())), Error);
   EXPECT_EQ(stream.pending_bytes(), 1u);
   EXPECT_EQ(stream.push(tok->require_token_id("\xBD")), "");
   EXPECT_EQ(stream.push(tok->require_token_id("\xA0")), "\xE4\xBD\xA0");  // 你

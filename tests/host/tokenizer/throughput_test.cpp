@@ -22,10 +22,10 @@ TEST(TokenizerThroughput, EncodeOneMegabyteOfMixedText) {
   using Clock = std::chrono::steady_clock;
   const std::clock_t c0 = std::clock();
   const auto t0 = Clock::now();
-  const std::vector<TokenId> ids = tok->encode(text);  // cold word cache
+  const std::vector<tokenizer::TokenId> ids = tok->encode(text);  // cold word cache
   const auto t1 = Clock::now();
   const std::clock_t c1 = std::clock();
-  const std::vector<TokenId> again = tok->encode(text);  // warm word cache
+  const std::vector<tokenizer::TokenId> again = tok->encode(text);  // warm word cache
   const auto t2 = Clock::now();
   const double cpu = static_cast<double>(c1 - c0) / CLOCKS_PER_SEC;
   const double mb = static_cast<double>(text.size()) / 1e6;

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kern/json.hpp"
+#include "kern/base/json.hpp"
 #include "tokenizer/byte_level.hpp"
 
 namespace kern::test {

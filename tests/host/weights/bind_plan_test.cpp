@@ -3,25 +3,19 @@
 #include <cstring>
 #include <random>
 
-#include "kern/bind_plan.hpp"
-#include "kern/error.hpp"
-#include "kern/safetensors_writer.hpp"
+#include "kern/weights/bind_plan.hpp"
+#include "kern/base/error.hpp"
+#include "kern/weights/safetensors_writer.hpp"
+#include "random_bytes.hpp"
 #include "temp_dir.hpp"
 
 using namespace kern;
-using manifest::BindSegment;
-using manifest::Range;
-using manifest::RangeRef;
-using manifest::TensorRef;
+using core::BindSegment;
+using core::Range;
+using core::RangeRef;
+using core::TensorRef;
 
 namespace {
-
-std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> out(n);
-  for (auto& b : out) b = static_cast<std::byte>(rng() & 0xff);
-  return out;
-}
 
 TensorRef named(std::string name) { return TensorRef{std::move(name), {}, {}}; }
 TensorRef per_rank(std::string group, std::vector<std::string> names) { return TensorRef{{}, std::move(group), std::move(names)}; }
@@ -32,35 +26,35 @@ BindSegment whole(std::string t) { return BindSegment{named(std::move(t)), {}, {
 BindSegment rows(std::string t, std::uint64_t a, std::uint64_t b) { return BindSegment{named(std::move(t)), range(a, b), {}, {}}; }
 BindSegment cols(std::string t, std::uint64_t a, std::uint64_t b) { return BindSegment{named(std::move(t)), {}, range(a, b), {}}; }
 BindSegment interleave(std::string a, std::string b, std::uint64_t n) {
-  return BindSegment{named(std::move(a)), {}, {}, manifest::Interleave{named(std::move(b)), n}};
+  return BindSegment{named(std::move(a)), {}, {}, core::Interleave{named(std::move(b)), n}};
 }
 
-manifest::Buffer weight(DType dtype, std::vector<BindSegment> bind) {
-  manifest::Buffer b;
+core::Buffer weight(DType dtype, std::vector<BindSegment> bind) {
+  core::Buffer b;
   b.dtype = dtype;
-  b.kind = manifest::BufferKind::Weight;
+  b.kind = core::BufferKind::Weight;
   b.bind = std::move(bind);
   return b;
 }
 
 // Tensors with random contents; shapes as given.
 struct Fixture {
-  HostTensors tensors;
+  weights::HostTensors tensors;
   std::uint32_t seed = 100;
   void add(const std::string& name, DType dtype, std::vector<std::uint64_t> shape) {
     std::uint64_t n = dtype_size(dtype);
     for (auto d : shape) n *= d;
-    tensors.add(name, dtype, std::move(shape), random_bytes(n, seed++));
+    tensors.add(name, dtype, std::move(shape), test::random_bytes(n, seed++));
   }
 };
 
 // The test's own executor: reads host tensors through their pointers and checks every
 // destination byte is written exactly once.
-std::vector<std::byte> execute(const BindPlan& plan, const HostTensors& tensors) {
+std::vector<std::byte> execute(const weights::BindPlan& plan, const weights::HostTensors& tensors) {
   std::vector<std::byte> out(plan.buffer_bytes);
   std::vector<int> writes(plan.buffer_bytes, 0);
   for (const auto& c : plan.copies) {
-    const TensorInfo* t = tensors.find(c.tensor);
+    const weights::TensorInfo* t = tensors.find(c.tensor);
     EXPECT_NE(t, nullptr) << c.tensor;
     if (t == nullptr) continue;
     for (std::uint64_t r = 0; r < c.height; ++r) {
@@ -81,21 +75,21 @@ std::vector<std::byte> execute(const BindPlan& plan, const HostTensors& tensors)
 
 // Independent reference: element by element from the semantics.
 struct Reference {
-  const HostTensors& tensors;
+  const weights::HostTensors& tensors;
   std::vector<std::byte> out;
-  static std::pair<std::uint64_t, std::uint64_t> matrix(const TensorInfo& t) {
+  static std::pair<std::uint64_t, std::uint64_t> matrix(const weights::TensorInfo& t) {
     std::uint64_t r = t.shape.empty() ? 1 : t.shape[0], c = 1;
     for (std::size_t i = 1; i < t.shape.size(); ++i) c *= t.shape[i];
     return {r, c};
   }
-  void element(const TensorInfo& t, std::uint64_t row, std::uint64_t col) {
+  void element(const weights::TensorInfo& t, std::uint64_t row, std::uint64_t col) {
     const auto [r, c] = matrix(t);
     const std::uint64_t es = dtype_size(t.dtype);
     const std::byte* p = t.location.host + (row * c + col) * es;
     out.insert(out.end(), p, p + es);
   }
   void slice(const std::string& name, std::uint64_t r0, std::uint64_t r1, std::uint64_t c0, std::uint64_t c1) {
-    const TensorInfo& t = *tensors.find(name);
+    const weights::TensorInfo& t = *tensors.find(name);
     for (std::uint64_t r = r0; r < r1; ++r)
       for (std::uint64_t c = c0; c < c1; ++c) element(t, r, c);
   }
@@ -112,10 +106,10 @@ struct Reference {
   }
 };
 
-std::string plan_error(const manifest::Buffer& buf, std::uint64_t bytes, const Tensors& t,
+std::string plan_error(const core::Buffer& buf, std::uint64_t bytes, const weights::Tensors& t,
                        const std::map<std::string, std::uint32_t>& ranks = {}, ErrorKind kind = ErrorKind::WeightArtifact) {
   try {
-    plan_bind("w", buf, bytes, t, ranks);
+    weights::plan_bind("w", buf, bytes, t, ranks);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), kind) << e.what();
     return e.message();
@@ -132,10 +126,10 @@ TEST(BindPlan, WholeTensorsAreContiguousCopiesEndToEnd) {
   Fixture f;
   f.add("a", DType::BF16, {4, 6});
   f.add("b", DType::BF16, {10});
-  const auto plan = plan_bind("w", weight(DType::BF16, {whole("a"), whole("b")}), 68, f.tensors, {});
+  const auto plan = weights::plan_bind("w", weight(DType::BF16, {whole("a"), whole("b")}), 68, f.tensors, {});
   ASSERT_EQ(plan.copies.size(), 2u);
-  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Contiguous, "a", 0, 0, 48, 1, 48, 48}));
-  EXPECT_EQ(plan.copies[1], (BindCopy{BindCopy::Kind::Contiguous, "b", 0, 48, 20, 1, 20, 20}));
+  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Contiguous, "a", 0, 0, 48, 1, 48, 48}));
+  EXPECT_EQ(plan.copies[1], (weights::BindCopy{weights::BindCopy::Kind::Contiguous, "b", 0, 48, 20, 1, 20, 20}));
   EXPECT_EQ(plan.tensors(), (std::vector<std::string>{"a", "b"}));
   Reference ref{f.tensors, {}};
   ref.whole("a");
@@ -146,9 +140,9 @@ TEST(BindPlan, WholeTensorsAreContiguousCopiesEndToEnd) {
 TEST(BindPlan, RowSliceIsOneContiguousCopy) {
   Fixture f;
   f.add("a", DType::F32, {5, 2, 3});  // matrix [5, 6]
-  const auto plan = plan_bind("w", weight(DType::F32, {rows("a", 1, 4)}), 72, f.tensors, {});
+  const auto plan = weights::plan_bind("w", weight(DType::F32, {rows("a", 1, 4)}), 72, f.tensors, {});
   ASSERT_EQ(plan.copies.size(), 1u);
-  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Contiguous, "a", 24, 0, 72, 1, 72, 72}));
+  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Contiguous, "a", 24, 0, 72, 1, 72, 72}));
   Reference ref{f.tensors, {}};
   ref.slice("a", 1, 4, 0, 6);
   EXPECT_EQ(execute(plan, f.tensors), ref.out);
@@ -157,17 +151,17 @@ TEST(BindPlan, RowSliceIsOneContiguousCopy) {
 TEST(BindPlan, ColumnSliceIsOneStridedCopy) {
   Fixture f;
   f.add("a", DType::BF16, {4, 6});
-  const auto plan = plan_bind("w", weight(DType::BF16, {cols("a", 2, 5)}), 24, f.tensors, {});
+  const auto plan = weights::plan_bind("w", weight(DType::BF16, {cols("a", 2, 5)}), 24, f.tensors, {});
   ASSERT_EQ(plan.copies.size(), 1u);
-  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Strided, "a", 4, 0, 6, 4, 12, 6}));
+  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Strided, "a", 4, 0, 6, 4, 12, 6}));
   Reference ref{f.tensors, {}};
   ref.slice("a", 0, 4, 2, 5);
   EXPECT_EQ(execute(plan, f.tensors), ref.out);
   // rows and cols together: a 2-D block starting inside the tensor.
   BindSegment both{named("a"), range(1, 3), range(1, 4), {}};
-  const auto plan2 = plan_bind("w", weight(DType::BF16, {both}), 12, f.tensors, {});
+  const auto plan2 = weights::plan_bind("w", weight(DType::BF16, {both}), 12, f.tensors, {});
   ASSERT_EQ(plan2.copies.size(), 1u);
-  EXPECT_EQ(plan2.copies[0], (BindCopy{BindCopy::Kind::Strided, "a", 14, 0, 6, 2, 12, 6}));
+  EXPECT_EQ(plan2.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Strided, "a", 14, 0, 6, 2, 12, 6}));
   Reference ref2{f.tensors, {}};
   ref2.slice("a", 1, 3, 1, 4);
   EXPECT_EQ(execute(plan2, f.tensors), ref2.out);
@@ -177,17 +171,17 @@ TEST(BindPlan, InterleaveAlternatesRowBlocks) {
   Fixture f;
   f.add("gate", DType::F16, {6, 4});
   f.add("up", DType::F16, {6, 4});
-  const auto plan = plan_bind("w", weight(DType::F16, {interleave("gate", "up", 2)}), 96, f.tensors, {});
+  const auto plan = weights::plan_bind("w", weight(DType::F16, {interleave("gate", "up", 2)}), 96, f.tensors, {});
   ASSERT_EQ(plan.copies.size(), 2u);
-  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Strided, "gate", 0, 0, 16, 3, 16, 32}));
-  EXPECT_EQ(plan.copies[1], (BindCopy{BindCopy::Kind::Strided, "up", 0, 16, 16, 3, 16, 32}));
+  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Strided, "gate", 0, 0, 16, 3, 16, 32}));
+  EXPECT_EQ(plan.copies[1], (weights::BindCopy{weights::BindCopy::Kind::Strided, "up", 0, 16, 16, 3, 16, 32}));
   Reference ref{f.tensors, {}};
   ref.interleave("gate", "up", 2);
   EXPECT_EQ(execute(plan, f.tensors), ref.out);
   // One block each: plain concatenation.
-  const auto plan6 = plan_bind("w", weight(DType::F16, {interleave("gate", "up", 6)}), 96, f.tensors, {});
+  const auto plan6 = weights::plan_bind("w", weight(DType::F16, {interleave("gate", "up", 6)}), 96, f.tensors, {});
   ASSERT_EQ(plan6.copies.size(), 2u);
-  EXPECT_EQ(plan6.copies[0].kind, BindCopy::Kind::Contiguous);
+  EXPECT_EQ(plan6.copies[0].kind, weights::BindCopy::Kind::Contiguous);
   EXPECT_EQ(plan6.copies[1].dst_offset, 48u);
 }
 
@@ -201,7 +195,7 @@ TEST(BindPlan, PerRankTensorAndRangeSelection) {
   BindSegment row_shard{named("o"), range_per_rank("tp", {Range{0, 2}, Range{2, 4}}), {}, {}};
   const auto buf = weight(DType::BF16, {by_rank, col_shard, row_shard});
   for (std::uint32_t rank : {0u, 1u}) {
-    const auto plan = plan_bind("w", buf, 64 + 32 + 32, f.tensors, {{"tp", rank}});
+    const auto plan = weights::plan_bind("w", buf, 64 + 32 + 32, f.tensors, {{"tp", rank}});
     Reference ref{f.tensors, {}};
     ref.whole(rank == 0 ? "q.0" : "q.1");
     ref.slice("o", 0, 4, rank * 4, rank * 4 + 4);
@@ -219,11 +213,11 @@ TEST(BindPlan, PerRankTensorAndRangeSelection) {
 TEST(BindPlan, AdjacentSlicesOfOneTensorMerge) {
   Fixture f;
   f.add("a", DType::U8, {6, 5});
-  const auto plan = plan_bind("w", weight(DType::U8, {rows("a", 0, 2), rows("a", 2, 6)}), 30, f.tensors, {});
+  const auto plan = weights::plan_bind("w", weight(DType::U8, {rows("a", 0, 2), rows("a", 2, 6)}), 30, f.tensors, {});
   ASSERT_EQ(plan.copies.size(), 1u);
-  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Contiguous, "a", 0, 0, 30, 1, 30, 30}));
+  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Contiguous, "a", 0, 0, 30, 1, 30, 30}));
   // Not adjacent in the source: two copies.
-  const auto plan2 = plan_bind("w", weight(DType::U8, {rows("a", 2, 6), rows("a", 0, 2)}), 30, f.tensors, {});
+  const auto plan2 = weights::plan_bind("w", weight(DType::U8, {rows("a", 2, 6), rows("a", 0, 2)}), 30, f.tensors, {});
   EXPECT_EQ(plan2.copies.size(), 2u);
 }
 
@@ -280,7 +274,7 @@ TEST(BindPlan, InterleaveErrors) {
 TEST(BindPlan, PrintsOneLinePerCopy) {
   Fixture f;
   f.add("a", DType::BF16, {4, 6});
-  const auto plan = plan_bind("w_up", weight(DType::BF16, {cols("a", 2, 5), rows("a", 0, 1)}), 36, f.tensors, {});
+  const auto plan = weights::plan_bind("w_up", weight(DType::BF16, {cols("a", 2, 5), rows("a", 0, 1)}), 36, f.tensors, {});
   EXPECT_EQ(plan.to_string(),
             "bind w_up (36 bytes, 2 copies)\n"
             "  copy2d a src 4 pitch 12 -> dst 0 pitch 6: 4 rows x 6 bytes\n"
@@ -299,7 +293,7 @@ TEST(BindPlan, RandomPlansReproduceTheReferenceBuffer) {
     const DType dt = dtypes[iter % 4];
     Fixture f;
     f.seed = 1000 + iter * 17;
-    std::vector<TensorSpec> specs;
+    std::vector<weights::TensorSpec> specs;
     const int ntensors = static_cast<int>(pick(1, 4));
     for (int i = 0; i < ntensors; ++i) {
       std::vector<std::uint64_t> shape{pick(1, 8)};
@@ -345,24 +339,24 @@ TEST(BindPlan, RandomPlansReproduceTheReferenceBuffer) {
       }
     }
     const auto buf = weight(dt, bind);
-    const auto plan = plan_bind("w", buf, ref.out.size(), f.tensors, {});
+    const auto plan = weights::plan_bind("w", buf, ref.out.size(), f.tensors, {});
     ASSERT_EQ(execute(plan, f.tensors), ref.out) << plan.to_string();
 
     // The same tensors in a safetensors file, executed by the library.
     const auto path = dir.file("r" + std::to_string(iter) + ".safetensors");
     {
-      SafetensorsWriter w(path, specs);
+      weights::SafetensorsWriter w(path, specs);
       for (const auto& s : specs) {
-        const TensorInfo* t = f.tensors.find(s.name);
+        const weights::TensorInfo* t = f.tensors.find(s.name);
         w.append(s.name, std::span(t->location.host, t->bytes));
       }
       w.finish();
     }
-    auto file_tensors = SafetensorsTensors::open(path);
-    const auto file_plan = plan_bind("w", buf, ref.out.size(), file_tensors, {});
+    auto file_tensors = weights::SafetensorsTensors::open(path);
+    const auto file_plan = weights::plan_bind("w", buf, ref.out.size(), file_tensors, {});
     EXPECT_EQ(file_plan.copies, plan.copies);
     std::vector<std::byte> got(ref.out.size());
-    execute_bind_plan_on_host(file_plan, file_tensors, got);
+    weights::execute_bind_plan_on_host(file_plan, file_tensors, got);
     ASSERT_EQ(got, ref.out) << file_plan.to_string();
   }
 }
@@ -371,13 +365,13 @@ TEST(BindPlan, VectorsAndScalarsAreSingleColumnMatrices) {
   Fixture f;
   f.add("v", DType::F32, {6});
   f.add("s", DType::F32, {});
-  const auto plan = plan_bind("w", weight(DType::F32, {rows("v", 2, 5), whole("s")}), 16, f.tensors, {});
+  const auto plan = weights::plan_bind("w", weight(DType::F32, {rows("v", 2, 5), whole("s")}), 16, f.tensors, {});
   Reference ref{f.tensors, {}};
   ref.slice("v", 2, 5, 0, 1);
   ref.whole("s");
   EXPECT_EQ(execute(plan, f.tensors), ref.out);
   ASSERT_EQ(plan.copies.size(), 2u);
-  EXPECT_EQ(plan.copies[0], (BindCopy{BindCopy::Kind::Contiguous, "v", 8, 0, 12, 1, 12, 12}));
+  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Contiguous, "v", 8, 0, 12, 1, 12, 12}));
   EXPECT_CONTAINS(plan_error(weight(DType::F32, {cols("v", 0, 2)}), 48, f.tensors),
                   "tensor v: cols [0, 2) is outside the tensor's 1 cols");
 }

@@ -4,11 +4,12 @@
 #include <filesystem>
 #include <random>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/safetensors.hpp"
-#include "kern/safetensors_writer.hpp"
-#include "kern/tensors.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/weights/safetensors.hpp"
+#include "kern/weights/safetensors_writer.hpp"
+#include "kern/weights/tensors.hpp"
+#include "random_bytes.hpp"
 #include "temp_dir.hpp"
 
 using namespace kern;
@@ -28,17 +29,10 @@ std::string image(const std::string& header, std::size_t data_bytes) {
   return s;
 }
 
-std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> out(n);
-  for (auto& b : out) b = static_cast<std::byte>(rng() & 0xff);
-  return out;
-}
-
 // The WeightArtifact message opening `path`, or "no error".
 std::string open_error(const std::string& path) {
   try {
-    SafetensorsCheckpoint::open(path);
+    weights::SafetensorsCheckpoint::open(path);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact) << e.what();
     return e.message();
@@ -63,7 +57,7 @@ TEST(SafetensorsReader, ValidFileParses) {
   const std::string header = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},)"
                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
   write_file(p, image(header, 20));
-  auto ck = SafetensorsCheckpoint::open(p);
+  auto ck = weights::SafetensorsCheckpoint::open(p);
   ASSERT_EQ(ck.shards().size(), 1u);
   const auto& h = ck.shards()[0].header;
   EXPECT_EQ(h.metadata.at("format"), "pt");
@@ -167,18 +161,18 @@ TEST(SafetensorsReader, DuplicateKeyInHeader) {
 
 TEST(SafetensorsReader, InMemoryImageAgreesWithTheFileReader) {
   const std::string s = image(R"({"w":{"dtype":"I16","shape":[3],"data_offsets":[2,8]}})", 8);
-  auto h = parse_safetensors_image(std::as_bytes(std::span(s.data(), s.size())), "mem");
+  auto h = weights::parse_safetensors_image(std::as_bytes(std::span(s.data(), s.size())), "mem");
   ASSERT_EQ(h.tensors.size(), 1u);
   EXPECT_EQ(h.tensors[0].begin, 2u);
   EXPECT_EQ(h.data_start, s.size() - 8);
-  EXPECT_THROW(parse_safetensors_image(std::as_bytes(std::span(s.data(), 5)), "mem"), Error);
+  EXPECT_THROW(weights::parse_safetensors_image(std::as_bytes(std::span(s.data(), 5)), "mem"), Error);
 }
 
 namespace {
 
 struct Shard {
   std::string file;
-  std::vector<TensorSpec> specs;
+  std::vector<weights::TensorSpec> specs;
 };
 
 // Writes each shard with random contents; returns tensor -> bytes.
@@ -186,9 +180,9 @@ std::map<std::string, std::vector<std::byte>> write_shards(const test::TempDir& 
   std::map<std::string, std::vector<std::byte>> out;
   std::uint32_t seed = 1;
   for (const auto& s : shards) {
-    SafetensorsWriter w(dir.file(s.file), s.specs, {{"format", "pt"}});
+    weights::SafetensorsWriter w(dir.file(s.file), s.specs, {{"format", "pt"}});
     for (const auto& t : s.specs) {
-      auto bytes = random_bytes(tensor_spec_bytes(t), seed++);
+      auto bytes = test::random_bytes(weights::tensor_spec_bytes(t), seed++);
       w.append(t.name, bytes);
       out[t.name] = std::move(bytes);
     }
@@ -211,14 +205,14 @@ TEST(SafetensorsReader, WriterRoundTripThroughAnIndexedCheckpoint) {
   std::map<std::string, std::string> weight_map;
   for (const auto& s : shards)
     for (const auto& t : s.specs) weight_map[t.name] = s.file;
-  write_safetensors_index(dir.file("model.safetensors.index.json"), weight_map, 123);
+  weights::write_safetensors_index(dir.file("model.safetensors.index.json"), weight_map, 123);
 
-  auto tensors = SafetensorsTensors::open(dir.path().string());
+  auto tensors = weights::SafetensorsTensors::open(dir.path().string());
   EXPECT_EQ(tensors.names(), (std::vector<std::string>{"embed", "flag", "ids", "norm", "scale", "w8"}));
   EXPECT_EQ(tensors.files().size(), 2u);
   for (const auto& s : shards) {
     for (const auto& spec : s.specs) {
-      const TensorInfo* t = tensors.find(spec.name);
+      const weights::TensorInfo* t = tensors.find(spec.name);
       ASSERT_NE(t, nullptr) << spec.name;
       EXPECT_EQ(t->dtype, spec.dtype);
       EXPECT_EQ(t->shape, spec.shape);
@@ -240,10 +234,10 @@ TEST(SafetensorsReader, WriterRoundTripThroughAnIndexedCheckpoint) {
   EXPECT_THROW(tensors.read("absent", 0, 1, b), Error);
 
   // The same shards listed explicitly, and the directory without its index.
-  auto listed = SafetensorsCheckpoint::open_shards({dir.file(shards[1].file), dir.file(shards[0].file)});
+  auto listed = weights::SafetensorsCheckpoint::open_shards({dir.file(shards[1].file), dir.file(shards[0].file)});
   EXPECT_EQ(listed.tensors().size(), 6u);
   std::filesystem::remove(dir.file("model.safetensors.index.json"));
-  EXPECT_EQ(SafetensorsCheckpoint::open(dir.path().string()).tensors().size(), 6u);
+  EXPECT_EQ(weights::SafetensorsCheckpoint::open(dir.path().string()).tensors().size(), 6u);
 }
 
 TEST(SafetensorsReader, DuplicateTensorAcrossShards) {
@@ -259,7 +253,7 @@ TEST(SafetensorsReader, DuplicateTensorAcrossShards) {
 TEST(SafetensorsReader, IndexNamingAMissingShard) {
   test::TempDir dir;
   write_shards(dir, {{"a.safetensors", {{"x", DType::U8, {2}}}}});
-  write_safetensors_index(dir.file("model.safetensors.index.json"), {{"x", "a.safetensors"}, {"y", "gone.safetensors"}}, 3);
+  weights::write_safetensors_index(dir.file("model.safetensors.index.json"), {{"x", "a.safetensors"}, {"y", "gone.safetensors"}}, 3);
   const auto msg = open_error(dir.path().string());
   EXPECT_CONTAINS(msg, "names shard");
   EXPECT_CONTAINS(msg, "gone.safetensors, which is missing");
@@ -271,15 +265,15 @@ TEST(SafetensorsReader, IndexAndShardsDisagree) {
                      {"b.safetensors", {{"y", DType::U8, {1}}}}});
   const auto index = dir.file("model.safetensors.index.json");
   // The index names a tensor its shard lacks.
-  write_safetensors_index(index, {{"x", "a.safetensors"}, {"extra", "a.safetensors"}, {"y", "b.safetensors"},
+  weights::write_safetensors_index(index, {{"x", "a.safetensors"}, {"extra", "a.safetensors"}, {"y", "b.safetensors"},
                                   {"z", "b.safetensors"}}, 3);
   EXPECT_CONTAINS(open_error(dir.path().string()), "tensor z is mapped to b.safetensors, but");
   // A shard holds a tensor the index does not name.
-  write_safetensors_index(index, {{"x", "a.safetensors"}, {"y", "b.safetensors"}}, 3);
+  weights::write_safetensors_index(index, {{"x", "a.safetensors"}, {"y", "b.safetensors"}}, 3);
   EXPECT_CONTAINS(open_error(dir.path().string()), "tensor extra of");
   EXPECT_CONTAINS(open_error(dir.path().string()), "is missing from the index");
   // The index puts a tensor in the wrong shard.
-  write_safetensors_index(index, {{"x", "b.safetensors"}, {"extra", "a.safetensors"}, {"y", "a.safetensors"}}, 3);
+  weights::write_safetensors_index(index, {{"x", "b.safetensors"}, {"extra", "a.safetensors"}, {"y", "a.safetensors"}}, 3);
   EXPECT_CONTAINS(open_error(dir.path().string()), "is mapped to");
   // Malformed index.
   write_file(index, R"({"weight_map": {"x": "a.safetensors"}, "weight_map": {}})");
@@ -297,14 +291,14 @@ TEST(SafetensorsReader, MissingPathsAndEmptyDirectories) {
 }
 
 TEST(HostTensors, AddFindAndRead) {
-  HostTensors t;
-  auto bytes = random_bytes(12, 3);
+  weights::HostTensors t;
+  auto bytes = test::random_bytes(12, 3);
   t.add("w", DType::F16, {2, 3}, bytes);
-  EXPECT_THROW(t.add("w", DType::U8, {1}, random_bytes(1, 1)), Error);
-  EXPECT_THROW(t.add("v", DType::F32, {2}, random_bytes(7, 1)), Error);
-  const TensorInfo* w = t.find("w");
+  EXPECT_THROW(t.add("w", DType::U8, {1}, test::random_bytes(1, 1)), Error);
+  EXPECT_THROW(t.add("v", DType::F32, {2}, test::random_bytes(7, 1)), Error);
+  const weights::TensorInfo* w = t.find("w");
   ASSERT_NE(w, nullptr);
-  EXPECT_EQ(w->location.kind, TensorLocation::Kind::Host);
+  EXPECT_EQ(w->location.kind, weights::TensorLocation::Kind::Host);
   EXPECT_EQ(w->bytes, 12u);
   std::byte out[5];
   t.read("w", 7, 5, out);

@@ -3,22 +3,16 @@
 #include <cstring>
 #include <random>
 
-#include "kern/error.hpp"
-#include "kern/file.hpp"
-#include "kern/json.hpp"
-#include "kern/safetensors_writer.hpp"
+#include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
+#include "kern/base/json.hpp"
+#include "kern/weights/safetensors_writer.hpp"
+#include "random_bytes.hpp"
 #include "temp_dir.hpp"
 
 using namespace kern;
 
 namespace {
-
-std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> out(n);
-  for (auto& b : out) b = static_cast<std::byte>(rng() & 0xff);
-  return out;
-}
 
 std::uint64_t le64(const std::string& s) {
   std::uint64_t n = 0;
@@ -40,11 +34,11 @@ ErrorKind kind_of(const std::function<void()>& f) {
 
 TEST(SafetensorsWriter, HeaderLayoutMatchesTheFormat) {
   test::TempDir dir;
-  std::vector<TensorSpec> specs{{"b.weight", DType::BF16, {3, 5}}, {"a", DType::F32, {7}}, {"s", DType::I64, {}}};
+  std::vector<weights::TensorSpec> specs{{"b.weight", DType::BF16, {3, 5}}, {"a", DType::F32, {7}}, {"s", DType::I64, {}}};
   const std::string path = dir.file("x.safetensors");
-  auto wa = random_bytes(30, 1), wb = random_bytes(28, 2), ws = random_bytes(8, 3);
+  auto wa = test::random_bytes(30, 1), wb = test::random_bytes(28, 2), ws = test::random_bytes(8, 3);
   {
-    SafetensorsWriter w(path, specs, {{"format", "pt"}});
+    weights::SafetensorsWriter w(path, specs, {{"format", "pt"}});
     w.append("b.weight", wa);
     w.append("a", wb);
     w.append("s", ws);
@@ -55,7 +49,7 @@ TEST(SafetensorsWriter, HeaderLayoutMatchesTheFormat) {
   const std::uint64_t n = le64(bytes);
   EXPECT_EQ(n % 8, 0u);
   ASSERT_EQ(bytes.size(), 8 + n + 30 + 28 + 8);
-  EXPECT_EQ(bytes.size(), SafetensorsWriter::file_size(specs, {{"format", "pt"}}));
+  EXPECT_EQ(bytes.size(), weights::SafetensorsWriter::file_size(specs, {{"format", "pt"}}));
   Json h = parse_json_strict(std::string_view(bytes).substr(8, n));
   EXPECT_EQ(h["__metadata__"]["format"], "pt");
   EXPECT_EQ(h["b.weight"]["dtype"], "BF16");
@@ -73,10 +67,10 @@ TEST(SafetensorsWriter, HeaderLayoutMatchesTheFormat) {
 TEST(SafetensorsWriter, ChunkedAppendsAndLargeWritesKeepTheBytes) {
   test::TempDir dir;
   // 12 MiB tensor: bigger than the write buffer, written in uneven chunks.
-  std::vector<TensorSpec> specs{{"small", DType::U8, {3}}, {"big", DType::F16, {3, 2 << 20}}, {"tail", DType::I32, {5}}};
-  auto small = random_bytes(3, 4), big = random_bytes(12u << 20, 5), tail = random_bytes(20, 6);
+  std::vector<weights::TensorSpec> specs{{"small", DType::U8, {3}}, {"big", DType::F16, {3, 2 << 20}}, {"tail", DType::I32, {5}}};
+  auto small = test::random_bytes(3, 4), big = test::random_bytes(12u << 20, 5), tail = test::random_bytes(20, 6);
   const std::string path = dir.file("c.safetensors");
-  SafetensorsWriter w(path, specs);
+  weights::SafetensorsWriter w(path, specs);
   w.append("small", std::span(small).first(1));
   w.append("small", std::span(small).subspan(1));
   std::size_t at = 0;
@@ -97,9 +91,9 @@ TEST(SafetensorsWriter, ChunkedAppendsAndLargeWritesKeepTheBytes) {
 
 TEST(SafetensorsWriter, FinishDetectsShortTensors) {
   test::TempDir dir;
-  std::vector<TensorSpec> specs{{"a", DType::F32, {4}}, {"b", DType::F32, {2}}};
-  auto a = random_bytes(16, 7);
-  SafetensorsWriter w(dir.file("s.safetensors"), specs);
+  std::vector<weights::TensorSpec> specs{{"a", DType::F32, {4}}, {"b", DType::F32, {2}}};
+  auto a = test::random_bytes(16, 7);
+  weights::SafetensorsWriter w(dir.file("s.safetensors"), specs);
   w.append("a", std::span(a).first(12));
   try {
     w.finish();
@@ -108,7 +102,7 @@ TEST(SafetensorsWriter, FinishDetectsShortTensors) {
     EXPECT_EQ(e.kind(), ErrorKind::Api);
     EXPECT_NE(e.message().find("tensor a got 12 of its 16 bytes"), std::string::npos) << e.message();
   }
-  SafetensorsWriter w2(dir.file("s2.safetensors"), specs);
+  weights::SafetensorsWriter w2(dir.file("s2.safetensors"), specs);
   w2.append("a", a);
   try {
     w2.finish();
@@ -120,10 +114,10 @@ TEST(SafetensorsWriter, FinishDetectsShortTensors) {
 
 TEST(SafetensorsWriter, RejectsOutOfOrderOverrunsAndBadSpecs) {
   test::TempDir dir;
-  std::vector<TensorSpec> specs{{"a", DType::U8, {4}}, {"b", DType::U8, {2}}};
-  auto bytes = random_bytes(8, 8);
+  std::vector<weights::TensorSpec> specs{{"a", DType::U8, {4}}, {"b", DType::U8, {2}}};
+  auto bytes = test::random_bytes(8, 8);
   {
-    SafetensorsWriter w(dir.file("o.safetensors"), specs);
+    weights::SafetensorsWriter w(dir.file("o.safetensors"), specs);
     EXPECT_EQ(kind_of([&] { w.append("b", std::span(bytes).first(2)); }), ErrorKind::Api);  // a first
     w.append("a", std::span(bytes).first(3));
     EXPECT_EQ(kind_of([&] { w.append("a", std::span(bytes).first(2)); }), ErrorKind::Api);  // past 4
@@ -135,18 +129,18 @@ TEST(SafetensorsWriter, RejectsOutOfOrderOverrunsAndBadSpecs) {
     EXPECT_EQ(kind_of([&] { w.append("b", {}); }), ErrorKind::Api);
   }
   const auto p = dir.file("bad.safetensors");
-  EXPECT_EQ(kind_of([&] { SafetensorsWriter w(p, {{"a", DType::U8, {1}}, {"a", DType::U8, {1}}}); }), ErrorKind::Api);
-  EXPECT_EQ(kind_of([&] { SafetensorsWriter w(p, {{"", DType::U8, {1}}}); }), ErrorKind::Api);
-  EXPECT_EQ(kind_of([&] { SafetensorsWriter w(p, {{"__metadata__", DType::U8, {1}}}); }), ErrorKind::Api);
-  EXPECT_EQ(kind_of([&] { SafetensorsWriter w(p, {{"x", DType::U64, {1ull << 62, 4}}}); }), ErrorKind::Api);
-  EXPECT_EQ(kind_of([&] { SafetensorsWriter w(dir.file("no/such/dir.safetensors"), specs); }), ErrorKind::Io);
+  EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"a", DType::U8, {1}}, {"a", DType::U8, {1}}}); }), ErrorKind::Api);
+  EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"", DType::U8, {1}}}); }), ErrorKind::Api);
+  EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"__metadata__", DType::U8, {1}}}); }), ErrorKind::Api);
+  EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"x", DType::U64, {1ull << 62, 4}}}); }), ErrorKind::Api);
+  EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(dir.file("no/such/dir.safetensors"), specs); }), ErrorKind::Io);
 }
 
 TEST(SafetensorsWriter, ZeroSizedTensorsNeedNoAppend) {
   test::TempDir dir;
-  std::vector<TensorSpec> specs{{"e", DType::F32, {0, 4}}, {"a", DType::U8, {2}}, {"z", DType::U8, {0}}};
-  auto bytes = random_bytes(2, 9);
-  SafetensorsWriter w(dir.file("z.safetensors"), specs);
+  std::vector<weights::TensorSpec> specs{{"e", DType::F32, {0, 4}}, {"a", DType::U8, {2}}, {"z", DType::U8, {0}}};
+  auto bytes = test::random_bytes(2, 9);
+  weights::SafetensorsWriter w(dir.file("z.safetensors"), specs);
   w.append("a", bytes);
   w.finish();
   EXPECT_EQ(read_file(dir.file("z.safetensors")).size(), w.header_size() + 2);
@@ -155,10 +149,10 @@ TEST(SafetensorsWriter, ZeroSizedTensorsNeedNoAppend) {
 TEST(SafetensorsWriter, IndexFileListsEveryTensor) {
   test::TempDir dir;
   const auto p = dir.file("model.safetensors.index.json");
-  write_safetensors_index(p, {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}, 1234);
+  weights::write_safetensors_index(p, {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}, 1234);
   Json j = parse_json_strict(read_file(p));
   EXPECT_EQ(j["metadata"]["total_size"], 1234);
   EXPECT_EQ(j["weight_map"]["a"], "model-00001-of-00002.safetensors");
   EXPECT_EQ(j["weight_map"]["b"], "model-00002-of-00002.safetensors");
-  EXPECT_EQ(kind_of([&] { write_safetensors_index(p, {{"a", "../x.safetensors"}}, 1); }), ErrorKind::Api);
+  EXPECT_EQ(kind_of([&] { weights::write_safetensors_index(p, {{"a", "../x.safetensors"}}, 1); }), ErrorKind::Api);
 }

@@ -1,0 +1,114 @@
+// The serving protocol: a second pass over a Verified manifest that derives the serving axes
+// from `fill` roles and projects everything a driver needs (which program runs a step of a
+// given shape, where each per-row/per-sequence input goes, page and line tables, the var table
+// for a call). Drivers use only this projection, never buffer/program/var names of their own.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kern/core/verify.hpp"
+
+namespace kern::core {
+
+// The buffer that plays one fill role.
+struct FillSlot {
+  Fill role = Fill::Token;
+  std::string buffer;
+  DType dtype = DType::I32;
+  std::string axis;         // var of the outermost dim ("" when it is a constant)
+  std::uint64_t extent = 0; // outermost dim when constant (e.g. cu_seqlens: groups+1), else its var max
+  std::uint64_t width = 1;  // elements per outermost index (product of the inner dims)
+};
+
+// An input whose domain index_into a paged (bytes_per_token) state: entries are page indices
+// when stride = page size, else token-slot indices.
+struct PageTable {
+  std::string buffer, state;
+  DType dtype = DType::I32;
+  std::uint64_t stride = 1;  // tokens per entry (the page size)
+  std::uint64_t width = 1;   // entries per sequence (innermost extent; 1 for a 1-D table)
+  std::string axis;          // var of the outermost dim ("" when constant)
+};
+
+// An input whose domain index_into a bytes_per_seq state: entries are line indices,
+// slot × (bytes_per_seq / stride) + line.
+struct LineTable {
+  std::string buffer, state;
+  DType dtype = DType::I32;
+  std::uint64_t stride = 1;          // bytes per line
+  std::uint64_t lines_per_slot = 1;  // bytes_per_seq / stride
+  std::vector<Dim> shape;            // [lines] | [lines, seqs] | [lines, seqs, w]
+};
+
+// A batch program seen as a step shape.
+struct Forward {
+  std::string program;       // opaque handle for the runtime; drivers never spell it
+  std::uint64_t groups = 1;  // upper bound on sequences per call
+  std::uint64_t rows = 1;    // exact rows per group (rows_var empty), or the var's max
+  std::string rows_var;      // non-empty: rows = this var's value, one group (a prefill chunk)
+  std::string span;          // span var ("" = none)
+  bool graph = false;
+  bool emits_tokens = false;      // writes the `tokens` fill
+  std::uint64_t tokens_per_group = 0;  // tokens row width when it emits ([seqs] -> 1, [seqs, r] -> r)
+  std::string count;              // `count` fill buffer it writes ("" = take 1 token per group)
+};
+
+class Protocol {
+ public:
+  // Axes (var names; empty when absent).
+  const std::string& row_var() const { return row_var_; }
+  const std::string& group_var() const { return group_var_; }
+  const std::string& tray_var() const { return tray_var_; }
+  const std::string& span_var() const { return span_var_; }
+  const std::string& context_var() const { return context_var_; }
+
+  const FillSlot* fill(Fill role) const;  // nullptr when no buffer plays the role
+  const std::vector<FillSlot>& fills() const { return fills_; }
+  const std::vector<PageTable>& page_tables() const { return page_tables_; }
+  const std::vector<LineTable>& line_tables() const { return line_tables_; }
+  const std::vector<Forward>& forwards() const { return forwards_; }  // every batch program, name order
+
+  // The program for a step of `groups` sequences × `rows` rows each: among the non-span
+  // programs whose shape covers it, the one with the tightest groups bound (exact rows preferred
+  // over var rows on a tie). nullopt when none covers it.
+  std::optional<Forward> forward(std::uint64_t groups, std::uint64_t rows) const;
+  // The program accepting (1, var rows): a prefill chunk. nullopt when there is none.
+  std::optional<Forward> chunk() const;
+  // The span program covering `groups` (tightest bound), if any.
+  std::optional<Forward> spanned(std::uint64_t groups) const;
+  const std::vector<std::string>& once_programs() const { return once_; }
+  const std::vector<std::string>& derive_programs() const { return derive_; }  // in run order
+
+  // The var table for one call of `f`: row var = groups × rows (+ span − 1 for a span call), group var = groups, context var
+  // = longest_context (the longest sequence including this call's rows), span var = span (span
+  // programs only), and every other var at its max. Error(Api) when a value is outside its var's
+  // bounds or the shape does not fit `f`.
+  std::map<std::string, std::uint64_t> vars(const Forward& f, std::uint64_t groups, std::uint64_t rows,
+                                            std::uint64_t longest_context, std::uint64_t span = 0) const;
+
+  const Verified& verified() const { return v_; }
+
+ private:
+  explicit Protocol(Verified v) : v_(std::move(v)) {}
+  friend Protocol check_protocol(const Verified& v);
+  friend std::vector<Violation> protocol_violations(const Verified& v);
+  friend struct ProtocolBuilder;
+  Verified v_;
+  std::string row_var_, group_var_, tray_var_, span_var_, context_var_;
+  std::vector<FillSlot> fills_;
+  std::vector<PageTable> page_tables_;
+  std::vector<LineTable> line_tables_;
+  std::vector<Forward> forwards_;
+  std::vector<std::string> once_, derive_;
+};
+
+// Every protocol finding (rule ids "P.*", see docs/manifest.md), deterministic order.
+std::vector<Violation> protocol_violations(const Verified& v);
+// Throws Error(ManifestVerify, "<n> protocol violations", one line per finding).
+Protocol check_protocol(const Verified& v);
+
+}  // namespace kern::core

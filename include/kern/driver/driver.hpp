@@ -1,0 +1,153 @@
+// kern-driver: greedy single-sequence generation over the serving protocol.
+//
+// The caller contract (docs/run.md): the first n−1 prompt tokens go through the chunk program
+// in chunks of `chunk` rows, the last prompt token through the one-row program (the tightest
+// fixed one-row program covering one group) for the first token; then one (1, 1) call per step.
+// Only the input elements that changed are written (InputShadow: one ranged write per changed
+// input), so a decode step writes token, position, slot and seq_len, plus the one new page-table
+// entry when a new page begins; it runs and reads its token back with one synchronization, and
+// the next step's position, slot, seq_len (and page entry) are written while it runs, so only the
+// token is written between one step's wait and the next launch. Greedy argmax runs on the device: the driver reads the `tokens`
+// fill output after each call. The driver names nothing itself: every buffer and program comes
+// from manifest::Protocol.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kern/driver/input_shadow.hpp"
+#include "kern/driver/sequence_pages.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/runtime/vars.hpp"
+
+namespace kern::driver {
+
+// What the driver needs from an executor (kern::Runtime through RuntimeExecutor; fakes in tests).
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) = 0;
+  // Writes `bytes` at byte `offset` of an input, keeping its other bytes (the runtime checks the
+  // range, element alignment and the domain of what is written).
+  virtual void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) = 0;
+  virtual void run(std::string_view program, const core::Vars& vars) = 0;
+  // Runs `program`, then fills `out` with the first out.size() bytes of output `buffer` (a decode
+  // step: its 8-byte token); `before_wait` (may be empty) writes inputs of the next step while the
+  // program runs. An executor may do all of it with one synchronization (the runtime: launch,
+  // queued read, before_wait's copies, one wait). Default: run, read_output_prefix, before_wait.
+  virtual void run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer, std::span<std::byte> out,
+                            const std::function<void()>& before_wait) {
+    run(program, vars);
+    const std::vector<std::byte> got = read_output_prefix(buffer, out.size());
+    if (got.size() < out.size())
+      fail(ErrorKind::Api, "output {} holds {} bytes; {} were asked for", buffer, got.size(), out.size());
+    std::copy(got.begin(), got.end(), out.begin());
+    if (before_wait) before_wait();
+  }
+  virtual std::vector<std::byte> read_output(std::string_view buffer) = 0;
+  virtual std::vector<std::byte> read_buffer(std::string_view name) = 0;
+  // The first `bytes` bytes of an output (a decode step needs 8). Default: read all and cut.
+  virtual std::vector<std::byte> read_output_prefix(std::string_view buffer, std::uint64_t bytes) {
+    std::vector<std::byte> all = read_output(buffer);
+    if (bytes < all.size()) all.resize(bytes);
+    return all;
+  }
+};
+
+struct GeneratorOptions {
+  std::uint64_t steps = 32;               // tokens to generate at most (≥ 1)
+  std::uint64_t chunk = 512;              // prefill rows per call; capped by the chunk program's bound
+  std::uint64_t capacity_tokens = 0;      // KV token slots the executor was loaded with (paged states)
+  std::vector<std::int64_t> stop_tokens;  // generation stops after emitting one of these
+  std::string logits_buffer;              // non-empty: read this output after every token-producing call
+};
+
+enum class StopReason : std::uint8_t { Steps, StopToken };
+std::string_view to_string(StopReason r);
+
+// Hooks the caller uses for streaming, timing and logits dumps. Called in order.
+class GenerationObserver {
+ public:
+  virtual ~GenerationObserver() = default;
+  // After the chunk calls (n−1 prompt tokens), before the first token's call.
+  virtual void on_prefill_done(std::uint64_t prompt_tokens) {}
+  // A token-producing call finished: `position` is the row it ran (the last prompt position, then
+  // each generated token's position); `logits` is empty unless GeneratorOptions::logits_buffer.
+  virtual void on_logits(std::uint64_t position, std::span<const float> logits) {}
+  // The i-th generated token (0-based).
+  virtual void on_token(std::uint64_t index, std::int64_t token) {}
+};
+
+struct GenerationResult {
+  std::vector<std::int64_t> tokens;  // generated tokens (the stop token included)
+  StopReason reason = StopReason::Steps;
+  std::uint64_t chunk_calls = 0;     // prefill calls
+  std::uint64_t step_calls = 0;      // (1, 1) calls, the first token's included
+  std::uint64_t chunk_rows = 0;      // rows per prefill call actually used
+};
+
+// The smallest token capacity holding `tokens` positions, rounded up to the page unit of the
+// protocol's page tables (`tokens` itself when there are none).
+std::uint64_t capacity_for(const core::Protocol& protocol, std::uint64_t tokens);
+
+// The float output read for logits when none is named: the one output without a fill role
+// whose outer dim is the group axis; nullopt when there is not exactly one.
+std::optional<std::string> find_logits_output(const core::Protocol& protocol);
+
+class Generator {
+ public:
+  // Checks that the protocol can be driven for one sequence (token, position and seq_len fills,
+  // a (1, 1) program emitting tokens, no per-sequence line tables, no tray axis) and that the
+  // options make sense. Error(Manifest) / Error(Api) otherwise.
+  Generator(const core::Protocol& protocol, Executor& executor, GeneratorOptions options);
+
+  // Runs one prompt (≥ 1 token) from an empty sequence. Error(Api) when prompt + steps cannot fit
+  // the capacity, a page-table row or the position domain. May be called again for a new prompt.
+  GenerationResult generate(std::span<const std::int64_t> prompt, GenerationObserver* observer = nullptr);
+  // The Error(Api) generate() would raise for a prompt of this length (≥ 1), without running.
+  void check_fits(std::uint64_t prompt_tokens) const;
+
+  std::uint64_t chunk_rows() const { return chunk_rows_; }
+  const core::Forward& step_program() const { return step_; }
+  const std::optional<core::Forward>& chunk_program() const { return chunk_; }
+  // Positions a sequence can reach (capacity, page-table reach and position domain).
+  std::uint64_t max_positions() const { return max_positions_; }
+
+ private:
+  void write_fill(core::Fill role, const std::vector<std::int64_t>& values);
+  // Holds pages for `end` positions and writes the page-table entries that changed.
+  void write_pages(std::uint64_t end);
+  // Writes the inputs of rows at positions [first, first + rows) but their tokens: positions,
+  // slots, valid flags, seq_len and cu_seqlens (only what changed).
+  void write_rows(std::uint64_t first, std::uint64_t rows);
+  // One call of `f` over rows `tokens` at positions [first, first + size); returns the token it
+  // emitted when `emits` (else −1). `ahead` (emitting calls): a one-row step at position
+  // first + size follows, and its inputs but the token are written while this call runs.
+  std::int64_t call(const core::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
+                    GenerationObserver* observer, bool emits, bool ahead);
+
+  const core::Protocol& protocol_;
+  Executor& exec_;
+  GeneratorOptions options_;
+  core::Forward step_;
+  std::optional<core::Forward> chunk_;
+  std::uint64_t chunk_rows_ = 1;
+  std::uint64_t max_positions_ = 0;
+  std::string max_positions_why_;
+  SequencePages pages_;
+  std::uint64_t logits_width_ = 0;
+  DType logits_dtype_ = DType::BF16;
+  InputShadow inputs_;                // what each input buffer starts with; writes only what changed
+  std::vector<std::int64_t> values_;  // per-call scratch (kept to avoid allocating per token)
+};
+
+}  // namespace kern::driver

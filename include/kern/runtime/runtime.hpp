@@ -1,0 +1,135 @@
+// kern-runtime: one verified manifest on one GPU.
+//
+// A Runtime owns the primary context of one GPU, one non-default stream, the manifest's
+// modules, buffers, states, per-op scratch and CUDA graphs. The load path:
+//   load(): hash the kernels dir, load only pinned modules, resolve every launch's entry with
+//           an ABI check against cuFuncGetParamInfo, allocate buffers at var max, scratch,
+//           states (via StateMemory), resolve every launch's arguments once;
+//   load_weights(): bind weights through pinned staging, run derive programs (sources alive
+//           only while read), then once programs.
+// The run path: write_input / write_input_at (domain-checked, through resident pinned staging) →
+// run / run_range (eager, or one cuGraphLaunch for `graph` programs) → read_output; or
+// run_and_read (launch, queued readback, one wait) for a decode step.
+// See docs/runtime.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kern/runtime/domain.hpp"
+#include "kern/runtime/vars.hpp"
+#include "kern/weights/tensors.hpp"
+#include "kern/core/verify.hpp"
+
+namespace kern::runtime {
+
+struct RuntimeOptions {
+  int gpu = 0;                                 // --gpu N: its primary context
+  Capacity capacity;                           // paged / per-seq state sizing
+  std::map<std::string, std::uint64_t> ranks;  // topology group -> this rank's index (default 0 for size-1 groups)
+  bool eager = false;                          // never use graphs (--eager)
+};
+
+// Counters a test or bench can read.
+struct RuntimeStats {
+  std::uint64_t kernel_launches = 0;   // cuLaunchKernel(Ex) calls
+  std::uint64_t gemm_calls = 0;        // cuBLASLt matmuls enqueued
+  std::uint64_t graph_captures = 0;
+  std::uint64_t graph_launches = 0;
+  std::uint64_t geometry_evaluations = 0;  // re-evaluations of a program's var-dependent values
+  std::uint64_t weight_bytes = 0;      // bytes bound by load_weights
+  std::uint64_t staging_chunks = 0;    // pinned staging chunks used by load_weights
+};
+
+// GPU time of one call of a program (Runtime::time_calls).
+struct CallTime {
+  std::size_t index = 0;  // call index in the program
+  std::string label;      // the call's label ("" when it has none)
+  std::string op;         // the op it calls
+  double ms = 0;          // GPU milliseconds between events around its launches
+};
+
+class Runtime {
+ public:
+  // Error kinds: Driver (no GPU stack), KernelArtifact (module missing / tampered / ABI),
+  // Manifest (unsupported extern or feature), Api (bad options), Cuda.
+  static std::unique_ptr<Runtime> load(const core::Verified& manifest, const std::string& kernels_dir,
+                                       const RuntimeOptions& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Binds every weight (WeightArtifact on a missing tensor or a size/dtype mismatch), runs
+  // derive programs then once programs. Exactly once, before any run.
+  void load_weights(const weights::Tensors& tensors);
+
+  // Writes an input buffer: checked against its domain and size first (Domain / Api, and then
+  // nothing is written). `prefix`: the bytes fill the buffer's start (else they must fill it).
+  void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix = false);
+  // Writes `bytes` at byte `offset` of an input, keeping its other bytes (a decode step writes
+  // the one new page-table entry, not the row). The same checks first, on the written elements
+  // (Api: not an input, range outside the buffer, offset or size not whole elements, a monotone
+  // domain written past its start; Domain: a bad value), and then nothing is written.
+  void write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes);
+  // Runs a whole program (graph replay when it declares `graph` and eager is off) and waits.
+  void run(std::string_view program, const Vars& vars);
+  // run() then read_output(output, offset, out) with one wait: the read is queued behind the
+  // program (a decode step's token comes back with its only synchronization). The output range
+  // is checked (Api) before anything runs. `before_wait` (may be empty) runs after the read is
+  // queued and before the wait: input writes it makes are queued behind the read, so their host
+  // work overlaps the program (a decode loop writes the next step's position, slot and seq_len
+  // there). If it throws, nothing is waited for and `out` is not filled.
+  void run_and_read(std::string_view program, const Vars& vars, std::string_view output, std::uint64_t offset,
+                    std::span<std::byte> out, const std::function<void()>& before_wait = {});
+  // Queues a whole program like run() (its graph captured on first use) without waiting;
+  // synchronize(), a read or the next run waits.
+  // For timing the host loop's phases (kern bench) and overlapping host work with the GPU.
+  void launch(std::string_view program, const Vars& vars);
+  // Waits until everything queued so far (copies, programs) has finished.
+  void synchronize();
+  // Runs calls [lo, hi) launch by launch and waits.
+  void run_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi);
+  // Replays the graph captured for exactly these values of the vars the program reads; Api
+  // error when none was captured for them (run() captures on first use).
+  void replay(std::string_view program, const Vars& vars);
+  void set_eager(bool eager);
+
+  // Reads an output buffer (after the last run). read_buffer reads any device or host buffer
+  // and any state (tests, probes).
+  std::vector<std::byte> read_output(std::string_view buffer);
+  // Reads `out.size()` bytes of output `buffer` starting at byte `offset`, through pinned memory
+  // (a decode step reads back 8 bytes, not the whole buffer). Error(Api) if out of range.
+  void read_output(std::string_view buffer, std::uint64_t offset, std::span<std::byte> out);
+  std::vector<std::byte> read_buffer(std::string_view name);
+  std::uint64_t buffer_bytes(std::string_view name) const;
+
+  // Profiling (profile.cpp; for kern bench, never on the serving path).
+  // Runs `program` once (capturing its graph for these vars if needed), then `replays` graph
+  // replays back to back with timing events around each: GPU ms per replay. Api error when the
+  // program has no graph or the runtime is eager.
+  std::vector<double> time_replays(std::string_view program, const Vars& vars, std::size_t replays);
+  // Runs `program` eagerly with timing events between its calls, `reps` times (the host is given
+  // a head start of queued copies so launch gaps do not count): per call, the median GPU ms.
+  std::vector<CallTime> time_calls(std::string_view program, const Vars& vars, std::size_t reps = 5);
+  // Fills every state with one 16-bit pattern (e.g. a small bf16 value) and waits.
+  void fill_states(std::uint16_t pattern);
+  int gpu() const;
+
+  const RuntimeStats& stats() const;
+  const core::Manifest& manifest() const;
+
+  struct Impl;
+
+ private:
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kern::runtime

@@ -1,0 +1,261 @@
+#pragma once
+
+#include "decode_split.cuh"
+#include "mma.cuh"
+#include "paged_kv.cuh"
+#include "softmax.cuh"
+
+using namespace kern_dev;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Split-KV decode on tensor cores (kern_attn_decode_mma_partial_hd*): the same work split, ABI,
+// partial outputs and direct writes as decode::partial above (the reduce kernel is shared), with
+// the K/V stream and the arithmetic reorganised for bandwidth:
+//  * a warp takes every 4th tile of 16 keys of the block's range and streams its tiles through its
+//    own ring of S stages in shared memory with cp.async (16-byte pieces; a tile past the range is
+//    zero-filled), S − 1 tiles in flight while it computes one, with no block barrier in the key
+//    loop (only __syncwarp: the lanes read each other's pieces through ldmatrix);
+//  * every q head of the kv head is one row of an m16 tile (G ≤ 16; rows past G are zero queries),
+//    so S = Q·Kᵀ is 2 × HD/16 mma.m16n8k16 and P·V is HD/8 of them per tile, instead of a dot
+//    product and a shuffle reduction per (key, head) on the CUDA cores;
+//  * online softmax in f32 (log2 units) per row; P rounded to bf16 for P·V, as in the prefill
+//    kernel and flash-attention (the f32 kernel above keeps P in f32);
+//  * the four warps' (max, sum, output) rows are merged in warp order, as above; their scratch
+//    reuses each warp's own ring once its stream is done.
+// Dynamic shared memory: kWarps · S · 2 · 16 · (HD + 8) · 2 bytes (decode_mma_smem_bytes; a launch with less
+// traps). Results are bitwise repeatable (fixed tile order, fixed merge order).
+namespace decode_mma {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeys = 16;  // keys per warp tile (the n of Q·Kᵀ, the k of P·V)
+
+template <int HD>
+__host__ __device__ constexpr int tile_elems() {
+  return kKeys * (HD + 8);  // one K or V tile, rows padded by 16 bytes (conflict-free ldmatrix)
+}
+template <int HD, int S>
+__host__ __device__ constexpr int smem_bytes() {
+  return kWarps * S * 2 * tile_elems<HD>() * 2;
+}
+
+template <int HD, int S>
+__device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                        const int32_t* __restrict__ block_table, int32_t max_pages, const int32_t* __restrict__ seq_lens,
+                        float* __restrict__ part_o, float* __restrict__ part_ml, bf16* __restrict__ out, int32_t seqs,
+                        int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,
+                        int32_t target_blocks, float scale) {
+  constexpr int kStride = HD + 8;
+  constexpr int TE = tile_elems<HD>();
+  constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
+  constexpr int ND = HD / 8;   // n-blocks of the output
+  constexpr int kChunks = HD / 8;
+  static_assert(KS % 2 == 0, "k-steps are taken in pairs");
+  static_assert((16 * HD + 32) * 4 <= S * 2 * TE * 2, "the merge scratch must fit in a warp's ring");
+  extern __shared__ __align__(128) unsigned char decode_mma_smem[];
+  uint32_t dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  if (dyn < static_cast<uint32_t>(smem_bytes<HD, S>())) __trap();
+  // Before waiting for the previous kernel (pdl): only the caller's seq_lens, as decode::partial.
+  if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
+  const int group = heads / kv_heads;
+  if (group < 1 || group * kv_heads != heads || group > 16) return;  // rejected by kern gen
+  const int nsplit = decode::splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
+  const long long b = blockIdx.x;
+  if (b >= static_cast<long long>(seqs) * kv_heads * nsplit) return;
+  const int split = static_cast<int>(b % nsplit);
+  const int unit = static_cast<int>(b / nsplit);
+  const int kvh = unit % kv_heads, s = unit / kv_heads;
+  const decode::Split sp = decode::split_of(seq_lens[s], nsplit, max_pages, page_size);
+  const bool direct = sp.used <= 1;
+  if (split >= max(sp.used, 1)) return;
+  const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
+  wait_for_previous_grid();
+  allow_next_grid();
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int32_t* pages = block_table + static_cast<int64_t>(s) * max_pages;
+  const int64_t v_offset = v_block_elems(page_size, kv_heads, HD);
+  const bool one_page = page_size % kKeys == 0;  // tiles start at multiples of 16 keys
+  bf16* ring = reinterpret_cast<bf16*>(decode_mma_smem) + static_cast<size_t>(warp) * S * 2 * TE;
+  const int tiles = end > begin ? (end - begin + kKeys - 1) / kKeys : 0;
+  const int mine = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;  // this warp's tiles
+
+  // Starts the copy of this warp's tile i (keys begin + (warp + 4 i)·16 ...) into stage i % S.
+  auto issue = [&](int i) {
+    const int t0 = begin + (warp + kWarps * i) * kKeys;
+    bf16* sk = ring + (i % S) * 2 * TE;
+    const int64_t first_page = pages[t0 / page_size];
+#pragma unroll
+    for (int c = lane; c < kKeys * kChunks; c += 32) {
+      const int r = c / kChunks, part = c % kChunks;
+      const int j = t0 + r;
+      const bool valid = j < end;
+      const bf16* src = cache;
+      if (valid) {
+        const int64_t page = one_page ? first_page : static_cast<int64_t>(pages[j / page_size]);
+        src = cache + page * page_stride + (static_cast<int64_t>(j % page_size) * kv_heads + kvh) * HD + part * 8;
+      }
+      cp_async16(smem_u32(sk + r * kStride + part * 8), src, valid);
+      cp_async16(smem_u32(sk + TE + r * kStride + part * 8), valid ? src + v_offset : cache, valid);
+    }
+  };
+
+  // Q: rows g and g + 8 of the m16 tile are q heads kvh·G + g and kvh·G + g + 8 (zero past G).
+  uint32_t qf[KS][4];
+  {
+    const bf16* q0 = qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh) * group * HD;
+    const bf16* pa = g < group ? q0 + g * HD : nullptr;
+    const bf16* pb = g + 8 < group ? q0 + (g + 8) * HD : nullptr;
+    load_a_fragments(qf, pa, pb, t);
+  }
+  float o[ND][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+  const float scale_log2 = scale * kLog2e;
+
+  // ldmatrix lane addresses (as the prefill kernel): K rows key nb·8 + (lane & 7), columns + (lane >> 3)·8;
+  // V (transposed) rows key ((lane >> 3) & 1)·8 + (lane & 7), columns + (lane >> 4)·8.
+  const uint32_t k_base = smem_u32(ring) + ((lane & 7) * kStride + (lane >> 3) * 8) * 2;
+  const uint32_t v_base = smem_u32(ring + TE) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < mine) issue(i);
+    cp_async_commit();
+  }
+  for (int i = 0; i < mine; ++i) {
+    if (i + S - 1 < mine) issue(i + S - 1);  // into the stage tile i − 1 used (freed by the __syncwarp below)
+    cp_async_commit();
+    cp_async_wait<S - 1>();  // this lane's pieces of tile i have landed
+    __syncwarp();            // ... and every other lane's
+    const int t0 = begin + (warp + kWarps * i) * kKeys;
+    const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < KS; ks += 2)
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4(k_base + st + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
+        mma_bf16(sc[nb], qf[ks], b0, b1);
+        mma_bf16(sc[nb], qf[ks + 1], b2, b3);
+      }
+    // Online softmax per row (log2 units); keys past the range score -inf (their V is zeros).
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t0 + nb * 8 + 2 * t + (e & 1);
+        sc[nb][e] = key < end ? sc[nb][e] * scale_log2 : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nb][e]);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      // Key t0 is in the range, so the quad's max (which covers it) is finite.
+      const float mn = fmaxf(m[h], mx[h]);
+      const float alpha = exp2f(m[h] - mn);  // 0 on the first tile (m = -inf)
+      m[h] = mn;
+      l[h] *= alpha;
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) {
+        o[nd][2 * h] *= alpha;
+        o[nd][2 * h + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sc[nb][e] = exp2f(sc[nb][e] - m[e >> 1]);
+        l[e >> 1] += sc[nb][e];
+      }
+    const uint32_t pf[4] = {pack_bf16x2(sc[0][0], sc[0][1]), pack_bf16x2(sc[0][2], sc[0][3]),
+                            pack_bf16x2(sc[1][0], sc[1][1]), pack_bf16x2(sc[1][2], sc[1][3])};
+#pragma unroll
+    for (int nd = 0; nd < ND; nd += 2) {
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4_trans(v_base + st + nd * 8 * 2, b0, b1, b2, b3);
+      mma_bf16(o[nd], pf, b0, b1);
+      mma_bf16(o[nd + 1], pf, b2, b3);
+    }
+    __syncwarp();  // every lane is done with stage i % S before it is refilled
+  }
+  cp_async_wait<0>();
+  __syncwarp();
+
+  // The warp's rows (sum over the quad), into its own ring: o [16][HD], then m [16], l [16].
+  float* ws_o = reinterpret_cast<float*>(ring);
+  float* ws_m = ws_o + 16 * HD;
+  float* ws_l = ws_m + 16;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    const int row = g + 8 * h;
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+      *reinterpret_cast<float2*>(&ws_o[row * HD + nd * 8 + 2 * t]) = make_float2(o[nd][2 * h], o[nd][2 * h + 1]);
+    if (t == 0) {
+      ws_m[row] = m[h];
+      ws_l[row] = l[h];
+    }
+  }
+  __syncthreads();
+  // Merge the warps in warp order (as decode::partial_pass).
+  constexpr int kWarpFloats = S * 2 * TE / 2;  // a warp's ring, in floats
+  const float* ws0 = reinterpret_cast<const float*>(decode_mma_smem);
+  for (int e = threadIdx.x; e < group * HD; e += kThreads) {
+    const int gg = e / HD, d = e % HD;
+    float mxw = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mxw = fmaxf(mxw, ws0[w * kWarpFloats + 16 * HD + gg]);
+    float num = 0.0f, den = 0.0f;
+    if (mxw != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float* wsw = ws0 + w * kWarpFloats;
+        const float f = exp2f(wsw[16 * HD + gg] - mxw);  // 0 for a warp that saw no key
+        num += f * wsw[gg * HD + d];
+        den += f * wsw[16 * HD + 16 + gg];
+      }
+    }
+    const float r = den > 0.0f ? num / den : 0.0f;
+    const int64_t hh = static_cast<int64_t>(s) * heads + kvh * group + gg;
+    if (direct) {
+      out[hh * HD + d] = to_bf(r);
+    } else {
+      const int64_t e_split = hh * splits_max + split;
+      part_o[e_split * HD + d] = r;
+      if (d == 0) {
+        part_ml[e_split * 2] = mxw;
+        part_ml[e_split * 2 + 1] = den;
+      }
+    }
+  }
+}
+
+}  // namespace decode_mma
+
+}  // namespace
+
+// Tensor-core decode partials (decode_mma above): the ABI, grid and block of kern_attn_decode_partial_hd*,
+// plus dynamic shared memory kWarps · S · 2 · 16 · (HD + 8) · 2 bytes: S = 3 stages per warp, 55296 bytes at
+// hd 64 and 104448 at hd 128 (two blocks per SM on the H200). The _s2 / _s4 variants (69632 / 139264 bytes
+// at hd 128) are tuning points run by the GPU tests only.
+#define KERN_ATTN_DECODE_MMA_ENTRY(NAME, HD, S)                                                                        \
+  extern "C" __global__ void __launch_bounds__(decode_mma::kThreads, 2) NAME(                                          \
+      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,           \
+      const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,                \
+      int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,           \
+      float scale) {                                                                                                 \
+    decode_mma::partial<HD, S>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs,   \
+                               heads, kv_heads, page_size, page_stride, splits_max, target_blocks, scale);           \
+  }

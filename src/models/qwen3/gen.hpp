@@ -1,0 +1,94 @@
+// The Qwen3 manifest builder's shared pieces (docs/kernels.md): the geometry derived from the shape and
+// the options, the JSON spellings of launch args, launches whose module and params come from the kernel
+// catalogue, and the builders of each part of the manifest, one file per op family:
+//   gen.cpp            options check, geometry, modules, programs; the public entry points
+//   gen_ops.cpp        the op table; embedding, norms, RoPE, SiLU·mul, argmax ops
+//   gen_attention.cpp  decode (split-KV) and prefill attention ops
+//   gen_gemm.cpp       prefill cuBLASLt GEMMs, decode GEMV / cuBLASLt ops
+//   gen_chain.cpp      the decode chain's plan and ops
+//   gen_buffers.cpp    buffers and weight bindings
+//   gen_calls.cpp      the forward pass of both serving programs
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kern/models/qwen3_gen.hpp"
+
+namespace kern::models::qwen3_gen {
+
+using OJ = nlohmann::ordered_json;
+
+// Decode GEMMs: kern's GEMV (kernels/gemv.cu) up to this many sequences, cuBLASLt above. The GEMV
+// streams W once per 8 rows of x (one tensor-core mma N), so 8 rows cost what 1 row costs.
+constexpr std::uint64_t kGemvMaxRows = 8;
+
+// Shared geometry, derived once from the config and the options.
+struct Geo {
+  Qwen3Shape c;
+  Qwen3GenOptions o;
+  std::uint64_t qkv_width, q_width, max_pages, max_pos, page_elems, page_stride_elems, layer_bytes;
+  std::string hd;  // entry suffix: "_hd128"
+  // The decode chain's plan: rows 0 = off (decode runs the per-op kernels for every step size).
+  std::uint64_t chain_rows = 0, chain_stage_bytes = 0, chain_shared = 0;
+};
+
+// ---------------------------------------------------------------- launch args and launches
+
+inline OJ p(std::uint64_t i) { return OJ{{"param", i}}; }
+inline OJ i32(std::uint64_t v) { return OJ{{"i32", v}}; }
+inline OJ i64(std::uint64_t v) { return OJ{{"i64", v}}; }
+inline OJ f32(double v) { return OJ{{"f32", v}}; }
+inline OJ scratch(const char* name) { return OJ{{"scratch", name}}; }
+OJ buf(const std::string& name, std::uint64_t offset = 0);
+OJ state(const std::string& name, std::uint64_t offset);
+inline OJ var(const char* name) { return OJ{{"var", name}}; }
+inline OJ ceil_div(OJ e, std::uint64_t d) { return OJ{{"ceil_div", OJ::array({std::move(e), d})}}; }
+
+// A launch of kernel `entry`: its module (family) and params from the kernel catalogue, `args` one per
+// param (Error(Manifest) otherwise), grid, `block` threads.
+OJ launch(const std::string& entry, OJ args, OJ grid, std::uint64_t block);
+// An op: its params and launches (with the scratch they share, if any).
+OJ op(std::vector<std::string> params, OJ launches, OJ scratch_decl = nullptr);
+OJ with_shared(OJ l, std::uint64_t bytes);
+OJ with_pdl(OJ l, const Geo& g);
+
+// ---------------------------------------------------------------- decode step sizes
+
+// The per-op decode kernels serve steps above the chain's rows (all steps without the chain).
+inline bool decode_needs_ops(const Geo& g) { return g.o.max_seqs > g.chain_rows; }
+// The decode ops use cuBLASLt launches only when a decode step can have more than kGemvMaxRows rows.
+inline bool decode_uses_blas(const Geo& g) { return g.o.max_seqs > kGemvMaxRows; }
+// The `when` of a decode GEMM launch: the GEMV for seqs <= kGemvMaxRows (above the chain's rows),
+// cuBLASLt above.
+OJ when_gemv(const Geo& g);
+OJ when_blas();
+// The decode chain's launches, and the per-op decode launches that do not go through when_gemv (the norms).
+OJ when_chain(const Geo& g);
+OJ when_not_chain(const Geo& g);
+
+// ---------------------------------------------------------------- the parts of the manifest
+
+// kern_rms_norm_bf16 of x (param 0) with weight param 1 into `out`, rows from param `m_param`, one
+// block per row of `rows_var` (gen_ops.cpp).
+OJ rms_norm_launch(const Geo& g, OJ out, std::uint64_t m_param, const char* rows_var);
+// Every op of the manifest, in manifest order (gen_ops.cpp).
+OJ ops(const Geo& g);
+OJ attn_decode_op(const Geo& g);   // gen_attention.cpp
+OJ attn_prefill_op(const Geo& g);  // gen_attention.cpp
+// The prefill GEMMs (gemm_*) and the decode GEMM ops that the plan needs, added to `o` (gen_gemm.cpp).
+void add_gemm_ops(const Geo& g, OJ& o);
+// Plans the decode chain into g.chain_* (gen_chain.cpp).
+void plan_chain(Geo& g);
+// The decode chain's ops (with the chain on), added to `o` (gen_chain.cpp).
+void add_chain_ops(const Geo& g, OJ& o);
+OJ buffers(const Geo& g);  // gen_buffers.cpp
+std::string layer_name(std::uint64_t l, const char* what);  // "layers.<l>.<what>": a weight buffer, a call label
+std::string hf_layer(std::uint64_t l, const char* what);    // "model.layers.<l>.<what>.weight"
+// The calls of `prefill` or `decode` (gen_calls.cpp).
+OJ forward_calls(const Geo& g, bool prefill);
+// A call of op `op_name` (label omitted when empty).
+OJ call(const std::string& label, const char* op_name, OJ args);
+
+}  // namespace kern::models::qwen3_gen

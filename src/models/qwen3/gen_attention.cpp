@@ -1,0 +1,86 @@
+// The Qwen3 manifest's attention ops: split-KV decode (kernels/attention.cu) and tensor-core chunked
+// prefill (kernels/attention_prefill.cu), both over the paged KV state.
+#include <algorithm>
+#include <cmath>
+
+#include "models/qwen3/gen.hpp"
+
+namespace kern::models::qwen3_gen {
+namespace {
+
+constexpr std::uint64_t kDecodeSplits = 64;  // split-KV ranges per decode sequence, at most
+constexpr std::uint64_t kDecodePartialThreads = 128;
+// Tensor-core prefill (attention_prefill.cu): 8 warps of 16 queries (rows x q heads of one kv head),
+// key tiles of 64 in two stages of K and V in dynamic shared memory.
+constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256, kPrefillKeys = 64, kPrefillStages = 2;
+// Calls of prefill_long_rows rows or more (long whole-prompt prefills; head_dim 128 only) take the
+// m32n32s2 layout instead: 4 warps x 32 queries, key tiles of 32 in two stages (Q staged in shared
+// memory), 11 % faster at 8192 rows on the H200 but slower at 512-2048 (docs/perf.md). Both are
+// row-invariant within themselves; a row computed by a call of each size differs only by rounding.
+constexpr std::uint64_t kLongQueries = 128, kLongThreads = 128, kLongKeys = 32;
+
+double attn_scale(const Qwen3Shape& c) { return 1.0 / std::sqrt(static_cast<double>(c.head_dim)); }
+
+// One prefill launch of `entry`: blocks of `queries` queries (rows x the q heads of one kv head).
+OJ prefill_launch(const Geo& g, const std::string& entry, std::uint64_t queries, std::uint64_t threads,
+                  std::uint64_t shared) {
+  const Qwen3Shape& c = g.c;
+  const std::uint64_t per_block = std::max<std::uint64_t>(1, queries / (c.heads / c.kv_heads));
+  return with_shared(launch(entry,
+                            OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6),
+                                       p(7), p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
+                                       i64(g.page_stride_elems), f32(attn_scale(c)), i32(per_block)}),
+                            OJ::array({ceil_div("tokens", per_block), c.kv_heads, 1}), threads),
+                     shared);
+}
+
+}  // namespace
+
+// The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about the
+// option's decode_attn_target_blocks blocks of work per call; its grid covers them, blocks past the work
+// exit) and writes `out` itself for sequences of one range; the reduce merges the others.
+OJ attn_decode_op(const Geo& g) {
+  const Qwen3Shape& c = g.c;
+  const std::uint64_t target_blocks = decode_attn_target(g.o);
+  const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, target_blocks})}};
+  // The tensor-core partial (kern_attn_decode_mma_partial_hd*, same ABI and grid) takes dynamic shared
+  // memory: 4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16.
+  const std::uint64_t mma_shared = 4 * 3 * 2 * 16 * (c.head_dim + 8) * 2;
+  const std::string partial_entry =
+      std::string(g.o.decode_attn_mma ? "kern_attn_decode_mma_partial" : "kern_attn_decode_partial") + g.hd;
+  OJ part = launch(partial_entry,
+                   OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
+                              scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
+                              i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), f32(attn_scale(c))}),
+                   OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
+  if (g.o.decode_attn_mma) part = with_shared(std::move(part), mma_shared);
+  OJ reduce = launch("kern_attn_decode_reduce" + g.hd,
+                     OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(3), i32(g.max_pages), p(5), i32(c.heads),
+                                i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits), i32(target_blocks)}),
+                     OJ::array({"seqs", c.heads, 1}), c.head_dim);
+  OJ sc;
+  sc["part_o"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, c.head_dim})}};
+  sc["part_ml"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, 2})}};
+  return op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "out buffer<bf16>", "i32"},
+            OJ::array({with_pdl(std::move(part), g), with_pdl(std::move(reduce), g)}), std::move(sc));
+}
+
+OJ attn_prefill_op(const Geo& g) {
+  const Qwen3Shape& c = g.c;
+  const std::uint64_t prefill_shared = 2 * kPrefillStages * kPrefillKeys * (c.head_dim + 8) * 2;
+  OJ launches = OJ::array(
+      {prefill_launch(g, "kern_attn_prefill_mma_s2" + g.hd, kPrefillQueries, kPrefillThreads, prefill_shared)});
+  const std::uint64_t long_rows = g.o.prefill_long_rows;
+  if (c.head_dim == 128 && long_rows > 0 && g.o.max_tokens >= long_rows) {
+    const std::uint64_t long_shared = (kLongQueries + 2 * kPrefillStages * kLongKeys) * (c.head_dim + 8) * 2;
+    launches[0]["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
+    OJ big = prefill_launch(g, "kern_attn_prefill_mma_m32n32s2" + g.hd, kLongQueries, kLongThreads, long_shared);
+    big["when"] = OJ{{"var", "tokens"}, {"min", long_rows}};
+    launches.push_back(std::move(big));
+  }
+  return op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
+             "out buffer<bf16>", "i32", "i32"},
+            std::move(launches));
+}
+
+}  // namespace kern::models::qwen3_gen

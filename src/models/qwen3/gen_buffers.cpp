@@ -1,0 +1,94 @@
+// The Qwen3 manifest's buffers: caller inputs, outputs, activations, the RoPE table, the decode chain's
+// barrier words, and the weights bound to the Hugging Face tensor names.
+#include "models/qwen3/gen.hpp"
+
+namespace kern::models::qwen3_gen {
+namespace {
+
+OJ weight(OJ shape, std::vector<std::string> tensors) {
+  OJ b;
+  b["dtype"] = "bf16";
+  b["shape"] = std::move(shape);
+  b["kind"] = "weight";
+  OJ bind = OJ::array();
+  for (auto& t : tensors) bind.push_back({{"tensor", std::move(t)}});
+  b["bind"] = std::move(bind);
+  return b;
+}
+
+OJ plain(const char* dtype, OJ shape, const char* kind) {
+  OJ b;
+  b["dtype"] = dtype;
+  b["shape"] = std::move(shape);
+  b["kind"] = kind;
+  return b;
+}
+
+// The weights, bound to the HF names (q/k/v and gate/up concatenated; a tied lm_head binds the embedding).
+void weight_buffers(const Geo& g, OJ& b) {
+  const Qwen3Shape& c = g.c;
+  b["embed"] = weight(OJ::array({c.vocab, c.hidden}), {"model.embed_tokens.weight"});
+  b["lm_head"] =
+      weight(OJ::array({c.vocab, c.hidden}), {c.tied ? "model.embed_tokens.weight" : "lm_head.weight"});
+  b["final_norm"] = weight(OJ::array({c.hidden}), {"model.norm.weight"});
+  for (std::uint64_t l = 0; l < c.layers; ++l) {
+    b[layer_name(l, "input_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "input_layernorm")});
+    b[layer_name(l, "qkv")] =
+        weight(OJ::array({g.qkv_width, c.hidden}),
+               {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")});
+    b[layer_name(l, "q_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.q_norm")});
+    b[layer_name(l, "k_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.k_norm")});
+    b[layer_name(l, "o_proj")] = weight(OJ::array({c.hidden, g.q_width}), {hf_layer(l, "self_attn.o_proj")});
+    b[layer_name(l, "post_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "post_attention_layernorm")});
+    b[layer_name(l, "gate_up")] = weight(OJ::array({2 * c.intermediate, c.hidden}),
+                                         {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
+    b[layer_name(l, "down")] = weight(OJ::array({c.hidden, c.intermediate}), {hf_layer(l, "mlp.down_proj")});
+  }
+}
+
+}  // namespace
+
+OJ buffers(const Geo& g) {
+  const Qwen3Shape& c = g.c;
+  OJ b;
+  // Caller inputs.
+  b["token_ids"] = plain("i64", OJ::array({"tokens"}), "input");
+  b["token_ids"]["fill"] = "token";
+  b["token_ids"]["domain"] = {{"index_into", "embed"}};
+  b["positions"] = plain("i64", OJ::array({"tokens"}), "input");
+  b["positions"]["fill"] = "position";
+  b["positions"]["domain"] = {{"index_into", "rope"}};
+  b["slot_mapping"] = plain("i64", OJ::array({"tokens"}), "input");
+  b["slot_mapping"]["fill"] = "slot";
+  b["slot_mapping"]["domain"] = {{"index_into", "kv"}};
+  b["block_table"] = plain("i32", OJ::array({"seqs", g.max_pages}), "input");
+  b["block_table"]["domain"] = {{"index_into", "kv"}, {"stride", g.o.page_size}};
+  b["seq_lens"] = plain("i32", OJ::array({"seqs"}), "input");
+  b["seq_lens"]["fill"] = "seq_len";
+  b["seq_lens"]["domain"] = {{"min", 1}, {"max", g.max_pages * g.o.page_size}};
+  b["cu_seqlens"] = plain("i32", OJ::array({g.o.max_seqs + 1}), "input");
+  b["cu_seqlens"]["fill"] = "cu_seqlens";
+  b["cu_seqlens"]["domain"] = {{"min", 0}, {"max", "tokens"}, {"monotone", true}};
+  // Outputs.
+  b["next_token"] = plain("i64", OJ::array({"seqs"}), "output");
+  b["next_token"]["fill"] = "tokens";
+  b["next_token"]["domain"] = {{"min", 0}, {"max", c.vocab - 1}};
+  b["logits"] = plain("bf16", OJ::array({"seqs", c.vocab}), g.o.logits_output ? "output" : "workspace");
+  // Activations.
+  b["hidden"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  b["normed"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  b["qkv"] = plain("bf16", OJ::array({"tokens", g.qkv_width}), "workspace");
+  b["attn"] = plain("bf16", OJ::array({"tokens", g.q_width}), "workspace");
+  b["delta"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  b["gate_up"] = plain("bf16", OJ::array({"tokens", 2 * c.intermediate}), "workspace");
+  b["act"] = plain("bf16", OJ::array({"tokens", c.intermediate}), "workspace");
+  b["last"] = plain("bf16", OJ::array({"seqs", c.hidden}), "workspace");
+  // Derived at load.
+  b["rope"] = plain("f32", OJ::array({g.max_pos, c.head_dim}), "carry");
+  // The decode chain's grid-barrier words: zero at load, left zero by every launch.
+  if (g.chain_rows > 0) b["chain_sync"] = plain("u32", OJ::array({2}), "carry");
+  weight_buffers(g, b);
+  return b;
+}
+
+}  // namespace kern::models::qwen3_gen

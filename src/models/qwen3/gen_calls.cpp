@@ -1,0 +1,166 @@
+// The forward pass of both serving programs. Prefill: cuBLASLt GEMMs into `delta`, the residual
+// added by the next add_rms_norm, logits of each sequence's last row. Decode (one row per
+// sequence): GEMV ops (cuBLASLt above kGemvMaxRows sequences) that add o_proj and down_proj into
+// `hidden` in place, so every norm is a plain rms_norm (or, with gemv_fused_norm, fused into the
+// prologue of the GEMV that reads it: qkv_proj, gate_up with SiLU·mul, the lm_head), gate_up fused
+// with SiLU·mul, the lm_head reading the normed rows directly (every decode row is the last row of
+// its sequence); kernels chained with programmatic dependent launch (`pdl`).
+//
+// With the decode chain, steps of up to chain_rows sequences run the first layer's norm and qkv_proj
+// (decode_chain_head), then per layer RoPE, attention and one decode_chain call that ends with the
+// next layer's qkv_proj (the last layer's: the final norm and the lm_head). The per-op calls stay in
+// the program for larger steps; their launches' `when` makes them no-ops for chain-sized steps, and
+// the chain's makes it a no-op above.
+#include "models/qwen3/gen.hpp"
+
+namespace kern::models::qwen3_gen {
+namespace {
+
+OJ kv(const Geo& g, std::uint64_t l) { return state("kv", l * g.layer_bytes); }
+
+// RoPE of layer l's q and k, written with v into its KV block.
+OJ rope_cache_call(const Geo& g, std::uint64_t l) {
+  return call(layer_name(l, "qk_norm_rope_cache"), "qk_norm_rope_cache",
+              OJ::array({buf("qkv"), buf(layer_name(l, "q_norm")), buf(layer_name(l, "k_norm")), buf("rope"),
+                         buf("positions"), buf("slot_mapping"), kv(g, l), var("tokens")}));
+}
+
+void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
+  if (l == 0) {
+    calls.push_back(call(layer_name(l, "input_norm"), "rms_norm",
+                         OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
+  } else {
+    calls.push_back(call(layer_name(l, "input_norm"), "add_rms_norm",
+                         OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"),
+                                    var("tokens")})));
+  }
+  calls.push_back(call(layer_name(l, "qkv_proj"), "gemm_qkv",
+                       OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
+  calls.push_back(rope_cache_call(g, l));
+  calls.push_back(call(layer_name(l, "attn"), "attn_prefill",
+                       OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("cu_seqlens"),
+                                  buf("positions"), buf("attn"), var("tokens"), var("seqs")})));
+  calls.push_back(call(layer_name(l, "o_proj"), "gemm_o",
+                       OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
+  calls.push_back(call(layer_name(l, "post_norm"), "add_rms_norm",
+                       OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"),
+                                  var("tokens")})));
+  calls.push_back(call(layer_name(l, "gate_up_proj"), "gemm_gate_up",
+                       OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("gate_up"), var("tokens")})));
+  calls.push_back(call(layer_name(l, "silu_mul"), "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
+  calls.push_back(call(layer_name(l, "down_proj"), "gemm_down",
+                       OJ::array({buf("act"), buf(layer_name(l, "down")), buf("delta"), var("tokens")})));
+}
+
+// The plain decode norm op: rms_norm, or with the chain decode_rms_norm (launched only above its rows).
+const char* decode_norm(const Geo& g) { return g.chain_rows > 0 ? "decode_rms_norm" : "rms_norm"; }
+
+// The per-op decode path's input norm and qkv_proj of layer l.
+void decode_qkv(const Geo& g, std::uint64_t l, OJ& calls) {
+  if (g.o.gemv_fused_norm) {
+    calls.push_back(call(layer_name(l, "norm_qkv_proj"), "decode_norm_qkv",
+                         OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf(layer_name(l, "qkv")),
+                                    buf("qkv"), var("seqs")})));
+    return;
+  }
+  calls.push_back(call(layer_name(l, "input_norm"), decode_norm(g),
+                       OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
+  calls.push_back(call(layer_name(l, "qkv_proj"), "decode_qkv",
+                       OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("seqs")})));
+}
+
+// Layer l's decode chain call: o_proj through the next layer's qkv_proj (the last layer's: the lm_head).
+OJ decode_chain_call(const Geo& g, std::uint64_t l) {
+  const bool last = l + 1 == g.c.layers;
+  return call(layer_name(l, "chain"), last ? "decode_chain_last" : "decode_chain",
+              OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), buf(layer_name(l, "post_norm")),
+                         buf(layer_name(l, "gate_up")), buf("act"), buf(layer_name(l, "down")),
+                         buf(last ? std::string("final_norm") : layer_name(l + 1, "input_norm")),
+                         buf(last ? std::string("lm_head") : layer_name(l + 1, "qkv")), buf(last ? "logits" : "qkv"),
+                         buf("chain_sync"), var("seqs")}));
+}
+
+// The per-op decode path from attention's output: o_proj, the MLP, down_proj (residuals into hidden).
+void decode_o_mlp(const Geo& g, std::uint64_t l, OJ& calls) {
+  const bool fused = g.o.gemv_fused_norm;
+  calls.push_back(call(layer_name(l, "o_proj"), "decode_o_residual",
+                       OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var("seqs")})));
+  OJ gate_up_args;
+  if (fused) {
+    gate_up_args =
+        OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf(layer_name(l, "gate_up")), buf("act")});
+  } else {
+    calls.push_back(call(layer_name(l, "post_norm"), decode_norm(g),
+                         OJ::array({buf("hidden"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
+    gate_up_args = OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("act")});
+  }
+  if (decode_uses_blas(g)) gate_up_args.push_back(buf("gate_up"));
+  gate_up_args.push_back(var("seqs"));
+  calls.push_back(call(layer_name(l, fused ? "norm_gate_up_silu" : "gate_up_silu"),
+                       fused ? "decode_norm_gate_up_silu" : "decode_gate_up_silu", std::move(gate_up_args)));
+  calls.push_back(call(layer_name(l, "down_proj"), "decode_down_residual",
+                       OJ::array({buf("act"), buf(layer_name(l, "down")), buf("hidden"), var("seqs")})));
+}
+
+void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
+  const bool per_op = decode_needs_ops(g);
+  if (per_op) decode_qkv(g, l, calls);
+  calls.push_back(rope_cache_call(g, l));
+  calls.push_back(call(layer_name(l, "attn"), "attn_decode",
+                       OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"),
+                                  var("seqs")})));
+  if (g.chain_rows > 0) calls.push_back(decode_chain_call(g, l));
+  if (per_op) decode_o_mlp(g, l, calls);
+}
+
+// After the last layer: the final norm and the lm_head (prefill: of each sequence's last row).
+void head_calls(const Geo& g, bool prefill, OJ& calls) {
+  if (prefill) {
+    calls.push_back(call("final_norm", "add_rms_norm",
+                         OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(
+        call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
+    calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
+  } else if (!decode_needs_ops(g)) {
+    // the last layer's chain ends with the lm_head
+  } else if (g.o.gemv_fused_norm) {
+    calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
+                         OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var("seqs")})));
+  } else {
+    calls.push_back(
+        call("final_norm", decode_norm(g), OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(
+        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
+  }
+}
+
+}  // namespace
+
+OJ call(const std::string& label, const char* op_name, OJ args) {
+  OJ c;
+  if (!label.empty()) c["label"] = label;
+  c["op"] = op_name;
+  c["args"] = std::move(args);
+  return c;
+}
+
+OJ forward_calls(const Geo& g, bool prefill) {
+  OJ calls = OJ::array();
+  calls.push_back(call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
+  if (!prefill && g.chain_rows > 0)
+    calls.push_back(call("layers.0.chain_head", "decode_chain_head",
+                         OJ::array({buf("hidden"), buf(layer_name(0, "input_norm")), buf(layer_name(0, "qkv")), buf("qkv"),
+                                    buf("chain_sync"), var("seqs")})));
+  for (std::uint64_t l = 0; l < g.c.layers; ++l) {
+    if (prefill) {
+      prefill_layer(g, l, calls);
+    } else {
+      decode_layer(g, l, calls);
+    }
+  }
+  head_calls(g, prefill, calls);
+  calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
+  return calls;
+}
+
+}  // namespace kern::models::qwen3_gen

@@ -1,0 +1,163 @@
+// The Qwen3 manifest's GEMM ops: the prefill GEMMs (cuBLASLt) and the decode GEMMs, each carrying kern's
+// GEMV (kernels/gemv.cu) for steps up to kGemvMaxRows sequences and cuBLASLt above.
+#include <algorithm>
+
+#include "models/qwen3/gen.hpp"
+
+namespace kern::models::qwen3_gen {
+namespace {
+
+// Threads per GEMV block: 256 (the pipelined GEMV was fastest at 256 or within 2 % of its best on every
+// 4B shape timed on the H200).
+constexpr std::uint64_t kGemvThreads = 256;
+constexpr std::uint64_t kGemvTileRows = 16;  // weight rows per block (gate_up: 8 gate + 8 up rows)
+
+OJ gemm_op(std::uint64_t n, std::uint64_t k) {
+  OJ l;
+  l["entry"] = "extern:cublaslt_bf16_tn";
+  l["params"] = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32", "i32", "i32"};
+  l["args"] = OJ::array({p(0), p(1), p(2), p(3), i32(n), i32(k)});
+  return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, OJ::array({l}));
+}
+
+// Bytes of a GEMV tile's weights one block asks the L2 to prefetch before waiting for the previous
+// kernel: the whole tile, at most the option's cap.
+std::uint64_t tile_prefetch(const Geo& g, std::uint64_t k) {
+  return std::min<std::uint64_t>(g.o.gemv_prefetch_bytes, kGemvTileRows * k * 2);
+}
+
+// Dynamic shared memory of the RMSNorm-fused GEMVs: the normalised rows of one pass over W
+// (min(max_seqs, 8) rows of hidden + 8 bf16; kernels/gemv.cu).
+std::uint64_t norm_gemv_shared(const Geo& g) {
+  return std::min<std::uint64_t>(g.o.max_seqs, kGemvMaxRows) * (g.c.hidden + 8) * 2;
+}
+
+// Blocks of a GEMV launch over `tiles` tiles: one per tile, or at most the option's cap (the
+// kernel strides tiles over its grid).
+std::uint64_t gemv_blocks(const Geo& g, std::uint64_t tiles) {
+  return g.o.gemv_max_blocks == 0 ? tiles : std::min(tiles, g.o.gemv_max_blocks);
+}
+
+// A GEMV launch of `entry` over `tiles` tiles. Args: x, [norm_w,] w, out (op params 0.., in order), then
+// m (op param `m_param`), n, k, ldx = k, [eps,] prefetch.
+OJ gemv_launch(const Geo& g, const char* entry, bool norm, std::uint64_t m_param, std::uint64_t n, std::uint64_t k,
+               std::uint64_t tiles) {
+  OJ args = OJ::array({p(0), p(1), p(2), p(m_param), i32(n), i32(k), i32(k), i32(tile_prefetch(g, k))});
+  if (norm)
+    args = OJ::array({p(0), p(1), p(2), p(3), p(m_param), i32(n), i32(k), i32(k), f32(g.c.rms_norm_eps),
+                      i32(tile_prefetch(g, k))});
+  OJ l = launch(entry, std::move(args), OJ::array({gemv_blocks(g, tiles), 1, 1}), kGemvThreads);
+  if (norm) l["shared_mem"] = norm_gemv_shared(g);
+  l["when"] = when_gemv(g);
+  return with_pdl(std::move(l), g);
+}
+
+OJ blas_launch(const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::uint64_t m_param, std::uint64_t n,
+               std::uint64_t k) {
+  OJ l;
+  l["entry"] = std::string("extern:") + ext;
+  l["params"] = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32"};
+  l["when"] = when_blas();
+  l["args"] = OJ::array({std::move(x), std::move(w), std::move(out), p(m_param), i32(n), i32(k)});
+  return l;
+}
+
+// The cuBLASLt path's RMSNorm of x (param 0, weight param 1) into the op's scratch `normed`.
+OJ blas_norm_launch(const Geo& g, std::uint64_t m_param) {
+  OJ l = rms_norm_launch(g, scratch("normed"), m_param, "seqs");
+  l["when"] = when_blas();
+  return l;
+}
+
+OJ normed_scratch(const Geo& g) {
+  OJ sc;
+  sc["normed"] = {{"dtype", "bf16"}, {"shape", OJ::array({"seqs", g.c.hidden})}};
+  return sc;
+}
+
+std::uint64_t tiles_of(std::uint64_t rows, std::uint64_t per_tile) { return (rows + per_tile - 1) / per_tile; }
+
+// Decode h[seqs, n] += x·Wᵀ in place (o_proj, down_proj). Params: x, w, h, seqs.
+OJ decode_residual_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_residual_bf16", false, 3, n, k, tiles_of(n, kGemvTileRows))});
+  if (decode_uses_blas(g)) launches.push_back(blas_launch("cublaslt_bf16_tn_acc", "inout", p(0), p(1), p(2), 3, n, k));
+  return op({"in buffer<bf16>", "in buffer<bf16>", "inout buffer<bf16>", "i32"}, std::move(launches));
+}
+
+// Decode y[seqs, n] = x·Wᵀ (qkv_proj, lm_head on the normed rows). Params: x, w, y, seqs.
+OJ decode_gemm_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_bf16", false, 3, n, k, tiles_of(n, kGemvTileRows))});
+  if (decode_uses_blas(g)) launches.push_back(blas_launch("cublaslt_bf16_tn", "out", p(0), p(1), p(2), 3, n, k));
+  return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, std::move(launches));
+}
+
+// Decode y[seqs, n] = RMSNorm(x)·norm_w · Wᵀ (qkv_proj, lm_head). Params: x, norm_w, w, y, seqs.
+OJ decode_norm_gemm_op(const Geo& g, std::uint64_t n) {
+  const std::uint64_t k = g.c.hidden;
+  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_rms_norm_bf16", true, 4, n, k, tiles_of(n, kGemvTileRows))});
+  OJ sc = nullptr;
+  if (decode_uses_blas(g)) {
+    launches.push_back(blas_norm_launch(g, 4));
+    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", scratch("normed"), p(2), p(3), 4, n, k));
+    sc = normed_scratch(g);
+  }
+  return op({"in buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, std::move(launches),
+            std::move(sc));
+}
+
+// Decode act[seqs, I] = silu(x·W_gateᵀ)·(x·W_upᵀ) over the concatenated [2I, H] gate_up weight;
+// with `fused`, x = RMSNorm(x)·norm_w first. Params: x, [norm_w,] w, act, [gate_up (the cuBLASLt
+// path's [seqs, 2I] intermediate),] seqs.
+OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
+  const Qwen3Shape& c = g.c;
+  const bool blas = decode_uses_blas(g);
+  const std::uint64_t base = fused ? 1 : 0;  // params after x shift by one with norm_w
+  const std::uint64_t w = base + 1, act = base + 2, gate_up = base + 3, m = base + (blas ? 4 : 3);
+  const char* entry = fused ? "kern_gemv_rms_norm_gate_up_silu_bf16" : "kern_gemv_gate_up_silu_bf16";
+  OJ launches = OJ::array(
+      {gemv_launch(g, entry, fused, m, c.intermediate, c.hidden, tiles_of(c.intermediate, kGemvTileRows / 2))});
+  std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
+  if (fused) params.insert(params.begin() + 1, "in buffer<bf16>");
+  OJ sc = nullptr;
+  if (blas) {
+    params.insert(params.begin() + static_cast<std::ptrdiff_t>(gate_up), "out buffer<bf16>");
+    OJ x = p(0);
+    if (fused) {
+      launches.push_back(blas_norm_launch(g, m));
+      x = scratch("normed");
+      sc = normed_scratch(g);
+    }
+    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate,
+                                   c.hidden));
+    OJ silu = launch("kern_silu_mul_bf16", OJ::array({p(gate_up), p(act), p(m), i32(c.intermediate)}),
+                     OJ::array({"seqs", (c.intermediate + 2047) / 2048, 1}), 256);
+    silu["when"] = when_blas();
+    launches.push_back(std::move(silu));
+  }
+  return op(std::move(params), std::move(launches), std::move(sc));
+}
+
+}  // namespace
+
+void add_gemm_ops(const Geo& g, OJ& o) {
+  const Qwen3Shape& c = g.c;
+  o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
+  o["gemm_o"] = gemm_op(c.hidden, g.q_width);
+  o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
+  o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
+  o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
+  if (!decode_needs_ops(g)) return;  // every decode step goes through the chain
+  if (g.o.gemv_fused_norm) {
+    o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);
+    o["decode_norm_gate_up_silu"] = decode_gate_up_silu_op(g, true);
+    o["decode_norm_lm_head"] = decode_norm_gemm_op(g, c.vocab);
+  } else {
+    o["decode_qkv"] = decode_gemm_op(g, g.qkv_width, c.hidden);
+    o["decode_gate_up_silu"] = decode_gate_up_silu_op(g, false);
+    o["decode_lm_head"] = decode_gemm_op(g, c.vocab, c.hidden);
+  }
+  o["decode_o_residual"] = decode_residual_op(g, c.hidden, g.q_width);
+  o["decode_down_residual"] = decode_residual_op(g, c.hidden, c.intermediate);
+}
+
+}  // namespace kern::models::qwen3_gen

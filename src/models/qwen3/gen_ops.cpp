@@ -1,0 +1,135 @@
+// The Qwen3 manifest's op table, and its small ops: embedding, RMSNorms, RoPE, SiLU·mul, argmax.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "models/qwen3/gen.hpp"
+
+namespace kern::models::qwen3_gen {
+namespace {
+
+constexpr std::uint64_t kNormThreads = 256;
+constexpr std::uint64_t kArgmaxBlocks = 64;  // stage-1 blocks per argmax row
+
+OJ embedding_op(const Geo& g) {
+  return op({"in buffer<i64>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+            OJ::array({launch("kern_embedding_bf16",
+                              OJ::array({p(0), p(1), p(2), p(3), i32(g.c.hidden), i32(g.c.vocab)}),
+                              OJ::array({"tokens", 1, 1}), kNormThreads)}));
+}
+
+OJ rms_norm_op(const Geo& g) {
+  return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+            OJ::array({with_pdl(rms_norm_launch(g, p(2), 3, "tokens"), g)}));
+}
+
+OJ add_rms_norm_op(const Geo& g) {
+  return op({"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+            OJ::array({launch("kern_fused_add_rms_norm_bf16",
+                              OJ::array({p(0), p(1), p(2), p(3), p(4), i32(g.c.hidden), f32(g.c.rms_norm_eps)}),
+                              OJ::array({"tokens", 1, 1}), kNormThreads)}));
+}
+
+OJ gather_last_op(const Geo& g) {
+  return op({"in buffer<bf16>", "in buffer<i32>", "out buffer<bf16>", "i32"},
+            OJ::array({launch("kern_gather_last_rows_bf16", OJ::array({p(0), p(1), p(2), p(3), i32(g.c.hidden)}),
+                              OJ::array({"seqs", 1, 1}), kNormThreads)}));
+}
+
+// YaRN's correction range as transformers computes it (Python floats: double): the dimensions
+// whose wavelength turns beta_fast / beta_slow times over the original window, floored / ceiled
+// when `truncate`, clamped to [0, head_dim - 1]; equal ends are pulled 0.001 apart.
+std::pair<double, double> yarn_ramp(const Qwen3Shape& c) {
+  const Qwen3RopeScaling& y = c.rope_scaling;
+  const double dim = static_cast<double>(c.head_dim);
+  auto correction_dim = [&](double rotations) {
+    return dim * std::log(static_cast<double>(y.original_max_positions) / (rotations * 2 * M_PI)) /
+           (2 * std::log(c.rope_theta));
+  };
+  double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
+  if (y.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;
+  return {low, high};
+}
+
+OJ rope_table_op(const Geo& g) {
+  const Qwen3Shape& c = g.c;
+  const OJ grid = OJ::array({(g.max_pos * (c.head_dim / 2) + 255) / 256, 1, 1});
+  if (c.rope_scaling.type == Qwen3RopeScaling::Type::Yarn) {
+    const auto [low, high] = yarn_ramp(c);
+    return op({"out buffer<f32>"},
+              OJ::array({launch("kern_rope_table_yarn_f32",
+                                OJ::array({p(0), i32(g.max_pos), i32(c.head_dim), f32(c.rope_theta),
+                                           f32(c.rope_scaling.factor), f32(low), f32(high),
+                                           f32(c.rope_scaling.attention_factor)}),
+                                grid, 256)}));
+  }
+  return op({"out buffer<f32>"},
+            OJ::array({launch("kern_rope_table_f32",
+                              OJ::array({p(0), i32(g.max_pos), i32(c.head_dim), f32(c.rope_theta)}), grid, 256)}));
+}
+
+// 16 rows per block, 4 heads per block (kernels/rope.cu).
+OJ qk_norm_rope_cache_op(const Geo& g) {
+  const Qwen3Shape& c = g.c;
+  OJ l = launch("kern_qk_norm_rope_cache_bf16",
+                OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
+                           i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
+                           f32(c.rms_norm_eps)}),
+                OJ::array({ceil_div("tokens", 16), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128);
+  return op({"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>",
+             "in buffer<i64>", "inout state", "i32"},
+            OJ::array({with_pdl(std::move(l), g)}));
+}
+
+OJ silu_mul_op(const Geo& g) {
+  const std::uint64_t inter = g.c.intermediate;
+  return op({"in buffer<bf16>", "out buffer<bf16>", "i32"},
+            OJ::array({launch("kern_silu_mul_bf16", OJ::array({p(0), p(1), p(2), i32(inter)}),
+                              OJ::array({"tokens", (inter + 2047) / 2048, 1}), 256)}));
+}
+
+// Two stages: kArgmaxBlocks partial maxima per row into scratch, then one block per row.
+OJ argmax_op(const Geo& g) {
+  OJ part = launch(
+      "kern_argmax_partial_bf16",
+      OJ::array({p(0), scratch("part_max"), scratch("part_idx"), p(2), i32(g.c.vocab), i32(kArgmaxBlocks)}),
+      OJ::array({kArgmaxBlocks, "seqs", 1}), 256);
+  OJ fin = launch("kern_argmax_final",
+                  OJ::array({scratch("part_max"), scratch("part_idx"), p(1), p(2), i32(kArgmaxBlocks)}),
+                  OJ::array({"seqs", 1, 1}), 64);
+  OJ sc;
+  sc["part_max"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
+  sc["part_idx"] = {{"dtype", "i32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
+  return op({"in buffer<bf16>", "out buffer<i64>", "i32"},
+            OJ::array({with_pdl(std::move(part), g), with_pdl(std::move(fin), g)}), std::move(sc));
+}
+
+}  // namespace
+
+OJ rms_norm_launch(const Geo& g, OJ out, std::uint64_t m_param, const char* rows_var) {
+  return launch("kern_rms_norm_bf16",
+                OJ::array({p(0), p(1), std::move(out), p(m_param), i32(g.c.hidden), f32(g.c.rms_norm_eps)}),
+                OJ::array({rows_var, 1, 1}), kNormThreads);
+}
+
+OJ ops(const Geo& g) {
+  OJ o;
+  o["embedding"] = embedding_op(g);
+  o["rms_norm"] = rms_norm_op(g);
+  o["add_rms_norm"] = add_rms_norm_op(g);
+  o["gather_last"] = gather_last_op(g);
+  o["rope_table"] = rope_table_op(g);
+  o["qk_norm_rope_cache"] = qk_norm_rope_cache_op(g);
+  o["attn_decode"] = attn_decode_op(g);
+  o["attn_prefill"] = attn_prefill_op(g);
+  o["silu_mul"] = silu_mul_op(g);
+  o["argmax"] = argmax_op(g);
+  if (g.chain_rows > 0) add_chain_ops(g, o);
+  add_gemm_ops(g, o);
+  return o;
+}
+
+}  // namespace kern::models::qwen3_gen

@@ -1,0 +1,24 @@
+// Test-only kernels of module test_attention_prefill (built by tests/gpu/kernels/CMakeLists.txt into
+// <build>/kernels/test_attention_prefill.fatbin; the harness finds an entry there when the production
+// fatbin "attention_prefill" lacks it): instantiations of the production template
+// kernels/attention_prefill_mma.cuh that kern gen does not launch.
+#include "attention_prefill_mma.cuh"
+
+// The one-stage layout (static shared memory only: K and V tiles, 2 * 64 * (HD + 8) * 2 bytes), the
+// production entry before s2, kept as the reference of the tuning variants.
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd64, 64, 8, 1, 64, 1, 1)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_hd128, 128, 8, 1, 64, 1, 1)
+// Tuning variants, run by the GPU tests only (rows_per_block = queries per block / G; dynamic
+// shared memory ((MT > 1 ? queries : 0) + 2 * stages * BN) * (HD + 8) * 2 bytes unless static):
+//  * w4: 4 warps x 16 queries, three blocks per SM;
+//  * m32: 4 warps x 32 queries (each K/V fragment read from shared memory feeds two m16 tiles; Q
+//    staged in shared memory), 69632 bytes at hd 128, two blocks per SM;
+//  * m32n32: m32 with key tiles of 32 (fewer registers; 52224 bytes);
+//  * s2n32: the s2 production layout with key tiles of 32 (34816 bytes);
+//  * m32n32s2: m32n32 with two stages (69632 bytes, two blocks per SM).
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4_hd128, 128, 4, 1, 64, 1, 3)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32_hd128, 128, 4, 2, 64, 1, 2)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 1, 2)
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2n32_hd128, 128, 8, 1, 32, 2, 1)
+//  * w4s2: 4 warps x 16 queries with two K/V stages of 64 keys (69632 bytes, up to three blocks per SM).
+KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4s2_hd128, 128, 4, 1, 64, 2, 3)
