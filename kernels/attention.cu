@@ -39,7 +39,7 @@ namespace {
 // end merges the warps in a fixed order.
 namespace decode {
 
-constexpr int kWarps = 4;           // warps per partial block
+constexpr int kWarps = 4;  // warps per partial block
 constexpr int kThreads = kWarps * 32;
 constexpr int kMinBlocksPerSm = 4;  // caps registers at 128 per thread (4 blocks of 4 warps per SM)
 constexpr int kUnroll = 4;          // load steps in flight per warp iteration
@@ -55,7 +55,6 @@ __device__ __forceinline__ uint4 load_stream(const bf16* p) {
   return r;
 }
 
-
 struct Args {
   const bf16* qkv;
   int32_t q_stride;
@@ -63,7 +62,7 @@ struct Args {
   const int32_t* pages;  // block-table row of the sequence
   int32_t page_size, kv_heads, heads, group;
   int64_t page_stride;
-  float q_scale;         // scale * log2(e)
+  float q_scale;  // scale * log2(e)
   float* part_o;
   float* part_ml;
   bf16* out;
@@ -89,7 +88,8 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
   const int slot = lane / kLanesPerKey, part = lane % kLanesPerKey;
 
   float q[QG][8];
-  const bf16* qrow = a.qkv + static_cast<int64_t>(s) * a.q_stride + static_cast<int64_t>(kvh * a.group + g0) * HD + part * 8;
+  const bf16* qrow =
+      a.qkv + static_cast<int64_t>(s) * a.q_stride + static_cast<int64_t>(kvh * a.group + g0) * HD + part * 8;
 #pragma unroll
   for (int g = 0; g < QG; ++g) {
     if (g < nq) {
@@ -196,7 +196,8 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
 #pragma unroll
     for (int g = 0; g < QG; ++g) {
       *reinterpret_cast<float4*>(&ws.o[warp][g][part * 8]) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-      *reinterpret_cast<float4*>(&ws.o[warp][g][part * 8 + 4]) = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+      *reinterpret_cast<float4*>(&ws.o[warp][g][part * 8 + 4]) =
+          make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
       if (part == 0) {
         ws.m[warp][g] = m[g];
         ws.l[warp][g] = l[g];
@@ -244,10 +245,10 @@ __device__ void partial_all_heads(const Args& a, WarpState<HD>& ws, int s, int k
 
 template <int HD>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
-                        const int32_t* __restrict__ block_table, int32_t max_pages, const int32_t* __restrict__ seq_lens,
-                        float* __restrict__ part_o, float* __restrict__ part_ml, bf16* __restrict__ out, int32_t seqs,
-                        int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,
-                        int32_t target_blocks, float scale) {
+                        const int32_t* __restrict__ block_table, int32_t max_pages,
+                        const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
+                        bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
+                        int64_t page_stride, int32_t splits_max, int32_t target_blocks, float scale) {
   __shared__ __align__(16) WarpState<HD> ws;
   // Before waiting for the previous kernel (pdl): only the caller's seq_lens (the split of the
   // context); q and the current token's K/V come from the previous kernels.
@@ -327,22 +328,21 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
 // partial grid: (>= seqs*kv_heads + target_blocks, 1, 1), block (128, 1, 1); blocks past the work exit.
 // reduce grid: (seqs, heads, 1), block (HD, 1, 1). Both take the same seq_lens, max_pages,
 // page_size, seqs, kv_heads, splits_max (<= 1024) and target_blocks.
-#define KERN_ATTN_DECODE_ENTRIES(HD)                                                                                 \
-  extern "C" __global__ void __launch_bounds__(decode::kThreads, decode::kMinBlocksPerSm)                           \
-      kern_attn_decode_partial_hd##HD(                                                                               \
-      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,           \
-      const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,                \
-      int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,           \
-      float scale) {                                                                                                 \
-    decode::partial<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads,   \
-                        kv_heads, page_size, page_stride, splits_max, target_blocks, scale);                         \
-  }                                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_reduce_hd##HD(                                   \
-      const float* part_o, const float* part_ml, bf16* out, const int32_t* seq_lens, int32_t max_pages,              \
-      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int32_t splits_max,                          \
-      int32_t target_blocks) {                                                                                       \
-    decode::reduce<HD>(part_o, part_ml, out, seq_lens, max_pages, seqs, heads, kv_heads, page_size, splits_max,      \
-                       target_blocks);                                                                               \
+#define KERN_ATTN_DECODE_ENTRIES(HD)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(decode::kThreads, decode::kMinBlocksPerSm)                             \
+      kern_attn_decode_partial_hd##HD(const bf16* qkv, int32_t q_stride, const bf16* cache,                           \
+                                      const int32_t* block_table, int32_t max_pages, const int32_t* seq_lens,         \
+                                      float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,          \
+                                      int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,   \
+                                      int32_t target_blocks, float scale) {                                           \
+    decode::partial<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads,    \
+                        kv_heads, page_size, page_stride, splits_max, target_blocks, scale);                          \
+  }                                                                                                                   \
+  extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_reduce_hd##HD(                                    \
+      const float* part_o, const float* part_ml, bf16* out, const int32_t* seq_lens, int32_t max_pages, int32_t seqs, \
+      int32_t heads, int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks) {                \
+    decode::reduce<HD>(part_o, part_ml, out, seq_lens, max_pages, seqs, heads, kv_heads, page_size, splits_max,       \
+                       target_blocks);                                                                                \
   }
 
 KERN_ATTN_DECODE_ENTRIES(64)

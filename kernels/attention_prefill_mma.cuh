@@ -1,6 +1,6 @@
 // The chunked-prefill attention template (entries: attention_prefill.cu; tuning variants:
-// tests/gpu/kernels/test_attention_prefill.cu). Chunked-prefill paged attention on tensor cores (flash-attention-2 style, mma.sync m16n8k16 bf16,
-// f32 accumulate), over the KV layout documented in rope.cu (and docs/kernels.md).
+// tests/gpu/kernels/test_attention_prefill.cu). Chunked-prefill paged attention on tensor cores (flash-attention-2
+// style, mma.sync m16n8k16 bf16, f32 accumulate), over the KV layout documented in rope.cu (and docs/kernels.md).
 //
 // A block serves one kv head and up to kBM queries of it: consecutive rows of one sequence times
 // all G = heads / kv_heads q heads of that kv head (query qi = row (qi / G), q head kvh*G + qi % G),
@@ -72,8 +72,10 @@ __device__ __forceinline__ int sequence_of(const int32_t* __restrict__ cu_seqlen
   if (seqs < 1 || cu_seqlens[0] > a) return -1;
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (cu_seqlens[mid] <= a) lo = mid;
-    else hi = mid;
+    if (cu_seqlens[mid] <= a)
+      lo = mid;
+    else
+      hi = mid;
   }
   return a < cu_seqlens[lo + 1] ? lo : -1;
 }
@@ -146,8 +148,8 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
     for (int c = threadIdx.x; c < kWarps * 16 * MT * kChunks; c += kThreads) {
       const int qi = c / kChunks, part = c % kChunks;
       const bool valid = qi < nq;
-      const bf16* src = valid ? qkv + static_cast<int64_t>(a + qi / G) * q_stride + (kvh * G + qi % G) * HD + part * 8
-                              : qkv;
+      const bf16* src =
+          valid ? qkv + static_cast<int64_t>(a + qi / G) * q_stride + (kvh * G + qi % G) * HD + part * 8 : qkv;
       cp_async16(smem_u32(sq + qi * kStride + part * 8), src, valid);
     }
   }
@@ -317,8 +319,7 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
         bf16* dst = out + (static_cast<int64_t>(a + qi / G) * heads + kvh * G + qi % G) * HD + 2 * t;
 #pragma unroll
         for (int nd = 0; nd < ND; ++nd)
-          *reinterpret_cast<uint32_t*>(dst + nd * 8) =
-              pack_bf16x2(o[mt][nd][2 * h] * inv, o[mt][nd][2 * h + 1] * inv);
+          *reinterpret_cast<uint32_t*>(dst + nd * 8) = pack_bf16x2(o[mt][nd][2 * h] * inv, o[mt][nd][2 * h + 1] * inv);
       }
     }
 }
@@ -326,9 +327,10 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
 // Shared memory: static when the Q fragments live in registers (MT == 1), else dynamic
 // (Q tile + K tile + V tile, launched with prefill_mma_smem_bytes(HD, kWarps, MT) bytes).
 template <int HD, int kWarps, int MT, int kBN, int kStages>
-__device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
-                                            const int32_t* __restrict__ block_table, int32_t max_pages,
-                                            const int32_t* __restrict__ seq_lens, const int32_t* __restrict__ cu_seqlens,
+__device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_t q_stride,
+                                            const bf16* __restrict__ cache, const int32_t* __restrict__ block_table,
+                                            int32_t max_pages, const int32_t* __restrict__ seq_lens,
+                                            const int32_t* __restrict__ cu_seqlens,
                                             const int64_t* __restrict__ positions, bf16* __restrict__ out, int32_t rows,
                                             int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
                                             int64_t page_stride, float scale, int32_t rows_per_block) {
@@ -350,7 +352,7 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
   if (kvh >= kv_heads || rows_per_block < 1 || page_size < 1) return;
   const int G = heads / kv_heads;
   if (G < 1 || G > kBM || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
-  const int max_rows = kBM / G;  // rows attended together (they share each K/V tile)
+  const int max_rows = kBM / G;                           // rows attended together (they share each K/V tile)
   const int64_t cap = static_cast<int64_t>(max_pages) * page_size;
   const float scale_log2 = scale * kLog2e;
   // Blocks run in reverse row order: with causal prefill the last rows have the most keys, so the
@@ -368,10 +370,11 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
       continue;
     }
     const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
-    const PagedKv kv{cache, block_table + static_cast<int64_t>(s) * max_pages, page_size, kv_heads, page_stride,
-                     page_shift_of(page_size)};
-    attend_segment<HD, kWarps, MT, kBN, kStages>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s],
-                                   cap, heads, kvh, scale_log2);
+    const PagedKv kv{cache,       block_table + static_cast<int64_t>(s) * max_pages,
+                     page_size,   kv_heads,
+                     page_stride, page_shift_of(page_size)};
+    attend_segment<HD, kWarps, MT, kBN, kStages>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G,
+                                                 seq_lens[s], cap, heads, kvh, scale_log2);
     a = b;
   }
 }
@@ -381,13 +384,13 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
 // qkv rows: row i at qkv + i*q_stride, q heads first; out [rows, heads*HD] bf16.
 // grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (WARPS*32, 1, 1). Shared-memory rows
 // are padded by 16 bytes (HD + 8 elements) so ldmatrix reads hit distinct banks.
-#define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MT, BN, STAGES, MINB)                                                     \
-  extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB) NAME(                                               \
-      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
-      const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
-      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,            \
-      int32_t rows_per_block) {                                                                                      \
-    prefill_mma<HD, WARPS, MT, BN, STAGES>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions,   \
-                                   out, rows, seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block); \
+#define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MT, BN, STAGES, MINB)                                             \
+  extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)                                                       \
+      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,        \
+           const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,      \
+           int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,         \
+           int32_t rows_per_block) {                                                                                   \
+    prefill_mma<HD, WARPS, MT, BN, STAGES>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens,         \
+                                           positions, out, rows, seqs, heads, kv_heads, page_size, page_stride, scale, \
+                                           rows_per_block);                                                            \
   }
-

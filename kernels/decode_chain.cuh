@@ -69,9 +69,9 @@ constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
-constexpr int kMaxRows = 4;                      // rows of x (m)
+constexpr int kMaxRows = 4;  // rows of x (m)
 constexpr int kMaxStages = 8;
-constexpr int kMaxStageRows = 8;                 // weight rows per stage
+constexpr int kMaxStageRows = 8;  // weight rows per stage
 constexpr unsigned long long kBarrierTimeoutNs = 4000000000ull;
 
 enum class Kind { Residual, SiluMul, Store };
@@ -80,10 +80,10 @@ struct Phase {
   const bf16* w = nullptr;  // weight rows [segments · n, k]
   const bf16* x = nullptr;  // input rows [m, k] (copied), or h (normalised with norm_w)
   const bf16* norm_w = nullptr;
-  bf16* out = nullptr;      // [m, n]
+  bf16* out = nullptr;  // [m, n]
   int n = 0, k = 0;
   Kind kind = Kind::Store;
-  int segments = 1;         // 2 for gate_up: stages alternate gate rows and the matching up rows
+  int segments = 1;  // 2 for gate_up: stages alternate gate rows and the matching up rows
 
   __device__ int stage_rows(int stage_bytes) const { return min(kMaxStageRows, stage_bytes / (2 * k)); }
 };
@@ -107,7 +107,9 @@ struct Share {
   }
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -132,8 +134,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 // bytes (a multiple of 16) from global src to shared dst, completing on `bar`; kept in L2 as evict-first.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_u32(dst)),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
+          "r"(smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
       : "memory");
 }
@@ -220,8 +222,8 @@ __device__ void normalise_rows(const bf16* h, const bf16* norm_w, int m, int k, 
 }
 
 template <int M>
-__device__ __forceinline__ void dot_range(const uint4* __restrict__ wrow, const uint4* __restrict__ xs, int cpr, int c_begin,
-                                          int c_end, float (&acc)[kMaxRows]) {
+__device__ __forceinline__ void dot_range(const uint4* __restrict__ wrow, const uint4* __restrict__ xs, int cpr,
+                                          int c_begin, int c_end, float (&acc)[kMaxRows]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll 4
   for (int c = c_begin + lane; c < c_end; c += 32) {
@@ -242,9 +244,7 @@ struct Ring {
   int stage_bytes, stages;
   uint64_t* full;
   uint64_t* empty;
-  __device__ uint4* slot(uint32_t it) const {
-    return base + static_cast<size_t>(it % stages) * (stage_bytes >> 4);
-  }
+  __device__ uint4* slot(uint32_t it) const { return base + static_cast<size_t>(it % stages) * (stage_bytes >> 4); }
 };
 
 // The producer warp: for every stage of the block's schedule, wait until the consumers have freed its
@@ -376,11 +376,12 @@ __device__ void consume(const Phase* phases, int count, const Ring& ring, uint4*
 
 template <bool kCompute>
 __device__ __forceinline__ void chain_body(const bf16* __restrict__ attn, const bf16* __restrict__ o_w, bf16* h,
-                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w, bf16* act,
-                           const bf16* __restrict__ down_w, const bf16* __restrict__ next_norm_w,
-                           const bf16* __restrict__ next_w, bf16* __restrict__ next_out, uint32_t* sync, int32_t m,
-                           int32_t hidden, int32_t q_dim, int32_t inter, int32_t n_next, float eps,
-                           int32_t stage_bytes) {
+                                           const bf16* __restrict__ post_norm_w, const bf16* __restrict__ gate_up_w,
+                                           bf16* act, const bf16* __restrict__ down_w,
+                                           const bf16* __restrict__ next_norm_w, const bf16* __restrict__ next_w,
+                                           bf16* __restrict__ next_out, uint32_t* sync, int32_t m, int32_t hidden,
+                                           int32_t q_dim, int32_t inter, int32_t n_next, float eps,
+                                           int32_t stage_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
   __shared__ Scratch scratch;

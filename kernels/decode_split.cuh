@@ -8,8 +8,8 @@
 namespace {
 namespace decode {
 
-constexpr int kSplitAlign = 32;     // range lengths are multiples of this (and at least this)
-constexpr int kMaxSplits = 1024;    // hard cap on splits_max (reduce keeps weights in shared memory)
+constexpr int kSplitAlign = 32;   // range lengths are multiples of this (and at least this)
+constexpr int kMaxSplits = 1024;  // hard cap on splits_max (reduce keeps weights in shared memory)
 
 struct Split {
   int nsplit;  // ranges per sequence in this call
@@ -27,7 +27,8 @@ __device__ __forceinline__ int splits_per_seq(int seqs, int kv_heads, int target
 __device__ __forceinline__ Split split_of(int seq_len, int nsplit, int max_pages, int page_size) {
   Split sp;
   sp.nsplit = nsplit;
-  sp.len = static_cast<int>(max(0LL, min(static_cast<long long>(seq_len), static_cast<long long>(max_pages) * page_size)));
+  sp.len =
+      static_cast<int>(max(0LL, min(static_cast<long long>(seq_len), static_cast<long long>(max_pages) * page_size)));
   const int per = (sp.len + nsplit - 1) / nsplit;
   sp.chunk = max(kSplitAlign, (per + kSplitAlign - 1) / kSplitAlign * kSplitAlign);
   sp.used = (sp.len + sp.chunk - 1) / sp.chunk;

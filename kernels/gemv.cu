@@ -25,7 +25,8 @@ extern "C" __global__ void kern_gemv_rms_norm_bf16(const bf16* __restrict__ x, c
   gemv_pdl<Epilogue::Store, true>(x, norm_w, w, y, m, n, k, ldx, eps, prefetch);
 }
 
-extern "C" __global__ void kern_gemv_rms_norm_gate_up_silu_bf16(const bf16* __restrict__ x, const bf16* __restrict__ norm_w,
+extern "C" __global__ void kern_gemv_rms_norm_gate_up_silu_bf16(const bf16* __restrict__ x,
+                                                                const bf16* __restrict__ norm_w,
                                                                 const bf16* __restrict__ w, bf16* __restrict__ act,
                                                                 int32_t m, int32_t inter, int32_t k, int32_t ldx,
                                                                 float eps, int32_t prefetch) {

@@ -53,7 +53,8 @@ namespace {
 constexpr int kTileRows = 16;  // mma M: weight rows per tile
 constexpr int kXRows = 8;      // mma N: rows of x per pass
 constexpr int kMaxWarps = 16;  // block of at most 512 threads
-constexpr int kUnroll = 4;  // 16-byte loads per weight row per batch (the kern gen entries: pipelined, 2 batches in flight)
+constexpr int kUnroll =
+    4;  // 16-byte loads per weight row per batch (the kern gen entries: pipelined, 2 batches in flight)
 
 enum class Epilogue { Store, Residual, SiluMul };
 
@@ -98,8 +99,8 @@ __device__ __forceinline__ void tile_partials(const bf16* __restrict__ lo, const
                                               const bf16* __restrict__ xrow, int k, float (*red)[kTileRows][kXRows]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int chunks = k >> 3;              // 16-byte chunks per row
-  const int quads = (chunks + 3) >> 2;    // 4 chunks (32 k) per mma pair
+  const int chunks = k >> 3;            // 16-byte chunks per row
+  const int quads = (chunks + 3) >> 2;  // 4 chunks (32 k) per mma pair
   const int q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
   const int q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -199,7 +200,9 @@ __device__ __forceinline__ void tile_partials_async(const bf16* __restrict__ w, 
   const int q_begin = static_cast<int>(static_cast<int64_t>(quads) * warp / nwarps);
   const int q_end = static_cast<int>(static_cast<int64_t>(quads) * (warp + 1) / nwarps);
   const int batches = (q_end - q_begin + kAsyncQuads - 1) / kAsyncQuads;
-  auto slot = [&](int stage, int u, int r) { return ring + ((stage * kAsyncQuads + u) * 2 + r) * blockDim.x + threadIdx.x; };
+  auto slot = [&](int stage, int u, int r) {
+    return ring + ((stage * kAsyncQuads + u) * 2 + r) * blockDim.x + threadIdx.x;
+  };
   auto issue = [&](int b) {
     const int stage = b % kAsyncStages;
 #pragma unroll
@@ -327,7 +330,8 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 __device__ __forceinline__ void prefetch_rows(const bf16* base, int64_t bytes, int64_t budget) {
   constexpr int64_t kPiece = 4096;
   const int64_t total = min(bytes, budget) & ~int64_t{15};
-  for (int64_t off = static_cast<int64_t>(threadIdx.x) * kPiece; off < total; off += static_cast<int64_t>(blockDim.x) * kPiece)
+  for (int64_t off = static_cast<int64_t>(threadIdx.x) * kPiece; off < total;
+       off += static_cast<int64_t>(blockDim.x) * kPiece)
     prefetch_l2(reinterpret_cast<const char*>(base) + off, static_cast<uint32_t>(min(kPiece, total - off)));
 }
 
@@ -434,7 +438,7 @@ __device__ __forceinline__ void gemv_pdl(const bf16* __restrict__ x, const bf16*
   __shared__ float red[kMaxWarps][kTileRows][kXRows];
   extern __shared__ uint4 gemv_xs_raw[];  // kNorm: the normalised rows of x
   bf16* xs = reinterpret_cast<bf16*>(gemv_xs_raw);
-  const int pitch = k + 8;                // 16 bytes of padding: the 8 rows' loads of a quad spread over the banks
+  const int pitch = k + 8;  // 16 bytes of padding: the 8 rows' loads of a quad spread over the banks
   int pass_rows = kXRows;
   if constexpr (kNorm) {
     uint32_t dyn;
@@ -490,7 +494,8 @@ __device__ __forceinline__ void gemv_pdl(const bf16* __restrict__ x, const bf16*
       const int xrows = min(pass_rows, m - m0);
       const bf16* xrow;
       if constexpr (kNorm) {
-        if (!(one_pass && normalised)) normalise_rows(x + static_cast<int64_t>(m0) * ldx, ldx, norm_w, k, xrows, eps, xs, pitch);
+        if (!(one_pass && normalised))
+          normalise_rows(x + static_cast<int64_t>(m0) * ldx, ldx, norm_w, k, xrows, eps, xs, pitch);
         normalised = true;
         xrow = g < xrows ? xs + static_cast<int64_t>(g) * pitch : nullptr;
       } else {

@@ -35,8 +35,8 @@ struct PagedKv {
   const int32_t* pages;  // block-table row of this sequence
   int32_t page_size;
   int32_t kv_heads;
-  int64_t page_stride;   // elements between consecutive pages
-  int32_t page_shift;    // page_shift_of(page_size), or -1 to always divide
+  int64_t page_stride;  // elements between consecutive pages
+  int32_t page_shift;   // page_shift_of(page_size), or -1 to always divide
 };
 
 // Page (through the block table) and row of key j.

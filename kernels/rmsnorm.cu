@@ -29,8 +29,8 @@ __device__ __forceinline__ float sum_squares(const bf16* __restrict__ x, int hid
 
 __device__ __forceinline__ bf16 norm_one(float x, float rstd, bf16 w) { return rms_apply(x, rstd, to_f(w)); }
 
-__device__ __forceinline__ void write_normed(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                             int hidden, float rstd) {
+__device__ __forceinline__ void write_normed(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                             bf16* __restrict__ y, int hidden, float rstd) {
   if ((hidden & 7) == 0) {
     const Bf16x8* xv = reinterpret_cast<const Bf16x8*>(x);
     const Bf16x8* wv = reinterpret_cast<const Bf16x8*>(w);
@@ -55,8 +55,8 @@ constexpr int kRegChunks = 4;
 
 // y[r] = rmsnorm(x[r]) * w for r < rows. grid: (any, 1, 1) row-strided; block: multiple of 32, <= 1024.
 // Bitwise the same in both paths: each thread sums the same chunks in the same order.
-extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                              int32_t rows, int32_t hidden, float eps) {
+extern "C" __global__ void kern_rms_norm_bf16(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                              bf16* __restrict__ y, int32_t rows, int32_t hidden, float eps) {
   const int chunks = hidden / 8;
   const bool in_regs = (hidden & 7) == 0 && chunks <= kRegChunks * static_cast<int>(blockDim.x);
   Bf16x8 wv[kRegChunks];

@@ -15,7 +15,8 @@
 using namespace kern_dev;
 
 // grid: (ceil_div(max_pos * head_dim/2, 256), 1, 1), block (256, 1, 1).
-extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_t max_pos, int32_t head_dim, float theta) {
+extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_t max_pos, int32_t head_dim,
+                                               float theta) {
   const int half = head_dim / 2;
   const int64_t n = static_cast<int64_t>(max_pos) * half;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
@@ -63,11 +64,13 @@ extern "C" __global__ void kern_rope_table_yarn_f32(float* __restrict__ table, i
 }
 
 namespace {
-constexpr int kHeadsPerBlock = 4;     // one warp per head
-constexpr int kChunkRows = 16;        // rows staged in shared memory at once (fewer past head_dim 128)
-constexpr int kStageElems = 16 * 128; // bf16 per head of a chunk, and f32 of its RoPE rows
+constexpr int kHeadsPerBlock = 4;      // one warp per head
+constexpr int kChunkRows = 16;         // rows staged in shared memory at once (fewer past head_dim 128)
+constexpr int kStageElems = 16 * 128;  // bf16 per head of a chunk, and f32 of its RoPE rows
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
@@ -114,8 +117,8 @@ extern "C" __global__ void kern_qk_norm_rope_cache_bf16(bf16* __restrict__ qkv, 
   const int kvh = head < heads ? 0 : (head < heads + kv_heads ? head - heads : head - heads - kv_heads);
   const int64_t v_block = is_v ? v_block_elems(page_size, kv_heads, head_dim) : 0;
   const bf16* w = head < heads ? q_norm : k_norm;
-  const int run = nh * head_dim / 8;      // 16-byte pieces of one row's heads
-  const int rope_run = head_dim / 4;      // 16-byte pieces of one RoPE row
+  const int run = nh * head_dim / 8;  // 16-byte pieces of one row's heads
+  const int rope_run = head_dim / 4;  // 16-byte pieces of one RoPE row
   const int page_shift = page_shift_of(page_size);
 
   for (int c0 = r0; c0 < r1; c0 += chunk_rows) {

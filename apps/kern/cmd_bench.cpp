@@ -50,13 +50,13 @@ struct Options {
   int gpu = 0;
   bool no_startup = false;
   int peer_timeout_s = 900;
-  bool pdl = true;                          // kern gen's decode launches with pdl
-  bool decode_chain = false;                // kern gen's --decode-chain (sized to the GPU's SMs)
-  std::uint64_t attn_target_blocks = 0;     // kern gen's --attn-target-blocks (0: the kernel's default)
-  bool decode_attn_mma = true;              // kern gen's --decode-attn-f32 (negated)
-  std::uint64_t gemv_prefetch_bytes = 0;    // kern gen's --gemv-prefetch
-  bool gemv_fused_norm = false;             // kern gen's --gemv-fused-norm
-  std::uint64_t gemv_max_blocks = 0;        // kern gen's --gemv-max-blocks
+  bool pdl = true;                        // kern gen's decode launches with pdl
+  bool decode_chain = false;              // kern gen's --decode-chain (sized to the GPU's SMs)
+  std::uint64_t attn_target_blocks = 0;   // kern gen's --attn-target-blocks (0: the kernel's default)
+  bool decode_attn_mma = true;            // kern gen's --decode-attn-f32 (negated)
+  std::uint64_t gemv_prefetch_bytes = 0;  // kern gen's --gemv-prefetch
+  bool gemv_fused_norm = false;           // kern gen's --gemv-fused-norm
+  std::uint64_t gemv_max_blocks = 0;      // kern gen's --gemv-max-blocks
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -103,12 +103,14 @@ void progress(const std::string& what) {
 
 bench::Startup measure_startup(const std::string& tmp, const std::string& manifest_path, std::size_t runs) {
   bench::Startup s;
-  std::vector<std::string> argv = {exe_path(), "run", "--manifest", manifest_path, "--kernels", opt.kernels,
-                                   "--weights", opt.weights, "--steps", "1", "--gpu", std::to_string(opt.gpu)};
+  std::vector<std::string> argv = {exe_path(),  "run",       "--manifest", manifest_path,
+                                   "--kernels", opt.kernels, "--weights",  opt.weights,
+                                   "--steps",   "1",         "--gpu",      std::to_string(opt.gpu)};
   const fs::path tok = fs::path(opt.weights) / "tokenizer.json";
   std::error_code ec;
   if (fs::is_regular_file(tok, ec)) {
-    for (const char* a : {"--tokenizer", tok.c_str(), "--prompt", "The quick brown fox jumps over the lazy dog."}) argv.push_back(a);
+    for (const char* a : {"--tokenizer", tok.c_str(), "--prompt", "The quick brown fox jumps over the lazy dog."})
+      argv.push_back(a);
   } else {
     for (const char* a : {"--prompt-ids", "785,3974,13876,38835,34208,916,279,15678,5562,13"}) argv.push_back(a);
   }
@@ -145,10 +147,14 @@ bench::Peer run_peer(const std::string& tmp, const std::vector<std::uint64_t>& c
     return s;
   };
   const std::string out = tmp + "/peer.json";
-  const std::vector<std::string> argv = {"python3", opt.peer, "--config", (fs::path(opt.weights) / "config.json").string(),
-                                         "--json", out, "--contexts", join(contexts), "--prefill", join(prefill),
-                                         "--replays", std::to_string(opt.replays), "--chunk", std::to_string(opt.chunk),
-                                         "--gpu", std::to_string(opt.gpu)};
+  const std::vector<std::string> argv = {"python3",    opt.peer,
+                                         "--config",   (fs::path(opt.weights) / "config.json").string(),
+                                         "--json",     out,
+                                         "--contexts", join(contexts),
+                                         "--prefill",  join(prefill),
+                                         "--replays",  std::to_string(opt.replays),
+                                         "--chunk",    std::to_string(opt.chunk),
+                                         "--gpu",      std::to_string(opt.gpu)};
   progress("running the PyTorch peer: python3 " + opt.peer);
   const int status = bench::run_child(argv, opt.peer_timeout_s);
   if (status == 127) {
@@ -188,10 +194,11 @@ int run() {
   const std::uint64_t max_prefill = *std::max_element(prefill.begin(), prefill.end());
   const std::uint64_t e2e_steps = opt.replays;
   if (max_context + e2e_steps > shape.max_positions)
-    fail(ErrorKind::Api, "--contexts: {} + {} host-loop steps exceed the model's max_position_embeddings {}", max_context,
-         e2e_steps, shape.max_positions);
+    fail(ErrorKind::Api, "--contexts: {} + {} host-loop steps exceed the model's max_position_embeddings {}",
+         max_context, e2e_steps, shape.max_positions);
   if (max_prefill + 1 > shape.max_positions)
-    fail(ErrorKind::Api, "--prefill: {} tokens exceed the model's max_position_embeddings {}", max_prefill, shape.max_positions);
+    fail(ErrorKind::Api, "--prefill: {} tokens exceed the model's max_position_embeddings {}", max_prefill,
+         shape.max_positions);
 
   // The manifest, generated in memory and written to a temporary file for the start-up child.
   char tmpl[] = "/tmp/kern-bench-XXXXXX";
@@ -228,9 +235,9 @@ int run() {
   report.model = gen.model;
   report.shape = shape;
   report.command = command_line();
-  report.machine = fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver {}", device.name, device.cc_major,
-                               device.cc_minor, device.sm_count, device.total_memory / 1073741824.0,
-                               device.driver_version);
+  report.machine =
+      fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver {}", device.name, device.cc_major, device.cc_minor,
+                  device.sm_count, device.total_memory / 1073741824.0, device.driver_version);
 
   if (opt.no_startup) {
     report.startup.note = "--no-startup";
@@ -243,7 +250,8 @@ int run() {
 
   progress(fmt::format("ceilings: {} MiB device copy, bf16 GEMM {}^3", opt.copy_mib, opt.gemm_size));
   report.ceilings = bench::measure_ceilings(opt.gpu, opt.copy_mib << 20, opt.gemm_size, opt.quick ? 10 : 20);
-  progress(fmt::format("ceilings: copy {:.0f} GB/s, GEMM {:.1f} TFLOP/s", report.ceilings.copy_gbps, report.ceilings.gemm_tflops));
+  progress(fmt::format("ceilings: copy {:.0f} GB/s, GEMM {:.1f} TFLOP/s", report.ceilings.copy_gbps,
+                       report.ceilings.gemm_tflops));
 
   const std::uint64_t capacity = driver::capacity_for(protocol, std::max(max_context + e2e_steps, max_prefill + 1));
   runtime::RuntimeOptions ropt;
@@ -258,7 +266,8 @@ int run() {
     rt->load_weights(weights);
     report.startup.weight_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     report.startup.weight_bytes = rt->stats().weight_bytes;
-    report.startup.weight_gbps = report.startup.weight_ms > 0 ? report.startup.weight_bytes / (report.startup.weight_ms * 1e6) : 0;
+    report.startup.weight_gbps =
+        report.startup.weight_ms > 0 ? report.startup.weight_bytes / (report.startup.weight_ms * 1e6) : 0;
   }
   rt->fill_states(0x3c24);  // bf16 ≈ 0.01 everywhere in the KV cache: finite, non-zero attention inputs
 
@@ -271,8 +280,8 @@ int run() {
       const std::vector<double> e2e = decode.e2e_ms(e2e_steps);
       report.decode.push_back(bench::make_decode_point(shape, c, step, e2e, report.ceilings.copy_gbps));
       const bench::DecodePoint& d = report.decode.back();
-      progress(fmt::format("decode at {}: GPU step {:.1f} us, e2e {:.1f} us, floor {:.1f} us ({:.3f}x)", c, d.gpu_step_us,
-                           d.e2e_us, d.floor_us, d.ratio));
+      progress(fmt::format("decode at {}: GPU step {:.1f} us, e2e {:.1f} us, floor {:.1f} us ({:.3f}x)", c,
+                           d.gpu_step_us, d.e2e_us, d.floor_us, d.ratio));
     }
     report.op_context = std::find(contexts.begin(), contexts.end(), 1024) != contexts.end() ? 1024 : contexts.front();
     progress(fmt::format("per-op times at context {} (eager)", report.op_context));
@@ -285,7 +294,8 @@ int run() {
     if (opt.chunk < n) chunks.push_back(opt.chunk);
     for (std::uint64_t c : chunks) {
       progress(fmt::format("prefill {} tokens, chunk {}", n, c));
-      const std::vector<double> ms = bench::measure_prefill_ms(protocol, *rt, capacity, n, c, shape.vocab, opt.quick ? 2 : 5);
+      const std::vector<double> ms =
+          bench::measure_prefill_ms(protocol, *rt, capacity, n, c, shape.vocab, opt.quick ? 2 : 5);
       report.prefill.push_back(bench::make_prefill_point(shape, n, c, ms, report.ceilings.gemm_tflops));
       progress(fmt::format("prefill {} / chunk {}: {:.2f} ms, {:.0f} tok/s", n, c, report.prefill.back().ms,
                            report.prefill.back().tokens_per_s));
@@ -324,23 +334,29 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("--no-peer", opt.no_peer, "Do not run the PyTorch peer")->excludes(peer);
   contexts_flag = cmd->add_option("--contexts", opt.contexts, "Decode contexts a,b,c (default 128,1024,8192,32768)");
   prefill_flag = cmd->add_option("--prefill", opt.prefill, "Prefill prompt lengths a,b,c (default 512,2048,8192)");
-  replays_flag = cmd->add_option("--replays", opt.replays, "Graph replays (and host-loop steps) per context")->check(CLI::Range(1, 100000));
-  cmd->add_option("--chunk", opt.chunk, "The second prefill chunk size (the first is the whole prompt)")->check(CLI::PositiveNumber);
-  cmd->add_option("--copy-mib", opt.copy_mib, "Device copy size for the bandwidth ceiling (MiB)")->check(CLI::Range(16, 65536));
+  replays_flag = cmd->add_option("--replays", opt.replays, "Graph replays (and host-loop steps) per context")
+                     ->check(CLI::Range(1, 100000));
+  cmd->add_option("--chunk", opt.chunk, "The second prefill chunk size (the first is the whole prompt)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--copy-mib", opt.copy_mib, "Device copy size for the bandwidth ceiling (MiB)")
+      ->check(CLI::Range(16, 65536));
   cmd->add_option("--gemm", opt.gemm_size, "m = n = k of the GEMM ceiling")->check(CLI::Range(256, 32768));
   cmd->add_option("--gpu", opt.gpu, "GPU index")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")->check(CLI::Range(1, 86400));
+  cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")
+      ->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
   cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");
   cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");
-  cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes, "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
+  cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes,
+                  "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
       ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_flag("--gemv-fused-norm", opt.gemv_fused_norm, "kern gen --gemv-fused-norm");
   cmd->add_option("--gemv-max-blocks", opt.gemv_max_blocks, "kern gen --gemv-max-blocks (0: one block per tile)")
       ->check(CLI::Range(0, 0x7fffffff));
-  cmd->add_flag("--quick", opt.quick, "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions, no prefill per-op profile");
+  cmd->add_flag("--quick", opt.quick,
+                "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions, no prefill per-op profile");
   return [] { return run(); };
 }
 Registrar reg("bench", setup);

@@ -40,7 +40,8 @@ void fit_chain_to_device() {
     const cuda::DeviceInfo d = cuda::device_info(0);
     if (d.cc_major < 9) {
       opt.gen.decode_chain = false;
-      log().info("GPU 0 is sm_{}{}: the decode chain needs sm_90, decode uses the per-op kernels", d.cc_major, d.cc_minor);
+      log().info("GPU 0 is sm_{}{}: the decode chain needs sm_90, decode uses the per-op kernels", d.cc_major,
+                 d.cc_minor);
     } else {
       opt.gen.chain_blocks = static_cast<std::uint64_t>(d.sm_count);
     }
@@ -84,11 +85,12 @@ int run_qwen3() {
   } else {
     write_file(opt.out, text);
   }
-  log().info("qwen3 manifest: {} layers, hidden {}, {} heads / {} kv heads × {}, vocab {}, {} embeddings; "
-              "tokens ≤ {}, seqs ≤ {}, page {}; kernels from {}{}",
-              config.layers, config.hidden, config.heads, config.kv_heads, config.head_dim, config.vocab,
-              config.tied ? "tied" : "untied", opt.gen.max_tokens, opt.gen.max_seqs, opt.gen.page_size, kernels,
-              opt.out.empty() || opt.out == "-" ? "" : " -> " + opt.out);
+  log().info(
+      "qwen3 manifest: {} layers, hidden {}, {} heads / {} kv heads × {}, vocab {}, {} embeddings; "
+      "tokens ≤ {}, seqs ≤ {}, page {}; kernels from {}{}",
+      config.layers, config.hidden, config.heads, config.kv_heads, config.head_dim, config.vocab,
+      config.tied ? "tied" : "untied", opt.gen.max_tokens, opt.gen.max_seqs, opt.gen.page_size, kernels,
+      opt.out.empty() || opt.out == "-" ? "" : " -> " + opt.out);
   return 0;
 }
 
@@ -109,18 +111,21 @@ Runner setup(CLI::App& app) {
                 "Bytes of its weight tile each decode GEMV block prefetches into L2 before waiting (0: none)");
   q->add_flag("--gemv-fused-norm", opt.gen.gemv_fused_norm,
               "Fuse each decode RMSNorm into the GEMV that reads it (measured slower on the H200)");
-  q->add_option("--gemv-max-blocks", opt.gen.gemv_max_blocks, "At most this many blocks per decode GEMV (0: one per tile)");
+  q->add_option("--gemv-max-blocks", opt.gen.gemv_max_blocks,
+                "At most this many blocks per decode GEMV (0: one per tile)");
   q->add_flag("--decode-chain", opt.gen.decode_chain,
               "Decode steps of up to 4 sequences through the persistent decode-chain kernel (sm_90; measured no "
               "faster on the H200)");
   q->add_option("--attn-target-blocks", opt.gen.decode_attn_target_blocks,
-                "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), at most 64; 0, the default: 256 for the tensor-core kernel, 1024 for --decode-attn-f32)");
+                "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), "
+                "at most 64; 0, the default: 256 for the tensor-core kernel, 1024 for --decode-attn-f32)");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
               "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
-  CLI::Option* blocks = q->add_option("--chain-blocks", opt.gen.chain_blocks,
-                                      "Blocks per decode-chain launch (default: the SM count of GPU 0, or 132 without a GPU)");
+  CLI::Option* blocks =
+      q->add_option("--chain-blocks", opt.gen.chain_blocks,
+                    "Blocks per decode-chain launch (default: the SM count of GPU 0, or 132 without a GPU)");
   return [q, blocks] {
     opt.chain_blocks_given = blocks->count() > 0;
     return q->parsed() ? run_qwen3() : 2;

@@ -28,15 +28,18 @@ bool usable(const std::vector<std::string>& paths) {
   for (const auto& p : paths) {
     std::error_code ec;
     if (std::filesystem::is_directory(p, ec)) {
-      std::fprintf(stderr, "kern inspect: %s is a directory: give one checkpoint directory, or one or more .safetensors files\n",
-                   p.c_str());
+      std::fprintf(
+          stderr, "kern inspect: %s is a directory: give one checkpoint directory, or one or more .safetensors files\n",
+          p.c_str());
       return false;
     }
   }
   return true;
 }
 
-std::string shape_string(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_string(const std::vector<std::uint64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 int run() {
   std::vector<std::string> paths = opts.paths;
@@ -44,15 +47,17 @@ int run() {
     const Config config = load_config(globals().config);
     const auto target = config.target(opts.target);
     if (!target || target->weights.empty()) {
-      std::fprintf(stderr, "kern inspect: give a checkpoint directory or .safetensors files (no kern.toml target with weights%s)\n",
-                   config.path.empty() ? " found" : (" in " + config.path).c_str());
+      std::fprintf(
+          stderr,
+          "kern inspect: give a checkpoint directory or .safetensors files (no kern.toml target with weights%s)\n",
+          config.path.empty() ? " found" : (" in " + config.path).c_str());
       return 2;
     }
     paths = target->weights;
   }
   if (!usable(paths)) return 2;
-  const weights::SafetensorsCheckpoint ck =
-      paths.size() == 1 ? weights::SafetensorsCheckpoint::open(paths[0]) : weights::SafetensorsCheckpoint::open_shards(paths);
+  const weights::SafetensorsCheckpoint ck = paths.size() == 1 ? weights::SafetensorsCheckpoint::open(paths[0])
+                                                              : weights::SafetensorsCheckpoint::open_shards(paths);
 
   struct Row {
     std::string name, dtype, shape, bytes, shard;
@@ -73,7 +78,8 @@ int run() {
     rows.push_back(std::move(r));
   }
   auto print = [&](const Row& r) {
-    fmt::print("{:<{}}  {:<{}}  {:<{}}  {:>{}}  {}\n", r.name, w[0], r.dtype, w[1], r.shape, w[2], r.bytes, w[3], r.shard);
+    fmt::print("{:<{}}  {:<{}}  {:<{}}  {:>{}}  {}\n", r.name, w[0], r.dtype, w[1], r.shape, w[2], r.bytes, w[3],
+               r.shard);
   };
   print(head);
   for (const auto& r : rows) print(r);
@@ -84,7 +90,9 @@ int run() {
 
 Runner setup(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "List the tensors of a safetensors checkpoint (directory or files)");
-  sub->add_option("paths", opts.paths, "A checkpoint directory, or one or more .safetensors files (default: the kern.toml target's weights)");
+  sub->add_option(
+      "paths", opts.paths,
+      "A checkpoint directory, or one or more .safetensors files (default: the kern.toml target's weights)");
   sub->add_option("--target", opts.target, "kern.toml target whose weights to inspect when no path is given");
   return run;
 }

@@ -33,7 +33,9 @@ struct Options {
 };
 Options opt;
 
-std::span<const std::byte> as_bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
 
 // modules.<name>.sha256 of a manifest, read directly (only this field matters here).
 std::multimap<std::string, std::string> pinned_modules(const std::string& path) {
@@ -46,7 +48,8 @@ std::multimap<std::string, std::string> pinned_modules(const std::string& path) 
     if (!m.is_object() || !m.contains("sha256") || !m["sha256"].is_string())
       fail(ErrorKind::ManifestParse, "{}: {}.sha256 must be a string", path, where);
     std::string sha = m["sha256"].get<std::string>();
-    if (!is_sha256_hex(sha)) fail(ErrorKind::ManifestParse, "{}: {}.sha256 `{}` is not 64 hex digits", path, where, sha);
+    if (!is_sha256_hex(sha))
+      fail(ErrorKind::ManifestParse, "{}: {}.sha256 `{}` is not 64 hex digits", path, where, sha);
     for (char& c : sha) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     by_hash.emplace(sha, name);
   }
@@ -64,7 +67,8 @@ bool land(const std::string& bytes, const std::string& sha, const std::string& d
   if (fs::exists(dest)) {
     std::string there = sha256_file_hex(dest);
     if (there != sha)
-      fail(ErrorKind::KernelArtifact, "{} already exists with different content (sha256 {}); kernels dirs are add-only", dest, there);
+      fail(ErrorKind::KernelArtifact, "{} already exists with different content (sha256 {}); kernels dirs are add-only",
+           dest, there);
     return false;
   }
   std::string tmp = dest + ".landing";
@@ -96,7 +100,8 @@ int run() {
     Config cfg = load_config(globals().config);
     if (auto t = cfg.target(opt.target); t && !t->kernels.empty()) opt.kernels = t->kernels;
   }
-  if (opt.kernels.empty()) fail(ErrorKind::Api, "no kernels dir: pass --kernels DIR or set `kernels` in a kern.toml target");
+  if (opt.kernels.empty())
+    fail(ErrorKind::Api, "no kernels dir: pass --kernels DIR or set `kernels` in a kern.toml target");
   if (opt.files.empty()) return list_registry(opt.kernels);
 
   std::multimap<std::string, std::string> pinned;
@@ -108,7 +113,8 @@ int run() {
   for (const auto& file : opt.files) {
     std::string bytes = read_file(file);
     std::string sha = to_hex(sha256(bytes));
-    registry::ArtifactKind kind = registry::artifact_kind(as_bytes(bytes), file);  // refuse to land what the runtime could not load
+    registry::ArtifactKind kind =
+        registry::artifact_kind(as_bytes(bytes), file);  // refuse to land what the runtime could not load
     std::vector<std::string> modules;
     if (opt.manifest.empty()) {
       modules.push_back(fs::path(file).stem().string());
@@ -122,7 +128,8 @@ int run() {
     }
     for (const auto& module : modules) {
       check_module_name(module, file);
-      std::string dest = (fs::path(opt.kernels) / fmt::format("{}-{}.{}", module, sha.substr(0, 12), file_extension(kind))).string();
+      std::string dest =
+          (fs::path(opt.kernels) / fmt::format("{}-{}.{}", module, sha.substr(0, 12), file_extension(kind))).string();
       bool wrote = land(bytes, sha, dest);
       std::printf("%s %s  %s\n", wrote ? "landed " : "present", sha.c_str(), dest.c_str());
     }
@@ -131,11 +138,14 @@ int run() {
 }
 
 Runner setup(CLI::App& app) {
-  auto* sub = app.add_subcommand("kernels", "Land kernel artifacts into a kernels dir as <module>-<sha12>.<ext> (add-only), or list it");
+  auto* sub = app.add_subcommand(
+      "kernels", "Land kernel artifacts into a kernels dir as <module>-<sha12>.<ext> (add-only), or list it");
   sub->add_option("--kernels", opt.kernels, "Kernels dir (default: the kern.toml target's)");
-  sub->add_option("--manifest", opt.manifest, "Land only files some module of this manifest pins, named after that module");
+  sub->add_option("--manifest", opt.manifest,
+                  "Land only files some module of this manifest pins, named after that module");
   sub->add_option("--target", opt.target, "kern.toml target supplying the kernels dir");
-  sub->add_option("files", opt.files, "Artifacts to land (cubin, fatbin, or host .so with .nv_fatbin); none: list the dir");
+  sub->add_option("files", opt.files,
+                  "Artifacts to land (cubin, fatbin, or host .so with .nv_fatbin); none: list the dir");
   return run;
 }
 Registrar reg("kernels", setup);

@@ -50,9 +50,7 @@ struct Options {
 Options opt;
 CLI::App* cmd = nullptr;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 void require_path(const std::string& path, const char* what, bool dir) {
   std::error_code ec;
@@ -64,7 +62,8 @@ void require_path(const std::string& path, const char* what, bool dir) {
 // --weights: one checkpoint directory or file, or several shard files.
 std::unique_ptr<weights::Tensors> open_weights(const std::vector<std::string>& paths) {
   std::error_code ec;
-  if (paths.size() == 1) return std::make_unique<weights::SafetensorsTensors>(weights::SafetensorsTensors::open(paths[0]));
+  if (paths.size() == 1)
+    return std::make_unique<weights::SafetensorsTensors>(weights::SafetensorsTensors::open(paths[0]));
   for (const std::string& p : paths)
     if (fs::is_directory(p, ec))
       fail(ErrorKind::Api, "--weights {}: give one checkpoint directory, or several .safetensors files", p);
@@ -130,14 +129,18 @@ class Streamer final : public driver::GenerationObserver {
   }
   void on_token(std::uint64_t index, std::int64_t token) override {
     const Clock::time_point now = Clock::now();
-    if (index == 0) first_token_ms_ = std::chrono::duration<double, std::milli>(now - t0_).count();
-    else step_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_).count());
+    if (index == 0)
+      first_token_ms_ = std::chrono::duration<double, std::milli>(now - t0_).count();
+    else
+      step_ms_.push_back(std::chrono::duration<double, std::milli>(now - last_).count());
     last_ = now;
     // An id past the tokenizer's vocabulary (the embedding's padding rows) decodes to nothing,
     // as in HF's decode.
     std::string text;
-    if (!decoder_) text = fmt::format("{} ", token);
-    else if (tok_->contains(static_cast<tokenizer::TokenId>(token))) text = decoder_->push(static_cast<tokenizer::TokenId>(token));
+    if (!decoder_)
+      text = fmt::format("{} ", token);
+    else if (tok_->contains(static_cast<tokenizer::TokenId>(token)))
+      text = decoder_->push(static_cast<tokenizer::TokenId>(token));
     if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
@@ -227,8 +230,9 @@ int run() {
     } else if (auto found = driver::find_logits_output(protocol)) {
       gopt.logits_buffer = *found;
     } else {
-      fail(ErrorKind::Api, "--dump-logits: the manifest has no single float output shaped [{}, vocab]; "
-                           "generate it with logits exposed, or name one with --logits-buffer",
+      fail(ErrorKind::Api,
+           "--dump-logits: the manifest has no single float output shaped [{}, vocab]; "
+           "generate it with logits exposed, or name one with --logits-buffer",
            protocol.group_var());
     }
   }
@@ -258,16 +262,20 @@ int run() {
   std::string vars;
   for (const auto& [n, v] : m.vars) vars += fmt::format(" {}≤{}", n, v.max);
   std::fprintf(stderr, "manifest: %s (schema %llu), %zu buffers, %zu ops, %zu programs, vars%s\n", m.model.c_str(),
-               static_cast<unsigned long long>(m.schema_version), m.buffers.size(), m.ops.size(), m.programs.size(), vars.c_str());
-  std::fprintf(stderr, "step program: %s%s\n", launch_summary(m, step->program).c_str(), step->graph && !opt.eager ? " (CUDA graph)" : " (eager)");
+               static_cast<unsigned long long>(m.schema_version), m.buffers.size(), m.ops.size(), m.programs.size(),
+               vars.c_str());
+  std::fprintf(stderr, "step program: %s%s\n", launch_summary(m, step->program).c_str(),
+               step->graph && !opt.eager ? " (CUDA graph)" : " (eager)");
   if (chunk)
     std::fprintf(stderr, "chunk program: %s; %llu rows per chunk\n", launch_summary(m, chunk->program).c_str(),
                  static_cast<unsigned long long>(gen.chunk_rows()));
   const runtime::RuntimeStats& st0 = rt->stats();
-  std::fprintf(stderr, "weights: %.3f GB bound in %.0f ms (%.2f GB/s) from %zu file(s); load total %.0f ms; "
+  std::fprintf(stderr,
+               "weights: %.3f GB bound in %.0f ms (%.2f GB/s) from %zu file(s); load total %.0f ms; "
                "capacity %llu tokens; prompt %zu tokens; stop tokens %zu\n",
                st0.weight_bytes / 1e9, weights_ms, weights_ms > 0 ? st0.weight_bytes / 1e6 / weights_ms : 0.0,
-               weights->files().size(), load_ms, static_cast<unsigned long long>(gopt.capacity_tokens), prompt.size(), stops.size());
+               weights->files().size(), load_ms, static_cast<unsigned long long>(gopt.capacity_tokens), prompt.size(),
+               stops.size());
   if (opt.chunk > gen.chunk_rows())
     std::fprintf(stderr, "note: --chunk %llu capped to %llu rows (the chunk program's bound)\n",
                  static_cast<unsigned long long>(opt.chunk), static_cast<unsigned long long>(gen.chunk_rows()));
@@ -296,12 +304,15 @@ int run() {
   }
   std::fprintf(stderr, "graphs: %llu captured, %llu launched; %llu kernel launches, %llu GEMMs during generation\n",
                static_cast<unsigned long long>(st.graph_captures), static_cast<unsigned long long>(st.graph_launches),
-               static_cast<unsigned long long>(st.kernel_launches - launches0), static_cast<unsigned long long>(st.gemm_calls));
-  std::fprintf(stderr, "generated %zu tokens (stop: %s); prefill %zu tokens in %.2f ms (%.0f tokens/s, first token at %.2f ms, "
+               static_cast<unsigned long long>(st.kernel_launches - launches0),
+               static_cast<unsigned long long>(st.gemm_calls));
+  std::fprintf(stderr,
+               "generated %zu tokens (stop: %s); prefill %zu tokens in %.2f ms (%.0f tokens/s, first token at %.2f ms, "
                "%llu chunk calls); decode %.3f ms/token (median of %zu)\n",
-               result.tokens.size(), std::string(driver::to_string(result.reason)).c_str(), prompt.size(), streamer.first_token_ms_,
-               streamer.first_token_ms_ > 0 ? prompt.size() * 1000.0 / streamer.first_token_ms_ : 0.0, streamer.first_token_ms_,
-               static_cast<unsigned long long>(result.chunk_calls), median, steps_ms.size());
+               result.tokens.size(), std::string(driver::to_string(result.reason)).c_str(), prompt.size(),
+               streamer.first_token_ms_,
+               streamer.first_token_ms_ > 0 ? prompt.size() * 1000.0 / streamer.first_token_ms_ : 0.0,
+               streamer.first_token_ms_, static_cast<unsigned long long>(result.chunk_calls), median, steps_ms.size());
   return 0;
 }
 
@@ -319,11 +330,14 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: prompt + steps, rounded up to pages)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--chunk", opt.chunk, "Prefill rows per call (capped by the chunk program's bound)")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", opt.chunk, "Prefill rows per call (capped by the chunk program's bound)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--eager", opt.eager, "Never replay CUDA graphs");
-  cmd->add_option("--stop-tokens", opt.stop_tokens, "Extra stop token ids a,b (generation_config.json eos ids always stop)");
+  cmd->add_option("--stop-tokens", opt.stop_tokens,
+                  "Extra stop token ids a,b (generation_config.json eos ids always stop)");
   cmd->add_option("--dump-logits", opt.dump_logits, "Write every logits row to FILE (.npy f32) + FILE.json (ids)");
-  cmd->add_option("--logits-buffer", opt.logits_buffer, "Output to dump (default: the one float [groups, vocab] output)");
+  cmd->add_option("--logits-buffer", opt.logits_buffer,
+                  "Output to dump (default: the one float [groups, vocab] output)");
   return [] { return run(); };
 }
 Registrar reg("run", setup);

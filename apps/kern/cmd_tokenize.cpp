@@ -31,7 +31,8 @@ std::string read_stdin() {
 }
 
 void write_stdout(std::string_view bytes) {
-  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) fail(ErrorKind::Io, "cannot write standard output");
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size())
+    fail(ErrorKind::Io, "cannot write standard output");
 }
 
 // Space-separated decimal ids ("1 2 3", any whitespace).

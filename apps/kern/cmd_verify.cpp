@@ -48,16 +48,24 @@ void print_declarations(const Manifest& m) {
     for (const auto& [g, n] : m.topology) std::printf(" %s=%llu", g.c_str(), static_cast<unsigned long long>(n));
     std::printf("\n");
   }
-  if (m.cut) std::printf("cut: %s stage %llu of %llu\n", m.cut->id.c_str(), static_cast<unsigned long long>(m.cut->stage),
-                         static_cast<unsigned long long>(m.cut->stages));
+  if (m.cut)
+    std::printf("cut: %s stage %llu of %llu\n", m.cut->id.c_str(), static_cast<unsigned long long>(m.cut->stage),
+                static_cast<unsigned long long>(m.cut->stages));
   std::printf("vars:\n");
   for (const auto& [n, v] : m.vars) std::printf("  %-20s 1..%llu\n", n.c_str(), static_cast<unsigned long long>(v.max));
   std::printf("states:\n");
   for (const auto& [n, s] : m.states) {
-    if (s.host) std::printf("  %-20s host %s, %zu dims\n", n.c_str(), std::string(manifest_name(s.host->dtype)).c_str(), s.host->shape.size());
-    else if (s.bytes_per_token) std::printf("  %-20s paged, %llu bytes per token\n", n.c_str(), static_cast<unsigned long long>(s.bytes_per_token));
-    else if (s.bytes_per_seq) std::printf("  %-20s per sequence, %llu bytes per slot\n", n.c_str(), static_cast<unsigned long long>(s.bytes_per_seq));
-    else std::printf("  %-20s fixed, %llu bytes\n", n.c_str(), static_cast<unsigned long long>(s.bytes));
+    if (s.host)
+      std::printf("  %-20s host %s, %zu dims\n", n.c_str(), std::string(manifest_name(s.host->dtype)).c_str(),
+                  s.host->shape.size());
+    else if (s.bytes_per_token)
+      std::printf("  %-20s paged, %llu bytes per token\n", n.c_str(),
+                  static_cast<unsigned long long>(s.bytes_per_token));
+    else if (s.bytes_per_seq)
+      std::printf("  %-20s per sequence, %llu bytes per slot\n", n.c_str(),
+                  static_cast<unsigned long long>(s.bytes_per_seq));
+    else
+      std::printf("  %-20s fixed, %llu bytes\n", n.c_str(), static_cast<unsigned long long>(s.bytes));
   }
   std::printf("buffers (bytes at var max):\n");
   for (BufferKind k : {BufferKind::Input, BufferKind::Output, BufferKind::Weight, BufferKind::Source, BufferKind::Carry,
@@ -70,17 +78,19 @@ void print_declarations(const Manifest& m) {
       const std::uint64_t bytes = shape_elements(b.shape, at_max) * dtype_size(b.dtype);
       total += bytes;
       ++count;
-      lines += "    " + n + "  " + std::string(manifest_name(b.dtype)) + " " + dims(b.shape) + "  " + std::to_string(bytes) + " B";
+      lines += "    " + n + "  " + std::string(manifest_name(b.dtype)) + " " + dims(b.shape) + "  " +
+               std::to_string(bytes) + " B";
       if (b.fill) lines += "  fill " + std::string(to_string(*b.fill));
       if (b.domain && b.domain->index_into)
-        lines += "  index_into " + b.domain->index_into->target + " stride " + std::to_string(b.domain->index_into->stride);
+        lines +=
+            "  index_into " + b.domain->index_into->target + " stride " + std::to_string(b.domain->index_into->stride);
       if (b.exported) lines += "  export";
       if (b.placement == Placement::Host) lines += "  host";
       lines += "\n";
     }
     if (!count) continue;
-    std::printf("  %s: %s, %llu bytes\n%s", std::string(to_string(k)).c_str(), plural(count, "buffer", "buffers").c_str(),
-                static_cast<unsigned long long>(total), lines.c_str());
+    std::printf("  %s: %s, %llu bytes\n%s", std::string(to_string(k)).c_str(),
+                plural(count, "buffer", "buffers").c_str(), static_cast<unsigned long long>(total), lines.c_str());
   }
   std::printf("ops:\n");
   std::map<std::string, std::size_t> per_module;
@@ -120,22 +130,25 @@ void print_protocol(const Protocol& p) {
   std::printf("\n  fills:\n");
   for (const auto& f : p.fills())
     std::printf("    %-10s %s (%s, axis %s, width %llu)\n", std::string(to_string(f.role)).c_str(), f.buffer.c_str(),
-                std::string(manifest_name(f.dtype)).c_str(), f.axis.empty() ? std::to_string(f.extent).c_str() : f.axis.c_str(),
+                std::string(manifest_name(f.dtype)).c_str(),
+                f.axis.empty() ? std::to_string(f.extent).c_str() : f.axis.c_str(),
                 static_cast<unsigned long long>(f.width));
   for (const auto& t : p.page_tables())
-    std::printf("  page table: %s -> %s, %llu tokens per entry, %llu entries per sequence\n", t.buffer.c_str(), t.state.c_str(),
-                static_cast<unsigned long long>(t.stride), static_cast<unsigned long long>(t.width));
+    std::printf("  page table: %s -> %s, %llu tokens per entry, %llu entries per sequence\n", t.buffer.c_str(),
+                t.state.c_str(), static_cast<unsigned long long>(t.stride), static_cast<unsigned long long>(t.width));
   for (const auto& t : p.line_tables())
     std::printf("  line table: %s -> %s, %llu-byte lines, %llu lines per slot\n", t.buffer.c_str(), t.state.c_str(),
                 static_cast<unsigned long long>(t.stride), static_cast<unsigned long long>(t.lines_per_slot));
   std::printf("  forwards:\n");
   for (const auto& f : p.forwards()) {
-    std::printf("    %-20s groups<=%llu x rows %s", f.program.c_str(), static_cast<unsigned long long>(f.groups),
-                f.rows_var.empty() ? std::to_string(f.rows).c_str() : (f.rows_var + "<=" + std::to_string(f.rows)).c_str());
+    std::printf(
+        "    %-20s groups<=%llu x rows %s", f.program.c_str(), static_cast<unsigned long long>(f.groups),
+        f.rows_var.empty() ? std::to_string(f.rows).c_str() : (f.rows_var + "<=" + std::to_string(f.rows)).c_str());
     if (!f.span.empty()) std::printf(", span %s", f.span.c_str());
     if (f.graph) std::printf(", graph");
-    if (f.emits_tokens) std::printf(", emits %llu token(s) per group%s%s", static_cast<unsigned long long>(f.tokens_per_group),
-                                    f.count.empty() ? "" : ", count from ", f.count.c_str());
+    if (f.emits_tokens)
+      std::printf(", emits %llu token(s) per group%s%s", static_cast<unsigned long long>(f.tokens_per_group),
+                  f.count.empty() ? "" : ", count from ", f.count.c_str());
     std::printf("\n");
   }
   auto chunk = p.chunk();
@@ -143,7 +156,8 @@ void print_protocol(const Protocol& p) {
   std::string once, derive;
   for (const auto& n : p.once_programs()) once += " " + n;
   for (const auto& n : p.derive_programs()) derive += " " + n;
-  std::printf("  once:%s\n  derive:%s\n", once.empty() ? " none" : once.c_str(), derive.empty() ? " none" : derive.c_str());
+  std::printf("  once:%s\n  derive:%s\n", once.empty() ? " none" : once.c_str(),
+              derive.empty() ? " none" : derive.c_str());
 }
 
 int print_error(const Error& e) {
@@ -168,7 +182,8 @@ Runner setup(CLI::App& app) {
       Config cfg = load_config(globals().config);
       auto t = cfg.target(o.target);
       if (!t || t->manifest.empty()) {
-        std::fprintf(stderr, "usage: kern verify <manifest.json> (no manifest given and no kern.toml target names one)\n");
+        std::fprintf(stderr,
+                     "usage: kern verify <manifest.json> (no manifest given and no kern.toml target names one)\n");
         return 2;
       }
       path = t->manifest;

@@ -62,14 +62,18 @@ struct Reader {
     for (const auto& [k, v] : t) {
       std::string key(k.str());
       std::string full = prefix + key;
-      if (key == "manifest") out.manifest = path_value(v, full);
-      else if (key == "kernels") out.kernels = path_value(v, full);
-      else if (key == "tokenizer") out.tokenizer = path_value(v, full);
+      if (key == "manifest")
+        out.manifest = path_value(v, full);
+      else if (key == "kernels")
+        out.kernels = path_value(v, full);
+      else if (key == "tokenizer")
+        out.tokenizer = path_value(v, full);
       else if (key == "weights") {
         if (v.is_string()) {
           out.weights.push_back(path_value(v, full));
         } else if (const auto* a = v.as_array()) {
-          for (std::size_t i = 0; i < a->size(); ++i) out.weights.push_back(path_value(*a->get(i), fmt::format("{}[{}]", full, i)));
+          for (std::size_t i = 0; i < a->size(); ++i)
+            out.weights.push_back(path_value(*a->get(i), fmt::format("{}[{}]", full, i)));
         } else {
           bad(full, "must be a path or an array of paths");
         }
@@ -95,16 +99,21 @@ struct Reader {
       } else if (key == "run") {
         for (const auto& [rk, rv] : table_value(v, key)) {
           std::string r(rk.str());
-          if (r == "prompt") c.run.prompt = string_value(rv, "run.prompt");
-          else if (r == "steps") c.run.steps = int_value(rv, "run.steps", 0);
-          else if (r == "target") c.run.target = string_value(rv, "run.target");
-          else bad("run." + r, "is not a kern.toml key ([run] takes prompt, steps, target)");
+          if (r == "prompt")
+            c.run.prompt = string_value(rv, "run.prompt");
+          else if (r == "steps")
+            c.run.steps = int_value(rv, "run.steps", 0);
+          else if (r == "target")
+            c.run.target = string_value(rv, "run.target");
+          else
+            bad("run." + r, "is not a kern.toml key ([run] takes prompt, steps, target)");
         }
       } else {
         bad(key, "is not a kern.toml key (top level takes gpu, [targets.<name>], [run])");
       }
     }
-    if (c.run.target && !c.targets.count(*c.run.target)) bad("run.target", fmt::format("names no target (`{}`)", *c.run.target));
+    if (c.run.target && !c.targets.count(*c.run.target))
+      bad("run.target", fmt::format("names no target (`{}`)", *c.run.target));
     return c;
   }
 };
@@ -114,9 +123,12 @@ struct Reader {
 std::optional<Target> Config::target(const std::string& name_or_default) const {
   std::string name = name_or_default;
   if (name.empty()) {
-    if (run.target) name = *run.target;
-    else if (targets.size() == 1) return targets.begin()->second;
-    else return std::nullopt;
+    if (run.target)
+      name = *run.target;
+    else if (targets.size() == 1)
+      return targets.begin()->second;
+    else
+      return std::nullopt;
   }
   auto it = targets.find(name);
   if (it == targets.end()) {

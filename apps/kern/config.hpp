@@ -24,7 +24,7 @@ namespace kern::cli {
 
 struct Target {
   std::string name;
-  std::string manifest;              // empty when not set
+  std::string manifest;  // empty when not set
   std::string kernels;
   std::vector<std::string> weights;
   std::string tokenizer;

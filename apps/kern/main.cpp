@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kern: runs large language models on NVIDIA GPUs from a declarative manifest"};
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
-  app.add_option("--config", cli::g_globals.config, "kern.toml to read (default: nearest one walking up from the working directory)");
+  app.add_option("--config", cli::g_globals.config,
+                 "kern.toml to read (default: nearest one walking up from the working directory)");
 
   std::map<CLI::App*, cli::Runner> runners;
   for (auto& [name, setup] : cli::registry()) {

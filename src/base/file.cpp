@@ -56,7 +56,8 @@ void File::read_exact(void* dst, std::size_t n, std::uint64_t offset) const {
       if (errno == EINTR) continue;
       fail(ErrorKind::Io, "read of {} bytes at offset {} in {} failed: {}", n, offset, path_, std::strerror(errno));
     }
-    if (r == 0) fail(ErrorKind::Io, "{} ends at byte {}, {} bytes were wanted at offset {}", path_, offset + done, n, offset);
+    if (r == 0)
+      fail(ErrorKind::Io, "{} ends at byte {}, {} bytes were wanted at offset {}", path_, offset + done, n, offset);
     done += static_cast<std::size_t>(r);
   }
 }

@@ -13,9 +13,7 @@ std::string json_path_key(std::string_view parent, std::string_view key) {
   return out;
 }
 
-std::string json_path_index(std::string_view parent, std::size_t index) {
-  return fmt::format("{}[{}]", parent, index);
-}
+std::string json_path_index(std::string_view parent, std::size_t index) { return fmt::format("{}[{}]", parent, index); }
 
 TextPosition text_position(std::string_view text, std::size_t offset) {
   TextPosition p;
@@ -62,7 +60,8 @@ class StrictBuilder : public nlohmann::json_sax<Json> {
     return true;
   }
 
-  bool parse_error(std::size_t position, const std::string& last_token, const nlohmann::detail::exception& ex) override {
+  bool parse_error(std::size_t position, const std::string& last_token,
+                   const nlohmann::detail::exception& ex) override {
     syntax_offset_ = position;
     syntax_message_ = ex.what();
     (void)last_token;
@@ -77,8 +76,8 @@ class StrictBuilder : public nlohmann::json_sax<Json> {
  private:
   struct Frame {
     Json* node;
-    std::string key;      // pending key when node is an object
-    std::string path;     // path of node itself
+    std::string key;   // pending key when node is an object
+    std::string path;  // path of node itself
   };
 
   std::string path_of_frame() const { return frames_.empty() ? std::string() : frames_.back().path; }
@@ -104,7 +103,8 @@ class StrictBuilder : public nlohmann::json_sax<Json> {
 
   bool open(Json v) {
     if (frames_.size() >= max_depth_) {
-      error_ = fmt::format("nesting deeper than {} levels at {}", max_depth_, path_of_frame().empty() ? "<root>" : path_of_frame());
+      error_ = fmt::format("nesting deeper than {} levels at {}", max_depth_,
+                           path_of_frame().empty() ? "<root>" : path_of_frame());
       return false;
     }
     auto [dst, path] = slot();
@@ -143,8 +143,10 @@ Json parse_json_strict(std::string_view text, const StrictJsonOptions& options) 
   TextPosition p = text_position(text, offset > 0 ? offset - 1 : 0);
   std::string msg = builder.syntax_message();
   // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: " prefix.
-  if (auto colon = msg.find(": "); colon != std::string::npos && msg.rfind("[json.exception", 0) == 0) msg = msg.substr(colon + 2);
-  throw Error(options.kind, fmt::format("{}: syntax error at line {}, column {}: {}", options.what, p.line, p.column, msg));
+  if (auto colon = msg.find(": "); colon != std::string::npos && msg.rfind("[json.exception", 0) == 0)
+    msg = msg.substr(colon + 2);
+  throw Error(options.kind,
+              fmt::format("{}: syntax error at line {}, column {}: {}", options.what, p.line, p.column, msg));
 }
 
 }  // namespace kern::base

@@ -23,7 +23,8 @@ struct DecodeInputs::State {
   driver::InputShadow shadow;  // what each input starts with: only changed elements are written
 
   void fill(Fill role, const std::vector<std::int64_t>& values) {
-    if (const core::FillSlot* f = protocol.fill(role)) shadow.write(exec, f->buffer, driver::encode_ints(f->dtype, values, f->buffer));
+    if (const core::FillSlot* f = protocol.fill(role))
+      shadow.write(exec, f->buffer, driver::encode_ints(f->dtype, values, f->buffer));
   }
   // The inputs of one step at position pos (the sequence then holds pos + 1 tokens).
   void inputs(std::uint64_t pos, std::int64_t token) {
@@ -50,7 +51,8 @@ namespace {
 core::Forward decode_step(const core::Protocol& protocol) {
   std::optional<core::Forward> step;
   for (const core::Forward& f : protocol.forwards())
-    if (f.rows_var.empty() && f.rows == 1 && f.span.empty() && f.emits_tokens && (!step || f.groups < step->groups)) step = f;
+    if (f.rows_var.empty() && f.rows == 1 && f.span.empty() && f.emits_tokens && (!step || f.groups < step->groups))
+      step = f;
   if (!step) fail(ErrorKind::Manifest, "kern bench: no one-row program writes the 'tokens' fill (a decode step)");
   for (Fill role : {Fill::Token, Fill::Position, Fill::SeqLen})
     if (!protocol.fill(role))
@@ -63,8 +65,8 @@ core::Forward decode_step(const core::Protocol& protocol) {
 }  // namespace
 
 DecodeInputs::DecodeInputs(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t capacity_tokens)
-    : s_(new State{protocol, executor, driver::SequencePages(protocol.page_tables(), capacity_tokens), decode_step(protocol),
-                   driver::InputShadow(protocol.verified().manifest())}) {}
+    : s_(new State{protocol, executor, driver::SequencePages(protocol.page_tables(), capacity_tokens),
+                   decode_step(protocol), driver::InputShadow(protocol.verified().manifest())}) {}
 
 DecodeInputs::~DecodeInputs() { delete s_; }
 
@@ -93,8 +95,9 @@ std::int64_t DecodeInputs::step(std::uint64_t pos, std::int64_t token, bool ahea
   const core::FillSlot& out = *s_->protocol.fill(Fill::Tokens);
   std::byte raw[8] = {};
   if (dtype_size(out.dtype) > sizeof raw)
-    fail(ErrorKind::Manifest, "kern bench: the tokens output {} is {}, not i32/i64", out.buffer, manifest_name(out.dtype));
-  const std::span<std::byte> first(raw, dtype_size(out.dtype));  // group 0's token: 8 bytes for i64
+    fail(ErrorKind::Manifest, "kern bench: the tokens output {} is {}, not i32/i64", out.buffer,
+         manifest_name(out.dtype));
+  const std::span<std::byte> first(raw, dtype_size(out.dtype));               // group 0's token: 8 bytes for i64
   const std::function<void()> next = [&] { s_->inputs_but_token(pos + 1); };  // while the step runs
   s_->exec.run_and_read(s_->step.program, core::Vars(table.begin(), table.end()), out.buffer, first,
                         ahead ? next : std::function<void()>());

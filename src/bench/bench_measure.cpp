@@ -217,7 +217,8 @@ HostPhases DecodeBench::phases(std::size_t steps) {
 std::vector<std::pair<std::string, double>> DecodeBench::call_ms(std::size_t reps) {
   s_->require_context();
   std::vector<std::pair<std::string, double>> out;
-  for (const runtime::CallTime& c : s_->rt.time_calls(s_->inputs.step_program(), s_->vars(), reps)) out.emplace_back(c.op, c.ms);
+  for (const runtime::CallTime& c : s_->rt.time_calls(s_->inputs.step_program(), s_->vars(), reps))
+    out.emplace_back(c.op, c.ms);
   return out;
 }
 
@@ -243,8 +244,9 @@ driver::GeneratorOptions first_token_only(std::uint64_t chunk, std::uint64_t cap
 
 }  // namespace
 
-std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t capacity_tokens,
-                                       std::uint64_t tokens, std::uint64_t chunk, std::uint64_t vocab, std::size_t reps) {
+std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
+                                       std::uint64_t capacity_tokens, std::uint64_t tokens, std::uint64_t chunk,
+                                       std::uint64_t vocab, std::size_t reps) {
   driver::RuntimeExecutor exec(runtime);
   driver::Generator gen(protocol, exec, first_token_only(chunk, capacity_tokens));
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
@@ -287,11 +289,11 @@ std::vector<std::pair<std::string, double>> prefill_call_ms(const core::Protocol
   driver::Generator gen(protocol, profiling, options);
   const driver::GenerationResult got = gen.generate(prompt);
   if (!profiling.fired() || got.chunk_calls != 1)
-    fail(ErrorKind::Api, "kern bench: the prefill of {} tokens made {} calls of program {}, not one", tokens, got.chunk_calls,
-         program);
+    fail(ErrorKind::Api, "kern bench: the prefill of {} tokens made {} calls of program {}, not one", tokens,
+         got.chunk_calls, program);
   if (got.tokens.at(0) != reference)
     log().warn("kern bench: the profiled prefill of {} tokens produced token {}, the unprofiled one {}", tokens,
-                got.tokens.at(0), reference);
+               got.tokens.at(0), reference);
   return out;
 }
 

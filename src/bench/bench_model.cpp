@@ -61,7 +61,8 @@ double median(std::vector<double> v) {
 Ceilings make_ceilings(std::uint64_t copy_bytes, double copy_ms, std::uint64_t m, std::uint64_t n, std::uint64_t k,
                        double gemm_ms) {
   if (copy_bytes == 0 || copy_ms <= 0) fail(ErrorKind::Api, "bench: copy ceiling needs bytes and a positive time");
-  if (m == 0 || n == 0 || k == 0 || gemm_ms <= 0) fail(ErrorKind::Api, "bench: GEMM ceiling needs a shape and a positive time");
+  if (m == 0 || n == 0 || k == 0 || gemm_ms <= 0)
+    fail(ErrorKind::Api, "bench: GEMM ceiling needs a shape and a positive time");
   Ceilings c;
   c.copy_bytes = copy_bytes;
   c.copy_ms = copy_ms;

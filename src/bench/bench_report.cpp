@@ -34,7 +34,8 @@ double get_number(const Json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) fail(ErrorKind::Api, "{}: '{}' must be a number", where, key);
   const double v = it->get<double>();
-  if (!std::isfinite(v) || v < 0) fail(ErrorKind::Api, "{}: '{}' = {} is not a finite non-negative number", where, key, v);
+  if (!std::isfinite(v) || v < 0)
+    fail(ErrorKind::Api, "{}: '{}' = {} is not a finite non-negative number", where, key, v);
   return v;
 }
 
@@ -59,7 +60,8 @@ Peer parse_peer_json(const std::string& text, const std::string& what) {
   Peer p;
   p.ran = true;
   if (auto it = j.find("device"); it != j.end() && it->is_string()) p.note = it->get<std::string>();
-  if (auto it = j.find("torch"); it != j.end() && it->is_string()) p.note += (p.note.empty() ? "" : ", torch ") + it->get<std::string>();
+  if (auto it = j.find("torch"); it != j.end() && it->is_string())
+    p.note += (p.note.empty() ? "" : ", torch ") + it->get<std::string>();
   for (const char* key : {"decode", "prefill"})
     if (!j.contains(key) || !j[key].is_array()) fail(ErrorKind::Api, "{}: '{}' must be a list", what, key);
   for (std::size_t i = 0; i < j["decode"].size(); ++i) {
@@ -89,25 +91,30 @@ Peer parse_peer_json(const std::string& text, const std::string& what) {
 
 std::vector<Target> evaluate_targets(const Report& r) {
   std::vector<Target> t;
-  if (const DecodePoint* d = decode_at(r.decode, 1024)) t.push_back(at_most("decode step at 1k / floor", d->ratio, 1.20));
+  if (const DecodePoint* d = decode_at(r.decode, 1024))
+    t.push_back(at_most("decode step at 1k / floor", d->ratio, 1.20));
   if (const DecodePoint* d = decode_at(r.decode, 32768))
     t.push_back(at_most("decode step at 32k / floor (KV bytes included)", d->ratio, 1.25));
   for (const DecodePoint& d : r.decode)
     if (d.e2e_us > 0)
-      t.push_back(at_most(fmt::format("end-to-end minus GPU step at {} (us)", d.context), d.e2e_us - d.gpu_step_us, 30.0,
-                          "<= {:.0f}"));
+      t.push_back(at_most(fmt::format("end-to-end minus GPU step at {} (us)", d.context), d.e2e_us - d.gpu_step_us,
+                          30.0, "<= {:.0f}"));
   if (const PrefillPoint* p = prefill_at(r.prefill, 2048, 2048))
     t.push_back(at_least("prefill 2048 tokens (tok/s)", p->tokens_per_s, 60000, ">= {:.0f}"));
   if (const PrefillPoint* p = prefill_at(r.prefill, 8192, 8192))
     t.push_back(at_least("prefill 8192 tokens (tok/s)", p->tokens_per_s, 45000, ">= {:.0f}"));
-  if (r.startup.measured) t.push_back(at_most("start-up to first token (s)", r.startup.first_token_ms / 1e3, 3.0, "<= {:.1f}"));
+  if (r.startup.measured)
+    t.push_back(at_most("start-up to first token (s)", r.startup.first_token_ms / 1e3, 3.0, "<= {:.1f}"));
   if (r.peer.ran) {
     for (const DecodePoint& d : r.decode)
       if (const DecodePoint* q = decode_at(r.peer.decode, d.context); q && d.gpu_step_us > 0)
-        t.push_back(at_least(fmt::format("decode at {}: peer step / kern step", d.context), q->gpu_step_us / d.gpu_step_us, 2.0));
+        t.push_back(at_least(fmt::format("decode at {}: peer step / kern step", d.context),
+                             q->gpu_step_us / d.gpu_step_us, 2.0));
     for (const PrefillPoint& p : r.prefill)
-      if (const PrefillPoint* q = prefill_at(r.peer.prefill, p.tokens, p.chunk); q && q->tokens_per_s > 0 && p.chunk == p.tokens)
-        t.push_back(at_least(fmt::format("prefill {}: kern tok/s / peer tok/s", p.tokens), p.tokens_per_s / q->tokens_per_s, 1.1));
+      if (const PrefillPoint* q = prefill_at(r.peer.prefill, p.tokens, p.chunk);
+          q && q->tokens_per_s > 0 && p.chunk == p.tokens)
+        t.push_back(at_least(fmt::format("prefill {}: kern tok/s / peer tok/s", p.tokens),
+                             p.tokens_per_s / q->tokens_per_s, 1.1));
   }
   return t;
 }
@@ -117,45 +124,47 @@ std::string format_table(const Report& r) {
   auto line = [&](const std::string& l) { s += l + "\n"; };
   auto op_lines = [&](const std::vector<OpShare>& ops) {
     line(fmt::format("  {:<22} {:>6} {:>12} {:>8}", "op", "calls", "us", "share"));
-    for (const OpShare& o : ops) line(fmt::format("  {:<22} {:>6} {:>12.1f} {:>7.1f}%", o.op, o.calls, o.us, 100 * o.share));
+    for (const OpShare& o : ops)
+      line(fmt::format("  {:<22} {:>6} {:>12.1f} {:>7.1f}%", o.op, o.calls, o.us, 100 * o.share));
   };
   line(fmt::format("kern bench — {} — {} — {}", r.model, r.machine, r.date));
-  line(fmt::format("shape: hidden {}, intermediate {}, {} layers, {}/{} heads × {}, vocab {}, {} embeddings", r.shape.hidden,
-                   r.shape.intermediate, r.shape.layers, r.shape.heads, r.shape.kv_heads, r.shape.head_dim, r.shape.vocab,
-                   r.shape.tied ? "tied" : "untied"));
+  line(fmt::format("shape: hidden {}, intermediate {}, {} layers, {}/{} heads × {}, vocab {}, {} embeddings",
+                   r.shape.hidden, r.shape.intermediate, r.shape.layers, r.shape.heads, r.shape.kv_heads,
+                   r.shape.head_dim, r.shape.vocab, r.shape.tied ? "tied" : "untied"));
   line("");
   line("ceilings");
-  line(fmt::format("  device-to-device copy  {} copied, {:.3f} ms  -> {:.0f} GB/s (read + written)", gib(r.ceilings.copy_bytes),
-                   r.ceilings.copy_ms, r.ceilings.copy_gbps));
-  line(fmt::format("  bf16 GEMM {}x{}x{}   {:.3f} ms  -> {:.1f} TFLOP/s", r.ceilings.gemm_m, r.ceilings.gemm_n, r.ceilings.gemm_k,
-                   r.ceilings.gemm_ms, r.ceilings.gemm_tflops));
+  line(fmt::format("  device-to-device copy  {} copied, {:.3f} ms  -> {:.0f} GB/s (read + written)",
+                   gib(r.ceilings.copy_bytes), r.ceilings.copy_ms, r.ceilings.copy_gbps));
+  line(fmt::format("  bf16 GEMM {}x{}x{}   {:.3f} ms  -> {:.1f} TFLOP/s", r.ceilings.gemm_m, r.ceilings.gemm_n,
+                   r.ceilings.gemm_k, r.ceilings.gemm_ms, r.ceilings.gemm_tflops));
   line("");
   line("decode (batch 1; GPU step = median graph replay; e2e = host loop per token)");
-  line(fmt::format("  {:>8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8} {:>12}", "context", "GPU step us", "e2e us", "bytes/step",
-                   "floor us", "step/floor", "replays", "peer x"));
+  line(fmt::format("  {:>8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8} {:>12}", "context", "GPU step us", "e2e us",
+                   "bytes/step", "floor us", "step/floor", "replays", "peer x"));
   for (const DecodePoint& d : r.decode) {
     std::string peer = "-";
     if (const DecodePoint* q = decode_at(r.peer.decode, d.context); q && d.gpu_step_us > 0)
       peer = fmt::format("{:.2f}", q->gpu_step_us / d.gpu_step_us);
-    line(fmt::format("  {:>8} {:>12.1f} {:>12.1f} {:>12} {:>12.1f} {:>10.3f} {:>8} {:>12}", d.context, d.gpu_step_us, d.e2e_us,
-                     gib(d.bytes), d.floor_us, d.ratio, d.replays, peer));
+    line(fmt::format("  {:>8} {:>12.1f} {:>12.1f} {:>12} {:>12.1f} {:>10.3f} {:>8} {:>12}", d.context, d.gpu_step_us,
+                     d.e2e_us, gib(d.bytes), d.floor_us, d.ratio, d.replays, peer));
   }
   line("");
   line("prefill (time to the first token; model FLOPs / measured GEMM rate)");
-  line(fmt::format("  {:>8} {:>8} {:>12} {:>12} {:>10} {:>10} {:>12}", "tokens", "chunk", "ms", "tok/s", "TFLOP/s", "of GEMM",
-                   "peer x"));
+  line(fmt::format("  {:>8} {:>8} {:>12} {:>12} {:>10} {:>10} {:>12}", "tokens", "chunk", "ms", "tok/s", "TFLOP/s",
+                   "of GEMM", "peer x"));
   for (const PrefillPoint& p : r.prefill) {
     std::string peer = "-";
     if (const PrefillPoint* q = prefill_at(r.peer.prefill, p.tokens, p.chunk); q && q->tokens_per_s > 0)
       peer = fmt::format("{:.2f}", p.tokens_per_s / q->tokens_per_s);
-    line(fmt::format("  {:>8} {:>8} {:>12.2f} {:>12.0f} {:>10.1f} {:>9.1f}% {:>12}", p.tokens, p.chunk, p.ms, p.tokens_per_s,
-                     p.tflops, 100 * p.gemm_fraction, peer));
+    line(fmt::format("  {:>8} {:>8} {:>12.2f} {:>12.0f} {:>10.1f} {:>9.1f}% {:>12}", p.tokens, p.chunk, p.ms,
+                     p.tokens_per_s, p.tflops, 100 * p.gemm_fraction, peer));
   }
   line("");
   line("start-up");
   if (r.startup.measured)
-    line(fmt::format("  process start -> first token {:.0f} ms (warm page cache); weights {} in {:.0f} ms -> {:.2f} GB/s",
-                     r.startup.first_token_ms, gib(r.startup.weight_bytes), r.startup.weight_ms, r.startup.weight_gbps));
+    line(fmt::format(
+        "  process start -> first token {:.0f} ms (warm page cache); weights {} in {:.0f} ms -> {:.2f} GB/s",
+        r.startup.first_token_ms, gib(r.startup.weight_bytes), r.startup.weight_ms, r.startup.weight_gbps));
   else
     line(fmt::format("  not measured: {}", r.startup.note));
   line("");
@@ -165,9 +174,10 @@ std::string format_table(const Report& r) {
     line("");
   }
   for (const PrefillOps& p : r.prefill_ops) {
-    line(fmt::format("per-op time of one prefill of {} tokens (eager, events around each call; the prefill program's "
-                     "call over {} rows)",
-                     p.tokens, p.rows));
+    line(
+        fmt::format("per-op time of one prefill of {} tokens (eager, events around each call; the prefill program's "
+                    "call over {} rows)",
+                    p.tokens, p.rows));
     op_lines(p.ops);
     line("");
   }
@@ -190,25 +200,43 @@ nlohmann::ordered_json to_json(const Report& r) {
   j["machine"] = r.machine;
   j["command"] = r.command;
   j["model"] = r.model;
-  j["shape"] = {{"hidden", r.shape.hidden},     {"intermediate", r.shape.intermediate}, {"layers", r.shape.layers},
-                {"heads", r.shape.heads},       {"kv_heads", r.shape.kv_heads},         {"head_dim", r.shape.head_dim},
+  j["shape"] = {{"hidden", r.shape.hidden},     {"intermediate", r.shape.intermediate},
+                {"layers", r.shape.layers},     {"heads", r.shape.heads},
+                {"kv_heads", r.shape.kv_heads}, {"head_dim", r.shape.head_dim},
                 {"vocab", r.shape.vocab},       {"tied", r.shape.tied}};
-  j["ceilings"] = {{"copy_bytes", r.ceilings.copy_bytes}, {"copy_ms", r.ceilings.copy_ms}, {"copy_gbps", r.ceilings.copy_gbps},
+  j["ceilings"] = {{"copy_bytes", r.ceilings.copy_bytes},
+                   {"copy_ms", r.ceilings.copy_ms},
+                   {"copy_gbps", r.ceilings.copy_gbps},
                    {"gemm_shape", OJ::array({r.ceilings.gemm_m, r.ceilings.gemm_n, r.ceilings.gemm_k})},
-                   {"gemm_ms", r.ceilings.gemm_ms}, {"gemm_tflops", r.ceilings.gemm_tflops}};
+                   {"gemm_ms", r.ceilings.gemm_ms},
+                   {"gemm_tflops", r.ceilings.gemm_tflops}};
   OJ decode = OJ::array();
   for (const DecodePoint& d : r.decode)
-    decode.push_back({{"context", d.context}, {"replays", d.replays}, {"gpu_step_us", d.gpu_step_us}, {"e2e_us", d.e2e_us},
-                      {"weight_bytes", d.weight_bytes}, {"kv_bytes", d.kv_bytes}, {"bytes", d.bytes},
-                      {"floor_us", d.floor_us}, {"ratio_to_floor", d.ratio}});
+    decode.push_back({{"context", d.context},
+                      {"replays", d.replays},
+                      {"gpu_step_us", d.gpu_step_us},
+                      {"e2e_us", d.e2e_us},
+                      {"weight_bytes", d.weight_bytes},
+                      {"kv_bytes", d.kv_bytes},
+                      {"bytes", d.bytes},
+                      {"floor_us", d.floor_us},
+                      {"ratio_to_floor", d.ratio}});
   j["decode"] = std::move(decode);
   OJ prefill = OJ::array();
   for (const PrefillPoint& p : r.prefill)
-    prefill.push_back({{"tokens", p.tokens}, {"chunk", p.chunk}, {"ms", p.ms}, {"tokens_per_s", p.tokens_per_s},
-                       {"flops", p.flops}, {"tflops", p.tflops}, {"gemm_fraction", p.gemm_fraction}});
+    prefill.push_back({{"tokens", p.tokens},
+                       {"chunk", p.chunk},
+                       {"ms", p.ms},
+                       {"tokens_per_s", p.tokens_per_s},
+                       {"flops", p.flops},
+                       {"tflops", p.tflops},
+                       {"gemm_fraction", p.gemm_fraction}});
   j["prefill"] = std::move(prefill);
-  j["startup"] = {{"measured", r.startup.measured}, {"note", r.startup.note}, {"first_token_ms", r.startup.first_token_ms},
-                  {"weight_bytes", r.startup.weight_bytes}, {"weight_ms", r.startup.weight_ms},
+  j["startup"] = {{"measured", r.startup.measured},
+                  {"note", r.startup.note},
+                  {"first_token_ms", r.startup.first_token_ms},
+                  {"weight_bytes", r.startup.weight_bytes},
+                  {"weight_ms", r.startup.weight_ms},
                   {"weight_gbps", r.startup.weight_gbps}};
   j["ops"] = {{"context", r.op_context}, {"per_op", per_op_json(r.ops)}};
   if (!r.prefill_ops.empty()) {

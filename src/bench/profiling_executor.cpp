@@ -23,7 +23,8 @@ void ProfilingExecutor::write_input(std::string_view buffer, std::span<const std
   inner_.write_input(buffer, bytes, prefix);
 }
 
-void ProfilingExecutor::write_input_at(std::string_view buffer, std::uint64_t offset, std::span<const std::byte> bytes) {
+void ProfilingExecutor::write_input_at(std::string_view buffer, std::uint64_t offset,
+                                       std::span<const std::byte> bytes) {
   inner_.write_input_at(buffer, offset, bytes);
 }
 
@@ -48,13 +49,15 @@ std::vector<std::byte> ProfilingExecutor::read_output_prefix(std::string_view bu
 
 std::string one_call_prefill_program(const core::Protocol& protocol, std::uint64_t tokens) {
   if (tokens < 2)
-    fail(ErrorKind::Api, "a prefill profile needs a prompt of at least 2 tokens (the last one goes through the one-row step), got {}",
+    fail(ErrorKind::Api,
+         "a prefill profile needs a prompt of at least 2 tokens (the last one goes through the one-row step), got {}",
          tokens);
   const std::optional<core::Forward> chunk = protocol.chunk();
-  if (!chunk) fail(ErrorKind::Manifest, "no prefill program accepts one sequence of var rows: a prompt would go row by row");
+  if (!chunk)
+    fail(ErrorKind::Manifest, "no prefill program accepts one sequence of var rows: a prompt would go row by row");
   if (chunk->rows < tokens - 1)
-    fail(ErrorKind::Api, "a prefill of {} tokens sends {} rows in one call, but program {} takes at most {}", tokens, tokens - 1,
-         chunk->program, chunk->rows);
+    fail(ErrorKind::Api, "a prefill of {} tokens sends {} rows in one call, but program {} takes at most {}", tokens,
+         tokens - 1, chunk->program, chunk->rows);
   return chunk->program;
 }
 

@@ -45,8 +45,9 @@ Constants Constants::read(const Node& node) {
     Node entry = node.member(name, it.value());
     if (name.empty()) entry.fail("a constant name must not be empty");
     if (!it.value().is_number())
-      entry.fail("a constant's value must be a number (constants cannot name other constants or hold expressions), got {}",
-                 json_type_name(it.value()));
+      entry.fail(
+          "a constant's value must be a number (constants cannot name other constants or hold expressions), got {}",
+          json_type_name(it.value()));
     c.values_.emplace(name, read_number(entry, "a number"));
   }
   return c;

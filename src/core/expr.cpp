@@ -70,7 +70,8 @@ using Result = std::variant<std::uint64_t, EvalError>;
 // Operands of a malformed node (wrong arity) are reported, never dereferenced out of range.
 Result eval_node(const Expr& e, const VarLookup& vars) {
   auto operand = [&](std::size_t i) -> Result {
-    if (i >= e.args.size()) return EvalError{EvalError::Kind::Overflow, fmt::format("malformed expression node (missing operand {})", i)};
+    if (i >= e.args.size())
+      return EvalError{EvalError::Kind::Overflow, fmt::format("malformed expression node (missing operand {})", i)};
     return eval_node(e.args[i], vars);
   };
   switch (e.kind) {
@@ -92,7 +93,8 @@ Result eval_node(const Expr& e, const VarLookup& vars) {
       if (std::holds_alternative<EvalError>(a)) return a;
       std::uint64_t r = 0;
       if (__builtin_mul_overflow(std::get<std::uint64_t>(a), e.value, &r))
-        return EvalError{EvalError::Kind::Overflow, fmt::format("{} ({} * {})", e.to_string(), std::get<std::uint64_t>(a), e.value)};
+        return EvalError{EvalError::Kind::Overflow,
+                         fmt::format("{} ({} * {})", e.to_string(), std::get<std::uint64_t>(a), e.value)};
       return r;
     }
     case Expr::Kind::Add: {
@@ -102,8 +104,9 @@ Result eval_node(const Expr& e, const VarLookup& vars) {
       if (std::holds_alternative<EvalError>(b)) return b;
       std::uint64_t r = 0;
       if (__builtin_add_overflow(std::get<std::uint64_t>(a), std::get<std::uint64_t>(b), &r))
-        return EvalError{EvalError::Kind::Overflow,
-                         fmt::format("{} ({} + {})", e.to_string(), std::get<std::uint64_t>(a), std::get<std::uint64_t>(b))};
+        return EvalError{
+            EvalError::Kind::Overflow,
+            fmt::format("{} ({} + {})", e.to_string(), std::get<std::uint64_t>(a), std::get<std::uint64_t>(b))};
       return r;
     }
   }

@@ -91,10 +91,17 @@ std::optional<TmaDType> tma_dtype_from_string(std::string_view s) { return find_
 std::uint64_t tma_global_bits(TmaDType t) {
   switch (t) {
     case TmaDType::U8: return 8;
-    case TmaDType::U16: case TmaDType::F16: case TmaDType::BF16: return 16;
-    case TmaDType::U32: case TmaDType::I32: case TmaDType::F32: case TmaDType::TF32: return 32;
-    case TmaDType::U64: case TmaDType::I64: return 64;
-    case TmaDType::U4: case TmaDType::U4Packed: return 4;
+    case TmaDType::U16:
+    case TmaDType::F16:
+    case TmaDType::BF16: return 16;
+    case TmaDType::U32:
+    case TmaDType::I32:
+    case TmaDType::F32:
+    case TmaDType::TF32: return 32;
+    case TmaDType::U64:
+    case TmaDType::I64: return 64;
+    case TmaDType::U4:
+    case TmaDType::U4Packed: return 4;
   }
   return 8;
 }

@@ -10,14 +10,18 @@ namespace kern::core {
 namespace wire {
 namespace {
 
-constexpr std::array<std::string_view, 11> kTopLevel = {
-    "schema_version", "model", "constants", "topology", "cut", "vars", "states", "buffers", "modules", "ops", "programs"};
+constexpr std::array<std::string_view, 11> kTopLevel = {"schema_version", "model",  "constants", "topology", "cut",
+                                                        "vars",           "states", "buffers",   "modules",  "ops",
+                                                        "programs"};
 
 std::uint64_t read_schema_version(const Node& n) {
   const Json& j = n.json();
-  if (j.is_string()) n.fail("schema_version must be a literal integer, never a constant name (got \"{}\")", j.get_ref<const std::string&>());
+  if (j.is_string())
+    n.fail("schema_version must be a literal integer, never a constant name (got \"{}\")",
+           j.get_ref<const std::string&>());
   if (!j.is_number_unsigned() && !(j.is_number_integer() && j.get<std::int64_t>() >= 0))
-    n.fail("expected a non-negative integer schema version, got {}", j.is_number() ? j.dump() : std::string(json_type_name(j)));
+    n.fail("expected a non-negative integer schema version, got {}",
+           j.is_number() ? j.dump() : std::string(json_type_name(j)));
   return j.get<std::uint64_t>();
 }
 
@@ -77,7 +81,8 @@ Manifest read_manifest(const Node& root) {
   if (auto f = o.optional("vars")) m.vars = read_map(*f, "vars map", read_var);
   if (auto f = o.optional("constants")) {
     for (const auto& [name, value] : root.constants().values())
-      if (m.vars.count(name)) f->member(name, f->json().at(name)).fail("constant \"{}\" has the same name as a var", name);
+      if (m.vars.count(name))
+        f->member(name, f->json().at(name)).fail("constant \"{}\" has the same name as a var", name);
   }
   if (auto f = o.optional("states")) m.states = read_map(*f, "states map", read_state);
   m.buffers = read_map(o.required("buffers"), "buffers map", read_buffer);

@@ -10,7 +10,8 @@ namespace {
 BufferKind read_buffer_kind(const Node& n) {
   std::string s = read_string(n);
   auto k = buffer_kind_from_string(s);
-  if (!k) n.fail("unknown buffer kind \"{}\" (expected one of input, output, weight, source, workspace, carry, peer)", s);
+  if (!k)
+    n.fail("unknown buffer kind \"{}\" (expected one of input, output, weight, source, workspace, carry, peer)", s);
   return *k;
 }
 
@@ -25,9 +26,10 @@ Fill read_fill(const Node& n) {
   std::string s = read_string(n);
   auto f = fill_from_string(s);
   if (!f)
-    n.fail("unknown fill role \"{}\" (expected one of token, position, valid, slot, seq_len, cu_seqlens, span_at, blocks, "
-           "tokens, count, error, clock)",
-           s);
+    n.fail(
+        "unknown fill role \"{}\" (expected one of token, position, valid, slot, seq_len, cu_seqlens, span_at, blocks, "
+        "tokens, count, error, clock)",
+        s);
   return *f;
 }
 
@@ -58,7 +60,8 @@ Bound bound_of(const Number& x) {
 Bound read_bound(const Node& n) {
   const Json& j = n.json();
   if (j.is_number()) return bound_of(read_number(n, "a number"));
-  if (j.is_string() && n.constants().find(j.get_ref<const std::string&>()) != nullptr) return bound_of(read_number(n, "a number"));
+  if (j.is_string() && n.constants().find(j.get_ref<const std::string&>()) != nullptr)
+    return bound_of(read_number(n, "a number"));
   if (j.is_string() || j.is_object()) {
     Bound b;
     b.kind = Bound::Kind::Expr;
@@ -89,7 +92,8 @@ TensorRef read_tensor_ref(const Node& n) {
     return t;
   }
   if (!n.json().is_object())
-    n.fail("expected a tensor name or {{\"group\": g, \"tensors\": [name per rank]}}, got {}", json_type_name(n.json()));
+    n.fail("expected a tensor name or {{\"group\": g, \"tensors\": [name per rank]}}, got {}",
+           json_type_name(n.json()));
   Object o(n, "rank-selected tensor", {"group", "tensors"});
   t.group = read_string(o.required("group"));
   if (t.group.empty()) o.required("group").fail("group name must not be empty");
@@ -110,7 +114,8 @@ RangeRef read_range_ref(const Node& n) {
     return r;
   }
   if (!n.json().is_object())
-    n.fail("expected a range [from, to] or {{\"group\": g, \"ranges\": [[from, to] per rank]}}, got {}", json_type_name(n.json()));
+    n.fail("expected a range [from, to] or {{\"group\": g, \"ranges\": [[from, to] per rank]}}, got {}",
+           json_type_name(n.json()));
   Object o(n, "rank-selected range", {"group", "ranges"});
   r.group = read_string(o.required("group"));
   if (r.group.empty()) o.required("group").fail("group name must not be empty");

@@ -14,7 +14,11 @@ Tensormap read_tensormap(const Node& n) {
     Node dn = o.required("dtype");
     std::string s = read_string(dn);
     auto d = tma_dtype_from_string(s);
-    if (!d) dn.fail("unknown tensormap dtype \"{}\" (expected one of u8, u16, u32, i32, u64, i64, f16, bf16, f32, tf32, u4, u4packed)", s);
+    if (!d)
+      dn.fail(
+          "unknown tensormap dtype \"{}\" (expected one of u8, u16, u32, i32, u64, i64, f16, bf16, f32, tf32, u4, "
+          "u4packed)",
+          s);
     t.dtype = *d;
   }
   t.dims = read_u64_list(o.required("dims"));
@@ -28,8 +32,8 @@ Tensormap read_tensormap(const Node& n) {
 }
 
 PackField read_pack_field(const Node& n) {
-  std::string_view tag =
-      untagged_form(n, "pack field", {"param", "scratch", "i32", "i64", "f32", "u8", "var", "expr", "rank", "tensormap"});
+  std::string_view tag = untagged_form(
+      n, "pack field", {"param", "scratch", "i32", "i64", "f32", "u8", "var", "expr", "rank", "tensormap"});
   std::string what = fmt::format("\"{}\" pack field", tag);
   Object o(n, what, {"at", "width", tag});
   PackField f;
@@ -52,7 +56,8 @@ std::shared_ptr<const Pack> read_pack(const Node& n) {
 }
 
 LaunchArg read_launch_arg(const Node& n) {
-  std::string_view tag = untagged_form(n, "launch arg", {"param", "scratch", "i32", "i64", "f32", "u8", "rank", "pack"});
+  std::string_view tag =
+      untagged_form(n, "launch arg", {"param", "scratch", "i32", "i64", "f32", "u8", "rank", "pack"});
   std::string what = fmt::format("\"{}\" launch arg", tag);
   Object o(n, what, {tag});
   Node src = o.required(tag);
@@ -104,8 +109,9 @@ std::vector<ParamType> read_params(const Node& n) { return read_array(n, read_pa
 // R12), so those mistakes are reported together with every other violation. The parser requires `entry`, and
 // `block` + `grid` when the entry is a kernel symbol (not "extern:<name>").
 Launch read_launch(const Node& n) {
-  Object o(n, "launch", {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "cooperative",
-                         "when", "args", "algo"});
+  Object o(n, "launch",
+           {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "cooperative", "when", "args",
+            "algo"});
   Launch l;
   if (auto f = o.optional("module")) l.module = read_string(*f);
   l.entry = read_string(o.required("entry"));

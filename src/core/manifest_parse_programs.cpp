@@ -16,7 +16,8 @@ Batch read_batch(const Node& n) {
 }
 
 CallArg read_call_arg(const Node& n) {
-  std::string_view tag = untagged_form(n, "call arg", {"buf", "state", "var", "expr", "i32", "i64", "f32", "u8", "rank"});
+  std::string_view tag =
+      untagged_form(n, "call arg", {"buf", "state", "var", "expr", "i32", "i64", "f32", "u8", "rank"});
   std::string what = fmt::format("\"{}\" call arg", tag);
   const bool has_offset = tag == "buf" || tag == "state";
   Object o = has_offset ? Object(n, what, {tag, "offset"}) : Object(n, what, {tag});

@@ -129,7 +129,8 @@ Number number_of(const Json& j) {
 
 // "2.5" or "constant \"EPS\" (= 2.5)": how a bad value is named in a message.
 std::string describe(const Node& n, const Number& x) {
-  if (n.json().is_string()) return fmt::format("constant \"{}\" (= {})", n.json().get_ref<const std::string&>(), x.to_string());
+  if (n.json().is_string())
+    return fmt::format("constant \"{}\" (= {})", n.json().get_ref<const std::string&>(), x.to_string());
   return x.to_string();
 }
 
@@ -188,7 +189,7 @@ Literal read_literal(Literal::Kind kind, const Node& n) {
     }
     case Literal::Kind::F32: {
       Number x = read_number(n, "a number or a constant name");
-      double f = x.kind == Number::Kind::Float ? x.f
+      double f = x.kind == Number::Kind::Float      ? x.f
                  : x.kind == Number::Kind::Unsigned ? static_cast<double>(x.u)
                                                     : static_cast<double>(x.i);
       if (!std::isfinite(f) || std::fabs(f) > static_cast<double>(std::numeric_limits<float>::max()))
@@ -207,8 +208,10 @@ constexpr std::string_view kExprExpected = "a non-negative integer, a var name o
 // The u64 operand of ceil_div / mul: a literal or a constant, never a var.
 std::uint64_t read_expr_factor(const Node& n) {
   if (n.json().is_string() && n.constants().find(n.json().get_ref<const std::string&>()) == nullptr)
-    n.fail("expected a non-negative integer or a constant name (the second operand of ceil_div/mul cannot be a var), got var \"{}\"",
-           n.json().get_ref<const std::string&>());
+    n.fail(
+        "expected a non-negative integer or a constant name (the second operand of ceil_div/mul cannot be a var), got "
+        "var \"{}\"",
+        n.json().get_ref<const std::string&>());
   return read_u64(n);
 }
 
@@ -243,8 +246,9 @@ Expr read_expr(const Node& n) {
   if (op != "ceil_div" && op != "mul" && op != "add")
     operands.fail("unknown expression operator \"{}\" (expected \"ceil_div\", \"mul\" or \"add\")", op);
   if (!it.value().is_array() || it.value().size() != 2)
-    operands.fail("expected an array of two operands, got {}",
-                  it.value().is_array() ? fmt::format("{} operands", it.value().size()) : std::string(json_type_name(it.value())));
+    operands.fail("expected an array of two operands, got {}", it.value().is_array()
+                                                                   ? fmt::format("{} operands", it.value().size())
+                                                                   : std::string(json_type_name(it.value())));
   const Json& a = it.value();
   Node first = operands.element(0, a[0]);
   Node second = operands.element(1, a[1]);
@@ -271,7 +275,9 @@ Dim read_dim(const Node& n) {
   return d;
 }
 
-std::vector<Dim> read_shape(const Node& n) { return read_array(n, [](const Node& e) { return read_dim(e); }); }
+std::vector<Dim> read_shape(const Node& n) {
+  return read_array(n, [](const Node& e) { return read_dim(e); });
+}
 
 std::vector<std::uint64_t> read_u64_list(const Node& n) {
   return read_array(n, [](const Node& e) { return read_u64(e); });
@@ -288,7 +294,8 @@ std::array<std::uint32_t, 3> read_u32x3(const Node& n) {
 DType read_dtype(const Node& n) {
   std::string s = read_string(n);
   auto t = dtype_from_manifest(s);
-  if (!t) n.fail("unknown dtype \"{}\" (expected one of bf16, f16, f32, i32, u32, i64, u64, fp8e4m3, fp8e8m0, i8, u8)", s);
+  if (!t)
+    n.fail("unknown dtype \"{}\" (expected one of bf16, f16, f32, i32, u32, i64, u64, fp8e4m3, fp8e8m0, i8, u8)", s);
   return *t;
 }
 
@@ -308,7 +315,8 @@ std::string_view untagged_form(const Node& n, std::string_view what, std::initia
   for (auto it = o.begin(); it != o.end(); ++it) {
     for (std::string_view t : tags) {
       if (t != it.key()) continue;
-      if (!found.empty()) n.fail("ambiguous {}: it has both \"{}\" and \"{}\" (exactly one of {})", what, found, t, tag_list());
+      if (!found.empty())
+        n.fail("ambiguous {}: it has both \"{}\" and \"{}\" (exactly one of {})", what, found, t, tag_list());
       found = t;
     }
   }

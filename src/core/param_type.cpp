@@ -46,10 +46,22 @@ std::string_view direction_word(Direction d) {
 
 std::optional<ParamType> parse_param_type(std::string_view s) {
   ParamType t;
-  if (s == "i32") { t.kind = ParamType::Kind::I32; return t; }
-  if (s == "i64") { t.kind = ParamType::Kind::I64; return t; }
-  if (s == "f32") { t.kind = ParamType::Kind::F32; return t; }
-  if (s == "u8") { t.kind = ParamType::Kind::U8; return t; }
+  if (s == "i32") {
+    t.kind = ParamType::Kind::I32;
+    return t;
+  }
+  if (s == "i64") {
+    t.kind = ParamType::Kind::I64;
+    return t;
+  }
+  if (s == "f32") {
+    t.kind = ParamType::Kind::F32;
+    return t;
+  }
+  if (s == "u8") {
+    t.kind = ParamType::Kind::U8;
+    return t;
+  }
   if (starts_with(s, "bytes")) {
     auto inner = bracketed(s.substr(5));
     if (!inner) return std::nullopt;
@@ -131,18 +143,22 @@ std::string param_type_problem(std::string_view s) {
     return lt != std::string_view::npos && s.find(' ', lt) != std::string_view::npos;
   };
   if (s.empty()) return fmt::format("empty string ({})", kGrammar);
-  if (has_space_issue()) return fmt::format("only the canonical spelling is accepted: one space between direction and kind, none elsewhere ({})", kGrammar);
+  if (has_space_issue())
+    return fmt::format(
+        "only the canonical spelling is accepted: one space between direction and kind, none elsewhere ({})", kGrammar);
   for (std::string_view dir : {"in ", "out ", "inout "}) {
     if (s.substr(0, dir.size()) != dir) continue;
     std::string_view rest = s.substr(dir.size());
     if (rest == "i32" || rest == "i64" || rest == "f32" || rest == "u8" || rest.substr(0, 5) == "bytes")
       return fmt::format("scalars and bytes<N> take no direction ({})", kGrammar);
   }
-  if (s == "state" || s.substr(0, 6) == "buffer") return fmt::format("a state or buffer needs a direction: in, out or inout ({})", kGrammar);
+  if (s == "state" || s.substr(0, 6) == "buffer")
+    return fmt::format("a state or buffer needs a direction: in, out or inout ({})", kGrammar);
   if (auto lt = s.find("buffer<"); lt != std::string_view::npos && s.back() == '>') {
     std::string_view dt = s.substr(lt + 7, s.size() - lt - 8);
     if (!dtype_from_manifest(dt))
-      return fmt::format("unknown dtype \"{}\" (expected one of bf16, f16, f32, i32, u32, i64, u64, fp8e4m3, fp8e8m0, i8, u8)", dt);
+      return fmt::format(
+          "unknown dtype \"{}\" (expected one of bf16, f16, f32, i32, u32, i64, u64, fp8e4m3, fp8e8m0, i8, u8)", dt);
   }
   if (s.substr(0, 6) == "bytes<" && s.back() == '>') {
     std::string_view n = s.substr(6, s.size() - 7);

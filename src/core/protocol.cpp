@@ -65,7 +65,8 @@ struct ProtocolBuilder {
       p.row_var_ = one_var_axis(p.fill(Fill::Position));
       if (p.row_var_.empty()) p.row_var_ = one_var_axis(p.fill(Fill::Token));
     }
-    if (p.row_var_.empty()) add("buffers", "P.axes", "no row axis: no 1-D `slot` (or `position`/`token`) fill over a var");
+    if (p.row_var_.empty())
+      add("buffers", "P.axes", "no row axis: no 1-D `slot` (or `position`/`token`) fill over a var");
     p.group_var_ = one_var_axis(seq_len);
     if (p.group_var_.empty() && !seq_len) {
       if (const FillSlot* t = p.fill(Fill::Tokens)) p.group_var_ = t->axis;
@@ -85,7 +86,8 @@ struct ProtocolBuilder {
         PageTable t{name, st->first, b.dtype, b.domain->index_into->stride, 1, {}};
         if (!b.shape.empty()) {
           t.axis = b.shape[0].var;
-          if (b.shape.size() > 1) t.width = b.shape.back().is_var() ? var_max(b.shape.back().var) : b.shape.back().value;
+          if (b.shape.size() > 1)
+            t.width = b.shape.back().is_var() ? var_max(b.shape.back().var) : b.shape.back().value;
         }
         if (b.shape.size() > 2)
           add(json_path_key(bpath(name), "shape"), "P.table_shape", "a page table is [seqs] or [seqs, entries]");
@@ -97,7 +99,8 @@ struct ProtocolBuilder {
           add(json_path_key(json_path_key(bpath(name), "domain"), "stride"), "P.table_shape",
               "line stride must divide the state's bytes_per_seq");
         if (b.shape.empty() || b.shape.size() > 3)
-          add(json_path_key(bpath(name), "shape"), "P.table_shape", "a line table is [lines], [lines, seqs] or [lines, seqs, w]");
+          add(json_path_key(bpath(name), "shape"), "P.table_shape",
+              "a line table is [lines], [lines, seqs] or [lines, seqs, w]");
         p.line_tables_.push_back(std::move(t));
       }
     }
@@ -108,7 +111,8 @@ struct ProtocolBuilder {
     auto consider = [&](const std::vector<Dim>& shape, const std::string& path) {
       for (const auto& d : shape) {
         if (!d.is_var() || d.var == p.row_var_ || d.var == p.group_var_) continue;
-        if (p.tray_var_.empty()) p.tray_var_ = d.var;
+        if (p.tray_var_.empty())
+          p.tray_var_ = d.var;
         else if (d.var != p.tray_var_)
           add(path, "P.axes", "a second tray axis var '" + d.var + "' (tray axis is '" + p.tray_var_ + "')");
       }
@@ -132,9 +136,12 @@ struct ProtocolBuilder {
       const bool one_d = b.shape.size() == 1;
       switch (f.role) {
         case Fill::Token:
-          if (!(one_d && (dim_is(b.shape[0], p.row_var_) || dim_is(b.shape[0], p.group_var_)))) bad("[rows] or [groups]");
+          if (!(one_d && (dim_is(b.shape[0], p.row_var_) || dim_is(b.shape[0], p.group_var_))))
+            bad("[rows] or [groups]");
           break;
-        case Fill::Position: case Fill::Valid: case Fill::Slot:
+        case Fill::Position:
+        case Fill::Valid:
+        case Fill::Slot:
           if (!(one_d && dim_is(b.shape[0], p.row_var_))) bad("[rows]");
           break;
         case Fill::SeqLen:
@@ -142,7 +149,8 @@ struct ProtocolBuilder {
           break;
         case Fill::CuSeqlens: {
           const std::uint64_t want = var_max(p.group_var_) + 1;
-          if (!(one_d && !b.shape[0].is_var() && b.shape[0].value == want)) bad("[" + std::to_string(want) + "] (groups max + 1)");
+          if (!(one_d && !b.shape[0].is_var() && b.shape[0].value == want))
+            bad("[" + std::to_string(want) + "] (groups max + 1)");
           break;
         }
         case Fill::SpanAt:
@@ -154,8 +162,7 @@ struct ProtocolBuilder {
         case Fill::Tokens:
           if (b.shape.empty() || b.shape.size() > 2 || !dim_is(b.shape[0], p.group_var_)) {
             bad("[groups] or [groups, r]");
-          } else if (b.shape.size() == 2 &&
-                     (b.shape[1].is_var() || !const_rows.count(b.shape[1].value))) {
+          } else if (b.shape.size() == 2 && (b.shape[1].is_var() || !const_rows.count(b.shape[1].value))) {
             add(sp, "P.fill_shape", "a [groups, r] tokens fill needs r = some batch program's rows");
           }
           break;
@@ -166,12 +173,14 @@ struct ProtocolBuilder {
           if (!(one_d && !b.shape[0].is_var() && b.shape[0].value == 1)) bad("[1]");
           break;
         case Fill::Clock:
-          if (!(one_d && !b.shape[0].is_var() && b.shape[0].value % 5 == 0) || b.dtype != DType::I64) bad("i64 [ring × 5]");
+          if (!(one_d && !b.shape[0].is_var() && b.shape[0].value % 5 == 0) || b.dtype != DType::I64)
+            bad("i64 [ring × 5]");
           break;
       }
     }
     if (p.fill(Fill::Count) && !p.fill(Fill::Tokens))
-      add(json_path_key(bpath(p.fill(Fill::Count)->buffer), "fill"), "P.count", "a `count` fill is only valid with a `tokens` fill");
+      add(json_path_key(bpath(p.fill(Fill::Count)->buffer), "fill"), "P.count",
+          "a `count` fill is only valid with a `tokens` fill");
   }
 
   // Buffers a program writes (interface out/inout params).
@@ -218,25 +227,32 @@ struct ProtocolBuilder {
         const std::uint64_t cap = var_max(p.row_var_);
         if (f.groups > cap || f.rows > cap / f.groups)
           add(json_path_key(pp, "batch"), "P.capacity",
-              "groups × rows = " + std::to_string(f.groups) + " × " + std::to_string(f.rows) + " exceeds the row axis max " + std::to_string(cap));
+              "groups × rows = " + std::to_string(f.groups) + " × " + std::to_string(f.rows) +
+                  " exceeds the row axis max " + std::to_string(cap));
       }
       if (!p.group_var_.empty() && f.groups > var_max(p.group_var_))
         add(json_path_key(json_path_key(pp, "batch"), "groups"), "P.capacity",
-            "groups " + std::to_string(f.groups) + " exceeds the group axis max " + std::to_string(var_max(p.group_var_)));
+            "groups " + std::to_string(f.groups) + " exceeds the group axis max " +
+                std::to_string(var_max(p.group_var_)));
       if (!b.span.empty()) {
         const std::string sp = json_path_key(json_path_key(pp, "batch"), "span");
         if (b.rows.is_var() || b.rows.value != 1) add(sp, "P.span", "span only on rows: 1 programs");
-        if (p.span_var_.empty()) p.span_var_ = b.span;
-        else if (p.span_var_ != b.span) add(sp, "P.span", "a second span var '" + b.span + "' (one per manifest)");
+        if (p.span_var_.empty())
+          p.span_var_ = b.span;
+        else if (p.span_var_ != b.span)
+          add(sp, "P.span", "a second span var '" + b.span + "' (one per manifest)");
         if (!p.row_var_.empty() && var_max(b.span) > var_max(p.row_var_))
           add(sp, "P.span", "span max exceeds the row axis max");
-        if (b.span == p.row_var_ || b.span == p.group_var_) add(sp, "P.span", "the span var is a row or group axis var");
+        if (b.span == p.row_var_ || b.span == p.group_var_)
+          add(sp, "P.span", "the span var is a row or group axis var");
         if (!p.fill(Fill::SpanAt)) add(sp, "P.span", "span requires a `span_at` fill");
       }
       if (!b.context.empty()) {
         const std::string cp = json_path_key(json_path_key(pp, "batch"), "context");
-        if (p.context_var_.empty()) p.context_var_ = b.context;
-        else if (p.context_var_ != b.context) add(cp, "P.context", "a second context var '" + b.context + "' (one per manifest)");
+        if (p.context_var_.empty())
+          p.context_var_ = b.context;
+        else if (p.context_var_ != b.context)
+          add(cp, "P.context", "a second context var '" + b.context + "' (one per manifest)");
         if (b.context == p.row_var_ || b.context == p.group_var_ || b.context == b.span || b.context == b.rows.var)
           add(cp, "P.context", "the context var must differ from the row, group and span vars");
       }
@@ -246,7 +262,8 @@ struct ProtocolBuilder {
       add("programs", "P.context", "the context var must differ from the span var");
     if (p.forwards_.empty()) add("programs", "P.batch", "no batch program");
     const bool first_stage = !m.cut || m.cut->stage == 0;
-    if (first_stage && !p.fill(Fill::Token)) add("buffers", "P.token", "a `token` fill is required (no cut, or stage 0 of a cut)");
+    if (first_stage && !p.fill(Fill::Token))
+      add("buffers", "P.token", "a `token` fill is required (no cut, or stage 0 of a cut)");
   }
 
   void run() {
@@ -300,7 +317,8 @@ std::optional<Forward> Protocol::spanned(std::uint64_t groups) const {
 std::map<std::string, std::uint64_t> Protocol::vars(const Forward& f, std::uint64_t groups, std::uint64_t rows,
                                                     std::uint64_t longest_context, std::uint64_t span) const {
   const Manifest& m = v_.manifest();
-  if (groups < 1 || groups > f.groups) fail(ErrorKind::Api, "program {}: {} groups outside [1, {}]", f.program, groups, f.groups);
+  if (groups < 1 || groups > f.groups)
+    fail(ErrorKind::Api, "program {}: {} groups outside [1, {}]", f.program, groups, f.groups);
   if (f.rows_var.empty() ? rows != f.rows : (rows < 1 || rows > f.rows))
     fail(ErrorKind::Api, "program {}: {} rows do not fit its shape", f.program, rows);
   std::map<std::string, std::uint64_t> out;
@@ -308,12 +326,15 @@ std::map<std::string, std::uint64_t> Protocol::vars(const Forward& f, std::uint6
   auto set = [&](const std::string& var, std::uint64_t value, const char* what) {
     if (var.empty()) return;
     const std::uint64_t max = m.vars.at(var).max;
-    if (value < 1 || value > max) fail(ErrorKind::Api, "program {}: {} {} outside var {} bounds [1, {}]", f.program, what, value, var, max);
+    if (value < 1 || value > max)
+      fail(ErrorKind::Api, "program {}: {} {} outside var {} bounds [1, {}]", f.program, what, value, var, max);
     out[var] = value;
   };
-  if (!f.span.empty() && span < 1) fail(ErrorKind::Api, "program {}: a span call needs a span of at least 1", f.program);
+  if (!f.span.empty() && span < 1)
+    fail(ErrorKind::Api, "program {}: a span call needs a span of at least 1", f.program);
   std::uint64_t total = 0;
-  if (__builtin_mul_overflow(groups, rows, &total) || __builtin_add_overflow(total, f.span.empty() ? 0 : span - 1, &total))
+  if (__builtin_mul_overflow(groups, rows, &total) ||
+      __builtin_add_overflow(total, f.span.empty() ? 0 : span - 1, &total))
     fail(ErrorKind::Api, "program {}: {} groups x {} rows overflows", f.program, groups, rows);
   set(row_var_, total, "rows");
   set(group_var_, groups, "groups");

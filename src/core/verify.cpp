@@ -49,15 +49,14 @@ bool Context::check_expr_vars(const Expr& e, const std::string& path, const std:
   return ok;
 }
 
-std::optional<std::uint64_t> Context::eval_at(const Expr& e, At b, const std::string& path,
-                                              const std::string& rule) {
+std::optional<std::uint64_t> Context::eval_at(const Expr& e, At b, const std::string& path, const std::string& rule) {
   auto r = try_eval(e, lookup(b));
   if (auto* v = std::get_if<std::uint64_t>(&r)) return *v;
   const auto& err = std::get<EvalError>(r);
   if (err.kind != EvalError::Kind::UnknownVar) {
     add(path, rule,
-        std::string("expression ") + e.to_string() + " at var " + (b == At::Min ? "min" : "max") +
-            ": " + err.message());
+        std::string("expression ") + e.to_string() + " at var " + (b == At::Min ? "min" : "max") + ": " +
+            err.message());
   }
   return std::nullopt;
 }

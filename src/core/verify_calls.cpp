@@ -12,7 +12,8 @@ std::optional<std::uint64_t> state_extent(const State& s) {
     for (std::size_t i = 0; i < s.host->shape.size() && i < s.host->strides.size(); ++i) {
       if (s.host->shape[i] == 0) return std::nullopt;
       std::uint64_t term = 0;
-      if (__builtin_mul_overflow(s.host->shape[i] - 1, s.host->strides[i], &term) || __builtin_add_overflow(last, term, &last))
+      if (__builtin_mul_overflow(s.host->shape[i] - 1, s.host->strides[i], &term) ||
+          __builtin_add_overflow(last, term, &last))
         return std::nullopt;
     }
     std::uint64_t bytes = 0;
@@ -33,7 +34,8 @@ struct ArgPath {
 void check_scalar_range(Context& c, const ParamType& p, std::uint64_t v, const ArgPath& path, const char* what) {
   if (v > scalar_max(p.kind))
     c.add(path, "R8.range",
-          std::string(what) + " reaches " + std::to_string(v) + ", beyond what " + std::string(scalar_name(p.kind)) + " holds");
+          std::string(what) + " reaches " + std::to_string(v) + ", beyond what " + std::string(scalar_name(p.kind)) +
+              " holds");
 }
 
 void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, const CallArg& a, const ArgPath& path) {
@@ -58,16 +60,22 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
       if (it == c.m.buffers.end()) return c.add(path, "R8.unknown", "undeclared buffer '" + a.name + "'");
       const Buffer& b = it->second;
       if (b.dtype != p.dtype)
-        return c.add(path, "R8.dtype", "buffer '" + a.name + "' is " + std::string(manifest_name(b.dtype)) + ", the param wants " +
-                                           std::string(manifest_name(p.dtype)));
+        return c.add(path, "R8.dtype",
+                     "buffer '" + a.name + "' is " + std::string(manifest_name(b.dtype)) + ", the param wants " +
+                         std::string(manifest_name(p.dtype)));
       const std::uint64_t es = dtype_size(b.dtype);
       auto bytes = c.buffer_bytes_at_max(b);
-      if (a.offset % es != 0) c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is not a multiple of the element size " + std::to_string(es));
+      if (a.offset % es != 0)
+        c.add(path, "R8.offset",
+              "offset " + std::to_string(a.offset) + " is not a multiple of the element size " + std::to_string(es));
       else if (bytes && *bytes != 0 && a.offset >= *bytes)
-        c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is beyond buffer '" + a.name + "' (" + std::to_string(*bytes) + " bytes at var max)");
+        c.add(path, "R8.offset",
+              "offset " + std::to_string(a.offset) + " is beyond buffer '" + a.name + "' (" + std::to_string(*bytes) +
+                  " bytes at var max)");
       if (b.kind == BufferKind::Peer) {
         if (p.writes()) c.add(path, "R11.peer_write", "peer buffer '" + a.name + "' is read-only");
-        if (facts && facts->has_extern) c.add(path, "R11.peer_extern", "an op with an extern launch never receives a peer buffer");
+        if (facts && facts->has_extern)
+          c.add(path, "R11.peer_extern", "an op with an extern launch never receives a peer buffer");
       }
       if (bytes && a.offset < *bytes) check_footprints("buffer", *bytes - a.offset, " at var max");
       return;
@@ -78,7 +86,9 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
       if (it == c.m.states.end()) return c.add(path, "R8.unknown", "undeclared state '" + a.name + "'");
       if (auto ext = state_extent(it->second); ext && *ext != 0) {
         if (a.offset >= *ext)
-          c.add(path, "R8.offset", "offset " + std::to_string(a.offset) + " is beyond state '" + a.name + "' (" + std::to_string(*ext) + " bytes)");
+          c.add(path, "R8.offset",
+                "offset " + std::to_string(a.offset) + " is beyond state '" + a.name + "' (" + std::to_string(*ext) +
+                    " bytes)");
         else
           check_footprints("state", *ext - a.offset, "");
       }
@@ -102,7 +112,8 @@ void check_arg(Context& c, const Op& op, const OpFacts* facts, std::size_t j, co
     }
     case CallArg::Kind::Literal:
       if (literal_param_kind(a.literal.kind) != p.kind)
-        c.add(path, "R8.arg_kind", std::string(literal_name(a.literal.kind)) + " literal passed to a '" + p.to_string() + "' param");
+        c.add(path, "R8.arg_kind",
+              std::string(literal_name(a.literal.kind)) + " literal passed to a '" + p.to_string() + "' param");
       return;
     case CallArg::Kind::Rank:
       if (!c.has_group(a.name)) c.add(path, "R11.group", "undeclared topology group '" + a.name + "'");
@@ -130,7 +141,8 @@ void check_calls(Context& c) {
       const OpFacts* facts = f == c.ops.end() ? nullptr : &f->second;
       if (call.args.size() != op.params.size())
         c.add(key(path, "args"), "R8.arity",
-              std::to_string(call.args.size()) + " args for op '" + call.op + "' with " + std::to_string(op.params.size()) + " params");
+              std::to_string(call.args.size()) + " args for op '" + call.op + "' with " +
+                  std::to_string(op.params.size()) + " params");
       const std::size_t n = std::min(call.args.size(), op.params.size());
       for (std::size_t j = 0; j < n; ++j) check_arg(c, op, facts, j, call.args[j], ArgPath{path, j});
     }

@@ -32,14 +32,14 @@ struct TensormapUse {
   std::uint32_t param = 0;
   std::uint64_t footprint = 0;  // bytes from the param's base (+ call offset); spanning dim excluded
   bool wrap = false;
-  std::string path;             // the tensormap field's path
+  std::string path;  // the tensormap field's path
 };
 
 // What the op rules learn about one op, used by the call and program rules.
 struct OpFacts {
   std::vector<Access> params;  // per interface param
   bool has_extern = false;
-  bool collective = false;     // contains an nccl extern
+  bool collective = false;  // contains an nccl extern
   std::vector<TensormapUse> tensormaps;
 };
 
@@ -83,14 +83,14 @@ class Context {
 };
 
 // The rule families, each in its own file, run in this order by check().
-void check_header(Context& c);        // R1, R2, R11 (topology, cut)
-void check_states(Context& c);        // R3
-void check_buffers(Context& c);       // R4, R11 (peers)
-void check_modules(Context& c);       // R5
-void check_ops(Context& c);           // R6, R7, R12, when, extern catalogue
-void check_calls(Context& c);         // R8, R11 (rank args, peers into externs), R12 (tensormap footprint)
-void check_programs(Context& c);      // R9
-void check_usage(Context& c);         // R10
+void check_header(Context& c);    // R1, R2, R11 (topology, cut)
+void check_states(Context& c);    // R3
+void check_buffers(Context& c);   // R4, R11 (peers)
+void check_modules(Context& c);   // R5
+void check_ops(Context& c);       // R6, R7, R12, when, extern catalogue
+void check_calls(Context& c);     // R8, R11 (rank args, peers into externs), R12 (tensormap footprint)
+void check_programs(Context& c);  // R9
+void check_usage(Context& c);     // R10
 
 // Every dim of `shape` (at `path`) is a declared var or a non-zero extent; each that is not is
 // reported under `rule`. True when all are.

@@ -17,7 +17,8 @@ void check_header(Context& c) {
     if (size == 0) c.add(key("topology.groups", g), "R11.group_size", "group size must be greater than 0");
   if (m.cut) {
     if (m.cut->id.empty()) c.add("cut.id", "R11.cut", "cut id must not be empty");
-    if (m.cut->stages < 2) c.add("cut.stages", "R11.cut", "cut stages must be at least 2");
+    if (m.cut->stages < 2)
+      c.add("cut.stages", "R11.cut", "cut stages must be at least 2");
     else if (m.cut->stage >= m.cut->stages)
       c.add("cut.stage", "R11.cut",
             "cut stage " + std::to_string(m.cut->stage) + " is not below stages " + std::to_string(m.cut->stages));
@@ -37,8 +38,8 @@ void check_states(Context& c) {
       if (h.shape.empty()) c.add(key(key(path, "host"), "shape"), "R3.host_state", "host state shape is empty");
       if (h.strides.size() != h.shape.size())
         c.add(key(key(path, "host"), "strides"), "R3.host_state",
-              "host state has " + std::to_string(h.strides.size()) + " strides for " +
-                  std::to_string(h.shape.size()) + " dims");
+              "host state has " + std::to_string(h.strides.size()) + " strides for " + std::to_string(h.shape.size()) +
+                  " dims");
       for (std::size_t i = 1; i < h.shape.size(); ++i)
         if (h.shape[i] == 0)
           c.add(idx(key(key(path, "host"), "shape"), i), "R3.host_state", "only the outermost extent may be 0");
@@ -85,7 +86,8 @@ std::optional<std::string> source_problem(const std::string& s) {
   }
   auto scheme = s.find("://");
   if (scheme != std::string::npos) {
-    if (s.rfind("https://", 0) != 0) return "module source scheme must be https:// or hf: (got '" + s.substr(0, scheme) + "')";
+    if (s.rfind("https://", 0) != 0)
+      return "module source scheme must be https:// or hf: (got '" + s.substr(0, scheme) + "')";
     std::string rest = s.substr(8);
     auto slash = rest.find('/');
     if (slash == 0 || slash == std::string::npos || slash + 1 == rest.size())
@@ -137,8 +139,7 @@ void check_domain(Context& c, const std::string& name, const Buffer& b, const st
     for (auto at : {At::Min, At::Max}) {
       auto lo = bound_value(c, *d.min, at), hi = bound_value(c, *d.max, at);
       if (lo && hi && *lo > *hi) {
-        c.add(path, "R4.domain",
-              std::string("domain min exceeds max at var ") + (at == At::Min ? "min" : "max"));
+        c.add(path, "R4.domain", std::string("domain min exceeds max at var ") + (at == At::Min ? "min" : "max"));
         break;
       }
     }
@@ -173,7 +174,8 @@ void check_tensor_ref(Context& c, const TensorRef& t, const std::string& path, b
 
 void check_range_ref(Context& c, const RangeRef& r, const std::string& path, bool host) {
   auto one = [&](const Range& x, const std::string& p) {
-    if (x.from >= x.to) c.add(p, "R4.bind", "bind range [" + std::to_string(x.from) + ", " + std::to_string(x.to) + ") is empty");
+    if (x.from >= x.to)
+      c.add(p, "R4.bind", "bind range [" + std::to_string(x.from) + ", " + std::to_string(x.to) + ") is empty");
   };
   if (!r.rank_selected()) {
     one(r.single, path);
@@ -202,7 +204,8 @@ void check_bind(Context& c, const Buffer& b, const std::string& path) {
     if (s.cols) check_range_ref(c, *s.cols, key(sp, "cols"), host);
     if (s.interleave) {
       if (s.rows || s.cols) c.add(key(sp, "interleave"), "R4.bind", "interleave excludes rows and cols");
-      if (s.interleave->rows == 0) c.add(key(key(sp, "interleave"), "rows"), "R4.bind", "interleave rows must be at least 1");
+      if (s.interleave->rows == 0)
+        c.add(key(key(sp, "interleave"), "rows"), "R4.bind", "interleave rows must be at least 1");
       check_tensor_ref(c, s.interleave->with, key(key(sp, "interleave"), "with"), host);
     }
   }
@@ -214,13 +217,16 @@ void check_peer(Context& c, const std::string& name, const Buffer& b, const std:
   if (g == c.m.topology.end()) {
     c.add(key(path, "group"), "R11.group", "undeclared topology group '" + b.group + "'");
   } else if (b.shape.size() != 1 || b.shape[0].is_var() || b.shape[0].value != g->second) {
-    c.add(key(path, "shape"), "R11.peer", "a peer buffer's shape is exactly [" + std::to_string(g->second) + "] (the group size)");
+    c.add(key(path, "shape"), "R11.peer",
+          "a peer buffer's shape is exactly [" + std::to_string(g->second) + "] (the group size)");
   }
   if (b.of == name) {
     c.add(key(path, "of"), "R11.peer", "a peer buffer cannot be 'of' itself");
   } else if (auto it = c.m.buffers.find(b.of); it != c.m.buffers.end()) {
-    if (it->second.kind == BufferKind::Peer) c.add(key(path, "of"), "R11.peer", "a peer buffer cannot be 'of' another peer");
-    else if (!it->second.exported) c.add(key(path, "of"), "R11.peer", "'of' buffer '" + b.of + "' is not exported");
+    if (it->second.kind == BufferKind::Peer)
+      c.add(key(path, "of"), "R11.peer", "a peer buffer cannot be 'of' another peer");
+    else if (!it->second.exported)
+      c.add(key(path, "of"), "R11.peer", "'of' buffer '" + b.of + "' is not exported");
   } else if (c.m.states.count(b.of) == 0) {
     c.add(key(path, "of"), "R11.peer", "'of' names no buffer or state '" + b.of + "'");
   }

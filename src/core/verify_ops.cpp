@@ -9,9 +9,7 @@
 
 namespace kern::core::verifier {
 
-const std::vector<ParamType>& launch_params(const Op& op, const Launch& l) {
-  return l.params ? *l.params : op.params;
-}
+const std::vector<ParamType>& launch_params(const Op& op, const Launch& l) { return l.params ? *l.params : op.params; }
 
 namespace {
 
@@ -56,9 +54,7 @@ std::optional<std::uint64_t> eval_launch(Context& c, const Expr& e, const VarLoo
   return std::nullopt;
 }
 
-bool is_int_scalar(const ParamType& p) {
-  return p.kind == ParamType::Kind::I32 || p.kind == ParamType::Kind::I64;
-}
+bool is_int_scalar(const ParamType& p) { return p.kind == ParamType::Kind::I32 || p.kind == ParamType::Kind::I64; }
 bool is_buffer(const ParamType& p, DType dt) { return p.kind == ParamType::Kind::Buffer && p.dtype == dt; }
 
 // ---- extern launches against the catalogue (kern/core/externs.hpp)
@@ -171,17 +167,15 @@ class OpChecker {
   void check_extern(const Launch& l, const std::vector<ParamType>& params, const std::string& lp) {
     const std::string_view name = l.extern_name();
     const bool geometry = l.block != std::array<std::uint32_t, 3>{} || l.shared_mem ||
-                          std::any_of(l.grid.begin(), l.grid.end(), [](const Expr& e) {
-                            return e.kind != Expr::Kind::Const || e.value != 0;
-                          });
+                          std::any_of(l.grid.begin(), l.grid.end(),
+                                      [](const Expr& e) { return e.kind != Expr::Kind::Const || e.value != 0; });
     if (geometry) c_.add(lp, "R6.extern", "an extern launch has no geometry (block, grid, shared_mem)");
     if (l.cluster) c_.add(key(lp, "cluster"), "R12.cluster", "cluster is not allowed on extern launches");
     if (l.pdl) c_.add(key(lp, "pdl"), "R12.cluster", "pdl is not allowed on extern launches");
     if (l.cooperative)
       c_.add(key(lp, "cooperative"), "R12.cooperative", "cooperative is not allowed on extern launches");
     const ExternSpec* x = find_extern(name);
-    if (l.algo && !(x && x->takes_algo))
-      c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc]");
+    if (l.algo && !(x && x->takes_algo)) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc]");
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i].kind == ParamType::Kind::Bytes)
         c_.add(l.params ? idx(key(lp, "params"), i) : lp, "R6.extern", "bytes<N> is never an extern param");
@@ -209,9 +203,12 @@ class OpChecker {
   void check_geometry(const Launch& l, const std::string& lp) {
     const auto& b = l.block;
     const std::string bp = key(lp, "block");
-    if (b[0] == 0 || b[1] == 0 || b[2] == 0) c_.add(bp, "R6.block", "every block dim must be at least 1");
-    else if (b[0] > 1024 || b[1] > 1024 || b[2] > 64) c_.add(bp, "R6.block", "block exceeds CUDA limits (x,y <= 1024, z <= 64)");
-    else if (std::uint64_t{b[0]} * b[1] * b[2] > 1024) c_.add(bp, "R6.block", "block has more than 1024 threads");
+    if (b[0] == 0 || b[1] == 0 || b[2] == 0)
+      c_.add(bp, "R6.block", "every block dim must be at least 1");
+    else if (b[0] > 1024 || b[1] > 1024 || b[2] > 64)
+      c_.add(bp, "R6.block", "block exceeds CUDA limits (x,y <= 1024, z <= 64)");
+    else if (std::uint64_t{b[0]} * b[1] * b[2] > 1024)
+      c_.add(bp, "R6.block", "block has more than 1024 threads");
 
     const LaunchBounds lb = launch_bounds(c_, l);
     std::array<std::optional<std::uint64_t>, 3> gmin, gmax;
@@ -247,8 +244,8 @@ class OpChecker {
           for (auto g : {gmin[a], gmax[a]}) {
             if (g && *g % cl[a] != 0) {
               c_.add(idx(cp, a), "R12.cluster",
-                     "grid axis " + std::to_string(a) + " (" + std::to_string(*g) + " at a var bound) is not divisible by " +
-                         std::to_string(cl[a]));
+                     "grid axis " + std::to_string(a) + " (" + std::to_string(*g) +
+                         " at a var bound) is not divisible by " + std::to_string(cl[a]));
               break;
             }
           }
@@ -263,8 +260,8 @@ class OpChecker {
       if (params.size() != op_.params.size()) {
         wiring_broken_ = true;
         c_.add(lp, "R6.args",
-               "launch declares " + std::to_string(params.size()) + " params but has no args; the default forwards the op's " +
-                   std::to_string(op_.params.size()));
+               "launch declares " + std::to_string(params.size()) +
+                   " params but has no args; the default forwards the op's " + std::to_string(op_.params.size()));
         return;
       }
       for (std::uint32_t j = 0; j < params.size(); ++j) {
@@ -350,8 +347,9 @@ class OpChecker {
     bool ok = p.kind == q.kind;
     if (ok && p.kind == ParamType::Kind::Buffer) ok = p.dtype == q.dtype;
     if (!ok) {
-      c_.add(path, "R6.args", "interface param " + std::to_string(i) + " '" + p.to_string() + "' passed to a '" +
-                                  q.to_string() + "' launch param");
+      c_.add(path, "R6.args",
+             "interface param " + std::to_string(i) + " '" + p.to_string() + "' passed to a '" + q.to_string() +
+                 "' launch param");
       return;
     }
     if (q.is_pointer()) note_param(i, q.reads(), q.writes(), path);
@@ -361,7 +359,8 @@ class OpChecker {
     // A launch whose wiring is broken (reported) says nothing reliable about what it writes.
     for (std::size_t i = 0; i < op_.params.size() && !wiring_broken_; ++i)
       if (op_.params[i].dir == Direction::Out && !facts_.params[i].write)
-        c_.add(idx(key(path_, "params"), i), "R7.out_unwritten", "interface param " + std::to_string(i) + " is 'out' but no launch writes it");
+        c_.add(idx(key(path_, "params"), i), "R7.out_unwritten",
+               "interface param " + std::to_string(i) + " is 'out' but no launch writes it");
     std::set<std::string> written;
     for (const auto& ev : events_) {
       for (const auto& e : ev)
@@ -372,7 +371,8 @@ class OpChecker {
     }
     for (const auto& [sname, s] : op_.impl.scratch)
       if (!used_scratch_.count(sname))
-        c_.add(key(key(key(path_, "impl"), "scratch"), sname), "R7.scratch_unused", "scratch '" + sname + "' is never used");
+        c_.add(key(key(key(path_, "impl"), "scratch"), sname), "R7.scratch_unused",
+               "scratch '" + sname + "' is never used");
   }
 
   Context& c_;

@@ -36,7 +36,8 @@ std::optional<std::uint64_t> check_tensormap(Context& c, const Tensormap& t, con
       }
   }
   if (t.box.size() != n) {
-    c.add(key(path, "box"), "R12.tensormap_box", std::to_string(t.box.size()) + " box entries for " + std::to_string(n) + " dims");
+    c.add(key(path, "box"), "R12.tensormap_box",
+          std::to_string(t.box.size()) + " box entries for " + std::to_string(n) + " dims");
     ok = false;
   } else {
     bool entries_ok = true;
@@ -52,7 +53,8 @@ std::optional<std::uint64_t> check_tensormap(Context& c, const Tensormap& t, con
         ok = false;
       } else if (t.swizzle != 0 && inner_bits / 8 > t.swizzle) {
         c.add(idx(key(path, "box"), 0), "R12.tensormap_swizzle",
-              "inner box " + std::to_string(inner_bits / 8) + " bytes exceeds the " + std::to_string(t.swizzle) + "-byte swizzle span");
+              "inner box " + std::to_string(inner_bits / 8) + " bytes exceeds the " + std::to_string(t.swizzle) +
+                  "-byte swizzle span");
         ok = false;
       }
     }
@@ -84,8 +86,7 @@ std::optional<std::uint64_t> check_tensormap(Context& c, const Tensormap& t, con
 
 std::uint64_t natural_width(const Op& op, const PackField& f) {
   switch (f.kind) {
-    case PackField::Kind::Param:
-      return f.param < op.params.size() ? op.params[f.param].abi_size() : 8;
+    case PackField::Kind::Param: return f.param < op.params.size() ? op.params[f.param].abi_size() : 8;
     case PackField::Kind::Scratch: return 8;
     case PackField::Kind::Literal:
       switch (f.literal.kind) {
@@ -93,7 +94,9 @@ std::uint64_t natural_width(const Op& op, const PackField& f) {
         case Literal::Kind::U8: return 1;
         default: return 4;
       }
-    case PackField::Kind::Var: case PackField::Kind::Expr: case PackField::Kind::Rank: return 4;
+    case PackField::Kind::Var:
+    case PackField::Kind::Expr:
+    case PackField::Kind::Rank: return 4;
     case PackField::Kind::Tensormap: return 128;
   }
   return 8;
@@ -110,7 +113,8 @@ PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t de
   PackUses uses;
   if (pack.size != declared_size)
     c.add(key(path, "size"), "R12.pack_size",
-          "pack size " + std::to_string(pack.size) + " differs from the param's bytes<" + std::to_string(declared_size) + ">");
+          "pack size " + std::to_string(pack.size) + " differs from the param's bytes<" +
+              std::to_string(declared_size) + ">");
   struct Span {
     std::uint64_t at, end;
     std::size_t index;
@@ -133,12 +137,14 @@ PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t de
     }
     if (f.at > pack.size || w > pack.size - f.at)
       c.add(p, "R12.pack_bounds",
-            "field [" + std::to_string(f.at) + ", +" + std::to_string(w) + ") lies outside the " + std::to_string(pack.size) + "-byte image");
+            "field [" + std::to_string(f.at) + ", +" + std::to_string(w) + ") lies outside the " +
+                std::to_string(pack.size) + "-byte image");
     spans.push_back({f.at, sat_add(f.at, w), i});
 
     auto value_fits = [&](std::optional<std::uint64_t> v) {
       if (v && w < 8 && *v >= (std::uint64_t{1} << (8 * w)))
-        c.add(p, "R12.pack_width", "value " + std::to_string(*v) + " at var max does not fit " + std::to_string(w) + " bytes");
+        c.add(p, "R12.pack_width",
+              "value " + std::to_string(*v) + " at var max does not fit " + std::to_string(w) + " bytes");
     };
     switch (f.kind) {
       case PackField::Kind::Param:
@@ -152,13 +158,16 @@ PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t de
         }
         break;
       case PackField::Kind::Scratch:
-        if (!op.impl.scratch.count(f.name)) c.add(key(p, "scratch"), "R12.pack_source", "undeclared scratch '" + f.name + "'");
+        if (!op.impl.scratch.count(f.name))
+          c.add(key(p, "scratch"), "R12.pack_source", "undeclared scratch '" + f.name + "'");
         uses.scratch.push_back(f.name);
         break;
       case PackField::Kind::Literal: break;
       case PackField::Kind::Var:
-        if (!c.has_var(f.name)) c.add(key(p, "var"), "R12.pack_source", "undeclared var '" + f.name + "'");
-        else value_fits(c.var_at(f.name, At::Max));
+        if (!c.has_var(f.name))
+          c.add(key(p, "var"), "R12.pack_source", "undeclared var '" + f.name + "'");
+        else
+          value_fits(c.var_at(f.name, At::Max));
         break;
       case PackField::Kind::Expr:
         if (c.check_expr_vars(f.expr, key(p, "expr"), "R12.pack_source")) {
@@ -188,15 +197,13 @@ PackUses check_pack(Context& c, const Op& op, const Pack& pack, std::uint64_t de
       }
     }
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.at != b.at ? a.at < b.at : a.index < b.index;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.at != b.at ? a.at < b.at : a.index < b.index; });
   std::uint64_t reach = 0;
   std::size_t reach_index = 0;
   for (std::size_t k = 0; k < spans.size(); ++k) {
     if (k > 0 && spans[k].at < reach)
-      c.add(idx(fp, spans[k].index), "R12.pack_overlap",
-            "field overlaps field " + std::to_string(reach_index));
+      c.add(idx(fp, spans[k].index), "R12.pack_overlap", "field overlaps field " + std::to_string(reach_index));
     if (spans[k].end > reach) {
       reach = spans[k].end;
       reach_index = spans[k].index;

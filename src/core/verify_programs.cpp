@@ -17,13 +17,16 @@ void check_flags(Context& c, const Program& p, const std::string& path) {
   const std::string bp = key(path, "batch");
   if (b.groups < 1) c.add(key(bp, "groups"), "R9.batch", "groups must be at least 1");
   if (b.rows.is_var()) {
-    if (!c.has_var(b.rows.var)) c.add(key(bp, "rows"), "R9.batch", "undeclared var '" + b.rows.var + "'");
-    else if (b.groups != 1) c.add(key(bp, "groups"), "R9.batch", "rows given by a var allow only 1 group");
+    if (!c.has_var(b.rows.var))
+      c.add(key(bp, "rows"), "R9.batch", "undeclared var '" + b.rows.var + "'");
+    else if (b.groups != 1)
+      c.add(key(bp, "groups"), "R9.batch", "rows given by a var allow only 1 group");
   } else if (b.rows.value < 1) {
     c.add(key(bp, "rows"), "R9.batch", "rows must be at least 1");
   }
   if (!b.span.empty() && !c.has_var(b.span)) c.add(key(bp, "span"), "R9.batch", "undeclared var '" + b.span + "'");
-  if (!b.context.empty() && !c.has_var(b.context)) c.add(key(bp, "context"), "R9.batch", "undeclared var '" + b.context + "'");
+  if (!b.context.empty() && !c.has_var(b.context))
+    c.add(key(bp, "context"), "R9.batch", "undeclared var '" + b.context + "'");
 }
 
 }  // namespace
@@ -40,8 +43,7 @@ void check_programs(Context& c) {
       if (it == c.m.ops.end()) continue;
       const Op& op = it->second;
       const std::string cp = idx(key(path, "calls"), i);  // NOLINT: one per call
-      if (prog.derive && c.ops[call.op].collective)
-        c.add(cp, "R9.derive", "a derive program runs no collective");
+      if (prog.derive && c.ops[call.op].collective) c.add(cp, "R9.derive", "a derive program runs no collective");
       const std::size_t n = std::min(call.args.size(), op.params.size());
       struct Touch {
         std::string name;
@@ -65,24 +67,30 @@ void check_programs(Context& c) {
       }
       for (const auto& t : touches) {
         if (prog.derive && (t.kind == BufferKind::Input || t.kind == BufferKind::Output || t.kind == BufferKind::Peer))
-          c.add(idx(key(cp, "args"), t.arg), "R9.derive", "a derive program touches no " + std::string(to_string(t.kind)) + " buffer");
+          c.add(idx(key(cp, "args"), t.arg), "R9.derive",
+                "a derive program touches no " + std::string(to_string(t.kind)) + " buffer");
         if (t.read && t.kind == BufferKind::Source && !prog.derive)
-          c.add(idx(key(cp, "args"), t.arg), "R9.source_read", "source buffer '" + t.name + "' is read only by derive programs");
+          c.add(idx(key(cp, "args"), t.arg), "R9.source_read",
+                "source buffer '" + t.name + "' is read only by derive programs");
         if (t.read && (t.kind == BufferKind::Workspace || t.kind == BufferKind::Output) && !written.count(t.name))
-          c.add(idx(key(cp, "args"), t.arg), "R9.read_before_write", "reads " + std::string(to_string(t.kind)) + " buffer '" + t.name + "' before this program wrote it");
+          c.add(idx(key(cp, "args"), t.arg), "R9.read_before_write",
+                "reads " + std::string(to_string(t.kind)) + " buffer '" + t.name + "' before this program wrote it");
       }
       for (const auto& t : touches) {
         if (!t.write) continue;
         if (t.kind == BufferKind::Input || t.kind == BufferKind::Weight || t.kind == BufferKind::Source)
-          c.add(idx(key(cp, "args"), t.arg), "R9.write_readonly", "writes " + std::string(to_string(t.kind)) + " buffer '" + t.name + "'");
+          c.add(idx(key(cp, "args"), t.arg), "R9.write_readonly",
+                "writes " + std::string(to_string(t.kind)) + " buffer '" + t.name + "'");
         written.insert(t.name);
         written_somewhere.insert(t.name);
       }
     }
   }
   for (const auto& [name, b] : c.m.buffers)
-    if ((b.kind == BufferKind::Output || b.kind == BufferKind::Carry) && referenced.count(name) && !written_somewhere.count(name))
-      c.add(key("buffers", name), "R9.never_written", std::string(to_string(b.kind)) + " buffer '" + name + "' is written by no program");
+    if ((b.kind == BufferKind::Output || b.kind == BufferKind::Carry) && referenced.count(name) &&
+        !written_somewhere.count(name))
+      c.add(key("buffers", name), "R9.never_written",
+            std::string(to_string(b.kind)) + " buffer '" + name + "' is written by no program");
 }
 
 }  // namespace kern::core::verifier

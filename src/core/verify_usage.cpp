@@ -36,7 +36,8 @@ struct Used {
   }
 };
 
-void report(Context& c, const char* section, const char* what, const std::string& name, const std::set<std::string>& used) {
+void report(Context& c, const char* section, const char* what, const std::string& name,
+            const std::set<std::string>& used) {
   if (!used.count(name)) c.add(key(section, name), "R10.unused", std::string(what) + " '" + name + "' is never used");
 }
 

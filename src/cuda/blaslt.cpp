@@ -14,24 +14,24 @@
 namespace kern::cuda {
 namespace {
 
-#define KERN_BLASLT_FUNCTIONS(X)           \
-  X(cublasLtCreate)                        \
-  X(cublasLtDestroy)                       \
-  X(cublasLtGetStatusName)                 \
-  X(cublasLtGetStatusString)               \
-  X(cublasLtMatmulDescCreate)              \
-  X(cublasLtMatmulDescDestroy)             \
-  X(cublasLtMatmulDescSetAttribute)        \
-  X(cublasLtMatrixLayoutCreate)            \
-  X(cublasLtMatrixLayoutDestroy)           \
-  X(cublasLtMatmulPreferenceCreate)        \
-  X(cublasLtMatmulPreferenceDestroy)       \
-  X(cublasLtMatmulPreferenceSetAttribute)  \
-  X(cublasLtMatmulAlgoGetHeuristic)        \
-  X(cublasLtMatmulAlgoInit)                \
-  X(cublasLtMatmulAlgoCheck)               \
-  X(cublasLtMatmulAlgoConfigSetAttribute)  \
-  X(cublasLtMatmulAlgoConfigGetAttribute)  \
+#define KERN_BLASLT_FUNCTIONS(X)          \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtGetStatusName)                \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulAlgoInit)               \
+  X(cublasLtMatmulAlgoCheck)              \
+  X(cublasLtMatmulAlgoConfigSetAttribute) \
+  X(cublasLtMatmulAlgoConfigGetAttribute) \
   X(cublasLtMatmul)
 
 struct LtApi {
@@ -52,8 +52,8 @@ LtApi load_lt() {
   }
   if (!lib) fail(ErrorKind::Driver, "cuBLASLt could not be loaded: tried {}", tried);
   LtApi a;
-#define KERN_LT_LOAD(name)                                                 \
-  a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name));          \
+#define KERN_LT_LOAD(name)                                        \
+  a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name)); \
   if (!a.name) fail(ErrorKind::Driver, "the loaded cuBLASLt lacks {}", #name);
   KERN_BLASLT_FUNCTIONS(KERN_LT_LOAD)
 #undef KERN_LT_LOAD
@@ -116,16 +116,16 @@ std::int64_t get_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConf
 }
 
 std::string config_text(const cublasLtMatmulAlgo_t& a) {
-  return fmt::format("id={} tile={} stages={} split_k={} reduction={} swizzle={} custom={} inner_shape={} cluster_shape={}",
-                     get_config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
-                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-                     get_config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
-                     get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-                     get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
-                     get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+  return fmt::format(
+      "id={} tile={} stages={} split_k={} reduction={} swizzle={} custom={} inner_shape={} cluster_shape={}",
+      get_config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_ID), get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+      get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+      get_config<std::int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+      get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+      get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+      get_config<std::uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+      get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
+      get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
 }  // namespace
@@ -202,8 +202,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     constexpr int kAsk = 8;
     cublasLtMatmulHeuristicResult_t results[kAsk]{};
     int found = 0;
-    cublasStatus_t r = lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                                   sizeof ws);
+    cublasStatus_t r =
+        lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (r == CUBLAS_STATUS_SUCCESS)
       r = lt().cublasLtMatmulAlgoGetHeuristic(handle, at_ref.desc, at_ref.w, at_ref.a, at_ref.c, at_ref.c, pref, kAsk,
                                               results, &found);
@@ -226,8 +226,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     c->origin = fmt::format("heuristic at m={}, candidate {}", m_ref, pick);
   }
   c->text = config_text(c->algo);
-  log().debug("cuBLASLt n={} k={} lda={} ldc={}{}: {} ({})", s.n, s.k, s.lda, s.ldc, s.accumulate ? " acc" : "", c->text,
-              c->origin);
+  log().debug("cuBLASLt n={} k={} lda={} ldc={}{}: {} ({})", s.n, s.k, s.lda, s.ldc, s.accumulate ? " acc" : "",
+              c->text, c->origin);
   return *choices_.emplace(key, std::move(c)).first->second;
 }
 
@@ -240,9 +240,9 @@ const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
   p->choice = &c;
   p->layouts.create(s, s.m);
   cublasLtMatmulHeuristicResult_t probe{};
-  const cublasStatus_t r = lt().cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), p->layouts.desc,
-                                                        p->layouts.w, p->layouts.a, p->layouts.c, p->layouts.c, &c.algo,
-                                                        &probe);
+  const cublasStatus_t r =
+      lt().cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), p->layouts.desc, p->layouts.w, p->layouts.a,
+                                   p->layouts.c, p->layouts.c, &c.algo, &probe);
   if (r != CUBLAS_STATUS_SUCCESS || probe.workspaceSize > kWorkspaceBytes) {
     const char* name = lt().cublasLtGetStatusName(r);
     fail(ErrorKind::Blas, "cuBLASLt algorithm [{}] ({}) does not run bf16 m={} n={} k={} lda={} ldc={}: {}", c.text,
@@ -258,8 +258,8 @@ void BlasLt::gemm_bf16_tn(const GemmShape& s, DevicePtr a, DevicePtr w, DevicePt
   const Plan& p = plan(s);
   const Layouts& l = p.layouts;
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(w),
-          l.w, reinterpret_cast<const void*>(a), l.a, &beta, reinterpret_cast<const void*>(c), l.c,
+  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(w), l.w,
+          reinterpret_cast<const void*>(a), l.a, &beta, reinterpret_cast<const void*>(c), l.c,
           reinterpret_cast<void*>(c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()), kWorkspaceBytes,
           static_cast<cudaStream_t>(stream.handle()));
 }

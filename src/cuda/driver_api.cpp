@@ -15,16 +15,13 @@ DriverApi load_driver() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    fail(ErrorKind::Driver,
-         "no CUDA driver on this machine: libcuda.so.1 could not be loaded ({})",
+    fail(ErrorKind::Driver, "no CUDA driver on this machine: libcuda.so.1 could not be loaded ({})",
          why ? why : "unknown reason");
   }
   DriverApi a;
-#define KERN_CUDA_LOAD(pretty, symbol)                                                        \
-  a.pretty = reinterpret_cast<decltype(a.pretty)>(dlsym(lib, #symbol));                       \
-  if (!a.pretty)                                                                              \
-    fail(ErrorKind::Driver, "the CUDA driver libcuda.so.1 lacks {} (driver too old for kern)", \
-         #symbol);
+#define KERN_CUDA_LOAD(pretty, symbol)                                  \
+  a.pretty = reinterpret_cast<decltype(a.pretty)>(dlsym(lib, #symbol)); \
+  if (!a.pretty) fail(ErrorKind::Driver, "the CUDA driver libcuda.so.1 lacks {} (driver too old for kern)", #symbol);
   KERN_CUDA_DRIVER_FUNCTIONS(KERN_CUDA_LOAD)
 #undef KERN_CUDA_LOAD
   CUresult r = a.cuInit(0);

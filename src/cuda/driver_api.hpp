@@ -11,52 +11,51 @@ namespace kern::cuda::detail {
 
 // X(pretty name, exported symbol). The exported symbol is the versioned one cuda.h maps the
 // pretty name to (cuMemAlloc -> cuMemAlloc_v2); the pretty name is what errors print.
-#define KERN_CUDA_DRIVER_FUNCTIONS(X)                          \
-  X(cuInit, cuInit)                                            \
-  X(cuDriverGetVersion, cuDriverGetVersion)                    \
-  X(cuGetErrorName, cuGetErrorName)                            \
-  X(cuGetErrorString, cuGetErrorString)                        \
-  X(cuDeviceGetCount, cuDeviceGetCount)                        \
-  X(cuDeviceGet, cuDeviceGet)                                  \
-  X(cuDeviceGetName, cuDeviceGetName)                          \
-  X(cuDeviceGetAttribute, cuDeviceGetAttribute)                \
-  X(cuDeviceTotalMem, cuDeviceTotalMem_v2)                     \
-  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)        \
-  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)   \
-  X(cuCtxSetCurrent, cuCtxSetCurrent)                          \
-  X(cuStreamCreate, cuStreamCreate)                            \
-  X(cuStreamDestroy, cuStreamDestroy_v2)                       \
-  X(cuStreamSynchronize, cuStreamSynchronize)                  \
-  X(cuStreamBeginCapture, cuStreamBeginCapture_v2)             \
-  X(cuStreamEndCapture, cuStreamEndCapture)                    \
-  X(cuEventCreate, cuEventCreate)                              \
-  X(cuEventDestroy, cuEventDestroy_v2)                         \
-  X(cuEventRecord, cuEventRecord)                              \
-  X(cuEventSynchronize, cuEventSynchronize)                    \
-  X(cuEventElapsedTime, cuEventElapsedTime_v2)                 \
-  X(cuMemAlloc, cuMemAlloc_v2)                                 \
-  X(cuMemFree, cuMemFree_v2)                                   \
-  X(cuMemHostAlloc, cuMemHostAlloc)                            \
-  X(cuMemFreeHost, cuMemFreeHost)                              \
-  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2)   \
-  X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                   \
-  X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                   \
-  X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                   \
-  X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2)                       \
-  X(cuMemsetD8Async, cuMemsetD8Async)                          \
-  X(cuModuleLoadData, cuModuleLoadData)                        \
-  X(cuModuleUnload, cuModuleUnload)                            \
-  X(cuModuleGetFunction, cuModuleGetFunction)                  \
-  X(cuFuncGetParamInfo, cuFuncGetParamInfo)                    \
-  X(cuFuncSetAttribute, cuFuncSetAttribute)                    \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor,               \
-    cuOccupancyMaxActiveBlocksPerMultiprocessor)               \
-  X(cuLaunchKernel, cuLaunchKernel)                            \
-  X(cuLaunchKernelEx, cuLaunchKernelEx)                        \
-  X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled)            \
-  X(cuGraphInstantiate, cuGraphInstantiateWithFlags)           \
-  X(cuGraphLaunch, cuGraphLaunch)                              \
-  X(cuGraphDestroy, cuGraphDestroy)                            \
+#define KERN_CUDA_DRIVER_FUNCTIONS(X)                                                         \
+  X(cuInit, cuInit)                                                                           \
+  X(cuDriverGetVersion, cuDriverGetVersion)                                                   \
+  X(cuGetErrorName, cuGetErrorName)                                                           \
+  X(cuGetErrorString, cuGetErrorString)                                                       \
+  X(cuDeviceGetCount, cuDeviceGetCount)                                                       \
+  X(cuDeviceGet, cuDeviceGet)                                                                 \
+  X(cuDeviceGetName, cuDeviceGetName)                                                         \
+  X(cuDeviceGetAttribute, cuDeviceGetAttribute)                                               \
+  X(cuDeviceTotalMem, cuDeviceTotalMem_v2)                                                    \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)                                       \
+  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)                                  \
+  X(cuCtxSetCurrent, cuCtxSetCurrent)                                                         \
+  X(cuStreamCreate, cuStreamCreate)                                                           \
+  X(cuStreamDestroy, cuStreamDestroy_v2)                                                      \
+  X(cuStreamSynchronize, cuStreamSynchronize)                                                 \
+  X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                            \
+  X(cuStreamEndCapture, cuStreamEndCapture)                                                   \
+  X(cuEventCreate, cuEventCreate)                                                             \
+  X(cuEventDestroy, cuEventDestroy_v2)                                                        \
+  X(cuEventRecord, cuEventRecord)                                                             \
+  X(cuEventSynchronize, cuEventSynchronize)                                                   \
+  X(cuEventElapsedTime, cuEventElapsedTime_v2)                                                \
+  X(cuMemAlloc, cuMemAlloc_v2)                                                                \
+  X(cuMemFree, cuMemFree_v2)                                                                  \
+  X(cuMemHostAlloc, cuMemHostAlloc)                                                           \
+  X(cuMemFreeHost, cuMemFreeHost)                                                             \
+  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2)                                  \
+  X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                                                  \
+  X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                                                  \
+  X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                                                  \
+  X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2)                                                      \
+  X(cuMemsetD8Async, cuMemsetD8Async)                                                         \
+  X(cuModuleLoadData, cuModuleLoadData)                                                       \
+  X(cuModuleUnload, cuModuleUnload)                                                           \
+  X(cuModuleGetFunction, cuModuleGetFunction)                                                 \
+  X(cuFuncGetParamInfo, cuFuncGetParamInfo)                                                   \
+  X(cuFuncSetAttribute, cuFuncSetAttribute)                                                   \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuLaunchKernel, cuLaunchKernel)                                                           \
+  X(cuLaunchKernelEx, cuLaunchKernelEx)                                                       \
+  X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled)                                           \
+  X(cuGraphInstantiate, cuGraphInstantiateWithFlags)                                          \
+  X(cuGraphLaunch, cuGraphLaunch)                                                             \
+  X(cuGraphDestroy, cuGraphDestroy)                                                           \
   X(cuGraphExecDestroy, cuGraphExecDestroy)
 
 struct DriverApi {

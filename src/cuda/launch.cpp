@@ -65,9 +65,9 @@ T tensormap_option(std::initializer_list<std::pair<std::uint32_t, T>> table, std
 
 std::array<std::byte, 128> encode_tensormap_tiled(const TensormapSpec& t) {
   static constexpr CUtensorMapDataType kTypes[] = {
-      CU_TENSOR_MAP_DATA_TYPE_UINT8,   CU_TENSOR_MAP_DATA_TYPE_UINT16,  CU_TENSOR_MAP_DATA_TYPE_UINT32,
-      CU_TENSOR_MAP_DATA_TYPE_INT32,   CU_TENSOR_MAP_DATA_TYPE_UINT64,  CU_TENSOR_MAP_DATA_TYPE_INT64,
-      CU_TENSOR_MAP_DATA_TYPE_FLOAT16, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+      CU_TENSOR_MAP_DATA_TYPE_UINT8,    CU_TENSOR_MAP_DATA_TYPE_UINT16,        CU_TENSOR_MAP_DATA_TYPE_UINT32,
+      CU_TENSOR_MAP_DATA_TYPE_INT32,    CU_TENSOR_MAP_DATA_TYPE_UINT64,        CU_TENSOR_MAP_DATA_TYPE_INT64,
+      CU_TENSOR_MAP_DATA_TYPE_FLOAT16,  CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,      CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
       CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B, CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B,
   };
   if (t.dtype >= std::size(kTypes)) fail(ErrorKind::Manifest, "tensormap dtype {} unknown", t.dtype);
@@ -75,14 +75,16 @@ std::array<std::byte, 128> encode_tensormap_tiled(const TensormapSpec& t) {
   if (rank < 1 || rank > 5 || t.strides.size() + 1 != rank || t.box.size() != rank)
     fail(ErrorKind::Manifest, "tensormap of rank {} with {} strides and {} box entries", rank, t.strides.size(),
          t.box.size());
-  const auto sw = tensormap_option<CUtensorMapSwizzle>(
-      {{0, CU_TENSOR_MAP_SWIZZLE_NONE}, {32, CU_TENSOR_MAP_SWIZZLE_32B}, {64, CU_TENSOR_MAP_SWIZZLE_64B},
-       {128, CU_TENSOR_MAP_SWIZZLE_128B}},
-      t.swizzle, "swizzle");
-  const auto l2 = tensormap_option<CUtensorMapL2promotion>(
-      {{0, CU_TENSOR_MAP_L2_PROMOTION_NONE}, {64, CU_TENSOR_MAP_L2_PROMOTION_L2_64B},
-       {128, CU_TENSOR_MAP_L2_PROMOTION_L2_128B}, {256, CU_TENSOR_MAP_L2_PROMOTION_L2_256B}},
-      t.l2_promotion, "l2_promotion");
+  const auto sw = tensormap_option<CUtensorMapSwizzle>({{0, CU_TENSOR_MAP_SWIZZLE_NONE},
+                                                        {32, CU_TENSOR_MAP_SWIZZLE_32B},
+                                                        {64, CU_TENSOR_MAP_SWIZZLE_64B},
+                                                        {128, CU_TENSOR_MAP_SWIZZLE_128B}},
+                                                       t.swizzle, "swizzle");
+  const auto l2 = tensormap_option<CUtensorMapL2promotion>({{0, CU_TENSOR_MAP_L2_PROMOTION_NONE},
+                                                            {64, CU_TENSOR_MAP_L2_PROMOTION_L2_64B},
+                                                            {128, CU_TENSOR_MAP_L2_PROMOTION_L2_128B},
+                                                            {256, CU_TENSOR_MAP_L2_PROMOTION_L2_256B}},
+                                                           t.l2_promotion, "l2_promotion");
   cuuint64_t dims[5], strides[4];
   cuuint32_t box[5], elem[5];
   for (cuuint32_t i = 0; i < rank; ++i) {
@@ -92,8 +94,8 @@ std::array<std::byte, 128> encode_tensormap_tiled(const TensormapSpec& t) {
     if (i + 1 < rank) strides[i] = t.strides[i];
   }
   CUtensorMap map;
-  KERN_CU(cuTensorMapEncodeTiled, &map, kTypes[t.dtype], rank, reinterpret_cast<void*>(t.address), dims, strides,
-          box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
+  KERN_CU(cuTensorMapEncodeTiled, &map, kTypes[t.dtype], rank, reinterpret_cast<void*>(t.address), dims, strides, box,
+          elem, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
           t.oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   static_assert(sizeof(CUtensorMap) == 128);
   std::array<std::byte, 128> out;

@@ -98,8 +98,8 @@ void memset_d8_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, const
   if (bytes) KERN_CU(cuMemsetD8Async, dst, value, bytes, raw(s));
 }
 
-void copy_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src_host, DevicePtr src_dev,
-                   std::size_t src_pitch, std::size_t width, std::size_t height, const Stream& s) {
+void copy_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src_host, DevicePtr src_dev, std::size_t src_pitch,
+                   std::size_t width, std::size_t height, const Stream& s) {
   if (!width || !height) return;
   CUDA_MEMCPY2D c{};  // every field is set below; zero is "unused" for the rest
   c.srcXInBytes = 0;

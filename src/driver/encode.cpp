@@ -33,13 +33,16 @@ std::vector<std::byte> encode_ints(DType dtype, std::span<const std::int64_t> va
 
 std::vector<std::int64_t> decode_ints(DType dtype, std::span<const std::byte> bytes, std::string_view buffer) {
   const std::size_t size = dtype == DType::I64 ? 8 : dtype == DType::I32 ? 4 : 0;
-  if (size == 0) fail(ErrorKind::Manifest, "buffer {} is {}: a fill output must be i32 or i64", buffer, manifest_name(dtype));
-  if (bytes.size() % size) fail(ErrorKind::Api, "buffer {}: {} bytes is not a whole number of {}", buffer, bytes.size(), manifest_name(dtype));
+  if (size == 0)
+    fail(ErrorKind::Manifest, "buffer {} is {}: a fill output must be i32 or i64", buffer, manifest_name(dtype));
+  if (bytes.size() % size)
+    fail(ErrorKind::Api, "buffer {}: {} bytes is not a whole number of {}", buffer, bytes.size(), manifest_name(dtype));
   std::vector<std::int64_t> out(bytes.size() / size);
   for (std::size_t i = 0; i < out.size(); ++i) {
     std::uint64_t v = 0;
     for (std::size_t b = 0; b < size; ++b) v |= static_cast<std::uint64_t>(bytes[i * size + b]) << (8 * b);
-    out[i] = size == 8 ? static_cast<std::int64_t>(v) : static_cast<std::int64_t>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)));
+    out[i] = size == 8 ? static_cast<std::int64_t>(v)
+                       : static_cast<std::int64_t>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)));
   }
   return out;
 }
@@ -60,11 +63,13 @@ float f16_to_float(std::uint16_t h) {
   return static_cast<float>(sign * std::ldexp(1024.0 + mant, exp - 25));
 }
 
-std::vector<float> decode_floats(DType dtype, std::span<const std::byte> bytes, std::uint64_t count, std::string_view buffer) {
+std::vector<float> decode_floats(DType dtype, std::span<const std::byte> bytes, std::uint64_t count,
+                                 std::string_view buffer) {
   const std::uint64_t size = dtype == DType::F32 ? 4 : (dtype == DType::BF16 || dtype == DType::F16) ? 2 : 0;
   if (size == 0) fail(ErrorKind::Manifest, "buffer {} is {}, not a float buffer", buffer, manifest_name(dtype));
   if (bytes.size() < count * size)
-    fail(ErrorKind::Api, "buffer {} holds {} bytes; {} {} values need {}", buffer, bytes.size(), count, manifest_name(dtype), count * size);
+    fail(ErrorKind::Api, "buffer {} holds {} bytes; {} {} values need {}", buffer, bytes.size(), count,
+         manifest_name(dtype), count * size);
   std::vector<float> out(count);
   for (std::uint64_t i = 0; i < count; ++i) {
     if (size == 4) {

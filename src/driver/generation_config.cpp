@@ -49,7 +49,8 @@ std::vector<std::int64_t> parse_id_list(const std::string& text, const std::stri
     std::int64_t v = 0;
     const auto [p, e] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || e != std::errc() || p != item.data() + item.size() || v < 0)
-      fail(ErrorKind::Api, "{}: '{}' is not a token id (expected a comma-separated list of non-negative integers)", what, item);
+      fail(ErrorKind::Api, "{}: '{}' is not a token id (expected a comma-separated list of non-negative integers)",
+           what, item);
     ids.push_back(v);
     if (end == text.size()) break;
     start = end + 1;

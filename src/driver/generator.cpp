@@ -49,17 +49,16 @@ std::optional<std::uint64_t> domain_max(const core::Manifest& m, const std::stri
     std::map<std::string, std::uint64_t> vmax;
     for (const auto& [n, v] : m.vars) vmax[n] = v.max;
     switch (d.max->kind) {
-      case core::Bound::Kind::Int:
-        return d.max->i < 0 ? 0 : static_cast<std::uint64_t>(d.max->i);
-      case core::Bound::Kind::Float:
-        return d.max->f < 0 ? 0 : static_cast<std::uint64_t>(d.max->f);
+      case core::Bound::Kind::Int: return d.max->i < 0 ? 0 : static_cast<std::uint64_t>(d.max->i);
+      case core::Bound::Kind::Float: return d.max->f < 0 ? 0 : static_cast<std::uint64_t>(d.max->f);
       case core::Bound::Kind::Expr:
         return core::eval(d.max->expr, core::lookup_in(vmax), "buffers." + buffer + ".domain.max");
     }
   }
   if (d.index_into) {
     auto target = m.buffers.find(d.index_into->target);
-    if (target == m.buffers.end() || target->second.shape.empty() || target->second.shape[0].is_var()) return std::nullopt;
+    if (target == m.buffers.end() || target->second.shape.empty() || target->second.shape[0].is_var())
+      return std::nullopt;
     const std::uint64_t stride = d.index_into->stride ? d.index_into->stride : 1;
     const std::uint64_t rows = target->second.shape[0].value / stride;
     if (rows == 0) return 0;
@@ -84,7 +83,8 @@ std::optional<core::Forward> step_forward(const core::Protocol& p) {
 
 const core::FillSlot& require_fill(const core::Protocol& p, Fill role) {
   const core::FillSlot* f = p.fill(role);
-  if (!f) fail(ErrorKind::Manifest, "kern run needs an input with fill '{}'; the manifest has none", core::to_string(role));
+  if (!f)
+    fail(ErrorKind::Manifest, "kern run needs an input with fill '{}'; the manifest has none", core::to_string(role));
   return *f;
 }
 
@@ -107,14 +107,17 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
   require_fill(protocol_, Fill::Position);
   require_fill(protocol_, Fill::SeqLen);
   const core::Manifest& m = protocol_.verified().manifest();
-  const bool paged = std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
+  const bool paged =
+      std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
   if (paged) require_fill(protocol_, Fill::Slot);
-  if (paged && options_.capacity_tokens == 0) fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed");
+  if (paged && options_.capacity_tokens == 0)
+    fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed");
 
   std::optional<core::Forward> step = step_forward(protocol_);
   if (!step) fail(ErrorKind::Manifest, "no batch program accepts one sequence of one row (a decode step)");
   if (!step->emits_tokens)
-    fail(ErrorKind::Manifest, "the one-row program does not write the 'tokens' fill: greedy tokens must come from the device");
+    fail(ErrorKind::Manifest,
+         "the one-row program does not write the 'tokens' fill: greedy tokens must come from the device");
   step_ = *step;
   chunk_ = protocol_.chunk();
   if (chunk_) {
@@ -125,18 +128,23 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
 
   if (!options_.logits_buffer.empty()) {
     auto it = m.buffers.find(options_.logits_buffer);
-    if (it == m.buffers.end()) fail(ErrorKind::Api, "logits buffer '{}' is not in the manifest", options_.logits_buffer);
+    if (it == m.buffers.end())
+      fail(ErrorKind::Api, "logits buffer '{}' is not in the manifest", options_.logits_buffer);
     const core::Buffer& b = it->second;
     if (b.kind != core::BufferKind::Output)
-      fail(ErrorKind::Api, "logits buffer '{}' is a {} buffer, not an output (generate the manifest with logits exposed)",
+      fail(ErrorKind::Api,
+           "logits buffer '{}' is a {} buffer, not an output (generate the manifest with logits exposed)",
            options_.logits_buffer, core::to_string(b.kind));
     if (b.dtype != DType::BF16 && b.dtype != DType::F16 && b.dtype != DType::F32)
-      fail(ErrorKind::Api, "logits buffer '{}' is {}, not bf16/f16/f32", options_.logits_buffer, manifest_name(b.dtype));
+      fail(ErrorKind::Api, "logits buffer '{}' is {}, not bf16/f16/f32", options_.logits_buffer,
+           manifest_name(b.dtype));
     if (b.shape.size() < 2 || b.shape[0].var != protocol_.group_var())
-      fail(ErrorKind::Api, "logits buffer '{}' must be shaped [{}, vocab]", options_.logits_buffer, protocol_.group_var());
+      fail(ErrorKind::Api, "logits buffer '{}' must be shaped [{}, vocab]", options_.logits_buffer,
+           protocol_.group_var());
     logits_width_ = 1;
     for (std::size_t i = 1; i < b.shape.size(); ++i) {
-      if (b.shape[i].is_var()) fail(ErrorKind::Api, "logits buffer '{}': inner dims must be constant", options_.logits_buffer);
+      if (b.shape[i].is_var())
+        fail(ErrorKind::Api, "logits buffer '{}': inner dims must be constant", options_.logits_buffer);
       logits_width_ *= b.shape[i].value;
     }
     logits_dtype_ = b.dtype;
@@ -146,9 +154,10 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
   max_positions_ = std::numeric_limits<std::uint64_t>::max();
   if (paged || !protocol_.page_tables().empty()) {
     max_positions_ = pages_.max_tokens();
-    max_positions_why_ = pages_.row_pages() * pages_.unit() < pages_.total_pages() * pages_.unit() && !protocol_.page_tables().empty()
-                             ? fmt::format("one page-table row reaches {} pages of {} tokens", pages_.row_pages(), pages_.unit())
-                             : fmt::format("the KV capacity is {} tokens", pages_.total_pages() * pages_.unit());
+    max_positions_why_ =
+        pages_.row_pages() * pages_.unit() < pages_.total_pages() * pages_.unit() && !protocol_.page_tables().empty()
+            ? fmt::format("one page-table row reaches {} pages of {} tokens", pages_.row_pages(), pages_.unit())
+            : fmt::format("the KV capacity is {} tokens", pages_.total_pages() * pages_.unit());
   }
   if (auto pmax = domain_max(m, protocol_.fill(Fill::Position)->buffer); pmax && *pmax + 1 < max_positions_) {
     max_positions_ = *pmax + 1;
@@ -167,7 +176,7 @@ void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
 }
 
 void Generator::write_pages(std::uint64_t end) {
-  if (pages_.reserve(end) == 0) return;  // no new page: the table rows are as they were
+  if (pages_.reserve(end) == 0) return;                             // no new page: the table rows are as they were
   for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t)  // only the new entries are written
     inputs_.write(exec_, protocol_.page_tables()[t].buffer,
                   encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
@@ -211,7 +220,9 @@ std::int64_t Generator::call(const core::Forward& f, std::span<const std::int64_
     if (err) {
       const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec_.read_output(err->buffer), err->buffer);
       for (std::int64_t v : flags)
-        if (v != 0) fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}", first, end, v, err->buffer);
+        if (v != 0)
+          fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}", first, end, v,
+               err->buffer);
     }
     if (!emits) return -1;
   }

@@ -25,12 +25,15 @@ std::uint64_t InputShadow::write(Executor& exec, std::string_view buffer, std::s
   // The first differing byte, rounded down to its element.
   const std::size_t common = std::min(known.size(), bytes.size());
   const std::size_t same = static_cast<std::size_t>(
-      std::mismatch(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(common), known.begin()).first - bytes.begin());
+      std::mismatch(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(common), known.begin()).first -
+      bytes.begin());
   if (same == bytes.size()) return 0;  // the buffer already starts with these bytes
   const std::size_t from = layout.monotone ? 0 : same / layout.element * layout.element;
   const std::span<const std::byte> part = bytes.subspan(from);
-  if (from == 0) exec.write_input(buffer, part, true);
-  else exec.write_input_at(buffer, from, part);
+  if (from == 0)
+    exec.write_input(buffer, part, true);
+  else
+    exec.write_input_at(buffer, from, part);
 
   if (known.size() < bytes.size()) known.resize(bytes.size());
   std::copy(part.begin(), part.end(), known.begin() + static_cast<std::ptrdiff_t>(from));

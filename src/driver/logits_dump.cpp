@@ -47,7 +47,8 @@ void LogitsDump::write_header() {
 
 void LogitsDump::append(std::uint64_t position, std::span<const float> logits) {
   if (!f_) fail(ErrorKind::Api, "logits dump {} is already finished", path_);
-  if (logits.size() != vocab_) fail(ErrorKind::Api, "logits row of {} values; the dump holds rows of {}", logits.size(), vocab_);
+  if (logits.size() != vocab_)
+    fail(ErrorKind::Api, "logits row of {} values; the dump holds rows of {}", logits.size(), vocab_);
   if (std::fseek(f_, 0, SEEK_END) != 0) fail(ErrorKind::Io, "cannot seek {}: {}", path_, std::strerror(errno));
   // .npy '<f4' is little-endian; so is every host kern builds for.
   static_assert(sizeof(float) == 4);
@@ -56,7 +57,8 @@ void LogitsDump::append(std::uint64_t position, std::span<const float> logits) {
   positions_.push_back(position);
 }
 
-void LogitsDump::finish(std::span<const std::int64_t> prompt, std::span<const std::int64_t> generated, const std::string& stop) {
+void LogitsDump::finish(std::span<const std::int64_t> prompt, std::span<const std::int64_t> generated,
+                        const std::string& stop) {
   if (!f_) fail(ErrorKind::Api, "logits dump {} is already finished", path_);
   write_header();
   const bool ok = std::fclose(f_) == 0;

@@ -21,9 +21,9 @@ constexpr KernelEntry kActivation[] = {{"kern_silu_mul_bf16", kSiluMul}};
 
 // ---------------------------------------------------------------- argmax (kernels/argmax.cu)
 constexpr P kArgmaxPartial[] = {
-    {"logits", "in buffer<bf16>"},     // [rows, vocab]
-    {"part_max", "out buffer<f32>"},   // [rows, nblocks]
-    {"part_idx", "out buffer<i32>"},   // [rows, nblocks]
+    {"logits", "in buffer<bf16>"},    // [rows, vocab]
+    {"part_max", "out buffer<f32>"},  // [rows, nblocks]
+    {"part_idx", "out buffer<i32>"},  // [rows, nblocks]
     {"rows", "i32"},
     {"vocab", "i32"},
     {"nblocks", "i32"},
@@ -41,8 +41,8 @@ constexpr KernelEntry kArgmax[] = {{"kern_argmax_partial_bf16", kArgmaxPartial},
 // The split-KV decode partial: the CUDA-core and the tensor-core kernels share it.
 constexpr P kDecodePartial[] = {
     {"qkv", "in buffer<bf16>"},
-    {"q_stride", "i32"},  // elements per qkv row
-    {"cache", "in state"},  // the layer's base in the paged KV state
+    {"q_stride", "i32"},                // elements per qkv row
+    {"cache", "in state"},              // the layer's base in the paged KV state
     {"block_table", "in buffer<i32>"},  // [seqs, max_pages]
     {"max_pages", "i32"},
     {"seq_lens", "in buffer<i32>"},  // [seqs]
@@ -106,17 +106,17 @@ constexpr KernelEntry kAttentionPrefill[] = {
 // ---------------------------------------------------------------- decode_chain (kernels/decode_chain.cu)
 // The ten pointers first (a null weight pointer skips its phase), then the barrier words and the sizes.
 constexpr P kDecodeChain[] = {
-    {"attn", "in buffer<bf16>"},          // [m, q_dim]
-    {"o_w", "in buffer<bf16>"},           // [hidden, q_dim]
-    {"h", "inout buffer<bf16>"},          // [m, hidden]
-    {"post_norm_w", "in buffer<bf16>"},   // [hidden]
-    {"gate_up_w", "in buffer<bf16>"},     // [2·inter, hidden]
-    {"act", "out buffer<bf16>"},          // [m, inter]
-    {"down_w", "in buffer<bf16>"},        // [hidden, inter]
-    {"next_norm_w", "in buffer<bf16>"},   // [hidden]
-    {"next_w", "in buffer<bf16>"},        // [n_next, hidden]
-    {"next_out", "out buffer<bf16>"},     // [m, n_next]
-    {"sync", "inout buffer<u32>"},        // [2], zero before and after
+    {"attn", "in buffer<bf16>"},         // [m, q_dim]
+    {"o_w", "in buffer<bf16>"},          // [hidden, q_dim]
+    {"h", "inout buffer<bf16>"},         // [m, hidden]
+    {"post_norm_w", "in buffer<bf16>"},  // [hidden]
+    {"gate_up_w", "in buffer<bf16>"},    // [2·inter, hidden]
+    {"act", "out buffer<bf16>"},         // [m, inter]
+    {"down_w", "in buffer<bf16>"},       // [hidden, inter]
+    {"next_norm_w", "in buffer<bf16>"},  // [hidden]
+    {"next_w", "in buffer<bf16>"},       // [n_next, hidden]
+    {"next_out", "out buffer<bf16>"},    // [m, n_next]
+    {"sync", "inout buffer<u32>"},       // [2], zero before and after
     {"m", "i32"},
     {"hidden", "i32"},
     {"q_dim", "i32"},
@@ -137,9 +137,9 @@ constexpr P kEmbedding[] = {
     {"vocab", "i32"},
 };
 constexpr P kGatherLastRows[] = {
-    {"x", "in buffer<bf16>"},           // [*, hidden]
-    {"cu_seqlens", "in buffer<i32>"},   // [seqs+1]
-    {"out", "out buffer<bf16>"},        // [seqs, hidden]
+    {"x", "in buffer<bf16>"},          // [*, hidden]
+    {"cu_seqlens", "in buffer<i32>"},  // [seqs+1]
+    {"out", "out buffer<bf16>"},       // [seqs, hidden]
     {"seqs", "i32"},
     {"hidden", "i32"},
 };
@@ -149,26 +149,58 @@ constexpr KernelEntry kEmbeddingFamily[] = {{"kern_embedding_bf16", kEmbedding},
 // ---------------------------------------------------------------- gemv (kernels/gemv.cu)
 // x [m, ldx], W [n, k] (gate_up: [2·inter, k], gate rows then up rows), the output [m, n] (gate_up: [m, inter]).
 constexpr P kGemv[] = {
-    {"x", "in buffer<bf16>"}, {"w", "in buffer<bf16>"}, {"y", "out buffer<bf16>"}, {"m", "i32"},
-    {"n", "i32"},             {"k", "i32"},             {"ldx", "i32"},            {"prefetch", "i32"},
+    {"x", "in buffer<bf16>"},
+    {"w", "in buffer<bf16>"},
+    {"y", "out buffer<bf16>"},
+    {"m", "i32"},
+    {"n", "i32"},
+    {"k", "i32"},
+    {"ldx", "i32"},
+    {"prefetch", "i32"},
 };
 constexpr P kGemvResidual[] = {
-    {"x", "in buffer<bf16>"}, {"w", "in buffer<bf16>"}, {"h", "inout buffer<bf16>"}, {"m", "i32"},
-    {"n", "i32"},             {"k", "i32"},             {"ldx", "i32"},              {"prefetch", "i32"},
+    {"x", "in buffer<bf16>"},
+    {"w", "in buffer<bf16>"},
+    {"h", "inout buffer<bf16>"},
+    {"m", "i32"},
+    {"n", "i32"},
+    {"k", "i32"},
+    {"ldx", "i32"},
+    {"prefetch", "i32"},
 };
 constexpr P kGemvGateUpSilu[] = {
-    {"x", "in buffer<bf16>"}, {"w", "in buffer<bf16>"}, {"act", "out buffer<bf16>"}, {"m", "i32"},
-    {"inter", "i32"},         {"k", "i32"},             {"ldx", "i32"},              {"prefetch", "i32"},
+    {"x", "in buffer<bf16>"},
+    {"w", "in buffer<bf16>"},
+    {"act", "out buffer<bf16>"},
+    {"m", "i32"},
+    {"inter", "i32"},
+    {"k", "i32"},
+    {"ldx", "i32"},
+    {"prefetch", "i32"},
 };
 constexpr P kGemvRmsNorm[] = {
-    {"x", "in buffer<bf16>"}, {"norm_w", "in buffer<bf16>"}, {"w", "in buffer<bf16>"}, {"y", "out buffer<bf16>"},
-    {"m", "i32"},             {"n", "i32"},                  {"k", "i32"},             {"ldx", "i32"},
-    {"eps", "f32"},           {"prefetch", "i32"},
+    {"x", "in buffer<bf16>"},
+    {"norm_w", "in buffer<bf16>"},
+    {"w", "in buffer<bf16>"},
+    {"y", "out buffer<bf16>"},
+    {"m", "i32"},
+    {"n", "i32"},
+    {"k", "i32"},
+    {"ldx", "i32"},
+    {"eps", "f32"},
+    {"prefetch", "i32"},
 };
 constexpr P kGemvRmsNormGateUpSilu[] = {
-    {"x", "in buffer<bf16>"}, {"norm_w", "in buffer<bf16>"}, {"w", "in buffer<bf16>"}, {"act", "out buffer<bf16>"},
-    {"m", "i32"},             {"inter", "i32"},              {"k", "i32"},             {"ldx", "i32"},
-    {"eps", "f32"},           {"prefetch", "i32"},
+    {"x", "in buffer<bf16>"},
+    {"norm_w", "in buffer<bf16>"},
+    {"w", "in buffer<bf16>"},
+    {"act", "out buffer<bf16>"},
+    {"m", "i32"},
+    {"inter", "i32"},
+    {"k", "i32"},
+    {"ldx", "i32"},
+    {"eps", "f32"},
+    {"prefetch", "i32"},
 };
 constexpr KernelEntry kGemvFamily[] = {
     {"kern_gemv_bf16", kGemv},
@@ -183,9 +215,7 @@ constexpr P kRmsNorm[] = {
     {"x", "in buffer<bf16>"},   // [rows, hidden]
     {"w", "in buffer<bf16>"},   // [hidden]
     {"y", "out buffer<bf16>"},  // [rows, hidden]
-    {"rows", "i32"},
-    {"hidden", "i32"},
-    {"eps", "f32"},
+    {"rows", "i32"},           {"hidden", "i32"}, {"eps", "f32"},
 };
 constexpr P kFusedAddRmsNorm[] = {
     {"residual", "inout buffer<bf16>"},  // [rows, hidden]
@@ -225,13 +255,9 @@ constexpr P kQkNormRopeCache[] = {
 };
 constexpr P kRopeTableYarn[] = {
     {"table", "out buffer<f32>"},  // [max_pos, head_dim]
-    {"max_pos", "i32"},
-    {"head_dim", "i32"},
-    {"theta", "f32"},
-    {"factor", "f32"},
-    {"ramp_low", "f32"},           // the correction range (host-computed, as transformers does)
-    {"ramp_high", "f32"},
-    {"attention_factor", "f32"},   // multiplies every cos / sin
+    {"max_pos", "i32"},           {"head_dim", "i32"},         {"theta", "f32"}, {"factor", "f32"},
+    {"ramp_low", "f32"},  // the correction range (host-computed, as transformers does)
+    {"ramp_high", "f32"},         {"attention_factor", "f32"},  // multiplies every cos / sin
 };
 constexpr KernelEntry kRopeFamily[] = {{"kern_rope_table_f32", kRopeTable},
                                        {"kern_rope_table_yarn_f32", kRopeTableYarn},

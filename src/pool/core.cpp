@@ -141,7 +141,8 @@ bool PoolCore::plan_rebalance(std::uint64_t fresh_pages, bool need_slot) {
       }
     }
   };
-  while (avail < needed && used_slots < source_slots.size()) take_source(source_slots[used_slots++], page_arenas, page_arenas + slot_arenas);
+  while (avail < needed && used_slots < source_slots.size())
+    take_source(source_slots[used_slots++], page_arenas, page_arenas + slot_arenas);
   while (avail < needed && used_pages < source_pages.size()) take_source(source_pages[used_pages++], 0, page_arenas);
   if (avail < needed) return false;
 

@@ -42,7 +42,7 @@ class ObjectTable {
   std::uint64_t live_ = 0, held_ = 0;
 };
 
-struct Twin {  // weak reference to a host copy of a device page
+struct Twin {              // weak reference to a host copy of a device page
   std::uint64_t host = 0;  // Host id, 0 = none
   std::uint32_t node = 0;
   std::uint32_t gen = 0;
@@ -93,7 +93,7 @@ struct PoolCore {
 
   // ---- nodes
   std::uint32_t make_node(PageId page, std::uint32_t parent);  // refs = 1, parent gains a ref
-  void release_node(std::uint32_t n);  // a freed node's page is given back
+  void release_node(std::uint32_t n);                          // a freed node's page is given back
 
   // ---- remaps
   bool plan_rebalance(std::uint64_t fresh_pages, bool need_slot);

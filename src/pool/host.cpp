@@ -222,7 +222,8 @@ std::pair<Parked, ParkCopies> Host::park(Room&& room) {
     dn.twin = {h.id, n, h.nodes[n].gen};
     copies.pages.push_back({dn.page, g * h.grain});
   }
-  for (; next_reserved < room.reserved_.size(); ++next_reserved) h.alloc.free(room.reserved_[next_reserved], h.page_grains);
+  for (; next_reserved < room.reserved_.size(); ++next_reserved)
+    h.alloc.free(room.reserved_[next_reserved], h.page_grains);
   room.reserved_.clear();
   Parked p;
   p.host_ = host_;
@@ -253,7 +254,8 @@ Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool
   Checkpoint cp;
   if (parked.slot_ || parked.pages_ == 0) {
     if (len != parked.len_)
-      fail(ErrorKind::Api, "host: a parked store with per-seq state wakes only at its length {}, not {}", parked.len_, len);
+      fail(ErrorKind::Api, "host: a parked store with per-seq state wakes only at its length {}, not {}", parked.len_,
+           len);
   } else if (len == 0 || len > parked.len_ || (len != parked.len_ && len % c.unit != 0)) {
     fail(ErrorKind::Api, "host: wake at {} of a parked store of {}: must be its length or a whole page below it", len,
          parked.len_);
@@ -311,7 +313,8 @@ void Host::check_invariants() const {
       spans.emplace_back(h.slots[s].first, h.slot_grains);
       used += h.slot_grains;
     }
-  if (used != h.alloc.used()) fail(ErrorKind::Api, "host invariant: live objects use {} grains, allocator says {}", used, h.alloc.used());
+  if (used != h.alloc.used())
+    fail(ErrorKind::Api, "host invariant: live objects use {} grains, allocator says {}", used, h.alloc.used());
   std::uint64_t last_end = 0;
   bool first_run = true;
   for (const auto& [f, l] : h.alloc.free_runs()) {

@@ -35,7 +35,8 @@ void PoolLayout::validate() const {
   std::set<std::string> names;
   for (const auto& s : paged) {
     if (s.name.empty()) fail(ErrorKind::Manifest, "pool layout: paged state with an empty name");
-    if (s.bytes_per_token == 0) fail(ErrorKind::Manifest, "pool layout: paged state '{}' has bytes_per_token 0", s.name);
+    if (s.bytes_per_token == 0)
+      fail(ErrorKind::Manifest, "pool layout: paged state '{}' has bytes_per_token 0", s.name);
     if (!names.insert(s.name).second) fail(ErrorKind::Manifest, "pool layout: state '{}' listed twice", s.name);
   }
   for (const auto& s : per_seq) {

@@ -66,7 +66,8 @@ void Lease::advance(std::uint64_t position) {
 void Lease::check_write(std::uint64_t pos) const {
   if (!core_) fail(ErrorKind::Api, "lease: slot() on an empty lease");
   if (!paged_) fail(ErrorKind::Api, "lease: slot({}) on a slot-only lease, which names no positions", pos);
-  if (pos < prefix_) fail(ErrorKind::Api, "lease: position {} is below the prefix {} this lease started from", pos, prefix_);
+  if (pos < prefix_)
+    fail(ErrorKind::Api, "lease: position {} is below the prefix {} this lease started from", pos, prefix_);
   if (pos < shared_ * unit_)
     fail(ErrorKind::Api, "lease: position {} lies in sealed page {} (frozen by a checkpoint)", pos, pos / unit_);
   if (pos >= capacity()) fail(ErrorKind::Api, "lease: position {} is beyond the {} tokens held", pos, capacity());
@@ -98,7 +99,8 @@ std::size_t Lease::extend_row(std::string_view table, std::span<std::int64_t> ro
   const std::size_t n = pages_.size() * per_page;
   if (row.size() < n)
     fail(ErrorKind::Api, "lease: row of '{}' has {} entries, the lease needs {}", table, row.size(), n);
-  if (filled > n) fail(ErrorKind::Api, "lease: extend_row('{}') from entry {} beyond the {} entries held", table, filled, n);
+  if (filled > n)
+    fail(ErrorKind::Api, "lease: extend_row('{}') from entry {} beyond the {} entries held", table, filled, n);
   for (std::size_t e = filled; e < n; ++e)
     row[e] = static_cast<std::int64_t>(pages_[e / per_page]) * static_cast<std::int64_t>(per_page) +
              static_cast<std::int64_t>(e % per_page);

@@ -15,8 +15,10 @@ std::uint64_t largest_fitting(std::uint64_t hi, std::uint64_t budget, F cost) {
   std::uint64_t lo = 0;
   while (lo < hi) {
     const std::uint64_t mid = lo + (hi - lo + 1) / 2;
-    if (cost(mid) <= budget) lo = mid;
-    else hi = mid - 1;
+    if (cost(mid) <= budget)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -108,7 +110,8 @@ std::pair<Pool, Remap> Pool::create(const PoolLayout& layout, const PoolConfig& 
 
 Granted<Lease> Pool::lease(std::uint64_t tokens) {
   detail::PoolCore& c = core(core_);
-  if (!c.has_paged) fail(ErrorKind::Api, "pool: lease({}) needs a paged state; this layout has none (use lease_slot)", tokens);
+  if (!c.has_paged)
+    fail(ErrorKind::Api, "pool: lease({}) needs a paged state; this layout has none (use lease_slot)", tokens);
   if (tokens == 0) fail(ErrorKind::Api, "pool: lease(0): a paged lease holds at least one token");
   auto t = c.take_row(tokens, 0, c.has_seq, c.has_seq);
   if (!t) return t.denied();
@@ -228,7 +231,8 @@ void Pool::check_invariants() const {
     if (s != ObjectStatus::Absent && s != ObjectStatus::Leaving) add(0, c.page_arenas, p);
   }
   if (live != c.pages.live() || held != c.pages.held())
-    fail(ErrorKind::Api, "pool invariant: page counters {}/{} but statuses say {}/{}", c.pages.live(), c.pages.held(), live, held);
+    fail(ErrorKind::Api, "pool invariant: page counters {}/{} but statuses say {}/{}", c.pages.live(), c.pages.held(),
+         live, held);
   live = held = 0;
   for (std::uint32_t s = 0; s < c.slots.max(); ++s) {
     const ObjectStatus st = c.slots.status(s);
@@ -239,13 +243,15 @@ void Pool::check_invariants() const {
     if (st != ObjectStatus::Absent && st != ObjectStatus::Leaving) add(c.page_arenas, c.page_arenas + c.slot_arenas, s);
   }
   if (live != c.slots.live() || held != c.slots.held())
-    fail(ErrorKind::Api, "pool invariant: slot counters {}/{} but statuses say {}/{}", c.slots.live(), c.slots.held(), live, held);
+    fail(ErrorKind::Api, "pool invariant: slot counters {}/{} but statuses say {}/{}", c.slots.live(), c.slots.held(),
+         live, held);
   std::vector<char> chunk_seen(c.chunks.chunks(), 0);
   std::uint64_t mapped = 0;
   for (std::uint32_t a = 0; a < arenas.size(); ++a)
     for (std::uint64_t p = 0; p < arenas[a].positions; ++p) {
       if (users[a][p] != c.chunks.users(a, p))
-        fail(ErrorKind::Api, "pool invariant: arena {} position {} has {} users, objects say {}", a, p, c.chunks.users(a, p), users[a][p]);
+        fail(ErrorKind::Api, "pool invariant: arena {} position {} has {} users, objects say {}", a, p,
+             c.chunks.users(a, p), users[a][p]);
       const std::uint32_t ch = c.chunks.chunk(a, p);
       if ((users[a][p] > 0) != (ch != detail::kNoChunk))
         fail(ErrorKind::Api, "pool invariant: arena {} position {} users {} chunk {}", a, p, users[a][p], ch);
@@ -255,7 +261,8 @@ void Pool::check_invariants() const {
       }
     }
   if (mapped + c.chunks.free_chunks() != c.chunks.chunks())
-    fail(ErrorKind::Api, "pool invariant: {} mapped + {} free chunks != {}", mapped, c.chunks.free_chunks(), c.chunks.chunks());
+    fail(ErrorKind::Api, "pool invariant: {} mapped + {} free chunks != {}", mapped, c.chunks.free_chunks(),
+         c.chunks.chunks());
   // Node pages are held; every live node's refs are at least its live children.
   std::vector<std::uint32_t> children(c.nodes.size(), 0);
   const std::vector<char> is_free = c.nodes.free_mask();
@@ -267,7 +274,8 @@ void Pool::check_invariants() const {
       fail(ErrorKind::Api, "pool invariant: node {} page {} is not held", n, c.nodes[n].page);
     if (c.nodes[n].parent != kNoNode) ++children[c.nodes[n].parent];
   }
-  if (live_nodes != c.nodes.live()) fail(ErrorKind::Api, "pool invariant: {} live nodes, counter {}", live_nodes, c.nodes.live());
+  if (live_nodes != c.nodes.live())
+    fail(ErrorKind::Api, "pool invariant: {} live nodes, counter {}", live_nodes, c.nodes.live());
   for (std::uint32_t n = 0; n < c.nodes.size(); ++n)
     if (!is_free[n] && c.nodes[n].refs < std::max<std::uint32_t>(children[n], 1))
       fail(ErrorKind::Api, "pool invariant: node {} has {} refs but {} children", n, c.nodes[n].refs, children[n]);

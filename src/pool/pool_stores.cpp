@@ -102,8 +102,8 @@ Checkpoint Pool::retire(Lease&& lease, std::uint64_t len) {
     if (len > lease.capacity())
       fail(ErrorKind::Api, "pool: retire at {} tokens of a lease holding {}", len, lease.capacity());
     if (lease.slot_ && len != lease.position_)
-      fail(ErrorKind::Api, "pool: a lease with per-seq state retires only at its position {}, not {}",
-           lease.position_, len);
+      fail(ErrorKind::Api, "pool: a lease with per-seq state retires only at its position {}, not {}", lease.position_,
+           len);
     cp.pages_ = detail::ceil_div(len, c.unit);
     seal(c, lease, cp.pages_);
     cp.tail_ = lease.nodes_[cp.pages_ - 1];
@@ -137,12 +137,14 @@ Granted<std::pair<Lease, DeviceCopies>> Pool::restore(const Checkpoint& cp, std:
   }
   if (cp.slot_) {
     if (len != cp.len_)
-      fail(ErrorKind::Api, "pool: a checkpoint with per-seq state restores only at its length {}, not {}", cp.len_, len);
+      fail(ErrorKind::Api, "pool: a checkpoint with per-seq state restores only at its length {}, not {}", cp.len_,
+           len);
   } else if (len == 0 || len > cp.len_ || (len != cp.len_ && len % c.unit != 0)) {
-    fail(ErrorKind::Api, "pool: restore at {} of a checkpoint of {}: must be its length or a whole page below it",
-         len, cp.len_);
+    fail(ErrorKind::Api, "pool: restore at {} of a checkpoint of {}: must be its length or a whole page below it", len,
+         cp.len_);
   }
-  if (tokens <= len) fail(ErrorKind::Api, "pool: restore to {} tokens must hold more than the {} restored", tokens, len);
+  if (tokens <= len)
+    fail(ErrorKind::Api, "pool: restore to {} tokens must hold more than the {} restored", tokens, len);
   const std::uint64_t full = len / c.unit;
   auto t = c.take_row(tokens, full, cp.slot_.has_value(), cp.slot_.has_value());
   if (!t) return t.denied();
@@ -160,7 +162,8 @@ Granted<std::pair<Lease, DeviceCopies>> Pool::fork(Lease& parent, std::uint64_t 
   if (len == 0 || len > parent.capacity())
     fail(ErrorKind::Api, "pool: fork at {} tokens of a lease holding {}", len, parent.capacity());
   if (parent.slot_ && len != parent.position_)
-    fail(ErrorKind::Api, "pool: a lease with per-seq state forks only at its position {}, not {}", parent.position_, len);
+    fail(ErrorKind::Api, "pool: a lease with per-seq state forks only at its position {}, not {}", parent.position_,
+         len);
   if (tokens <= len) fail(ErrorKind::Api, "pool: fork to {} tokens must hold more than the {} shared", tokens, len);
   const std::uint64_t full = len / c.unit;
   auto t = c.take_row(tokens, full, parent.slot_.has_value(), parent.slot_.has_value());

@@ -5,7 +5,8 @@
 
 namespace kern::pool {
 
-Checkpoint::Checkpoint(const Checkpoint& o) : core_(o.core_), tail_(o.tail_), len_(o.len_), pages_(o.pages_), slot_(o.slot_) {
+Checkpoint::Checkpoint(const Checkpoint& o)
+    : core_(o.core_), tail_(o.tail_), len_(o.len_), pages_(o.pages_), slot_(o.slot_) {
   detail::Handles::retain(*this, core_);
 }
 

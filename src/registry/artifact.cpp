@@ -28,7 +28,9 @@ std::string_view file_extension(ArtifactKind kind) {
 }
 
 std::string describe(const FatbinEntry& e) {
-  std::string_view kind = e.kind == FatbinEntry::Kind::Ptx ? "ptx" : e.kind == FatbinEntry::Kind::Elf ? "cubin" : "unknown";
+  std::string_view kind = e.kind == FatbinEntry::Kind::Ptx   ? "ptx"
+                          : e.kind == FatbinEntry::Kind::Elf ? "cubin"
+                                                             : "unknown";
   std::string s = fmt::format("sm_{} {} ({} B", e.arch, kind, e.size);
   if (e.compressed) s += ", compressed";
   if (!e.functions.empty()) s += fmt::format(", {} function{}", e.functions.size(), e.functions.size() == 1 ? "" : "s");
@@ -60,15 +62,16 @@ std::string entries_summary(const std::vector<FatbinEntry>& entries) {
 ArtifactKind classify_elf(const Bytes& b, const registry::Elf64& elf) {
   if (elf.machine == registry::kEmCuda) return ArtifactKind::Cubin;
   if (elf.machine != registry::kEmX86_64 && elf.machine != registry::kEmAarch64)
-    fail(ErrorKind::KernelArtifact, "{}: ELF machine {} is neither CUDA (190) nor an x86-64/aarch64 host library", b.what(),
-         elf.machine);
+    fail(ErrorKind::KernelArtifact, "{}: ELF machine {} is neither CUDA (190) nor an x86-64/aarch64 host library",
+         b.what(), elf.machine);
   const registry::ElfSection* s = elf.find(".nv_fatbin");
   if (!s) fail(ErrorKind::KernelArtifact, "{}: host ELF has no .nv_fatbin section (no device code)", b.what());
   if (s->type == 8 || s->size == 0) fail(ErrorKind::KernelArtifact, "{}: the .nv_fatbin section is empty", b.what());
   return ArtifactKind::HostLibrary;
 }
 
-std::vector<DeviceImage> images_of_containers(const Bytes& b, std::uint64_t begin, std::uint64_t size, std::string_view where) {
+std::vector<DeviceImage> images_of_containers(const Bytes& b, std::uint64_t begin, std::uint64_t size,
+                                              std::string_view where) {
   auto containers = registry::parse_fatbin_containers(b, begin, size, where);
   std::vector<DeviceImage> out;
   for (std::size_t i = 0; i < containers.size(); ++i) {
@@ -76,8 +79,8 @@ std::vector<DeviceImage> images_of_containers(const Bytes& b, std::uint64_t begi
     auto bytes = b.slice(c.offset, c.size, "fatbin container");
     DeviceImage img;
     img.bytes.assign(bytes.begin(), bytes.end());
-    img.description = fmt::format("{} {} container {}/{} @{:#x} ({} B): {}", file_name(b.what()), where, i + 1, containers.size(),
-                                  c.offset, c.size, entries_summary(c.entries));
+    img.description = fmt::format("{} {} container {}/{} @{:#x} ({} B): {}", file_name(b.what()), where, i + 1,
+                                  containers.size(), c.offset, c.size, entries_summary(c.entries));
     img.entries = c.entries;
     img.functions = union_of_functions(img.entries);
     out.push_back(std::move(img));
@@ -91,7 +94,8 @@ ArtifactKind artifact_kind(std::span<const std::byte> bytes, std::string_view wh
   Bytes b(bytes, what);
   if (registry::starts_with_fatbin_magic(b, 0)) return ArtifactKind::Fatbin;
   if (registry::looks_like_elf(b)) return classify_elf(b, registry::parse_elf64(b));
-  fail(ErrorKind::KernelArtifact, "{}: not a kernel artifact (neither a cubin, a fatbin, nor an ELF shared library; {} bytes)", what,
+  fail(ErrorKind::KernelArtifact,
+       "{}: not a kernel artifact (neither a cubin, a fatbin, nor an ELF shared library; {} bytes)", what,
        bytes.size());
 }
 
@@ -99,8 +103,9 @@ std::vector<DeviceImage> extract_device_images(std::span<const std::byte> bytes,
   Bytes b(bytes, what);
   if (registry::starts_with_fatbin_magic(b, 0)) return images_of_containers(b, 0, b.size(), "fatbin");
   if (!registry::looks_like_elf(b))
-    fail(ErrorKind::KernelArtifact, "{}: not a kernel artifact (neither a cubin, a fatbin, nor an ELF shared library; {} bytes)",
-         what, bytes.size());
+    fail(ErrorKind::KernelArtifact,
+         "{}: not a kernel artifact (neither a cubin, a fatbin, nor an ELF shared library; {} bytes)", what,
+         bytes.size());
   registry::Elf64 elf = registry::parse_elf64(b);
   if (classify_elf(b, elf) == ArtifactKind::HostLibrary) {
     const registry::ElfSection* s = elf.find(".nv_fatbin");

@@ -26,8 +26,8 @@ class Bytes {
   // The sub-range [offset, offset + n); `field` names it in the error.
   std::span<const std::byte> slice(std::uint64_t offset, std::uint64_t n, std::string_view field) const {
     if (!has(offset, n))
-      fail(ErrorKind::KernelArtifact, "{}: {} ({} bytes at offset {:#x}) runs past the end of the file ({} bytes)", what_, field,
-           n, offset, data_.size());
+      fail(ErrorKind::KernelArtifact, "{}: {} ({} bytes at offset {:#x}) runs past the end of the file ({} bytes)",
+           what_, field, n, offset, data_.size());
     return data_.subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n));
   }
 
@@ -46,7 +46,8 @@ class Bytes {
   // NUL-terminated string starting at `offset` inside [offset, limit); throws if unterminated.
   std::string_view cstr(std::uint64_t offset, std::uint64_t limit, std::string_view field) const {
     if (limit > data_.size()) limit = data_.size();
-    if (offset >= limit) fail(ErrorKind::KernelArtifact, "{}: {} at offset {:#x} lies outside its table", what_, field, offset);
+    if (offset >= limit)
+      fail(ErrorKind::KernelArtifact, "{}: {} at offset {:#x} lies outside its table", what_, field, offset);
     const char* p = reinterpret_cast<const char*>(data_.data());
     const void* z = std::memchr(p + offset, 0, static_cast<std::size_t>(limit - offset));
     if (!z) fail(ErrorKind::KernelArtifact, "{}: {} at offset {:#x} is not NUL-terminated", what_, field, offset);

@@ -32,17 +32,19 @@ void check_segments(const Bytes& b) {
   std::uint64_t phnum = b.u16(0x38, "e_phnum");
   if (phoff == 0 || phnum == 0) return;
   if (phentsize != kPhdrSize)
-    fail(ErrorKind::KernelArtifact, "{}: e_phentsize is {}, ELF64 program headers are {} bytes", b.what(), phentsize, kPhdrSize);
+    fail(ErrorKind::KernelArtifact, "{}: e_phentsize is {}, ELF64 program headers are {} bytes", b.what(), phentsize,
+         kPhdrSize);
   if (!b.has(phoff, phnum * kPhdrSize))
-    fail(ErrorKind::KernelArtifact, "{}: program headers ({} at offset {:#x}) run past the end of the file ({} bytes)", b.what(),
-         phnum, phoff, b.size());
+    fail(ErrorKind::KernelArtifact, "{}: program headers ({} at offset {:#x}) run past the end of the file ({} bytes)",
+         b.what(), phnum, phoff, b.size());
   for (std::uint64_t i = 0; i < phnum; ++i) {
     std::uint64_t at = phoff + i * kPhdrSize;
     std::uint64_t offset = b.u64(at + 8, "p_offset");
     std::uint64_t filesz = b.u64(at + 32, "p_filesz");
     if (!b.has(offset, filesz))
-      fail(ErrorKind::KernelArtifact, "{}: segment {} ({} bytes at offset {:#x}) runs past the end of the file ({} bytes)", b.what(),
-           i, filesz, offset, b.size());
+      fail(ErrorKind::KernelArtifact,
+           "{}: segment {} ({} bytes at offset {:#x}) runs past the end of the file ({} bytes)", b.what(), i, filesz,
+           offset, b.size());
   }
 }
 }  // namespace
@@ -76,34 +78,39 @@ Elf64 parse_elf64(const Bytes& b) {
   std::uint32_t shstrndx = b.u16(0x3e, "e_shstrndx");
   if (shoff == 0) return elf;  // no section table
   if (shentsize != kShdrSize)
-    fail(ErrorKind::KernelArtifact, "{}: e_shentsize is {}, ELF64 section headers are {} bytes", b.what(), shentsize, kShdrSize);
+    fail(ErrorKind::KernelArtifact, "{}: e_shentsize is {}, ELF64 section headers are {} bytes", b.what(), shentsize,
+         kShdrSize);
   if (shnum == 0 || shstrndx == 0xffff) {  // extended numbering lives in section 0
     ElfSection s0 = read_section_header(b, shoff, 0);
     if (shnum == 0) shnum = s0.size;
     if (shstrndx == 0xffff) shstrndx = s0.link;
   }
   if (shnum > kMaxSections || !b.has(shoff, shnum * kShdrSize))
-    fail(ErrorKind::KernelArtifact, "{}: section table ({} headers at offset {:#x}) runs past the end of the file ({} bytes)",
-         b.what(), shnum, shoff, b.size());
+    fail(ErrorKind::KernelArtifact,
+         "{}: section table ({} headers at offset {:#x}) runs past the end of the file ({} bytes)", b.what(), shnum,
+         shoff, b.size());
   std::vector<std::uint32_t> name_offsets;
   for (std::size_t i = 0; i < shnum; ++i) {
     ElfSection s = read_section_header(b, shoff + i * kShdrSize, i);
     name_offsets.push_back(b.u32(shoff + i * kShdrSize, "sh_name"));
     if (s.type != kShtNobits && !b.has(s.offset, s.size))
-      fail(ErrorKind::KernelArtifact, "{}: section {} ({} bytes at offset {:#x}) runs past the end of the file ({} bytes)", b.what(),
-           i, s.size, s.offset, b.size());
+      fail(ErrorKind::KernelArtifact,
+           "{}: section {} ({} bytes at offset {:#x}) runs past the end of the file ({} bytes)", b.what(), i, s.size,
+           s.offset, b.size());
     elf.sections.push_back(std::move(s));
   }
   if (shstrndx != 0) {
     if (shstrndx >= elf.sections.size())
-      fail(ErrorKind::KernelArtifact, "{}: e_shstrndx {} is not a section (there are {})", b.what(), shstrndx, elf.sections.size());
+      fail(ErrorKind::KernelArtifact, "{}: e_shstrndx {} is not a section (there are {})", b.what(), shstrndx,
+           elf.sections.size());
     const ElfSection names = elf.sections[shstrndx];
     if (names.type == kShtNobits) fail(ErrorKind::KernelArtifact, "{}: the section name table has no bytes", b.what());
     for (std::size_t i = 0; i < elf.sections.size(); ++i) {
       if (name_offsets[i] >= names.size)
         fail(ErrorKind::KernelArtifact, "{}: section {} names offset {} beyond the name table ({} bytes)", b.what(), i,
              name_offsets[i], names.size);
-      elf.sections[i].name = std::string(b.cstr(names.offset + name_offsets[i], names.offset + names.size, "section name"));
+      elf.sections[i].name =
+          std::string(b.cstr(names.offset + name_offsets[i], names.offset + names.size, "section name"));
     }
   }
   return elf;
@@ -114,9 +121,11 @@ std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf) 
   for (const auto& sec : elf.sections) {
     if (sec.type != kShtSymtab) continue;
     if (sec.entsize != kSymSize)
-      fail(ErrorKind::KernelArtifact, "{}: symbol table entries are {} bytes, ELF64 symbols are {}", b.what(), sec.entsize, kSymSize);
+      fail(ErrorKind::KernelArtifact, "{}: symbol table entries are {} bytes, ELF64 symbols are {}", b.what(),
+           sec.entsize, kSymSize);
     if (sec.link >= elf.sections.size())
-      fail(ErrorKind::KernelArtifact, "{}: symbol table links to section {}, there are {}", b.what(), sec.link, elf.sections.size());
+      fail(ErrorKind::KernelArtifact, "{}: symbol table links to section {}, there are {}", b.what(), sec.link,
+           elf.sections.size());
     const ElfSection& strtab = elf.sections[sec.link];
     if (strtab.type == kShtNobits) fail(ErrorKind::KernelArtifact, "{}: the symbol name table has no bytes", b.what());
     for (std::uint64_t at = sec.offset; at + kSymSize <= sec.offset + sec.size; at += kSymSize) {
@@ -127,7 +136,8 @@ std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf) 
       bool global = (info >> 4) == 1 || (info >> 4) == 2;
       if (!func || !global || shndx == 0 || name == 0) continue;
       if (name >= strtab.size)
-        fail(ErrorKind::KernelArtifact, "{}: symbol name offset {} beyond the name table ({} bytes)", b.what(), name, strtab.size);
+        fail(ErrorKind::KernelArtifact, "{}: symbol name offset {} beyond the name table ({} bytes)", b.what(), name,
+             strtab.size);
       out.emplace_back(b.cstr(strtab.offset + name, strtab.offset + strtab.size, "symbol name"));
     }
   }

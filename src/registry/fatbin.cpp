@@ -11,7 +11,8 @@ constexpr std::uint64_t kContainerHeader = 16;
 constexpr std::uint64_t kEntryHeaderMin = 48;  // up to and including the flags
 constexpr std::uint64_t kFlagCompressed = 0x2000;
 
-FatbinEntry parse_entry(const Bytes& b, std::uint64_t at, std::uint64_t header, std::uint64_t size, std::string_view where) {
+FatbinEntry parse_entry(const Bytes& b, std::uint64_t at, std::uint64_t header, std::uint64_t size,
+                        std::string_view where) {
   FatbinEntry e;
   std::uint16_t kind = b.u16(at, "fatbin entry kind");
   e.kind = kind == 1 ? FatbinEntry::Kind::Ptx : kind == 2 ? FatbinEntry::Kind::Elf : FatbinEntry::Kind::Other;
@@ -37,15 +38,17 @@ std::vector<FatbinEntry> parse_entries(const Bytes& b, std::uint64_t begin, std:
     if (end - at < kEntryHeaderMin) {
       for (std::uint64_t i = at; i < end; ++i)
         if (b.u8(i, "fatbin padding") != 0)
-          fail(ErrorKind::KernelArtifact, "{}: {} stray bytes at offset {:#x} after the last fatbin entry", b.what(), end - at, at);
+          fail(ErrorKind::KernelArtifact, "{}: {} stray bytes at offset {:#x} after the last fatbin entry", b.what(),
+               end - at, at);
       break;
     }
     std::uint32_t header = b.u32(at + 4, "fatbin entry header size");
     std::uint64_t size = b.u64(at + 8, "fatbin entry size");
     if (header < kEntryHeaderMin || header > end - at || size > end - at - header)
       fail(ErrorKind::KernelArtifact,
-           "{}: fatbin entry at offset {:#x} (header {} bytes, payload {} bytes) does not fit its container (ends at {:#x})", b.what(),
-           at, header, size, end);
+           "{}: fatbin entry at offset {:#x} (header {} bytes, payload {} bytes) does not fit its container (ends at "
+           "{:#x})",
+           b.what(), at, header, size, end);
     out.push_back(parse_entry(b, at, header, size, where));
     at += header + size;
   }
@@ -67,14 +70,14 @@ std::vector<FatbinContainer> parse_fatbin_containers(const Bytes& b, std::uint64
     while (at < end && b.u8(at, "fatbin padding") == 0) ++at;  // alignment padding between containers
     if (at >= end) break;
     if (!starts_with_fatbin_magic(b, at) || end - at < kContainerHeader)
-      fail(ErrorKind::KernelArtifact, "{}: {} holds no fatbin container at offset {:#x} (magic {:#x} expected)", b.what(), where,
-           at, kFatbinMagic);
+      fail(ErrorKind::KernelArtifact, "{}: {} holds no fatbin container at offset {:#x} (magic {:#x} expected)",
+           b.what(), where, at, kFatbinMagic);
     std::uint16_t header = b.u16(at + 6, "fatbin header size");
     std::uint64_t payload = b.u64(at + 8, "fatbin payload size");
     if (header < kContainerHeader || header > end - at || payload > end - at - header)
       fail(ErrorKind::KernelArtifact,
-           "{}: fatbin container at offset {:#x} claims {} header + {} payload bytes, but {} ends {} bytes later", b.what(), at,
-           header, payload, where, end - at);
+           "{}: fatbin container at offset {:#x} claims {} header + {} payload bytes, but {} ends {} bytes later",
+           b.what(), at, header, payload, where, end - at);
     FatbinContainer c;
     c.offset = at;
     c.size = header + payload;

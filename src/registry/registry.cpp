@@ -92,14 +92,15 @@ const Artifact* Registry::find(std::string_view sha256) const {
 
 const Artifact& Registry::lookup(std::string_view module, std::string_view sha256) const {
   if (!is_sha256_hex(sha256))
-    fail(ErrorKind::KernelArtifact, "module `{}` is pinned to `{}`, which is not a sha256 (64 hex digits)", module, sha256);
+    fail(ErrorKind::KernelArtifact, "module `{}` is pinned to `{}`, which is not a sha256 (64 hex digits)", module,
+         sha256);
   const Artifact* a = find(sha256);
   if (!a)
-    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {} is not in kernels dir {} ({} file{} hashed)", module,
-         short_hash(lower(sha256)), dir_, files_hashed_, files_hashed_ == 1 ? "" : "s");
+    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {} is not in kernels dir {} ({} file{} hashed)",
+         module, short_hash(lower(sha256)), dir_, files_hashed_, files_hashed_ == 1 ? "" : "s");
   if (!a->kind)
-    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {}: {} is not a kernel artifact: {}", module, short_hash(a->sha256),
-         a->path, a->problem);
+    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {}: {} is not a kernel artifact: {}", module,
+         short_hash(a->sha256), a->path, a->problem);
   return *a;
 }
 
@@ -109,13 +110,14 @@ std::vector<DeviceImage> Registry::images(std::string_view module, std::string_v
   try {
     bytes = read_file(a.path);
   } catch (const Error& e) {
-    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {}: {} can no longer be read: {}", module, short_hash(a.sha256),
-         a.path, e.message());
+    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {}: {} can no longer be read: {}", module,
+         short_hash(a.sha256), a.path, e.message());
   }
   std::string now = to_hex(kern::sha256(bytes));
   if (now != a.sha256)
-    fail(ErrorKind::KernelArtifact, "module `{}` pinned to sha256 {}: {} changed since the kernels dir was hashed (sha256 now {})",
-         module, short_hash(a.sha256), a.path, short_hash(now));
+    fail(ErrorKind::KernelArtifact,
+         "module `{}` pinned to sha256 {}: {} changed since the kernels dir was hashed (sha256 now {})", module,
+         short_hash(a.sha256), a.path, short_hash(now));
   return extract_device_images(as_bytes(bytes), a.path);
 }
 

@@ -79,7 +79,9 @@ ArgValue from_call_arg(const CallArg& a, const ParamType& t, const ResolveContex
   switch (a.kind) {
     case CallArg::Kind::Buf:
     case CallArg::Kind::State:
-      if (!t.is_pointer()) fail(ErrorKind::Manifest, "{} '{}' passed to scalar param {}", a.kind == CallArg::Kind::Buf ? "buffer" : "state", a.name, t.to_string());
+      if (!t.is_pointer())
+        fail(ErrorKind::Manifest, "{} '{}' passed to scalar param {}",
+             a.kind == CallArg::Kind::Buf ? "buffer" : "state", a.name, t.to_string());
       return pointer_value(ctx.pointer(a));
     case CallArg::Kind::Var: {
       core::Expr e = core::Expr::variable(a.name);
@@ -103,8 +105,7 @@ const CallArg& interface_arg(const core::Op& op, const core::Call& call, std::ui
   return call.args[i];
 }
 
-std::array<std::byte, 128> tensormap_image(const core::Tensormap& tm, const Pointer& p,
-                                           const ResolveContext& ctx) {
+std::array<std::byte, 128> tensormap_image(const core::Tensormap& tm, const Pointer& p, const ResolveContext& ctx) {
   cuda::TensormapSpec s;
   s.dtype = static_cast<std::uint32_t>(tm.dtype);
   s.address = p.address;
@@ -115,8 +116,7 @@ std::array<std::byte, 128> tensormap_image(const core::Tensormap& tm, const Poin
   s.l2_promotion = tm.l2_promotion;
   s.oob_nan = tm.oob_nan;
   if (!s.dims.empty() && s.dims.back() == 0) {  // outermost spans the rest of the buffer after the offset
-    std::uint64_t outer_stride =
-        s.dims.size() == 1 ? 0 : s.strides.back();
+    std::uint64_t outer_stride = s.dims.size() == 1 ? 0 : s.strides.back();
     if (s.dims.size() == 1)
       s.dims.back() = p.bytes * 8 / core::tma_global_bits(tm.dtype);
     else
@@ -128,8 +128,7 @@ std::array<std::byte, 128> tensormap_image(const core::Tensormap& tm, const Poin
   return ctx.encode_tensormap(s);
 }
 
-ArgValue pack_value(const core::Pack& pack, const core::Op& op, const core::Call& call,
-                    const ResolveContext& ctx) {
+ArgValue pack_value(const core::Pack& pack, const core::Op& op, const core::Call& call, const ResolveContext& ctx) {
   ArgValue v;
   v.bytes.assign(pack.size, std::byte{0});
   for (const PackField& f : pack.fields) {
@@ -143,7 +142,10 @@ ArgValue pack_value(const core::Pack& pack, const core::Op& op, const core::Call
         fv = from_call_arg(a, t, ctx, f.width.value_or(def));
         break;
       }
-      case PackField::Kind::Scratch: def = 8; fv = pointer_value(ctx.scratch(f.name)); break;
+      case PackField::Kind::Scratch:
+        def = 8;
+        fv = pointer_value(ctx.scratch(f.name));
+        break;
       case PackField::Kind::Literal:
         def = literal_width(f.literal);
         fv = static_value(literal_bits(f.literal, f.literal.kind == Literal::Kind::F32), f.width.value_or(def));
@@ -184,8 +186,8 @@ ArgValue pack_value(const core::Pack& pack, const core::Op& op, const core::Call
 
 }  // namespace
 
-std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch& launch,
-                                          const core::Call& call, const ResolveContext& ctx) {
+std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch& launch, const core::Call& call,
+                                          const ResolveContext& ctx) {
   const std::vector<ParamType>& params = launch.params ? *launch.params : op.params;
   std::vector<LaunchArg> defaults;
   if (!launch.args) {
@@ -284,8 +286,7 @@ std::optional<std::string> abi_mismatch(std::span<const ParamType> declared, std
     bool offset_ok = false;
     std::uint64_t expected = end;
     if (t.kind == PK::Bytes) {
-      for (std::uint64_t a = 1; a <= 128 && !offset_ok; a *= 2)
-        offset_ok = (end + a - 1) / a * a == found[i].offset;
+      for (std::uint64_t a = 1; a <= 128 && !offset_ok; a *= 2) offset_ok = (end + a - 1) / a * a == found[i].offset;
       if (offset_ok) expected = found[i].offset;
     } else {
       const std::uint64_t a = std::max<std::uint64_t>(size, 1);

@@ -14,7 +14,8 @@ std::vector<std::uint64_t> launch_peak_vars(std::vector<std::uint64_t> at_max, s
   return at_max;
 }
 
-std::uint64_t grid_blocks_at(const std::array<CompiledExpr, 3>& grid, const std::uint64_t* vars, const std::string& where) {
+std::uint64_t grid_blocks_at(const std::array<CompiledExpr, 3>& grid, const std::uint64_t* vars,
+                             const std::string& where) {
   std::uint64_t blocks = 1;
   for (std::size_t a = 0; a < 3; ++a) {
     const std::optional<std::uint64_t> n = grid[a].eval(vars);
@@ -36,8 +37,8 @@ void check_cooperative_fit(const std::string& where, std::uint64_t blocks, int p
   const std::uint64_t capacity = static_cast<std::uint64_t>(per_sm) * static_cast<std::uint64_t>(sms);
   if (blocks > capacity)
     fail(ErrorKind::Manifest,
-         "{}: cooperative grid of {} blocks exceeds the {} blocks the device can hold at once ({} SMs x {} per SM)", where,
-         blocks, capacity, sms, per_sm);
+         "{}: cooperative grid of {} blocks exceeds the {} blocks the device can hold at once ({} SMs x {} per SM)",
+         where, blocks, capacity, sms, per_sm);
 }
 
 }  // namespace kern::runtime

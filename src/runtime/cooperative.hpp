@@ -21,7 +21,8 @@ std::vector<std::uint64_t> launch_peak_vars(std::vector<std::uint64_t> at_max, s
 
 // x * y * z of `grid` evaluated at `vars`; Error(Manifest) "<where>: ..." when an axis or the
 // product overflows u64.
-std::uint64_t grid_blocks_at(const std::array<CompiledExpr, 3>& grid, const std::uint64_t* vars, const std::string& where);
+std::uint64_t grid_blocks_at(const std::array<CompiledExpr, 3>& grid, const std::uint64_t* vars,
+                             const std::string& where);
 
 // Throws Error(Manifest) "<where>: ..." unless `blocks` <= per_sm * sms: `per_sm` is
 // cuOccupancyMaxActiveBlocksPerMultiprocessor for the launch's block size and dynamic shared

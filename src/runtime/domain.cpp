@@ -57,7 +57,10 @@ DomainRule resolve_domain(const core::Manifest& m, const std::string& name, cons
     double f = 0;
     __int128 i = 0;
     switch (bound.kind) {
-      case core::Bound::Kind::Int: i = bound.i; f = static_cast<double>(bound.i); break;
+      case core::Bound::Kind::Int:
+        i = bound.i;
+        f = static_cast<double>(bound.i);
+        break;
       case core::Bound::Kind::Float:
         f = bound.f;
         i = is_min ? static_cast<__int128>(std::ceil(bound.f)) : static_cast<__int128>(std::floor(bound.f));
@@ -147,8 +150,7 @@ void check_domain(const DomainRule& r, std::span<const std::byte> bytes) {
           break;
         }
       }
-      if (!std::isfinite(v))
-        fail(ErrorKind::Domain, "input {} element {} is {}, not a finite value", r.buffer, i, v);
+      if (!std::isfinite(v)) fail(ErrorKind::Domain, "input {} element {} is {}, not a finite value", r.buffer, i, v);
       if (r.fmin && v < *r.fmin)
         fail(ErrorKind::Domain, "input {} element {} = {} is below its domain minimum {}", r.buffer, i, v, *r.fmin);
       if (r.fmax && v > *r.fmax)
@@ -160,7 +162,8 @@ void check_domain(const DomainRule& r, std::span<const std::byte> bytes) {
     return;
   }
   if (!is_integer(r.dtype) && r.dtype != DType::BOOL) return;  // fp8 etc.: no numeric check
-  const bool is_signed = r.dtype == DType::I8 || r.dtype == DType::I16 || r.dtype == DType::I32 || r.dtype == DType::I64;
+  const bool is_signed =
+      r.dtype == DType::I8 || r.dtype == DType::I16 || r.dtype == DType::I32 || r.dtype == DType::I64;
   __int128 prev = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint64_t u = raw(i);

@@ -24,17 +24,19 @@ void check_gemm(const CallExec& c, LaunchExec& e) {
   const cuda::GemmShape& s = e.gemm;
   const std::uint64_t m = s.m, n = s.n, k = s.k;
   if (s.ldc < n || s.lda < k)
-    throw Error::call(c.context(), Error(ErrorKind::Manifest,
-                                         fmt::format("GEMM m={} n={} k={}: ldc {} must be >= n and A row stride {} >= k",
-                                                     m, n, k, s.ldc, s.lda)));
+    throw Error::call(
+        c.context(),
+        Error(ErrorKind::Manifest,
+              fmt::format("GEMM m={} n={} k={}: ldc {} must be >= n and A row stride {} >= k", m, n, k, s.ldc, s.lda)));
   if (m == 0 || n == 0 || k == 0) return;
   auto need = [&](std::uint64_t rows, std::uint64_t stride, std::uint64_t cols, std::uint64_t have, const char* what) {
     unsigned __int128 bytes = (static_cast<unsigned __int128>(rows - 1) * stride + cols) * 2;
     if (bytes > have)
-      throw Error::call(c.context(),
-                        Error(ErrorKind::Manifest,
-                              fmt::format("GEMM m={} n={} k={}: {} needs {} bytes but its buffer has {} after the offset", m,
-                                          n, k, what, static_cast<std::uint64_t>(bytes), have)));
+      throw Error::call(
+          c.context(),
+          Error(ErrorKind::Manifest,
+                fmt::format("GEMM m={} n={} k={}: {} needs {} bytes but its buffer has {} after the offset", m, n, k,
+                            what, static_cast<std::uint64_t>(bytes), have)));
   };
   need(m, s.lda, k, e.ext_args[0].pointer->bytes, "A");
   need(n, k, k, e.ext_args[1].pointer->bytes, "W");
@@ -79,7 +81,7 @@ void Runtime::Impl::apply(ProgramExec& p) {
         if (!g) overflow(c, "grid", e.grid[d]);
         if (*g == 0 || *g > 0xffffffffu)
           throw Error::call(c.context(), Error(ErrorKind::Api, fmt::format("grid[{}] = {} = {} is outside [1, 2^32)", d,
-                                                                            e.grid[d].text, *g)));
+                                                                           e.grid[d].text, *g)));
         e.geometry.grid[d] = static_cast<std::uint32_t>(*g);
       }
       if (e.shared_mem) {
@@ -170,7 +172,7 @@ void Runtime::run_and_read(std::string_view program, const Vars& vars, std::stri
   r.run(p, vars, 0, p.calls.size(), true, false);
   r.queue_read(b, offset, out.size());
   if (before_wait) before_wait();  // e.g. the next step's inputs, queued behind the read
-  r.wait();  // the one wait: the program, the read, and whatever before_wait queued
+  r.wait();                        // the one wait: the program, the read, and whatever before_wait queued
   r.finish_read(b, offset, out);
 }
 
@@ -196,7 +198,8 @@ void Runtime::replay(std::string_view program, const Vars& given) {
   auto it = p.graphs.find(key);
   if (it == p.graphs.end()) {
     std::string captured;
-    for (const auto& [k, g] : p.graphs) captured += fmt::format("{}[{}]", captured.empty() ? "" : ", ", rt::describe_key(p.read_vars, k, r.vars));
+    for (const auto& [k, g] : p.graphs)
+      captured += fmt::format("{}[{}]", captured.empty() ? "" : ", ", rt::describe_key(p.read_vars, k, r.vars));
     fail(ErrorKind::Api, "program {}: no graph captured for {} (captured: {})", p.name,
          rt::describe_key(p.read_vars, key, r.vars), captured.empty() ? "none" : captured);
   }

@@ -40,7 +40,8 @@ void Runtime::write_input(std::string_view name, std::span<const std::byte> byte
   Impl& r = *impl_;
   BufferSlot& b = input_slot(r, name, "write_input");
   if (bytes.size() > b.bytes)
-    fail(ErrorKind::Api, "write_input: {} bytes do not fit input {} ({} bytes at var max)", bytes.size(), name, b.bytes);
+    fail(ErrorKind::Api, "write_input: {} bytes do not fit input {} ({} bytes at var max)", bytes.size(), name,
+         b.bytes);
   if (!prefix && bytes.size() != b.bytes)
     fail(ErrorKind::Api, "write_input: input {} is {} bytes at var max, got {} (pass prefix to write its start)", name,
          b.bytes, bytes.size());
@@ -56,19 +57,22 @@ void Runtime::write_input_at(std::string_view name, std::uint64_t offset, std::s
          offset + bytes.size(), name, b.bytes);
   const std::size_t element = dtype_size(b.decl->dtype);
   if (offset % element != 0 || bytes.size() % element != 0)
-    fail(ErrorKind::Api, "write_input_at: input {} holds {}-byte elements; offset {} and size {} must be multiples of it",
-         name, element, offset, bytes.size());
+    fail(ErrorKind::Api,
+         "write_input_at: input {} holds {}-byte elements; offset {} and size {} must be multiples of it", name,
+         element, offset, bytes.size());
   if (b.domain) {
     if (b.domain->monotone && offset != 0 && !bytes.empty())
       fail(ErrorKind::Api,
-           "write_input_at: input {} has a monotone domain, which needs the elements before byte {}: write it from its start",
+           "write_input_at: input {} has a monotone domain, which needs the elements before byte {}: write it from its "
+           "start",
            name, offset);
     try {
       rt::check_domain(*b.domain, bytes);  // Domain error: nothing written
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Domain) throw;
-      throw Error(ErrorKind::Domain, fmt::format("{} (element indices count from buffer element {}, byte {}, where this write starts)",
-                                                 e.message(), offset / element, offset));
+      throw Error(ErrorKind::Domain,
+                  fmt::format("{} (element indices count from buffer element {}, byte {}, where this write starts)",
+                              e.message(), offset / element, offset));
     }
   }
   stage_and_copy(r, b, offset, bytes);
@@ -92,8 +96,10 @@ void Runtime::Impl::queue_read(BufferSlot& b, std::uint64_t offset, std::uint64_
 
 void Runtime::Impl::finish_read(const BufferSlot& b, std::uint64_t offset, std::span<std::byte> out) const {
   if (out.empty()) return;
-  if (b.host.data()) std::memcpy(out.data(), b.host.data() + offset, out.size());
-  else std::memcpy(out.data(), b.staging.data(), out.size());
+  if (b.host.data())
+    std::memcpy(out.data(), b.host.data() + offset, out.size());
+  else
+    std::memcpy(out.data(), b.staging.data(), out.size());
 }
 
 std::vector<std::byte> Runtime::read_output(std::string_view name) {
@@ -117,7 +123,8 @@ std::vector<std::byte> Runtime::read_buffer(std::string_view name) {
   r.wait();
   rt::Pointer p;
   if (auto it = r.buffers.find(name); it != r.buffers.end()) {
-    if (!it->second.alive) fail(ErrorKind::Api, "buffer {} is a source: it only exists while derive programs run", name);
+    if (!it->second.alive)
+      fail(ErrorKind::Api, "buffer {} is a source: it only exists while derive programs run", name);
     if (it->second.host.data()) {
       const std::byte* h = it->second.host.data();
       return std::vector<std::byte>(h, h + it->second.bytes);

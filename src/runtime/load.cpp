@@ -59,20 +59,23 @@ cuda::Function Runtime::Impl::resolve_entry(const std::string& op_name, std::siz
   }
   const std::string sha = m->modules.at(l.module).sha256;
   if (defining == 0)
-    fail(ErrorKind::KernelArtifact, "op {} launch {}: module {} (sha256 {}) has no entry '{}'", op_name, li, l.module, sha,
-         l.entry);
+    fail(ErrorKind::KernelArtifact, "op {} launch {}: module {} (sha256 {}) has no entry '{}'", op_name, li, l.module,
+         sha, l.entry);
   if (matches.empty()) {
     if (defining == 1)
       fail(ErrorKind::KernelArtifact, "op {} launch {}: ABI mismatch for {} in module {}: {}", op_name, li, l.entry,
            l.module, mismatches[0]);
     std::string all;
-    for (std::size_t i = 0; i < mismatches.size(); ++i) all += fmt::format("{}image {}: {}", i ? "; " : "", i, mismatches[i]);
-    fail(ErrorKind::KernelArtifact, "op {} launch {}: none of the {} images of module {} defining {} matches the declared params: {}",
-         op_name, li, defining, l.module, l.entry, all);
+    for (std::size_t i = 0; i < mismatches.size(); ++i)
+      all += fmt::format("{}image {}: {}", i ? "; " : "", i, mismatches[i]);
+    fail(ErrorKind::KernelArtifact,
+         "op {} launch {}: none of the {} images of module {} defining {} matches the declared params: {}", op_name, li,
+         defining, l.module, l.entry, all);
   }
   if (matches.size() > 1)
-    fail(ErrorKind::KernelArtifact, "op {} launch {}: {} images of module {} define {} with the declared layout; ambiguous",
-         op_name, li, matches.size(), l.module, l.entry);
+    fail(ErrorKind::KernelArtifact,
+         "op {} launch {}: {} images of module {} define {} with the declared layout; ambiguous", op_name, li,
+         matches.size(), l.module, l.entry);
   return matches[0];
 }
 
@@ -208,8 +211,8 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
         }
         if (l.algo) {
           const core::Algo& a = *l.algo;
-          e.gemm.algo = cuda::GemmAlgo{a.id, a.tile, a.stages, a.split_k, a.reduction, a.swizzle, a.custom,
-                                       a.inner_shape, a.cluster_shape};
+          e.gemm.algo = cuda::GemmAlgo{a.id,      a.tile,   a.stages,      a.split_k,      a.reduction,
+                                       a.swizzle, a.custom, a.inner_shape, a.cluster_shape};
         }
         e.ext_args = std::move(values);
       } else {
@@ -269,10 +272,10 @@ void Runtime::Impl::check_cooperative(const std::string& op_name, std::size_t li
   }
   const std::uint32_t threads = l.block[0] * l.block[1] * l.block[2];  // <= 1024 (verified)
   const int per_sm = e.fn.max_active_blocks_per_sm(threads, static_cast<std::uint32_t>(shared));
-  log().debug("{} ({}): cooperative grid of {} blocks; {} threads and {} B dynamic shared memory per block; "
-              "{} per SM x {} SMs = {} resident",
-              where, l.entry, blocks, threads, shared, per_sm, sm_count,
-              static_cast<std::int64_t>(per_sm) * sm_count);
+  log().debug(
+      "{} ({}): cooperative grid of {} blocks; {} threads and {} B dynamic shared memory per block; "
+      "{} per SM x {} SMs = {} resident",
+      where, l.entry, blocks, threads, shared, per_sm, sm_count, static_cast<std::int64_t>(per_sm) * sm_count);
   rt::check_cooperative_fit(where, blocks, per_sm, sm_count);
   cooperative_checked.emplace(op_name, li);
 }
@@ -321,7 +324,8 @@ std::unique_ptr<Runtime> Runtime::load(const core::Verified& verified, const std
       if (size != 1) fail(ErrorKind::Api, "topology group {} has {} ranks: load needs this rank's index", g, size);
       impl->ranks[g] = 0;
     } else {
-      if (it->second >= size) fail(ErrorKind::Api, "rank {} is outside topology group {} of size {}", it->second, g, size);
+      if (it->second >= size)
+        fail(ErrorKind::Api, "rank {} is outside topology group {} of size {}", it->second, g, size);
       impl->ranks[g] = it->second;
     }
   }

@@ -72,7 +72,7 @@ std::vector<CallTime> Runtime::time_calls(std::string_view program, const Vars& 
   const HeadStart head;
   std::vector<cuda::TimingEvent> marks(n + 1);
   std::vector<std::vector<double>> per_call(n);
-  for (std::size_t rep = 0; rep < reps + 1; ++rep) {  // the first repetition warms up
+  for (std::size_t rep = 0; rep < reps + 1; ++rep) {        // the first repetition warms up
     head.enqueue(*r.stream, static_cast<int>(16 + n / 4));  // ~60 us of copies per 4 calls queued
     marks[0].record(*r.stream);
     for (std::size_t i = 0; i < n; ++i) {

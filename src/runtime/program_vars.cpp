@@ -28,8 +28,7 @@ void add_param(const core::Call& c, std::uint32_t i, const VarTable& vars, std::
 
 }  // namespace
 
-std::vector<std::uint32_t> program_read_vars(const core::Manifest& m, const core::Program& p,
-                                             const VarTable& vars) {
+std::vector<std::uint32_t> program_read_vars(const core::Manifest& m, const core::Program& p, const VarTable& vars) {
   std::vector<std::uint32_t> out;
   for (const core::Call& c : p.calls) {
     auto op = m.ops.find(c.op);

@@ -29,16 +29,16 @@ namespace rt = runtime;
 struct BufferSlot {
   std::string name;
   const core::Buffer* decl = nullptr;
-  std::uint64_t bytes = 0;          // at var max
-  cuda::DeviceMemory device;        // device placement
-  cuda::PinnedMemory host;          // host placement (weights)
-  cuda::PinnedMemory staging;       // inputs: resident pinned staging
+  std::uint64_t bytes = 0;              // at var max
+  cuda::DeviceMemory device;            // device placement
+  cuda::PinnedMemory host;              // host placement (weights)
+  cuda::PinnedMemory staging;           // inputs: resident pinned staging
   std::unique_ptr<cuda::Event> staged;  // inputs: created at load (io.cpp counts waits instead)
-  bool copy_queued = false;         // inputs: an H2D from `staging` was queued ...
-  std::uint64_t copy_wait = 0;      // ... when Impl::waits had this value (landed once waits exceeds it)
+  bool copy_queued = false;             // inputs: an H2D from `staging` was queued ...
+  std::uint64_t copy_wait = 0;          // ... when Impl::waits had this value (landed once waits exceeds it)
   std::optional<rt::DomainRule> domain;
-  bool alive = false;               // sources: allocated for the derive program reading them
-  cuda::DevicePtr addr = 0;         // what kernels see (device pointer or mapped pinned host)
+  bool alive = false;        // sources: allocated for the derive program reading them
+  cuda::DevicePtr addr = 0;  // what kernels see (device pointer or mapped pinned host)
 };
 
 // One launch of one call, resolved at load.
@@ -87,7 +87,7 @@ struct Runtime::Impl {
   std::vector<std::uint64_t> var_values;  // run-time scratch, sized at load
   std::unique_ptr<cuda::Context> context;
   std::unique_ptr<cuda::Stream> stream;
-  std::unique_ptr<cuda::BlasLt> blas;   // created when a GEMM extern is used
+  std::unique_ptr<cuda::BlasLt> blas;  // created when a GEMM extern is used
   std::vector<std::vector<cuda::Module>> modules_storage;
   std::map<std::string, std::vector<cuda::Module>*, std::less<>> modules;
   std::map<std::string, BufferSlot, std::less<>> buffers;

@@ -14,11 +14,13 @@ ContiguousStateMemory::ContiguousStateMemory(const core::Manifest& m, const Capa
     } else if (s.bytes_per_token) {
       if (capacity.tokens == 0) fail(ErrorKind::Api, "state {} is paged: load needs Capacity.tokens > 0", name);
       if (__builtin_mul_overflow(s.bytes_per_token, capacity.tokens, &bytes))
-        fail(ErrorKind::Api, "state {}: {} bytes per token × {} tokens overflows", name, s.bytes_per_token, capacity.tokens);
+        fail(ErrorKind::Api, "state {}: {} bytes per token × {} tokens overflows", name, s.bytes_per_token,
+             capacity.tokens);
     } else if (s.bytes_per_seq) {
       if (capacity.seqs == 0) fail(ErrorKind::Api, "state {} is per-sequence: load needs Capacity.seqs > 0", name);
       if (__builtin_mul_overflow(s.bytes_per_seq, capacity.seqs + 1, &bytes))
-        fail(ErrorKind::Api, "state {}: {} bytes per seq × {} slots overflows", name, s.bytes_per_seq, capacity.seqs + 1);
+        fail(ErrorKind::Api, "state {}: {} bytes per seq × {} slots overflows", name, s.bytes_per_seq,
+             capacity.seqs + 1);
     }
     auto mem = cuda::DeviceMemory::allocate(bytes, "state " + name);
     cuda::memset_d8_async(mem.ptr(), 0, bytes, stream);

@@ -12,7 +12,7 @@ namespace kern::runtime {
 struct DeviceWeightLoader::Device {
   std::vector<cuda::PinnedMemory> slabs;
   std::uint64_t slab_bytes = 0;
-  cuda::Stream stream;  // the copy stream
+  cuda::Stream stream;                             // the copy stream
   std::vector<std::unique_ptr<cuda::Event>> done;  // per slab: its last send
 };
 
@@ -43,10 +43,11 @@ class DeviceSink final : public FillSink {
           copies += p.rows;
         }
       } catch (const Error& e) {
-        throw Error::call(fmt::format("buffer {} tensor {}: {} of {} bytes to buffer offset {}", targets_[sp.target].buffer,
-                                      c.tensor, p.strided ? fmt::format("{} rows", p.rows) : std::string("copy"),
-                                      p.strided ? p.rows * p.width : p.bytes, p.dst_offset),
-                          e);
+        throw Error::call(
+            fmt::format("buffer {} tensor {}: {} of {} bytes to buffer offset {}", targets_[sp.target].buffer, c.tensor,
+                        p.strided ? fmt::format("{} rows", p.rows) : std::string("copy"),
+                        p.strided ? p.rows * p.width : p.bytes, p.dst_offset),
+            e);
       }
     }
     done_[slab]->record(stream_);

@@ -117,8 +117,8 @@ class Pipeline {
         record(t, Error::call(where(target, info, rd.src_offset, rd.bytes, tensors_), e));
         return;
       } catch (const std::exception& e) {
-        record(t, Error(ErrorKind::Io, fmt::format("{}: {}", where(target, info, rd.src_offset, rd.bytes, tensors_),
-                                                   e.what())));
+        record(t, Error(ErrorKind::Io,
+                        fmt::format("{}: {}", where(target, info, rd.src_offset, rd.bytes, tensors_), e.what())));
         return;
       }
       if (remaining_[f].fetch_sub(1) == 1) {
@@ -154,8 +154,8 @@ class Pipeline {
                                               e));
         return;
       } catch (const std::exception& e) {
-        record(tasks_.size() + f, Error(ErrorKind::Cuda, fmt::format("loading weights: sending slab fill {} of {}: {}", f,
-                                                                     plan_.fills.size(), e.what())));
+        record(tasks_.size() + f, Error(ErrorKind::Cuda, fmt::format("loading weights: sending slab fill {} of {}: {}",
+                                                                     f, plan_.fills.size(), e.what())));
         return;
       }
     }
@@ -191,7 +191,7 @@ class Pipeline {
   FillSink& sink_;
   std::vector<std::vector<const weights::TensorInfo*>> infos_;
   std::vector<std::pair<std::size_t, std::size_t>> tasks_;  // (fill, read) in plan order
-  std::unique_ptr<std::atomic<std::size_t>[]> remaining_;  // reads left per fill
+  std::unique_ptr<std::atomic<std::size_t>[]> remaining_;   // reads left per fill
   std::atomic<std::size_t> next_task_{0};
   std::deque<std::size_t> in_flight_;  // sender thread only
   bool sent_all_ = false;              // sender thread only (read after the readers' scope)
@@ -206,9 +206,9 @@ class Pipeline {
 
 }  // namespace
 
-LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const weights::Tensors& tensors,
-                               std::span<std::byte* const> slabs, std::uint64_t slab_capacity, unsigned threads,
-                               FillSink& sink) {
+LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets,
+                               const weights::Tensors& tensors, std::span<std::byte* const> slabs,
+                               std::uint64_t slab_capacity, unsigned threads, FillSink& sink) {
   if (slab_capacity < plan.max_fill_bytes())
     fail(ErrorKind::Api, "weight loading: slabs of {} bytes cannot hold a fill of {} bytes", slab_capacity,
          plan.max_fill_bytes());

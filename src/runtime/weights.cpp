@@ -63,8 +63,7 @@ void Runtime::load_weights(const weights::Tensors& checkpoint) {
   const std::set<std::string> convert = weights::tensors_to_bf16(m, checkpoint, ranks32);
   const weights::Bf16View view(checkpoint, convert);
   const weights::Tensors& tensors = convert.empty() ? checkpoint : static_cast<const weights::Tensors&>(view);
-  if (!convert.empty())
-    log().info("weights: {} f16 / f32 tensors are converted to bf16 while loading", convert.size());
+  if (!convert.empty()) log().info("weights: {} f16 / f32 tensors are converted to bf16 while loading", convert.size());
   rt::DeviceWeightLoader loader(rt::loader_options_from_env({}));
   std::vector<BufferSlot*> weights;
   for (auto& [name, b] : r.buffers)

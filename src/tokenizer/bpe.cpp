@@ -4,8 +4,7 @@
 
 namespace kern::tokenizer {
 
-BpeModel::BpeModel(std::vector<TokenId> byte_ids,
-                   const std::unordered_map<std::string, TokenId>* whole_words)
+BpeModel::BpeModel(std::vector<TokenId> byte_ids, const std::unordered_map<std::string, TokenId>* whole_words)
     : byte_ids_(std::move(byte_ids)), whole_words_(whole_words) {}
 
 void BpeModel::add_merge(TokenId left, TokenId right, std::uint32_t rank, TokenId result) {

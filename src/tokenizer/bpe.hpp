@@ -23,8 +23,7 @@ class BpeModel {
 
   // `byte_ids[b]`: the token of byte b alone. `whole_words`: when non-null, a word that is a
   // token as a whole is taken as is (HF's ignore_merges); it must outlive the model.
-  BpeModel(std::vector<TokenId> byte_ids,
-           const std::unordered_map<std::string, TokenId>* whole_words);
+  BpeModel(std::vector<TokenId> byte_ids, const std::unordered_map<std::string, TokenId>* whole_words);
 
   // Registers pair (left, right) -> result at `rank`; a later registration of the same pair
   // replaces the earlier one (as HF's loader does).

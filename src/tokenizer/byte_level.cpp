@@ -5,9 +5,7 @@
 namespace kern::tokenizer {
 namespace {
 
-bool printable_byte(int b) {
-  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
+bool printable_byte(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
 
 std::array<char32_t, 256> make_table() {
   std::array<char32_t, 256> t{};

@@ -51,11 +51,11 @@ RegexSplitter::RegexSplitter(std::string_view pattern, std::string_view what)
     : pattern_(pattern), code_(std::make_unique<Code>()) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
-                              PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(), PCRE2_UTF | PCRE2_UCP,
+                              &error, &offset, nullptr);
   if (!code_->code) {
-    fail(ErrorKind::WeightArtifact, "{}: split regex does not compile at offset {}: {} (pattern {:?})",
-         what, offset, pcre2_message(error), pattern_);
+    fail(ErrorKind::WeightArtifact, "{}: split regex does not compile at offset {}: {} (pattern {:?})", what, offset,
+         pcre2_message(error), pattern_);
   }
   jit_ = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
 }
@@ -68,8 +68,8 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   MatchData md(code_->code);
   std::unique_ptr<JitStack> big_stack;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  std::size_t pos = 0;       // where the next search starts
-  std::size_t emitted = 0;   // text before this is already in `pieces`
+  std::size_t pos = 0;      // where the next search starts
+  std::size_t emitted = 0;  // text before this is already in `pieces`
   while (pos < text.size()) {
     int rc = pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md.data,
                          big_stack ? big_stack->context : nullptr);

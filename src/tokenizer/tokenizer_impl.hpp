@@ -20,15 +20,15 @@ struct Tokenizer::Impl {
 
   std::string what;  // the file, for messages
   bool nfc = false;
-  std::vector<tokenizer::RegexSplitter> splitters;  // applied in order, each to every piece
+  std::vector<tokenizer::RegexSplitter> splitters;          // applied in order, each to every piece
   std::unordered_map<std::string, TokenId> model_by_bytes;  // raw bytes -> model token (lookup only)
   std::unique_ptr<tokenizer::BpeModel> bpe;
   std::size_t model_vocab_size = 0;
 
   std::vector<AddedToken> added;
   std::unordered_map<std::string, TokenId> added_by_content;  // lookup only
-  tokenizer::AddedTokenMatcher raw_matcher;         // tokens with normalized = false
-  tokenizer::AddedTokenMatcher normalized_matcher;  // tokens with normalized = true
+  tokenizer::AddedTokenMatcher raw_matcher;                   // tokens with normalized = false
+  tokenizer::AddedTokenMatcher normalized_matcher;            // tokens with normalized = true
 
   std::vector<std::string> id_bytes;  // what decoding each id yields
   std::vector<Slot> id_slot;

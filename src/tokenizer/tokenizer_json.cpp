@@ -93,10 +93,10 @@ void read_normalizer(const Reader& r, const Json& doc, Tokenizer::Impl& impl) {
 void read_byte_level(const Reader& r, const Json& j, std::string_view path, Tokenizer::Impl& impl) {
   auto it = j.find("add_prefix_space");
   if (it == j.end() || !it->is_boolean() || it->get<bool>()) {
-    r.bad(json_path_key(path, "add_prefix_space"),
-          "must be false (a prefix space, HF's default, is not supported)");
+    r.bad(json_path_key(path, "add_prefix_space"), "must be false (a prefix space, HF's default, is not supported)");
   }
-  if (r.boolean(j, "use_regex", path, true)) impl.splitters.emplace_back(kGpt2Pattern, json_path_key(path, "use_regex"));
+  if (r.boolean(j, "use_regex", path, true))
+    impl.splitters.emplace_back(kGpt2Pattern, json_path_key(path, "use_regex"));
 }
 
 void read_split(const Reader& r, const Json& j, std::string_view path, Tokenizer::Impl& impl) {
@@ -108,7 +108,8 @@ void read_split(const Reader& r, const Json& j, std::string_view path, Tokenizer
   const std::string& regex = r.string(pattern["Regex"], json_path_key(pattern_path, "Regex"));
   const std::string behavior = r.string(r.member(j, "behavior", path), json_path_key(path, "behavior"));
   if (behavior != "Isolated") {
-    r.bad(json_path_key(path, "behavior"), fmt::format("split behavior \"{}\" is not supported (only Isolated)", behavior));
+    r.bad(json_path_key(path, "behavior"),
+          fmt::format("split behavior \"{}\" is not supported (only Isolated)", behavior));
   }
   if (r.boolean(j, "invert", path, false)) r.bad(json_path_key(path, "invert"), "inverted splits are not supported");
   impl.splitters.emplace_back(regex, pattern_path);
@@ -125,7 +126,9 @@ void read_pre_tokenizer(const Reader& r, const Json& doc, Tokenizer::Impl& impl)
     return;
   }
   if (type != "Sequence") {
-    r.bad("pre_tokenizer.type", fmt::format("pre-tokenizer type \"{}\" is not supported (ByteLevel, or a Sequence of Split then ByteLevel)", type));
+    r.bad("pre_tokenizer.type",
+          fmt::format("pre-tokenizer type \"{}\" is not supported (ByteLevel, or a Sequence of Split then ByteLevel)",
+                      type));
   }
   const Json& list = r.array(r.member(p, "pretokenizers", "pre_tokenizer"), "pre_tokenizer.pretokenizers");
   bool byte_level = false;
@@ -142,7 +145,8 @@ void read_pre_tokenizer(const Reader& r, const Json& doc, Tokenizer::Impl& impl)
       r.bad(path, fmt::format("pre-tokenizer type \"{}\" is not supported (Split and ByteLevel only)", t));
     }
   }
-  if (!byte_level) r.bad("pre_tokenizer.pretokenizers", "no ByteLevel pre-tokenizer: kern only reads byte-level BPE tokenizers");
+  if (!byte_level)
+    r.bad("pre_tokenizer.pretokenizers", "no ByteLevel pre-tokenizer: kern only reads byte-level BPE tokenizers");
 }
 
 // The model first: "not a BPE" is the most useful thing to say about a foreign file.
@@ -191,7 +195,8 @@ void read_model(const Reader& r, const Json& doc, Tokenizer::Impl& impl) {
     const std::string spelling = tokenizer::to_byte_level(std::string(1, static_cast<char>(b)));
     auto f = by_spelling.find(spelling);
     if (f == by_spelling.end()) {
-      r.bad("model.vocab", fmt::format("no token for byte 0x{:02X} (\"{}\"): not a byte-level vocabulary", b, spelling));
+      r.bad("model.vocab",
+            fmt::format("no token for byte 0x{:02X} (\"{}\"): not a byte-level vocabulary", b, spelling));
     }
     byte_ids[b] = f->second;
   }
@@ -220,7 +225,8 @@ void read_model(const Reader& r, const Json& doc, Tokenizer::Impl& impl) {
     } else {
       r.bad(path, "expected \"left right\" or [\"left\", \"right\"]");
     }
-    impl.bpe->add_merge(lookup(left, path), lookup(right, path), static_cast<std::uint32_t>(i), lookup(left + right, path));
+    impl.bpe->add_merge(lookup(left, path), lookup(right, path), static_cast<std::uint32_t>(i),
+                        lookup(left + right, path));
   }
 }
 
@@ -264,11 +270,13 @@ void read_added_tokens(const Reader& r, const Json& doc, Tokenizer::Impl& impl) 
 void read_decoding(const Reader& r, const Json& doc) {
   if (absent_or_null(doc, "decoder")) r.bad("decoder", "missing: a byte-level BPE needs the ByteLevel decoder");
   const std::string type = r.type_of(doc["decoder"], "decoder");
-  if (type != "ByteLevel") r.bad("decoder.type", fmt::format("decoder type \"{}\" is not supported (ByteLevel only)", type));
+  if (type != "ByteLevel")
+    r.bad("decoder.type", fmt::format("decoder type \"{}\" is not supported (ByteLevel only)", type));
   if (!absent_or_null(doc, "post_processor")) {
     const std::string pp = r.type_of(doc["post_processor"], "post_processor");
     if (pp != "ByteLevel") {
-      r.bad("post_processor.type", fmt::format("post-processor type \"{}\" is not supported (it would add tokens kern does not add)", pp));
+      r.bad("post_processor.type",
+            fmt::format("post-processor type \"{}\" is not supported (it would add tokens kern does not add)", pp));
     }
   }
   for (const char* key : {"truncation", "padding"}) {

@@ -29,8 +29,7 @@ template <typename... Args>
 std::uint32_t rank_in(const std::string& group, const std::map<std::string, std::uint32_t>& rank_of_group,
                       const Where& at) {
   auto it = rank_of_group.find(group);
-  if (it == rank_of_group.end())
-    fail(ErrorKind::Api, "{}: no rank given for topology group {}", at.prefix(), group);
+  if (it == rank_of_group.end()) fail(ErrorKind::Api, "{}: no rank given for topology group {}", at.prefix(), group);
   return it->second;
 }
 
@@ -90,8 +89,8 @@ Range resolve_range(const std::optional<RangeRef>& ref, std::uint64_t extent,
   if (ref->rank_selected()) {
     const std::uint32_t rank = rank_in(ref->group, rank_of_group, at);
     if (rank >= ref->per_rank.size())
-      bad(at, "tensor {}: {}: rank {} in group {} is outside the per-rank range table ({} entries)", tensor, axis,
-          rank, ref->group, ref->per_rank.size());
+      bad(at, "tensor {}: {}: rank {} in group {} is outside the per-rank range table ({} entries)", tensor, axis, rank,
+          ref->group, ref->per_rank.size());
     r = ref->per_rank[rank];
   }
   if (r.from >= r.to) bad(at, "tensor {}: {} [{}, {}) is empty or reversed", tensor, axis, r.from, r.to);
@@ -154,8 +153,7 @@ void plan_interleave(const BindSegment& seg, const TensorInfo& a, const Tensors&
   const MatrixView m = matrix_of(a, at);
   const std::uint64_t n = seg.interleave->rows;
   if (n == 0) bad(at, "tensor {}: interleave rows must be positive", a.name);
-  if (m.rows % n != 0)
-    bad(at, "tensor {}: interleave block of {} rows does not divide its {} rows", a.name, n, m.rows);
+  if (m.rows % n != 0) bad(at, "tensor {}: interleave block of {} rows does not divide its {} rows", a.name, n, m.rows);
   const std::uint64_t block = n * m.row_bytes();  // <= tensor bytes: no overflow
   const std::uint64_t blocks = m.rows / n;
   const std::uint64_t base = out.at();
@@ -240,7 +238,8 @@ void execute_bind_plan_on_host(const BindPlan& plan, const Tensors& tensors, std
          dst.size());
   for (const auto& c : plan.copies) {
     const TensorInfo* t = tensors.find(c.tensor);
-    if (t == nullptr) fail(ErrorKind::Api, "bind plan for {} names tensor {}, which these tensors lack", plan.buffer, c.tensor);
+    if (t == nullptr)
+      fail(ErrorKind::Api, "bind plan for {} names tensor {}, which these tensors lack", plan.buffer, c.tensor);
     for (std::uint64_t r = 0; r < c.height; ++r) {
       const std::uint64_t d = c.dst_offset + r * c.dst_pitch;
       if (d > dst.size() || c.width > dst.size() - d)

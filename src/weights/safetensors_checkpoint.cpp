@@ -38,8 +38,8 @@ std::map<std::string, std::string> parse_safetensors_index(std::string_view json
       fail(ErrorKind::WeightArtifact, "{}: weight_map.{} must be a shard file name (string)", what, tensor);
     std::string s = shard.get<std::string>();
     if (!is_plain_file_name(s))
-      fail(ErrorKind::WeightArtifact, "{}: weight_map.{} names \"{}\", which is not a file name in the index's directory",
-           what, tensor, s);
+      fail(ErrorKind::WeightArtifact,
+           "{}: weight_map.{} names \"{}\", which is not a file name in the index's directory", what, tensor, s);
     out.emplace(tensor, std::move(s));
   }
   return out;
@@ -129,8 +129,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open_shards(const std::vector<std::
   for (const auto& p : paths) {
     std::error_code ec;
     const fs::path canonical = fs::weakly_canonical(p, ec);
-    if (!seen.insert(ec ? p : canonical.string()).second)
-      fail(ErrorKind::Api, "open_shards: {} is given twice", p);
+    if (!seen.insert(ec ? p : canonical.string()).second) fail(ErrorKind::Api, "open_shards: {} is given twice", p);
     ck.add_shard(p);
   }
   ck.build_table();

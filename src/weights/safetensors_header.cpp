@@ -66,13 +66,13 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& v, std::uint64
   e.end = as_u64(off[1], what, name, "data_offsets");
   if (e.begin > e.end) bad(what, fmt::format("tensor {}: data_offsets [{}, {}] are reversed", name, e.begin, e.end));
   if (e.end > data_size)
-    bad(what, fmt::format("tensor {}: data_offsets [{}, {}] run past the data section ({} bytes)", name, e.begin,
-                          e.end, data_size));
+    bad(what, fmt::format("tensor {}: data_offsets [{}, {}] run past the data section ({} bytes)", name, e.begin, e.end,
+                          data_size));
   const auto bytes = weights::shape_bytes(e.dtype, e.shape);
   if (!bytes) bad(what, fmt::format("tensor {}: shape {} overflows 64-bit byte counts", name, shape.dump()));
   if (*bytes != e.bytes())
-    bad(what, fmt::format("tensor {}: shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", name,
-                          shape.dump(), safetensors_name(e.dtype), *bytes, e.begin, e.end, e.bytes()));
+    bad(what, fmt::format("tensor {}: shape {} of {} is {} bytes but data_offsets [{}, {}] span {}", name, shape.dump(),
+                          safetensors_name(e.dtype), *bytes, e.begin, e.end, e.bytes()));
   return e;
 }
 

@@ -69,9 +69,8 @@ std::string SafetensorsWriter::header_block(const std::vector<TensorSpec>& tenso
   std::uint64_t offset = 0;
   for (const auto& t : tensors) {
     std::uint64_t end = checked_add(offset, tensor_spec_bytes(t), "safetensors writer: data section");
-    header[t.name] = {{"dtype", std::string(safetensors_name(t.dtype))},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, end}}};
+    header[t.name] = {
+        {"dtype", std::string(safetensors_name(t.dtype))}, {"shape", t.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string json = dump_json(header, "safetensors writer header");
@@ -152,7 +151,8 @@ void SafetensorsWriter::append(std::string_view name, std::span<const std::byte>
          path_, name);
   const TensorSpec& t = tensors_[current_];
   if (t.name != name)
-    fail(ErrorKind::Api, "{}: append to tensor {} while tensor {} has {} of its {} bytes (tensors are written in declared order)",
+    fail(ErrorKind::Api,
+         "{}: append to tensor {} while tensor {} has {} of its {} bytes (tensors are written in declared order)",
          path_, name, t.name, written_, sizes_[current_]);
   if (bytes.size() > sizes_[current_] - written_)
     fail(ErrorKind::Api, "{}: tensor {} gets {} more bytes after {}, past its size {}", path_, t.name, bytes.size(),

@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (size > 0 && data[0] == '{') {
     try {
-      (void)kern::weights::parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.index.json");
+      (void)kern::weights::parse_safetensors_index(std::string_view(reinterpret_cast<const char*>(data), size),
+                                                   "fuzz.index.json");
     } catch (const kern::Error&) {
     }
   }

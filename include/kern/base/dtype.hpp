@@ -9,9 +9,23 @@ namespace kern::base {
 
 enum class DType : std::uint8_t {
   // manifest dtypes (schema v5)
-  BF16, F16, F32, I32, U32, I64, U64, FP8E4M3, FP8E8M0, I8, U8,
+  BF16,
+  F16,
+  F32,
+  I32,
+  U32,
+  I64,
+  U64,
+  FP8E4M3,
+  FP8E8M0,
+  I8,
+  U8,
   // only seen in checkpoints
-  F64, I16, U16, BOOL, FP8E5M2,
+  F64,
+  I16,
+  U16,
+  BOOL,
+  FP8E5M2,
 };
 
 std::uint64_t dtype_size(DType t);

@@ -50,11 +50,11 @@ Ceilings make_ceilings(std::uint64_t copy_bytes, double copy_ms, std::uint64_t m
 struct DecodePoint {
   std::uint64_t context = 0;
   std::size_t replays = 0;
-  double gpu_step_us = 0;   // median GPU time of one graph replay
-  double e2e_us = 0;        // median host time per token (writes, replay, sync, readback); 0 if not measured
+  double gpu_step_us = 0;  // median GPU time of one graph replay
+  double e2e_us = 0;       // median host time per token (writes, replay, sync, readback); 0 if not measured
   std::uint64_t weight_bytes = 0, kv_bytes = 0, bytes = 0;
-  double floor_us = 0;      // bytes / copy bandwidth
-  double ratio = 0;         // gpu_step_us / floor_us
+  double floor_us = 0;  // bytes / copy bandwidth
+  double ratio = 0;     // gpu_step_us / floor_us
 };
 // Error(Api) when a sample list is empty or the bandwidth is not positive.
 DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context, const std::vector<double>& step_ms,
@@ -62,7 +62,7 @@ DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context
 
 struct PrefillPoint {
   std::uint64_t tokens = 0, chunk = 0;
-  double ms = 0;             // median time to the first token
+  double ms = 0;  // median time to the first token
   double tokens_per_s = 0;
   double flops = 0, tflops = 0;
   double gemm_fraction = 0;  // tflops / the measured GEMM ceiling (0 when no ceiling)
@@ -89,8 +89,8 @@ struct PrefillOps {
 
 struct Startup {
   bool measured = false;
-  std::string note;             // why not, when not measured
-  double first_token_ms = 0;    // child process start -> first stdout byte (warm page cache)
+  std::string note;           // why not, when not measured
+  double first_token_ms = 0;  // child process start -> first stdout byte (warm page cache)
   std::uint64_t weight_bytes = 0;
   double weight_ms = 0;
   double weight_gbps = 0;
@@ -99,7 +99,7 @@ struct Startup {
 // What the PyTorch peer measured (the subset of kern's keys it reports).
 struct Peer {
   bool ran = false;
-  std::string note;  // why it did not run, or its device / torch version
+  std::string note;                   // why it did not run, or its device / torch version
   std::vector<DecodePoint> decode;    // context, gpu_step_us, e2e_us
   std::vector<PrefillPoint> prefill;  // tokens, chunk, ms, tokens_per_s
 };
@@ -108,7 +108,7 @@ Peer parse_peer_json(const std::string& text, const std::string& what);
 
 struct Target {
   std::string name;
-  std::string rule;       // e.g. "<= 1.20"
+  std::string rule;  // e.g. "<= 1.20"
   double measured = 0;
   bool pass = false;
 };
@@ -121,7 +121,7 @@ struct Report {
   std::vector<PrefillPoint> prefill;
   Startup startup;
   std::vector<OpShare> ops;
-  std::uint64_t op_context = 0;  // context of the per-op profile
+  std::uint64_t op_context = 0;         // context of the per-op profile
   std::vector<PrefillOps> prefill_ops;  // per-op profiles of prefills (none: no section, no JSON key)
   Peer peer;
 };

@@ -25,8 +25,8 @@ struct ExternSpec {
   bool accumulate = false;  // Gemm: c is inout (beta = 1)
   std::size_t scales = 0;   // Gemm: 'in buffer<f32>' scale args after c (fp8: a_scale, w_scale)
   std::size_t min_args = 0, max_args = 0;
-  bool takes_algo = false;  // a pinned cuBLASLt `algo` is allowed on the launch
-  bool in_runtime = false;  // the kern runtime runs it; the others verify but fail at load
+  bool takes_algo = false;      // a pinned cuBLASLt `algo` is allowed on the launch
+  bool in_runtime = false;      // the kern runtime runs it; the others verify but fail at load
   std::string_view collective;  // Collective: allreduce | allgather | reducescatter
   std::string_view signature;   // the args, for messages: "a, w, c, m, n, k [, ldc [, a_row_stride]]"
 };

@@ -30,9 +30,9 @@ inline constexpr std::uint64_t kSchemaVersion = 5;
 struct Expr {
   enum class Kind : std::uint8_t { Const, Var, CeilDiv, Mul, Add };
   Kind kind = Kind::Const;
-  std::uint64_t value = 0;   // Const: the value; CeilDiv: divisor; Mul: factor
-  std::string var;           // Var: the var name
-  std::vector<Expr> args;    // CeilDiv / Mul: 1 operand; Add: 2 operands
+  std::uint64_t value = 0;  // Const: the value; CeilDiv: divisor; Mul: factor
+  std::string var;          // Var: the var name
+  std::vector<Expr> args;   // CeilDiv / Mul: 1 operand; Add: 2 operands
 
   static Expr constant(std::uint64_t v);
   static Expr variable(std::string name);
@@ -90,8 +90,18 @@ struct Dim {
 enum class BufferKind : std::uint8_t { Input, Output, Weight, Source, Workspace, Carry, Peer };
 enum class Placement : std::uint8_t { Device, Host };
 enum class Fill : std::uint8_t {
-  Token, Position, Valid, Slot, SeqLen, CuSeqlens, SpanAt, Blocks,  // inputs
-  Tokens, Count, Error, Clock,                                      // outputs
+  Token,
+  Position,
+  Valid,
+  Slot,
+  SeqLen,
+  CuSeqlens,
+  SpanAt,
+  Blocks,  // inputs
+  Tokens,
+  Count,
+  Error,
+  Clock,  // outputs
 };
 std::string_view to_string(BufferKind k);
 std::string_view to_string(Fill f);
@@ -112,7 +122,7 @@ struct Bound {
 };
 
 struct IndexInto {
-  std::string target;       // a buffer or a state
+  std::string target;  // a buffer or a state
   std::uint64_t stride = 1;
 };
 
@@ -123,16 +133,16 @@ struct Domain {
 };
 
 // bind segments (v5)
-struct TensorRef {        // "name" or {"group": g, "tensors": [name per rank]}
-  std::string name;       // single form
-  std::string group;      // rank-selected form
+struct TensorRef {    // "name" or {"group": g, "tensors": [name per rank]}
+  std::string name;   // single form
+  std::string group;  // rank-selected form
   std::vector<std::string> per_rank;
   bool rank_selected() const { return !group.empty(); }
 };
 struct Range {
   std::uint64_t from = 0, to = 0;  // [from, to)
 };
-struct RangeRef {         // [a, b] or {"group": g, "ranges": [[a, b] per rank]}
+struct RangeRef {  // [a, b] or {"group": g, "ranges": [[a, b] per rank]}
   Range single;
   std::string group;
   std::vector<Range> per_rank;
@@ -155,8 +165,8 @@ struct Buffer {
   Placement placement = Placement::Device;
   std::optional<Fill> fill;
   std::optional<Domain> domain;
-  bool exported = false;   // wire: "export"
-  std::string of, group;   // peer only
+  bool exported = false;          // wire: "export"
+  std::string of, group;          // peer only
   std::vector<BindSegment> bind;  // weight / source only
 };
 
@@ -215,10 +225,10 @@ struct PackField {
   std::uint64_t at = 0;
   std::optional<std::uint64_t> width;
   Kind kind = Kind::Param;
-  std::uint32_t param = 0;     // Param
-  std::string name;            // Scratch: scratch name; Var: var name; Rank: group
-  core::Literal literal;   // Literal
-  core::Expr expr;         // Expr
+  std::uint32_t param = 0;  // Param
+  std::string name;         // Scratch: scratch name; Var: var name; Rank: group
+  core::Literal literal;    // Literal
+  core::Expr expr;          // Expr
   core::Tensormap tensormap;
 };
 
@@ -244,8 +254,8 @@ struct When {
 };
 
 struct Algo {  // pinned cuBLASLt algorithm
-  std::int64_t id = 0, tile = 0, stages = 0, split_k = 0, reduction = 0, swizzle = 0, custom = 0,
-               inner_shape = 0, cluster_shape = 0;
+  std::int64_t id = 0, tile = 0, stages = 0, split_k = 0, reduction = 0, swizzle = 0, custom = 0, inner_shape = 0,
+               cluster_shape = 0;
 };
 
 struct Launch {
@@ -289,8 +299,8 @@ struct CallArg {
   Kind kind = Kind::Buf;
   std::string name;          // Buf / State / Var: the name; Rank: the group
   std::uint64_t offset = 0;  // Buf / State: byte offset
-  core::Expr expr;       // Expr
-  core::Literal literal; // Literal
+  core::Expr expr;           // Expr
+  core::Literal literal;     // Literal
 };
 
 struct Call {

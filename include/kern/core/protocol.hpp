@@ -19,9 +19,9 @@ struct FillSlot {
   Fill role = Fill::Token;
   std::string buffer;
   DType dtype = DType::I32;
-  std::string axis;         // var of the outermost dim ("" when it is a constant)
-  std::uint64_t extent = 0; // outermost dim when constant (e.g. cu_seqlens: groups+1), else its var max
-  std::uint64_t width = 1;  // elements per outermost index (product of the inner dims)
+  std::string axis;          // var of the outermost dim ("" when it is a constant)
+  std::uint64_t extent = 0;  // outermost dim when constant (e.g. cu_seqlens: groups+1), else its var max
+  std::uint64_t width = 1;   // elements per outermost index (product of the inner dims)
 };
 
 // An input whose domain index_into a paged (bytes_per_token) state: entries are page indices
@@ -52,9 +52,9 @@ struct Forward {
   std::string rows_var;      // non-empty: rows = this var's value, one group (a prefill chunk)
   std::string span;          // span var ("" = none)
   bool graph = false;
-  bool emits_tokens = false;      // writes the `tokens` fill
+  bool emits_tokens = false;           // writes the `tokens` fill
   std::uint64_t tokens_per_group = 0;  // tokens row width when it emits ([seqs] -> 1, [seqs, r] -> r)
-  std::string count;              // `count` fill buffer it writes ("" = take 1 token per group)
+  std::string count;                   // `count` fill buffer it writes ("" = take 1 token per group)
 };
 
 class Protocol {
@@ -83,10 +83,10 @@ class Protocol {
   const std::vector<std::string>& once_programs() const { return once_; }
   const std::vector<std::string>& derive_programs() const { return derive_; }  // in run order
 
-  // The var table for one call of `f`: row var = groups × rows (+ span − 1 for a span call), group var = groups, context var
-  // = longest_context (the longest sequence including this call's rows), span var = span (span
-  // programs only), and every other var at its max. Error(Api) when a value is outside its var's
-  // bounds or the shape does not fit `f`.
+  // The var table for one call of `f`: row var = groups × rows (+ span − 1 for a span call), group var = groups,
+  // context var = longest_context (the longest sequence including this call's rows), span var = span (span programs
+  // only), and every other var at its max. Error(Api) when a value is outside its var's bounds or the shape does not
+  // fit `f`.
   std::map<std::string, std::uint64_t> vars(const Forward& f, std::uint64_t groups, std::uint64_t rows,
                                             std::uint64_t longest_context, std::uint64_t span = 0) const;
 

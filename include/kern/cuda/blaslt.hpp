@@ -28,8 +28,8 @@ struct GemmAlgo {
 
 struct GemmShape {
   std::uint64_t m = 0, n = 0, k = 0;
-  std::uint64_t lda = 0;  // A row stride in elements (>= k)
-  std::uint64_t ldc = 0;  // C row stride in elements (>= n)
+  std::uint64_t lda = 0;    // A row stride in elements (>= k)
+  std::uint64_t ldc = 0;    // C row stride in elements (>= n)
   bool accumulate = false;  // beta = 1
   // Row invariance: the algorithm is chosen once, at m = m_ref (the launch's m at the var bounds),
   // and used for every m of that launch, so a row's result does not depend on how many rows
@@ -52,7 +52,7 @@ class BlasLt {
   void prepare(const GemmShape& shape);
   std::size_t cached_plans() const;
 
- // The chosen configuration for `shape` as text (id, tile, stages, split_k, ...), for reports.
+  // The chosen configuration for `shape` as text (id, tile, stages, split_k, ...), for reports.
   std::string describe(const GemmShape& shape);
 
  private:

@@ -119,8 +119,8 @@ void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, const Strea
 void memset_d8_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, const Stream& s);
 // Row-wise copy: `height` rows of `width` bytes, source and destination pitches in bytes.
 // src_host: the source is host memory (pinned for async), else a device address.
-void copy_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src_host, DevicePtr src_dev,
-                   std::size_t src_pitch, std::size_t width, std::size_t height, const Stream& s);
+void copy_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src_host, DevicePtr src_dev, std::size_t src_pitch,
+                   std::size_t width, std::size_t height, const Stream& s);
 
 struct ParamInfo {
   std::uint64_t offset = 0;

@@ -7,9 +7,9 @@
 // input), so a decode step writes token, position, slot and seq_len, plus the one new page-table
 // entry when a new page begins; it runs and reads its token back with one synchronization, and
 // the next step's position, slot, seq_len (and page entry) are written while it runs, so only the
-// token is written between one step's wait and the next launch. Greedy argmax runs on the device: the driver reads the `tokens`
-// fill output after each call. The driver names nothing itself: every buffer and program comes
-// from manifest::Protocol.
+// token is written between one step's wait and the next launch. Greedy argmax runs on the device: the driver reads the
+// `tokens` fill output after each call. The driver names nothing itself: every buffer and program comes from
+// manifest::Protocol.
 #pragma once
 
 #include <algorithm>
@@ -44,8 +44,8 @@ class Executor {
   // step: its 8-byte token); `before_wait` (may be empty) writes inputs of the next step while the
   // program runs. An executor may do all of it with one synchronization (the runtime: launch,
   // queued read, before_wait's copies, one wait). Default: run, read_output_prefix, before_wait.
-  virtual void run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer, std::span<std::byte> out,
-                            const std::function<void()>& before_wait) {
+  virtual void run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer,
+                            std::span<std::byte> out, const std::function<void()>& before_wait) {
     run(program, vars);
     const std::vector<std::byte> got = read_output_prefix(buffer, out.size());
     if (got.size() < out.size())
@@ -90,9 +90,9 @@ class GenerationObserver {
 struct GenerationResult {
   std::vector<std::int64_t> tokens;  // generated tokens (the stop token included)
   StopReason reason = StopReason::Steps;
-  std::uint64_t chunk_calls = 0;     // prefill calls
-  std::uint64_t step_calls = 0;      // (1, 1) calls, the first token's included
-  std::uint64_t chunk_rows = 0;      // rows per prefill call actually used
+  std::uint64_t chunk_calls = 0;  // prefill calls
+  std::uint64_t step_calls = 0;   // (1, 1) calls, the first token's included
+  std::uint64_t chunk_rows = 0;   // rows per prefill call actually used
 };
 
 // The smallest token capacity holding `tokens` positions, rounded up to the page unit of the

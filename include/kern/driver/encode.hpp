@@ -16,7 +16,8 @@ std::vector<std::byte> encode_ints(DType dtype, std::span<const std::int64_t> va
 // Every element of an i32 / i64 buffer.
 std::vector<std::int64_t> decode_ints(DType dtype, std::span<const std::byte> bytes, std::string_view buffer);
 // The first `count` elements of a bf16 / f16 / f32 buffer as floats; Error(Api) when it is shorter.
-std::vector<float> decode_floats(DType dtype, std::span<const std::byte> bytes, std::uint64_t count, std::string_view buffer);
+std::vector<float> decode_floats(DType dtype, std::span<const std::byte> bytes, std::uint64_t count,
+                                 std::string_view buffer);
 
 float bf16_to_float(std::uint16_t bits);
 float f16_to_float(std::uint16_t bits);

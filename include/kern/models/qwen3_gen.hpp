@@ -3,9 +3,9 @@
 // The manifest wires kern's own kernels (kernels/*.cu: entries and parameter lists from the kernel
 // catalogue, kernel_catalogue.hpp; what they compute in docs/kernels.md) and the runtime's cuBLASLt
 // GEMM extern into two serving programs: `prefill` (1 group × `tokens` rows, eager) and `decode` (up
-// to `seqs` groups × 1 row, CUDA graph), plus a `load` once program that builds the RoPE table. Weights bind the HF tensor names directly (q/k/v and gate/up
-// concatenated through `bind`; a tied lm_head binds the embedding again). The KV cache is one
-// paged bytes_per_token state; the layout is described in docs/kernels.md.
+// to `seqs` groups × 1 row, CUDA graph), plus a `load` once program that builds the RoPE table. Weights bind the HF
+// tensor names directly (q/k/v and gate/up concatenated through `bind`; a tied lm_head binds the embedding again). The
+// KV cache is one paged bytes_per_token state; the layout is described in docs/kernels.md.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +62,7 @@ struct Qwen3GenOptions {
   // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
   // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.
   std::uint64_t prefill_long_rows = 4096;
-  std::string model;                // the manifest's `model` label
+  std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;
 };

@@ -15,11 +15,11 @@ namespace kern::models {
 struct Qwen3RopeScaling {
   enum class Type : std::uint8_t { None, Yarn };
   Type type = Type::None;
-  double factor = 1;                        // yarn: the scaling factor
-  std::uint64_t original_max_positions = 0; // yarn: original_max_position_embeddings
-  double beta_fast = 32, beta_slow = 1;     // yarn: the correction range's rotation counts
-  double attention_factor = 1;              // yarn: the cos/sin multiplier (given, or from factor)
-  bool truncate = true;                     // yarn: floor/ceil the correction range
+  double factor = 1;                         // yarn: the scaling factor
+  std::uint64_t original_max_positions = 0;  // yarn: original_max_position_embeddings
+  double beta_fast = 32, beta_slow = 1;      // yarn: the correction range's rotation counts
+  double attention_factor = 1;               // yarn: the cos/sin multiplier (given, or from factor)
+  bool truncate = true;                      // yarn: floor/ceil the correction range
 };
 
 // The defaults are the values every released dense Qwen3 shares.
@@ -31,7 +31,7 @@ struct Qwen3Shape {
   std::uint64_t kv_heads = 0;
   std::uint64_t head_dim = 0;
   std::uint64_t vocab = 151936;
-  bool tied = true;                     // tie_word_embeddings: the lm_head is the embedding
+  bool tied = true;  // tie_word_embeddings: the lm_head is the embedding
   double rope_theta = 1e6;
   double rms_norm_eps = 1e-6;
   std::uint64_t max_positions = 40960;  // max_position_embeddings

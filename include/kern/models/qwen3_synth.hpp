@@ -28,8 +28,8 @@ Json qwen3_generation_config_json();
 
 // How one tensor is filled: value = mean + stddev · N(0,1)-like sample.
 struct SynthTensor {
-  std::string name;                   // HF name, e.g. model.layers.0.self_attn.q_proj.weight
-  std::vector<std::uint64_t> shape;   // HF layout ([out, in] for linears)
+  std::string name;                  // HF name, e.g. model.layers.0.self_attn.q_proj.weight
+  std::vector<std::uint64_t> shape;  // HF layout ([out, in] for linears)
   float mean = 0.0f;
   float stddev = 0.0f;
 };
@@ -64,6 +64,7 @@ std::string find_qwen3_tokenizer_dir(const std::vector<std::string>& start_dirs)
 
 // Deterministic samples: `count` bf16 values of `t` starting at element `first`, for `seed`
 // (what the shards hold; exposed for tests).
-void synth_fill_bf16(const SynthTensor& t, std::uint64_t seed, std::uint64_t first, std::uint64_t count, std::uint16_t* out);
+void synth_fill_bf16(const SynthTensor& t, std::uint64_t seed, std::uint64_t first, std::uint64_t count,
+                     std::uint16_t* out);
 
 }  // namespace kern::models

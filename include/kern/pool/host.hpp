@@ -68,8 +68,8 @@ class Room {
   friend class Host;
   detail::HostRef host_;
   Checkpoint cp_;
-  std::uint32_t reuse_tail_ = kNoNode;  // host twins reused (held so they cannot go away)
-  std::uint64_t reuse_ = 0;             // chain nodes covered by them
+  std::uint32_t reuse_tail_ = kNoNode;   // host twins reused (held so they cannot go away)
+  std::uint64_t reuse_ = 0;              // chain nodes covered by them
   std::vector<std::uint64_t> reserved_;  // first grain of each reserved host page
   std::optional<std::uint64_t> slot_grain_;
   void reset() noexcept;

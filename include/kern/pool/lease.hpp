@@ -47,8 +47,7 @@ class Lease {
   // Fills a page-table row: for page i, entries page*(unit/stride) + k for k < unit/stride.
   // Writes entries from `filled` to the end of the pages; when filled == 0 also pads the rest
   // of the row with the first entry (in-domain, never dereferenced). Returns entries written.
-  std::size_t extend_row(std::string_view table, std::span<std::int64_t> row,
-                         std::size_t filled = 0) const;
+  std::size_t extend_row(std::string_view table, std::span<std::int64_t> row, std::size_t filled = 0) const;
   // Line-table entry for row r: slot * lines_per_slot + r % lines_per_slot.
   std::uint64_t seq_line(std::string_view table, std::uint64_t r) const;
   std::vector<std::uint64_t> seq_lines(std::string_view table) const;  // every row

@@ -20,15 +20,14 @@ namespace kern::pool {
 enum class ObjectStatus : std::uint8_t { Absent, Free, Held, Arriving, Leaving };
 
 struct PoolConfig {
-  std::uint64_t chunk_bytes = 0;  // physical chunk size (see chunk_bytes_for)
-  std::uint64_t chunks = 0;       // physical chunks in the budget
-  std::uint64_t first_slots = 0;  // slots made first (slot 0 included; ignored without per-seq)
+  std::uint64_t chunk_bytes = 0;        // physical chunk size (see chunk_bytes_for)
+  std::uint64_t chunks = 0;             // physical chunks in the budget
+  std::uint64_t first_slots = 0;        // slots made first (slot 0 included; ignored without per-seq)
   std::optional<std::uint64_t> tokens;  // cap on the pages made first (tokens / unit)
 
   // The budget for Capacity {tokens, seqs}: first_slots = seqs + 2 (slot 0 is the null slot,
   // one is padding), chunks = per-state rounded room for tokens and those slots.
-  static PoolConfig from_capacity(const PoolLayout& layout, std::uint64_t chunk_bytes,
-                                  const Capacity& capacity);
+  static PoolConfig from_capacity(const PoolLayout& layout, std::uint64_t chunk_bytes, const Capacity& capacity);
 };
 
 struct ArenaInfo {
@@ -64,8 +63,7 @@ class Pool {
   // A new lease of `tokens` starting from the checkpoint's first len tokens: whole pages shared,
   // the partial page copied, fresh pages after; the slot copied. len = cp.tokens(), or for a
   // slotless checkpoint any whole-page multiple below it.
-  Granted<std::pair<Lease, DeviceCopies>> restore(const Checkpoint& cp, std::uint64_t len,
-                                                  std::uint64_t tokens);
+  Granted<std::pair<Lease, DeviceCopies>> restore(const Checkpoint& cp, std::uint64_t len, std::uint64_t tokens);
   // Same decisions from a live lease; with a slot, len must be the parent's position().
   Granted<std::pair<Lease, DeviceCopies>> fork(Lease& parent, std::uint64_t len, std::uint64_t tokens);
 

@@ -31,12 +31,12 @@ template <Kept R, Kept P = R>
 class Prefix {
  public:
   struct Hit {
-    std::uint64_t len;               // tokens of the prompt the stored prefix serves
-    std::variant<R, P> found;        // a clone: later evictions cannot invalidate it
+    std::uint64_t len;         // tokens of the prompt the stored prefix serves
+    std::variant<R, P> found;  // a clone: later evictions cannot invalidate it
     Tier tier() const { return found.index() == 0 ? Tier::Resident : Tier::Parked; }
   };
   struct Evicted {
-    bool dropped = false;              // false: the entry is parked now; true: it left the index
+    bool dropped = false;  // false: the entry is parked now; true: it left the index
     std::vector<Token> key;
     std::uint64_t parked_dropped = 0;  // parked entries dropped to make host room
   };
@@ -48,8 +48,13 @@ class Prefix {
   Prefix(const Prefix&) = delete;
   Prefix& operator=(const Prefix&) = delete;
   Prefix(Prefix&& o) noexcept
-      : unit_(o.unit_), root_(std::exchange(o.root_, nullptr)), clock_(o.clock_), entries_(o.entries_),
-        nodes_(o.nodes_), resident_lru_(std::move(o.resident_lru_)), parked_lru_(std::move(o.parked_lru_)) {}
+      : unit_(o.unit_),
+        root_(std::exchange(o.root_, nullptr)),
+        clock_(o.clock_),
+        entries_(o.entries_),
+        nodes_(o.nodes_),
+        resident_lru_(std::move(o.resident_lru_)),
+        parked_lru_(std::move(o.parked_lru_)) {}
   ~Prefix() { destroy(); }
 
   // Adds a resident entry under key (key.size() == r.tokens()). An existing resident entry is
@@ -105,13 +110,16 @@ class Prefix {
       Node* x = *it;
       if (x == root_ || !has_entry(x)) continue;
       std::uint64_t usable = 0;
-      if (x->depth <= limit) usable = x->depth;
-      else if (!x->slot) usable = limit / unit_ * unit_;
+      if (x->depth <= limit)
+        usable = x->depth;
+      else if (!x->slot)
+        usable = limit / unit_ * unit_;
       consider(best, usable, x->resident.has_value(), x, nullptr, nullptr, false);
     }
     // Stateless entries off the path: inside the edge the prompt leaves, then beside each path node.
     if (diverge && diverge->stateless_below > 0)
-      consider(best, std::min(m, limit) / unit_ * unit_, diverge->stateless_resident_below > 0, nullptr, diverge, nullptr, true);
+      consider(best, std::min(m, limit) / unit_ * unit_, diverge->stateless_resident_below > 0, nullptr, diverge,
+               nullptr, true);
     for (std::size_t i = path.size(); i-- > 0;) {
       Node* x = path[i];
       Node* next = i + 1 < path.size() ? path[i + 1] : diverge;
@@ -123,7 +131,8 @@ class Prefix {
     }
     if (!best.found) return std::nullopt;
     Node* e = best.node;
-    if (!e) e = best.whole ? first_in(best.region, best.resident) : first_beside(best.region, best.except, best.resident);
+    if (!e)
+      e = best.whole ? first_in(best.region, best.resident) : first_beside(best.region, best.except, best.resident);
     restamp(e);
     if (best.resident) return Hit{best.len, std::variant<R, P>(std::in_place_index<0>, *e->resident)};
     return Hit{best.len, std::variant<R, P>(std::in_place_index<1>, *e->parked)};
@@ -222,7 +231,8 @@ class Prefix {
       if (x != root_) {
         ++seen;
         if (!has_entry(x) && x->children.size() < 2)
-          fail(ErrorKind::Api, "prefix invariant: entry-less node with {} children at depth {}", x->children.size(), x->depth);
+          fail(ErrorKind::Api, "prefix invariant: entry-less node with {} children at depth {}", x->children.size(),
+               x->depth);
       }
     }
     if (seen != nodes_) fail(ErrorKind::Api, "prefix invariant: {} nodes, counter {}", seen, nodes_);
@@ -272,7 +282,9 @@ class Prefix {
 
   static bool has_entry(const Node* x) { return x->resident.has_value() || x->parked.has_value(); }
   static bool is_stateless(const Node* x) { return has_entry(x) && !x->slot; }
-  std::pair<int, int> counts(const Node* x) const { return {is_stateless(x) ? 1 : 0, is_stateless(x) && x->resident ? 1 : 0}; }
+  std::pair<int, int> counts(const Node* x) const {
+    return {is_stateless(x) ? 1 : 0, is_stateless(x) && x->resident ? 1 : 0};
+  }
   void adjust(Node* x, std::pair<int, int> before) {
     const auto after = counts(x);
     const std::int64_t ds = after.first - before.first, dr = after.second - before.second;
@@ -285,7 +297,8 @@ class Prefix {
 
   void check_key(std::span<const Token> key, std::uint64_t tokens, const char* what) const {
     if (key.empty()) fail(ErrorKind::Api, "prefix: {} with an empty key", what);
-    if (key.size() != tokens) fail(ErrorKind::Api, "prefix: {} key of {} tokens for a store of {}", what, key.size(), tokens);
+    if (key.size() != tokens)
+      fail(ErrorKind::Api, "prefix: {} key of {} tokens for a store of {}", what, key.size(), tokens);
   }
 
   void consider(Best& b, std::uint64_t len, bool resident, Node* node, Node* region, Node* except, bool whole) {
@@ -309,7 +322,8 @@ class Prefix {
   }
   Node* first_beside(Node* x, Node* except, bool resident) const {
     for (const auto& [t, c] : x->children)
-      if (c != except && (resident ? c->stateless_resident_below : c->stateless_below) > 0) return first_in(c, resident);
+      if (c != except && (resident ? c->stateless_resident_below : c->stateless_below) > 0)
+        return first_in(c, resident);
     fail(ErrorKind::Api, "prefix: internal error, counters promise an entry beside the path");
   }
 

@@ -19,14 +19,14 @@ struct Handles;
 
 class Checkpoint {
  public:
-  Checkpoint() = default;  // empty: names nothing
+  Checkpoint() = default;           // empty: names nothing
   Checkpoint(const Checkpoint& o);  // another holder of the same pages and slot
   Checkpoint(Checkpoint&& o) noexcept;
   Checkpoint& operator=(Checkpoint o) noexcept;
   ~Checkpoint();
 
   bool valid() const { return static_cast<bool>(core_); }
-  std::uint64_t tokens() const { return len_; }       // the checkpoint's length
+  std::uint64_t tokens() const { return len_; }        // the checkpoint's length
   bool has_slot() const { return slot_.has_value(); }  // usable only at exactly tokens()
   std::uint64_t pages() const { return pages_; }       // ceil(tokens / unit), 0 if slot-only
   std::optional<SlotId> seq_slot() const { return slot_; }

@@ -26,15 +26,15 @@ enum class ArtifactKind : std::uint8_t {
   Fatbin,       // fatbin container(s)
   HostLibrary,  // host ELF shared library with a .nv_fatbin section
 };
-std::string_view to_string(ArtifactKind kind);  // "cubin", "fatbin", "host-library"
+std::string_view to_string(ArtifactKind kind);       // "cubin", "fatbin", "host-library"
 std::string_view file_extension(ArtifactKind kind);  // "cubin", "fatbin", "so"
 
 // One code object inside a fatbin container.
 struct FatbinEntry {
   enum class Kind : std::uint8_t { Ptx, Elf, Other };
   Kind kind = Kind::Other;
-  std::uint32_t arch = 0;      // SM version, e.g. 90, 80
-  std::uint64_t size = 0;      // payload bytes
+  std::uint32_t arch = 0;  // SM version, e.g. 90, 80
+  std::uint64_t size = 0;  // payload bytes
   bool compressed = false;
   std::vector<std::string> functions;  // global functions of an uncompressed ELF payload, sorted
 };
@@ -58,9 +58,9 @@ struct Artifact {
   std::string path;    // as found (dir + "/" + file name)
   std::string sha256;  // lowercase hex
   std::uint64_t size = 0;
-  std::optional<ArtifactKind> kind;  // nullopt: not a kernel artifact (see `problem`)
-  std::string problem;               // why it is not one (empty when kind is set)
-  std::size_t images = 0;            // device images it holds
+  std::optional<ArtifactKind> kind;     // nullopt: not a kernel artifact (see `problem`)
+  std::string problem;                  // why it is not one (empty when kind is set)
+  std::size_t images = 0;               // device images it holds
   std::vector<std::string> duplicates;  // other paths with the same content (sorted)
 };
 

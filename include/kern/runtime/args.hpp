@@ -41,10 +41,10 @@ struct Patch {
 
 // One resolved argument value.
 struct ArgValue {
-  std::vector<std::byte> bytes;   // the static image (zeros where patches go)
-  std::vector<Patch> patches;     // offsets relative to the value
-  std::optional<Pointer> pointer; // set when the value is a device pointer
-  bool is_float = false;          // an f32 scalar
+  std::vector<std::byte> bytes;    // the static image (zeros where patches go)
+  std::vector<Patch> patches;      // offsets relative to the value
+  std::optional<Pointer> pointer;  // set when the value is a device pointer
+  bool is_float = false;           // an f32 scalar
 };
 
 // Where the resolver gets addresses from (the runtime supplies real ones; tests fake them).
@@ -61,8 +61,8 @@ struct ResolveContext {
 
 // Resolves launch `launch` of `op` as called by `call`: one value per launch param.
 // Errors: Manifest (arity, unknown names, a pack field over an unsuitable param).
-std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch& launch,
-                                          const core::Call& call, const ResolveContext& ctx);
+std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch& launch, const core::Call& call,
+                                          const ResolveContext& ctx);
 
 // Little-endian encoding of the low `width` bytes of v.
 void store_le(std::byte* dst, std::uint64_t v, std::size_t width);
@@ -103,6 +103,6 @@ std::vector<std::uint64_t> natural_offsets(std::span<const core::ParamType> para
 // at offset 16), the kernel has 8 bytes at offset 16"). bytes<N> may sit at any power-of-two
 // boundary up to 128 after the previous param.
 std::optional<std::string> abi_mismatch(std::span<const core::ParamType> declared,
-                                         std::span<const cuda::ParamInfo> found);
+                                        std::span<const cuda::ParamInfo> found);
 
 }  // namespace kern::runtime

@@ -17,14 +17,12 @@
 namespace kern::runtime {
 
 // Sorted, unique var indices.
-std::vector<std::uint32_t> program_read_vars(const core::Manifest& m, const core::Program& p,
-                                             const VarTable& vars);
+std::vector<std::uint32_t> program_read_vars(const core::Manifest& m, const core::Program& p, const VarTable& vars);
 
 // The values of `read` in `values` (a dense var table): the graph key.
 std::vector<std::uint64_t> graph_key(std::span<const std::uint32_t> read, const std::uint64_t* values);
 
 // "tokens=1, seqs=4" ("no vars" when empty).
-std::string describe_key(std::span<const std::uint32_t> read, std::span<const std::uint64_t> key,
-                         const VarTable& vars);
+std::string describe_key(std::span<const std::uint32_t> read, std::span<const std::uint64_t> key, const VarTable& vars);
 
 }  // namespace kern::runtime

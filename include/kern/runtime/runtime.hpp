@@ -39,13 +39,13 @@ struct RuntimeOptions {
 
 // Counters a test or bench can read.
 struct RuntimeStats {
-  std::uint64_t kernel_launches = 0;   // cuLaunchKernel(Ex) calls
-  std::uint64_t gemm_calls = 0;        // cuBLASLt matmuls enqueued
+  std::uint64_t kernel_launches = 0;  // cuLaunchKernel(Ex) calls
+  std::uint64_t gemm_calls = 0;       // cuBLASLt matmuls enqueued
   std::uint64_t graph_captures = 0;
   std::uint64_t graph_launches = 0;
   std::uint64_t geometry_evaluations = 0;  // re-evaluations of a program's var-dependent values
-  std::uint64_t weight_bytes = 0;      // bytes bound by load_weights
-  std::uint64_t staging_chunks = 0;    // pinned staging chunks used by load_weights
+  std::uint64_t weight_bytes = 0;          // bytes bound by load_weights
+  std::uint64_t staging_chunks = 0;        // pinned staging chunks used by load_weights
 };
 
 // GPU time of one call of a program (Runtime::time_calls).

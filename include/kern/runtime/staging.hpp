@@ -21,43 +21,43 @@
 namespace kern::runtime {
 
 struct StagingPiece {
-  std::size_t copy = 0;            // index into the plan's copies
-  bool strided = false;            // true: rows [row, row + rows) of a strided copy as one 2-D copy
+  std::size_t copy = 0;  // index into the plan's copies
+  bool strided = false;  // true: rows [row, row + rows) of a strided copy as one 2-D copy
   std::uint64_t row = 0, rows = 1;
-  std::uint64_t src_offset = 0;    // bytes from the tensor's first byte (start of the span read)
-  std::uint64_t dst_offset = 0;    // bytes from the buffer's first byte
-  std::uint64_t bytes = 0;         // bytes read into the chunk
-  std::uint64_t width = 0;         // strided: row bytes
+  std::uint64_t src_offset = 0;  // bytes from the tensor's first byte (start of the span read)
+  std::uint64_t dst_offset = 0;  // bytes from the buffer's first byte
+  std::uint64_t bytes = 0;       // bytes read into the chunk
+  std::uint64_t width = 0;       // strided: row bytes
 };
 
 std::vector<StagingPiece> plan_staging(std::span<const weights::BindCopy> copies, std::uint64_t chunk_bytes);
 
 // One piece placed in a slab.
 struct SlabPiece {
-  std::size_t target = 0;          // index into the targets given to plan_load
-  StagingPiece piece;              // piece.copy indexes that target's copies
-  std::uint64_t slab_offset = 0;   // where the piece's span starts in the slab
+  std::size_t target = 0;         // index into the targets given to plan_load
+  StagingPiece piece;             // piece.copy indexes that target's copies
+  std::uint64_t slab_offset = 0;  // where the piece's span starts in the slab
 };
 
 // One pread: `bytes` of the piece's tensor at tensor offset `src_offset` into the slab.
 struct SlabRead {
-  std::size_t piece = 0;           // index into the fill's pieces
-  std::uint64_t src_offset = 0;    // bytes from the tensor's first byte
+  std::size_t piece = 0;         // index into the fill's pieces
+  std::uint64_t src_offset = 0;  // bytes from the tensor's first byte
   std::uint64_t slab_offset = 0;
   std::uint64_t bytes = 0;
 };
 
 // What one slab holds between being read and being copied to the device.
 struct SlabFill {
-  std::vector<SlabPiece> pieces;   // in plan order
-  std::vector<SlabRead> reads;     // in slab order; together they cover every piece's span once
-  std::uint64_t bytes = 0;         // end of the last piece's span (<= slab bytes)
+  std::vector<SlabPiece> pieces;  // in plan order
+  std::vector<SlabRead> reads;    // in slab order; together they cover every piece's span once
+  std::uint64_t bytes = 0;        // end of the last piece's span (<= slab bytes)
 };
 
 struct LoadLayout {
   std::uint64_t slab_bytes = 32ull << 20;  // 8 x 32 MiB: pinning 512 MiB alone took 0.3 s on the H200
-  std::uint64_t read_bytes = 4ull << 20;  // largest single pread
-  std::uint64_t align = 4096;             // every piece starts at a multiple of this in its slab
+  std::uint64_t read_bytes = 4ull << 20;   // largest single pread
+  std::uint64_t align = 4096;              // every piece starts at a multiple of this in its slab
 };
 
 struct LoadPlan {

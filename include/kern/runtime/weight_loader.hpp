@@ -27,10 +27,10 @@
 namespace kern::runtime {
 
 struct LoaderOptions {
-  unsigned threads = 0;   // reader threads; 0: default_load_threads()
-  unsigned slabs = 8;     // slabs in the ring (>= 1; 2 or more overlap reading with sending)
-  LoadLayout layout;      // slab size (32 MiB), largest pread (4 MiB), piece alignment (4 KiB)
-  bool copy_2d = true;    // strided pieces as one cuMemcpy2DAsync each (else one H2D per row)
+  unsigned threads = 0;  // reader threads; 0: default_load_threads()
+  unsigned slabs = 8;    // slabs in the ring (>= 1; 2 or more overlap reading with sending)
+  LoadLayout layout;     // slab size (32 MiB), largest pread (4 MiB), piece alignment (4 KiB)
+  bool copy_2d = true;   // strided pieces as one cuMemcpy2DAsync each (else one H2D per row)
 };
 
 // min(16, hardware threads), at least 1.
@@ -44,7 +44,7 @@ LoaderOptions loader_options_from_env(LoaderOptions base,
 
 // One destination (a buffer) and the copies that fill it from the tensors.
 struct LoadTarget {
-  std::string buffer;            // named in errors
+  std::string buffer;                     // named in errors
   std::vector<weights::BindCopy> copies;  // from its bind plan (tensors read through Tensors::read)
 };
 
@@ -67,9 +67,9 @@ struct LoadCounters {
 // (>= 1) read into `slabs` (at least one, each `slab_capacity` bytes), the calling thread
 // sends. Error(Api) when a slab is smaller than plan.max_fill_bytes(); Error(WeightArtifact)
 // before anything starts when a tensor is missing.
-LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets, const weights::Tensors& tensors,
-                               std::span<std::byte* const> slabs, std::uint64_t slab_capacity, unsigned threads,
-                               FillSink& sink);
+LoadCounters run_load_pipeline(const LoadPlan& plan, std::span<const LoadTarget> targets,
+                               const weights::Tensors& tensors, std::span<std::byte* const> slabs,
+                               std::uint64_t slab_capacity, unsigned threads, FillSink& sink);
 
 struct DeviceLoadStats {
   std::uint64_t payload_bytes = 0;  // bytes that landed in device buffers

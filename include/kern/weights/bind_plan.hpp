@@ -52,7 +52,7 @@ struct BindPlan {
   std::vector<BindCopy> copies;
 
   std::vector<std::string> tensors() const;  // distinct tensor names, sorted
-  std::string to_string() const;            // one header line, then one line per copy
+  std::string to_string() const;             // one header line, then one line per copy
 };
 
 // Plans buffer `buffer_name` (`buf.bind`, `buf.dtype`) of `buffer_bytes` bytes.

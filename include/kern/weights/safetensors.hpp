@@ -36,9 +36,9 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  std::uint64_t data_start = 0;            // file offset of the data section (8 + N)
-  std::uint64_t data_size = 0;             // bytes after the header
-  std::vector<SafetensorsEntry> tensors;   // sorted by name
+  std::uint64_t data_start = 0;           // file offset of the data section (8 + N)
+  std::uint64_t data_size = 0;            // bytes after the header
+  std::vector<SafetensorsEntry> tensors;  // sorted by name
   std::map<std::string, std::string> metadata;
   const SafetensorsEntry* find(std::string_view name) const;  // nullptr if absent
 };
@@ -65,7 +65,7 @@ struct SafetensorsShard {
 class SafetensorsCheckpoint {
  public:
   struct Located {
-    std::size_t shard = 0;                  // index into shards()
+    std::size_t shard = 0;  // index into shards()
     const SafetensorsEntry* entry = nullptr;
   };
 

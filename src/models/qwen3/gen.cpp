@@ -77,8 +77,10 @@ namespace {
 constexpr std::uint64_t kI32Max = 0x7fffffff;
 
 void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
-  if (o.max_tokens == 0 || o.max_tokens > kI32Max) fail(ErrorKind::Api, "--max-tokens must be in [1, {}], got {}", kI32Max, o.max_tokens);
-  if (o.max_seqs == 0 || o.max_seqs > 65535) fail(ErrorKind::Api, "--max-seqs must be in [1, 65535], got {}", o.max_seqs);
+  if (o.max_tokens == 0 || o.max_tokens > kI32Max)
+    fail(ErrorKind::Api, "--max-tokens must be in [1, {}], got {}", kI32Max, o.max_tokens);
+  if (o.max_seqs == 0 || o.max_seqs > 65535)
+    fail(ErrorKind::Api, "--max-seqs must be in [1, 65535], got {}", o.max_seqs);
   if (o.max_seqs > o.max_tokens)
     fail(ErrorKind::Api, "--max-seqs {} exceeds --max-tokens {} (a decode step feeds one row per sequence)", o.max_seqs,
          o.max_tokens);
@@ -96,7 +98,8 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
   for (const std::string& family : qwen3_kernel_families()) {
     auto it = o.module_sha256.find(family);
     if (it == o.module_sha256.end()) fail(ErrorKind::KernelArtifact, "no sha256 for kernel module '{}'", family);
-    if (!is_sha256_hex(it->second)) fail(ErrorKind::KernelArtifact, "module '{}': '{}' is not a sha256", family, it->second);
+    if (!is_sha256_hex(it->second))
+      fail(ErrorKind::KernelArtifact, "module '{}': '{}' is not a sha256", family, it->second);
   }
   const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
   if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
@@ -107,7 +110,7 @@ Geo geometry(const Qwen3Shape& c, const Qwen3GenOptions& o) {
   g.q_width = c.heads * c.head_dim;
   g.qkv_width = (c.heads + 2 * c.kv_heads) * c.head_dim;
   g.max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
-  g.max_pos = g.max_pages * o.page_size;  // the RoPE table covers every position a block table reaches
+  g.max_pos = g.max_pages * o.page_size;                 // the RoPE table covers every position a block table reaches
   g.page_elems = o.page_size * c.kv_heads * c.head_dim;  // one K (or V) block of one layer
   g.page_stride_elems = c.layers * 2 * g.page_elems;
   g.layer_bytes = 2 * g.page_elems * 2;
@@ -153,8 +156,8 @@ std::map<std::string, std::string> hash_kernel_fatbins(const std::filesystem::pa
     const std::filesystem::path f = dir / (family + ".fatbin");
     std::error_code ec;
     if (!std::filesystem::is_regular_file(f, ec))
-      fail(ErrorKind::KernelArtifact, "kernel module {} not found (build the kern_kernels target, or pass --kernels-dir)",
-           f.string());
+      fail(ErrorKind::KernelArtifact,
+           "kernel module {} not found (build the kern_kernels target, or pass --kernels-dir)", f.string());
     out[family] = sha256_file_hex(f.string());
   }
   return out;
@@ -185,8 +188,10 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& c, const Qwen3G
   m["modules"] = used_modules(op_list, o);
   m["ops"] = std::move(op_list);
   OJ programs;
-  programs["decode"] = {{"batch", {{"groups", o.max_seqs}, {"rows", 1}}}, {"graph", true}, {"calls", forward_calls(g, false)}};
-  programs["load"] = {{"once", true}, {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};
+  programs["decode"] = {
+      {"batch", {{"groups", o.max_seqs}, {"rows", 1}}}, {"graph", true}, {"calls", forward_calls(g, false)}};
+  programs["load"] = {{"once", true},
+                      {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};
   programs["prefill"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}}, {"calls", forward_calls(g, true)}};
   m["programs"] = std::move(programs);
   return m;

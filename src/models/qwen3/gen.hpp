@@ -83,7 +83,7 @@ void add_gemm_ops(const Geo& g, OJ& o);
 void plan_chain(Geo& g);
 // The decode chain's ops (with the chain on), added to `o` (gen_chain.cpp).
 void add_chain_ops(const Geo& g, OJ& o);
-OJ buffers(const Geo& g);  // gen_buffers.cpp
+OJ buffers(const Geo& g);                                   // gen_buffers.cpp
 std::string layer_name(std::uint64_t l, const char* what);  // "layers.<l>.<what>": a weight buffer, a call label
 std::string hf_layer(std::uint64_t l, const char* what);    // "model.layers.<l>.<what>.weight"
 // The calls of `prefill` or `decode` (gen_calls.cpp).

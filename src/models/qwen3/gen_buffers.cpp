@@ -28,8 +28,7 @@ OJ plain(const char* dtype, OJ shape, const char* kind) {
 void weight_buffers(const Geo& g, OJ& b) {
   const Qwen3Shape& c = g.c;
   b["embed"] = weight(OJ::array({c.vocab, c.hidden}), {"model.embed_tokens.weight"});
-  b["lm_head"] =
-      weight(OJ::array({c.vocab, c.hidden}), {c.tied ? "model.embed_tokens.weight" : "lm_head.weight"});
+  b["lm_head"] = weight(OJ::array({c.vocab, c.hidden}), {c.tied ? "model.embed_tokens.weight" : "lm_head.weight"});
   b["final_norm"] = weight(OJ::array({c.hidden}), {"model.norm.weight"});
   for (std::uint64_t l = 0; l < c.layers; ++l) {
     b[layer_name(l, "input_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "input_layernorm")});
@@ -40,8 +39,8 @@ void weight_buffers(const Geo& g, OJ& b) {
     b[layer_name(l, "k_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.k_norm")});
     b[layer_name(l, "o_proj")] = weight(OJ::array({c.hidden, g.q_width}), {hf_layer(l, "self_attn.o_proj")});
     b[layer_name(l, "post_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "post_attention_layernorm")});
-    b[layer_name(l, "gate_up")] = weight(OJ::array({2 * c.intermediate, c.hidden}),
-                                         {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
+    b[layer_name(l, "gate_up")] =
+        weight(OJ::array({2 * c.intermediate, c.hidden}), {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
     b[layer_name(l, "down")] = weight(OJ::array({c.hidden, c.intermediate}), {hf_layer(l, "mlp.down_proj")});
   }
 }

@@ -30,9 +30,9 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
     calls.push_back(call(layer_name(l, "input_norm"), "rms_norm",
                          OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
   } else {
-    calls.push_back(call(layer_name(l, "input_norm"), "add_rms_norm",
-                         OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"),
-                                    var("tokens")})));
+    calls.push_back(
+        call(layer_name(l, "input_norm"), "add_rms_norm",
+             OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
   }
   calls.push_back(call(layer_name(l, "qkv_proj"), "gemm_qkv",
                        OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
@@ -42,9 +42,9 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
                                   buf("positions"), buf("attn"), var("tokens"), var("seqs")})));
   calls.push_back(call(layer_name(l, "o_proj"), "gemm_o",
                        OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
-  calls.push_back(call(layer_name(l, "post_norm"), "add_rms_norm",
-                       OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"),
-                                  var("tokens")})));
+  calls.push_back(
+      call(layer_name(l, "post_norm"), "add_rms_norm",
+           OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
   calls.push_back(call(layer_name(l, "gate_up_proj"), "gemm_gate_up",
                        OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("gate_up"), var("tokens")})));
   calls.push_back(call(layer_name(l, "silu_mul"), "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
@@ -106,9 +106,9 @@ void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
   const bool per_op = decode_needs_ops(g);
   if (per_op) decode_qkv(g, l, calls);
   calls.push_back(rope_cache_call(g, l));
-  calls.push_back(call(layer_name(l, "attn"), "attn_decode",
-                       OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"),
-                                  var("seqs")})));
+  calls.push_back(
+      call(layer_name(l, "attn"), "attn_decode",
+           OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("seqs")})));
   if (g.chain_rows > 0) calls.push_back(decode_chain_call(g, l));
   if (per_op) decode_o_mlp(g, l, calls);
 }
@@ -120,15 +120,16 @@ void head_calls(const Geo& g, bool prefill, OJ& calls) {
                          OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
     calls.push_back(
         call("last_rows", "gather_last", OJ::array({buf("normed"), buf("cu_seqlens"), buf("last"), var("seqs")})));
-    calls.push_back(call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
+    calls.push_back(
+        call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
   } else if (!decode_needs_ops(g)) {
     // the last layer's chain ends with the lm_head
   } else if (g.o.gemv_fused_norm) {
     calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
                          OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var("seqs")})));
   } else {
-    calls.push_back(
-        call("final_norm", decode_norm(g), OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(call("final_norm", decode_norm(g),
+                         OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
     calls.push_back(
         call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
   }
@@ -146,11 +147,12 @@ OJ call(const std::string& label, const char* op_name, OJ args) {
 
 OJ forward_calls(const Geo& g, bool prefill) {
   OJ calls = OJ::array();
-  calls.push_back(call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
+  calls.push_back(
+      call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
   if (!prefill && g.chain_rows > 0)
     calls.push_back(call("layers.0.chain_head", "decode_chain_head",
-                         OJ::array({buf("hidden"), buf(layer_name(0, "input_norm")), buf(layer_name(0, "qkv")), buf("qkv"),
-                                    buf("chain_sync"), var("seqs")})));
+                         OJ::array({buf("hidden"), buf(layer_name(0, "input_norm")), buf(layer_name(0, "qkv")),
+                                    buf("qkv"), buf("chain_sync"), var("seqs")})));
   for (std::uint64_t l = 0; l < g.c.layers; ++l) {
     if (prefill) {
       prefill_layer(g, l, calls);

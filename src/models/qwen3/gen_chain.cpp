@@ -112,8 +112,8 @@ void add_chain_ops(const Geo& g, OJ& o) {
   if (!decode_needs_ops(g)) return;
   OJ l = rms_norm_launch(g, p(2), 3, "seqs");
   l["when"] = when_not_chain(g);
-  o["decode_rms_norm"] = op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
-                            OJ::array({with_pdl(std::move(l), g)}));
+  o["decode_rms_norm"] =
+      op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, OJ::array({with_pdl(std::move(l), g)}));
 }
 
 }  // namespace kern::models::qwen3_gen

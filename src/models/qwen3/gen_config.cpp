@@ -11,7 +11,7 @@
 namespace kern::models {
 namespace {
 
-constexpr std::uint64_t kMaxGroup = 16;      // q heads per kv head the attention kernels hold
+constexpr std::uint64_t kMaxGroup = 16;  // q heads per kv head the attention kernels hold
 constexpr std::uint64_t kI32Max = 0x7fffffff;
 
 const Json& field(const Json& c, const std::string& what, const char* key) {
@@ -22,7 +22,8 @@ const Json& field(const Json& c, const std::string& what, const char* key) {
 
 std::uint64_t positive(const Json& c, const std::string& what, const char* key) {
   const Json& v = field(c, what, key);
-  if (!v.is_number_integer()) fail(ErrorKind::WeightArtifact, "{}: '{}' must be an integer, got {}", what, key, v.dump());
+  if (!v.is_number_integer())
+    fail(ErrorKind::WeightArtifact, "{}: '{}' must be an integer, got {}", what, key, v.dump());
   if (v.is_number_unsigned() ? v.get<std::uint64_t>() == 0 : v.get<std::int64_t>() <= 0)
     fail(ErrorKind::WeightArtifact, "{}: '{}' must be positive, got {}", what, key, v.dump());
   const std::uint64_t n = v.get<std::uint64_t>();
@@ -34,7 +35,8 @@ double positive_number(const Json& c, const std::string& what, const char* key) 
   const Json& v = field(c, what, key);
   if (!v.is_number()) fail(ErrorKind::WeightArtifact, "{}: '{}' must be a number, got {}", what, key, v.dump());
   const double d = v.get<double>();
-  if (!(d > 0.0) || d > 1e30) fail(ErrorKind::WeightArtifact, "{}: '{}' must be a positive number, got {}", what, key, v.dump());
+  if (!(d > 0.0) || d > 1e30)
+    fail(ErrorKind::WeightArtifact, "{}: '{}' must be a positive number, got {}", what, key, v.dump());
   return d;
 }
 
@@ -86,7 +88,8 @@ double rope_theta(const Json& c, const RopeBlock& b, const std::string& what) {
   const Json* inner = b.params ? present(*b.params, "rope_theta") : nullptr;
   if (!top && !inner)
     fail(ErrorKind::WeightArtifact, "{}: missing field 'rope_theta' (top level, or inside 'rope_parameters')", what);
-  const double t = top ? positive_number(c, what, "rope_theta") : positive_number(*b.params, what + ": " + b.where, "rope_theta");
+  const double t =
+      top ? positive_number(c, what, "rope_theta") : positive_number(*b.params, what + ": " + b.where, "rope_theta");
   if (top && inner && positive_number(*b.params, what + ": " + b.where, "rope_theta") != t)
     fail(ErrorKind::WeightArtifact, "{}: 'rope_theta' {} and '{}.rope_theta' {} disagree", what, top->dump(), b.where,
          inner->dump());
@@ -117,8 +120,9 @@ Qwen3RopeScaling yarn(const Json& r, std::uint64_t max_positions, const std::str
     y.attention_factor = mscale(1.0);
   }
   static const std::set<std::string, std::less<>> known = {
-      "rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
-      "truncate", "attention_factor", "mscale", "mscale_all_dim"};
+      "rope_type",     "type",      "rope_theta", "factor",           "original_max_position_embeddings",
+      "beta_fast",     "beta_slow", "truncate",   "attention_factor", "mscale",
+      "mscale_all_dim"};
   for (const auto& [key, v] : r.items())
     if (!known.count(key))
       fail(ErrorKind::WeightArtifact, "{}: '{}' = {} is not supported (kern implements transformers' yarn fields)", at,
@@ -182,7 +186,8 @@ Qwen3Shape parse_qwen3_config(const Json& c, const std::string& what) {
   q.vocab = positive(c, what, "vocab_size");
   q.max_positions = positive(c, what, "max_position_embeddings");
   const Json& tied = field(c, what, "tie_word_embeddings");
-  if (!tied.is_boolean()) fail(ErrorKind::WeightArtifact, "{}: 'tie_word_embeddings' must be a boolean, got {}", what, tied.dump());
+  if (!tied.is_boolean())
+    fail(ErrorKind::WeightArtifact, "{}: 'tie_word_embeddings' must be a boolean, got {}", what, tied.dump());
   q.tied = tied.get<bool>();
   const RopeBlock rope = rope_block(c, what);
   q.rope_theta = rope_theta(c, rope, what);
@@ -200,8 +205,8 @@ Qwen3Shape parse_qwen3_config(const Json& c, const std::string& what) {
     fail(ErrorKind::WeightArtifact, "{}: {} q heads per kv head; the attention kernels hold at most {}", what,
          q.heads / q.kv_heads, kMaxGroup);
   if (q.hidden % 8 != 0 || q.intermediate % 8 != 0)
-    fail(ErrorKind::WeightArtifact, "{}: hidden_size {} and intermediate_size {} must be multiples of 8", what, q.hidden,
-         q.intermediate);
+    fail(ErrorKind::WeightArtifact, "{}: hidden_size {} and intermediate_size {} must be multiples of 8", what,
+         q.hidden, q.intermediate);
   if ((q.heads + 2 * q.kv_heads) * q.head_dim > kI32Max || 2 * q.intermediate > kI32Max)
     fail(ErrorKind::WeightArtifact, "{}: projection widths exceed the kernels' i32 range", what);
 
@@ -211,8 +216,8 @@ Qwen3Shape parse_qwen3_config(const Json& c, const std::string& what) {
     optional_string_is(c, what, key, {"bfloat16", "float16", "float32"},
                        "kern serves bf16 weights and converts float16 / float32 ones while loading");
   if (const Json* f = present(c, "partial_rotary_factor"); f && !(f->is_number() && f->get<double>() == 1.0))
-    fail(ErrorKind::WeightArtifact, "{}: 'partial_rotary_factor' = {} is not supported (RoPE over the whole head)", what,
-         f->dump());
+    fail(ErrorKind::WeightArtifact, "{}: 'partial_rotary_factor' = {} is not supported (RoPE over the whole head)",
+         what, f->dump());
   optional_string_is(c, what, "hidden_act", {"silu"}, "the MLP kernel is SiLU·mul");
   optional_false(c, what, "attention_bias", "the manifest has no q/k/v/o biases");
   optional_false(c, what, "use_sliding_window", "the attention kernels are full-causal");
@@ -228,8 +233,7 @@ Qwen3Shape read_qwen3_config(const std::filesystem::path& hf_dir) {
 
 void check_qwen3_tensor_index(const Qwen3Shape& config, const Json& index, const std::string& what) {
   auto it = index.is_object() ? index.find("weight_map") : index.end();
-  if (it == index.end() || !it->is_object())
-    fail(ErrorKind::WeightArtifact, "{}: no 'weight_map' object", what);
+  if (it == index.end() || !it->is_object()) fail(ErrorKind::WeightArtifact, "{}: no 'weight_map' object", what);
   std::vector<std::string> missing;
   for (const std::string& name : qwen3_bound_tensors(config))
     if (!it->contains(name)) missing.push_back(name);

@@ -44,8 +44,8 @@ OJ gemv_launch(const Geo& g, const char* entry, bool norm, std::uint64_t m_param
                std::uint64_t tiles) {
   OJ args = OJ::array({p(0), p(1), p(2), p(m_param), i32(n), i32(k), i32(k), i32(tile_prefetch(g, k))});
   if (norm)
-    args = OJ::array({p(0), p(1), p(2), p(3), p(m_param), i32(n), i32(k), i32(k), f32(g.c.rms_norm_eps),
-                      i32(tile_prefetch(g, k))});
+    args = OJ::array(
+        {p(0), p(1), p(2), p(3), p(m_param), i32(n), i32(k), i32(k), f32(g.c.rms_norm_eps), i32(tile_prefetch(g, k))});
   OJ l = launch(entry, std::move(args), OJ::array({gemv_blocks(g, tiles), 1, 1}), kGemvThreads);
   if (norm) l["shared_mem"] = norm_gemv_shared(g);
   l["when"] = when_gemv(g);
@@ -127,8 +127,8 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
       x = scratch("normed");
       sc = normed_scratch(g);
     }
-    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate,
-                                   c.hidden));
+    launches.push_back(
+        blas_launch("cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate, c.hidden));
     OJ silu = launch("kern_silu_mul_bf16", OJ::array({p(gate_up), p(act), p(m), i32(c.intermediate)}),
                      OJ::array({"seqs", (c.intermediate + 2047) / 2048, 1}), 256);
     silu["when"] = when_blas();

@@ -12,10 +12,10 @@ constexpr std::uint64_t kNormThreads = 256;
 constexpr std::uint64_t kArgmaxBlocks = 64;  // stage-1 blocks per argmax row
 
 OJ embedding_op(const Geo& g) {
-  return op({"in buffer<i64>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
-            OJ::array({launch("kern_embedding_bf16",
-                              OJ::array({p(0), p(1), p(2), p(3), i32(g.c.hidden), i32(g.c.vocab)}),
-                              OJ::array({"tokens", 1, 1}), kNormThreads)}));
+  return op(
+      {"in buffer<i64>", "in buffer<bf16>", "out buffer<bf16>", "i32"},
+      OJ::array({launch("kern_embedding_bf16", OJ::array({p(0), p(1), p(2), p(3), i32(g.c.hidden), i32(g.c.vocab)}),
+                        OJ::array({"tokens", 1, 1}), kNormThreads)}));
 }
 
 OJ rms_norm_op(const Geo& g) {
@@ -59,12 +59,11 @@ OJ rope_table_op(const Geo& g) {
   const OJ grid = OJ::array({(g.max_pos * (c.head_dim / 2) + 255) / 256, 1, 1});
   if (c.rope_scaling.type == Qwen3RopeScaling::Type::Yarn) {
     const auto [low, high] = yarn_ramp(c);
-    return op({"out buffer<f32>"},
-              OJ::array({launch("kern_rope_table_yarn_f32",
-                                OJ::array({p(0), i32(g.max_pos), i32(c.head_dim), f32(c.rope_theta),
-                                           f32(c.rope_scaling.factor), f32(low), f32(high),
-                                           f32(c.rope_scaling.attention_factor)}),
-                                grid, 256)}));
+    return op({"out buffer<f32>"}, OJ::array({launch("kern_rope_table_yarn_f32",
+                                                     OJ::array({p(0), i32(g.max_pos), i32(c.head_dim),
+                                                                f32(c.rope_theta), f32(c.rope_scaling.factor), f32(low),
+                                                                f32(high), f32(c.rope_scaling.attention_factor)}),
+                                                     grid, 256)}));
   }
   return op({"out buffer<f32>"},
             OJ::array({launch("kern_rope_table_f32",
@@ -74,11 +73,11 @@ OJ rope_table_op(const Geo& g) {
 // 16 rows per block, 4 heads per block (kernels/rope.cu).
 OJ qk_norm_rope_cache_op(const Geo& g) {
   const Qwen3Shape& c = g.c;
-  OJ l = launch("kern_qk_norm_rope_cache_bf16",
-                OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
-                           i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
-                           f32(c.rms_norm_eps)}),
-                OJ::array({ceil_div("tokens", 16), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128);
+  OJ l =
+      launch("kern_qk_norm_rope_cache_bf16",
+             OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads), i32(c.head_dim),
+                        i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos), f32(c.rms_norm_eps)}),
+             OJ::array({ceil_div("tokens", 16), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128);
   return op({"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>",
              "in buffer<i64>", "inout state", "i32"},
             OJ::array({with_pdl(std::move(l), g)}));
@@ -93,13 +92,13 @@ OJ silu_mul_op(const Geo& g) {
 
 // Two stages: kArgmaxBlocks partial maxima per row into scratch, then one block per row.
 OJ argmax_op(const Geo& g) {
-  OJ part = launch(
-      "kern_argmax_partial_bf16",
-      OJ::array({p(0), scratch("part_max"), scratch("part_idx"), p(2), i32(g.c.vocab), i32(kArgmaxBlocks)}),
-      OJ::array({kArgmaxBlocks, "seqs", 1}), 256);
-  OJ fin = launch("kern_argmax_final",
-                  OJ::array({scratch("part_max"), scratch("part_idx"), p(1), p(2), i32(kArgmaxBlocks)}),
-                  OJ::array({"seqs", 1, 1}), 64);
+  OJ part =
+      launch("kern_argmax_partial_bf16",
+             OJ::array({p(0), scratch("part_max"), scratch("part_idx"), p(2), i32(g.c.vocab), i32(kArgmaxBlocks)}),
+             OJ::array({kArgmaxBlocks, "seqs", 1}), 256);
+  OJ fin =
+      launch("kern_argmax_final", OJ::array({scratch("part_max"), scratch("part_idx"), p(1), p(2), i32(kArgmaxBlocks)}),
+             OJ::array({"seqs", 1, 1}), 64);
   OJ sc;
   sc["part_max"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};
   sc["part_idx"] = {{"dtype", "i32"}, {"shape", OJ::array({"seqs", kArgmaxBlocks})}};

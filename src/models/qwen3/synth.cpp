@@ -83,7 +83,8 @@ Json qwen3_generation_config_json() {
 // ---------------------------------------------------------------- tensors and their scales
 
 std::vector<SynthTensor> qwen3_tensors(const Qwen3Shape& s) {
-  if (s.hidden == 0 || s.intermediate == 0 || s.layers == 0 || s.heads == 0 || s.kv_heads == 0 || s.head_dim == 0 || s.vocab == 0)
+  if (s.hidden == 0 || s.intermediate == 0 || s.layers == 0 || s.heads == 0 || s.kv_heads == 0 || s.head_dim == 0 ||
+      s.vocab == 0)
     fail(ErrorKind::Api, "Qwen3 shape has a zero dimension");
   if (s.heads % s.kv_heads != 0)
     fail(ErrorKind::Api, "Qwen3 shape: {} heads are not a multiple of {} kv heads", s.heads, s.kv_heads);
@@ -109,7 +110,8 @@ std::vector<SynthTensor> qwen3_tensors(const Qwen3Shape& s) {
     add(p + "self_attn.v_proj.weight", {s.kv_heads * s.head_dim, s.hidden}, 0.0f, in_std);
     add(p + "self_attn.q_norm.weight", {s.head_dim}, 1.3f, 0.05f);
     add(p + "self_attn.k_norm.weight", {s.head_dim}, 1.3f, 0.05f);
-    add(p + "self_attn.o_proj.weight", {s.hidden, s.heads * s.head_dim}, 0.0f, branch_rms / (attn_out_rms * std::sqrt(q_dim)));
+    add(p + "self_attn.o_proj.weight", {s.hidden, s.heads * s.head_dim}, 0.0f,
+        branch_rms / (attn_out_rms * std::sqrt(q_dim)));
     add(p + "post_attention_layernorm.weight", {s.hidden}, 1.0f, 0.05f);
     add(p + "mlp.gate_proj.weight", {s.intermediate, s.hidden}, 0.0f, in_std);
     add(p + "mlp.up_proj.weight", {s.intermediate, s.hidden}, 0.0f, in_std);
@@ -181,7 +183,8 @@ std::uint16_t to_bf16(float f) {  // round to nearest even; samples are finite
 
 }  // namespace
 
-void synth_fill_bf16(const SynthTensor& t, std::uint64_t seed, std::uint64_t first, std::uint64_t count, std::uint16_t* out) {
+void synth_fill_bf16(const SynthTensor& t, std::uint64_t seed, std::uint64_t first, std::uint64_t count,
+                     std::uint16_t* out) {
   std::uint64_t i = first;
   const std::uint64_t end = first + count;
   while (i < end) {
@@ -207,7 +210,9 @@ std::uint64_t element_count(const SynthTensor& t) {
   return n;
 }
 
-std::string shard_name(std::size_t i, std::size_t n) { return fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, n); }
+std::string shard_name(std::size_t i, std::size_t n) {
+  return fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, n);
+}
 
 // Tensors in file order split into shards of at most `limit` bytes (a bigger tensor alone).
 std::vector<std::vector<std::size_t>> plan_shards(const std::vector<SynthTensor>& tensors, std::uint64_t limit) {
@@ -229,7 +234,8 @@ void write_json(const fs::path& path, const Json& j) { write_file(path.string(),
 
 void check_out_dir(const SynthOptions& o) {
   std::error_code ec;
-  if (fs::exists(o.out_dir, ec) && !fs::is_directory(o.out_dir, ec)) fail(ErrorKind::Api, "-o {}: exists and is not a directory", o.out_dir);
+  if (fs::exists(o.out_dir, ec) && !fs::is_directory(o.out_dir, ec))
+    fail(ErrorKind::Api, "-o {}: exists and is not a directory", o.out_dir);
   if (fs::is_directory(o.out_dir, ec) && !fs::is_empty(o.out_dir, ec) && !o.force)
     fail(ErrorKind::Api, "-o {}: directory is not empty (pass --force to write into it)", o.out_dir);
   fs::create_directories(o.out_dir, ec);
@@ -238,7 +244,8 @@ void check_out_dir(const SynthOptions& o) {
   static const std::regex shard_re(R"(model-\d{5}-of-\d{5}\.safetensors)");
   for (const auto& e : fs::directory_iterator(o.out_dir, ec)) {
     std::string name = e.path().filename().string();
-    if (std::regex_match(name, shard_re) || name == "model.safetensors.index.json" || name == "model.safetensors") fs::remove(e.path(), ec);
+    if (std::regex_match(name, shard_re) || name == "model.safetensors.index.json" || name == "model.safetensors")
+      fs::remove(e.path(), ec);
   }
 }
 
@@ -300,7 +307,8 @@ SynthResult synth_qwen3(const SynthOptions& o) {
   if (!o.tokenizer_dir.empty()) {
     tokenizer_json = fs::path(o.tokenizer_dir) / "tokenizer.json";
     std::error_code ec;
-    if (!fs::is_regular_file(tokenizer_json, ec)) fail(ErrorKind::Api, "synth: no tokenizer.json in {}", o.tokenizer_dir);
+    if (!fs::is_regular_file(tokenizer_json, ec))
+      fail(ErrorKind::Api, "synth: no tokenizer.json in {}", o.tokenizer_dir);
   }
   check_out_dir(o);
   const fs::path out(o.out_dir);

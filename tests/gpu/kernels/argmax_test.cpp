@@ -22,7 +22,7 @@ void check_argmax(int rows, int vocab, int nblocks, bool plant_ties, uint64_t se
       // The same maximum at several columns (often in different stage-1 blocks).
       const bf16_bits top = float_to_bf16(31.0f + r);
       for (int k = 0; k < 4; ++k) logits[static_cast<size_t>(r) * vocab + col(rng)] = top;
-      if (r == 0) logits[static_cast<size_t>(vocab - 1)] = top;  // last column tied too
+      if (r == 0) logits[static_cast<size_t>(vocab - 1)] = top;         // last column tied too
       if (r == 1 % rows) logits[static_cast<size_t>(r) * vocab] = top;  // first column tied
     }
   }

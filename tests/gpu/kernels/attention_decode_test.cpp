@@ -110,8 +110,8 @@ void check_decode(const AttnGeometry& g, const std::vector<int>& lens, uint64_t 
   std::vector<double> ref(static_cast<size_t>(seqs) * n);
   parallel_for(seqs * g.kv_heads, [&](int i) {
     const int s = i / g.kv_heads, kvh = i % g.kv_heads;
-    reference_kv_head(cache, s, lens[s], kvh, r.qkv.data() + static_cast<size_t>(s) * g.q_stride(),
-                      r.call.scale, ref.data() + s * n);
+    reference_kv_head(cache, s, lens[s], kvh, r.qkv.data() + static_cast<size_t>(s) * g.q_stride(), r.call.scale,
+                      ref.data() + s * n);
   });
   for (const std::string& kind : kPartialKinds) {
     r.call.kind = kind;
@@ -420,34 +420,34 @@ TEST(AttnDecodeGpu, PdlLaunchesMatchPlainLaunches) {
   layer0.cache = r.d_cache.get();  // layer 0 of the same pages
   layer0.out = out0.get();
   for (const std::string& kind : kPartialKinds) {
-  SCOPED_TRACE(kind_tag(kind));
-  r.call.kind = layer0.kind = layer1.kind = kind;
-  DecodeKernels k(kind);
-  std::vector<bf16_bits> plain[2], pdl[2];
-  for (bool use_pdl : {false, true}) {
-    r.d_out.poison();
-    out0.poison();
-    r.d_part_o.poison();
-    cudaStream_t st;
-    check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-    for (int rep = 0; rep < 3; ++rep) {
-      k.enqueue(layer0, st, true, use_pdl);
-      k.enqueue(layer1, st, true, use_pdl);
+    SCOPED_TRACE(kind_tag(kind));
+    r.call.kind = layer0.kind = layer1.kind = kind;
+    DecodeKernels k(kind);
+    std::vector<bf16_bits> plain[2], pdl[2];
+    for (bool use_pdl : {false, true}) {
+      r.d_out.poison();
+      out0.poison();
+      r.d_part_o.poison();
+      cudaStream_t st;
+      check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+      for (int rep = 0; rep < 3; ++rep) {
+        k.enqueue(layer0, st, true, use_pdl);
+        k.enqueue(layer1, st, true, use_pdl);
+      }
+      check_cuda(cudaStreamSynchronize(st), "sync");
+      check_cuda(cudaStreamDestroy(st), "stream destroy");
+      (use_pdl ? pdl : plain)[0] = out0.download();
+      (use_pdl ? pdl : plain)[1] = r.d_out.download();
     }
-    check_cuda(cudaStreamSynchronize(st), "sync");
-    check_cuda(cudaStreamDestroy(st), "stream destroy");
-    (use_pdl ? pdl : plain)[0] = out0.download();
-    (use_pdl ? pdl : plain)[1] = r.d_out.download();
-  }
-  for (int l = 0; l < 2; ++l) {
-    ASSERT_EQ(count_nan(plain[l]), 0u);
-    EXPECT_EQ(std::memcmp(plain[l].data(), pdl[l].data(), plain[l].size() * sizeof(bf16_bits)), 0) << "layer " << l;
-  }
-  // Layer 1 alone through Fatbin::launch (check_decode's path) gives the same bits; layer 0 differs.
-  Fatbin fb("attention");
-  const auto alone = r.run(fb);
-  EXPECT_EQ(std::memcmp(alone.data(), plain[1].data(), alone.size() * sizeof(bf16_bits)), 0);
-  EXPECT_NE(std::memcmp(plain[0].data(), plain[1].data(), plain[0].size() * sizeof(bf16_bits)), 0);
+    for (int l = 0; l < 2; ++l) {
+      ASSERT_EQ(count_nan(plain[l]), 0u);
+      EXPECT_EQ(std::memcmp(plain[l].data(), pdl[l].data(), plain[l].size() * sizeof(bf16_bits)), 0) << "layer " << l;
+    }
+    // Layer 1 alone through Fatbin::launch (check_decode's path) gives the same bits; layer 0 differs.
+    Fatbin fb("attention");
+    const auto alone = r.run(fb);
+    EXPECT_EQ(std::memcmp(alone.data(), plain[1].data(), alone.size() * sizeof(bf16_bits)), 0);
+    EXPECT_NE(std::memcmp(plain[0].data(), plain[1].data(), plain[0].size() * sizeof(bf16_bits)), 0);
   }
 }
 
@@ -465,7 +465,8 @@ TEST(PerfGpu, DecodeAttention) {
       const double total = graph_us_per_call(k, calls, true, replays);
       const double part = graph_us_per_call(k, calls, false, replays);
       const double with_pdl = graph_us_per_call(k, calls, true, replays, true);
-      const std::string t = "decode " + kind_tag(kind) + " seqs " + std::to_string(seqs) + " len " + std::to_string(len);
+      const std::string t =
+          "decode " + kind_tag(kind) + " seqs " + std::to_string(seqs) + " len " + std::to_string(len);
       report(t + " us per layer (partial+reduce, graph of " + std::to_string(calls.size()) + " layers)", total);
       report(t + " partial-only us", part);
       report(t + " us per layer with PDL launches", with_pdl);

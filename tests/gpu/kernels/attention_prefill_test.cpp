@@ -31,14 +31,14 @@ struct Variant {
 };
 
 const Variant kProduction{"kern_attn_prefill_mma_s2", 256, 128, 64, false, 2};  // 8 warps x 16 queries, two K/V stages
-const Variant kOneStage{"kern_attn_prefill_mma", 256, 128, 64, false};  // the production layout before s2
+const Variant kOneStage{"kern_attn_prefill_mma", 256, 128, 64, false};          // the production layout before s2
 // Tuning variants (hd 128 only).
-const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, 64, false};  // 4 warps x 16 queries
-const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, 64, true};       // 4 warps x 32 queries
-const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};  // the same, key tiles of 32
-const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};  // the same, key tiles of 32
+const Variant kFourWarps{"kern_attn_prefill_mma_w4", 128, 64, 64, false};          // 4 warps x 16 queries
+const Variant kM32{"kern_attn_prefill_mma_m32", 128, 128, 64, true};               // 4 warps x 32 queries
+const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};         // the same, key tiles of 32
+const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};       // the same, key tiles of 32
 const Variant kM32N32S2{"kern_attn_prefill_mma_m32n32s2", 128, 128, 32, true, 2};  // m32n32, two stages
-const Variant kW4S2{"kern_attn_prefill_mma_w4s2", 128, 64, 64, false, 2};  // 4 warps x 16 queries, two stages
+const Variant kW4S2{"kern_attn_prefill_mma_w4s2", 128, 64, 64, false, 2};          // 4 warps x 16 queries, two stages
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -52,10 +52,10 @@ struct Chunk {
 struct Problem {
   AttnGeometry g;
   std::vector<Chunk> chunks;
-  std::vector<int> lens;       // seq_lens
+  std::vector<int> lens;  // seq_lens
   std::vector<int32_t> cu = {0};
   std::vector<int64_t> pos;
-  std::vector<int> row_seq;    // -1: outside every sequence
+  std::vector<int> row_seq;  // -1: outside every sequence
   int rows = 0;
   std::unique_ptr<PagedKv> kv;
   std::vector<bf16_bits> qkv;
@@ -103,8 +103,12 @@ struct DeviceProblem {
   Device<int64_t> pos;
 
   explicit DeviceProblem(const Problem& pr)
-      : p(pr), qkv(pr.qkv), cache(pr.kv->data), out(static_cast<size_t>(pr.rows) * pr.g.out_width()),
-        table(pr.kv->table), pos(pr.pos) {}
+      : p(pr),
+        qkv(pr.qkv),
+        cache(pr.kv->data),
+        out(static_cast<size_t>(pr.rows) * pr.g.out_width()),
+        table(pr.kv->table),
+        pos(pr.pos) {}
 
   // The whole problem in one call (rows_per_block 0: the variant's default).
   void run(Fatbin& fb, const Variant& v, int rows_per_block = 0) {
@@ -125,9 +129,9 @@ struct DeviceProblem {
     Device<int32_t> d_cu(cu), d_lens(lens);
     fb.launch(v.entry(g), dim3((rows + rows_per_block - 1) / rows_per_block, g.kv_heads), dim3(v.threads),
               qkv.get() + static_cast<int64_t>(r0) * g.q_stride(), g.q_stride(), cache.get() + p.kv->layer_off,
-              table.get(), p.kv->max_pages, d_lens.get(), d_cu.get(),
-              pos.get() + r0, out.get() + static_cast<int64_t>(r0) * g.out_width(), rows, seqs, g.heads, g.kv_heads,
-              g.page_size, p.kv->page_stride, p.scale, rows_per_block);
+              table.get(), p.kv->max_pages, d_lens.get(), d_cu.get(), pos.get() + r0,
+              out.get() + static_cast<int64_t>(r0) * g.out_width(), rows, seqs, g.heads, g.kv_heads, g.page_size,
+              p.kv->page_stride, p.scale, rows_per_block);
   }
 };
 

@@ -18,8 +18,8 @@ struct PrefillSeq {
 
 // rows_per_block 0 = what kern gen uses (16 / G); extra_rows rows follow the last sequence and
 // belong to none (they must come out zero).
-void check_prefill(const AttnGeometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed,
-                   int rows_per_block = 0, int extra_rows = 0) {
+void check_prefill(const AttnGeometry& g, const std::vector<PrefillSeq>& seqs_in, uint64_t seed, int rows_per_block = 0,
+                   int extra_rows = 0) {
   std::mt19937_64 rng(seed);
   const int seqs = static_cast<int>(seqs_in.size());
   std::vector<int> lens;
@@ -48,8 +48,8 @@ void check_prefill(const AttnGeometry& g, const std::vector<PrefillSeq>& seqs_in
   Device<int64_t> d_pos(pos);
   fb.launch("kern_attn_prefill" + suffix(g), dim3((rows + per_block - 1) / per_block, g.kv_heads), dim3(g.head_dim),
             d_qkv.get(), q_stride, d_cache.get() + cache.layer_off, d_table.get(), cache.max_pages, d_lens.get(),
-            d_cu.get(), d_pos.get(), d_out.get(), rows, seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride, scale,
-            per_block);
+            d_cu.get(), d_pos.get(), d_out.get(), rows, seqs, g.heads, g.kv_heads, g.page_size, cache.page_stride,
+            scale, per_block);
   const auto out = d_out.download();
   ASSERT_EQ(count_nan(out), 0u);
   const size_t n = static_cast<size_t>(g.heads) * g.head_dim;

@@ -43,12 +43,12 @@ namespace kern_gpu_test {
 namespace {
 
 constexpr const char* kEntry = "kern_decode_chain_bf16";
-constexpr int kThreads = 288;         // the kernel's fixed block: 8 consumer warps + 1 producer warp
-constexpr int kStages = 4;            // weight stages of dynamic shared memory
-constexpr int kTail = 64;             // poisoned elements after every output, checked untouched
+constexpr int kThreads = 288;  // the kernel's fixed block: 8 consumer warps + 1 producer warp
+constexpr int kStages = 4;     // weight stages of dynamic shared memory
+constexpr int kTail = 64;      // poisoned elements after every output, checked untouched
 constexpr float kEps = 1e-6f;
-constexpr double kBound = 1.0 / 32;   // per element, times max(|ref|, rms(ref))
-constexpr double kOneUlpShare = 0.99; // per-phase reference
+constexpr double kBound = 1.0 / 32;                    // per element, times max(|ref|, rms(ref))
+constexpr double kOneUlpShare = 0.99;                  // per-phase reference
 constexpr int kGemvThreads = 256, kNormThreads = 256;  // the per-op kernels' blocks (kern gen's)
 constexpr int kGemvTileRows = 16;
 
@@ -142,7 +142,7 @@ struct Outputs {
 bf16_bits to_bf16(double v) {
   if (v == 0.0 || !std::isfinite(v)) return float_to_bf16(static_cast<float>(v));
   int e = 0;
-  std::frexp(v, &e);                          // |v| in [2^(e-1), 2^e): 8 significant bits → ulp 2^(e-8)
+  std::frexp(v, &e);  // |v| in [2^(e-1), 2^e): 8 significant bits → ulp 2^(e-8)
   const double ulp = std::ldexp(1.0, e - 8);
   return float_to_bf16(static_cast<float>(std::nearbyint(v / ulp) * ulp));  // ties to even; exact in float
 }
@@ -182,7 +182,8 @@ std::vector<bf16_bits> ref_rms_norm(const std::vector<bf16_bits>& h, const std::
     double ss = 0.0;
     for (int c = 0; c < k; ++c) ss += as_double(row[c]) * as_double(row[c]);
     const double rstd = 1.0 / std::sqrt(ss / k + static_cast<double>(kEps));
-    for (int c = 0; c < k; ++c) xn[static_cast<size_t>(i) * k + c] = to_bf16(as_double(w[c]) * as_double(to_bf16(as_double(row[c]) * rstd)));
+    for (int c = 0; c < k; ++c)
+      xn[static_cast<size_t>(i) * k + c] = to_bf16(as_double(w[c]) * as_double(to_bf16(as_double(row[c]) * rstd)));
   }
   return xn;
 }
@@ -203,11 +204,13 @@ std::vector<bf16_bits> ref_gate_up_silu(const std::vector<bf16_bits>& xn, const 
 }
 
 // y[i][j] = bf16(xn[i]·w[j]).
-std::vector<bf16_bits> ref_gemv(const std::vector<bf16_bits>& xn, const std::vector<bf16_bits>& w, int m, int n, int k) {
+std::vector<bf16_bits> ref_gemv(const std::vector<bf16_bits>& xn, const std::vector<bf16_bits>& w, int m, int n,
+                                int k) {
   std::vector<bf16_bits> y(static_cast<size_t>(m) * n);
   for_columns(n, [&](int j) {
     for (int i = 0; i < m; ++i)
-      y[static_cast<size_t>(i) * n + j] = to_bf16(dot(&xn[static_cast<size_t>(i) * k], &w[static_cast<size_t>(j) * k], k));
+      y[static_cast<size_t>(i) * n + j] =
+          to_bf16(dot(&xn[static_cast<size_t>(i) * k], &w[static_cast<size_t>(j) * k], k));
   });
   return y;
 }
@@ -226,7 +229,8 @@ Outputs reference(const Problem& p, const Outputs* observed = nullptr) {
     else
       ref_residual(p.attn, p.o_w, r.h, s.m, s.hidden, s.q_dim);
   }
-  if (s.phases.b) r.act = ref_gate_up_silu(ref_rms_norm(r.h, p.post_norm_w, s.m, s.hidden), p.gate_up_w, s.m, s.inter, s.hidden);
+  if (s.phases.b)
+    r.act = ref_gate_up_silu(ref_rms_norm(r.h, p.post_norm_w, s.m, s.hidden), p.gate_up_w, s.m, s.inter, s.hidden);
   if (s.phases.c) ref_residual(observed != nullptr ? observed->act : r.act, p.down_w, r.h, s.m, s.hidden, s.inter);
   if (s.phases.d)
     r.next_out = ref_gemv(ref_rms_norm(observed != nullptr ? observed->h : r.h, p.next_norm_w, s.m, s.hidden), p.next_w,
@@ -238,8 +242,8 @@ Outputs reference(const Problem& p, const Outputs* observed = nullptr) {
 
 struct Agreement {
   size_t count = 0, equal = 0, within_ulp = 0, beyond_bound = 0, nan = 0;
-  double scale = 0.0;       // rms(ref)
-  double worst = 0.0;       // max |gpu − ref| / (kBound · max(|ref|, scale))
+  double scale = 0.0;  // rms(ref)
+  double worst = 0.0;  // max |gpu − ref| / (kBound · max(|ref|, scale))
   size_t worst_at = 0;
   double share_within_ulp() const { return count == 0 ? 1.0 : static_cast<double>(within_ulp) / count; }
   double share_equal() const { return count == 0 ? 1.0 : static_cast<double>(equal) / count; }
@@ -272,8 +276,8 @@ Agreement agree(const std::vector<bf16_bits>& gpu, const std::vector<bf16_bits>&
 
 // gpu against ref ([rows, cols]): every element within the bound; with `ulp_share`, also ≥ 99 % within
 // one ulp. Prints the figures either way.
-void expect_close(const std::string& what, const std::vector<bf16_bits>& gpu, const std::vector<bf16_bits>& ref, int cols,
-                  bool ulp_share) {
+void expect_close(const std::string& what, const std::vector<bf16_bits>& gpu, const std::vector<bf16_bits>& ref,
+                  int cols, bool ulp_share) {
   ASSERT_EQ(gpu.size(), ref.size()) << what;
   const Agreement a = agree(gpu, ref);
   report(what + " equal share", a.share_equal());
@@ -281,12 +285,11 @@ void expect_close(const std::string& what, const std::vector<bf16_bits>& gpu, co
   report(what + " worst |err| / bound", a.worst);
   report(what + " rel err", rel_frobenius(to_double(gpu), to_double(ref)));
   const size_t w = a.worst_at;
-  const std::string worst = "worst at [" + std::to_string(w / cols) + ", " + std::to_string(w % cols) +
-                            "]: gpu " + std::to_string(as_double(gpu[w])) + " ref " + std::to_string(as_double(ref[w])) + " (rms " +
+  const std::string worst = "worst at [" + std::to_string(w / cols) + ", " + std::to_string(w % cols) + "]: gpu " +
+                            std::to_string(as_double(gpu[w])) + " ref " + std::to_string(as_double(ref[w])) + " (rms " +
                             std::to_string(a.scale) + ")";
   EXPECT_EQ(a.nan, 0u) << what << ": NaN (unwritten or produced)";
-  EXPECT_EQ(a.beyond_bound, 0u) << what << ": elements beyond 2^-5 · max(|ref|, rms) of " << a.count << "; "
-                                << worst;
+  EXPECT_EQ(a.beyond_bound, 0u) << what << ": elements beyond 2^-5 · max(|ref|, rms) of " << a.count << "; " << worst;
   if (ulp_share) {
     EXPECT_GE(a.share_within_ulp(), kOneUlpShare)
         << what << ": " << (a.count - a.within_ulp) << " of " << a.count << " elements beyond one ulp; " << worst;
@@ -335,9 +338,18 @@ struct ChainDevice {
   Device<uint32_t> sync;
 
   explicit ChainDevice(const Problem& problem)
-      : p(problem), attn(p.attn), o_w(p.o_w), h(with_tail(p.h)), post_norm_w(p.post_norm_w), gate_up_w(p.gate_up_w),
-        act(with_tail(p.act)), down_w(p.down_w), next_norm_w(p.next_norm_w), next_w(p.next_w),
-        next_out(static_cast<size_t>(p.s.m) * p.s.n_next + kTail), sync(std::vector<uint32_t>{0u, 0u}) {
+      : p(problem),
+        attn(p.attn),
+        o_w(p.o_w),
+        h(with_tail(p.h)),
+        post_norm_w(p.post_norm_w),
+        gate_up_w(p.gate_up_w),
+        act(with_tail(p.act)),
+        down_w(p.down_w),
+        next_norm_w(p.next_norm_w),
+        next_w(p.next_w),
+        next_out(static_cast<size_t>(p.s.m) * p.s.n_next + kTail),
+        sync(std::vector<uint32_t>{0u, 0u}) {
     check_cuda(cudaDeviceSynchronize(), "upload");  // the poisoning memsets ran on the legacy stream
   }
 
@@ -356,11 +368,12 @@ struct ChainDevice {
     const bf16_bits* none = nullptr;
     fb.enqueue(entry, st, dim3(grid), dim3(kThreads), ph.a ? static_cast<const bf16_bits*>(attn.get()) : none,
                ph.a ? static_cast<const bf16_bits*>(o_w.get()) : none, h.get(),
-               static_cast<const bf16_bits*>(post_norm_w.get()), ph.b ? static_cast<const bf16_bits*>(gate_up_w.get()) : none,
-               act.get(), ph.c ? static_cast<const bf16_bits*>(down_w.get()) : none,
-               static_cast<const bf16_bits*>(next_norm_w.get()), ph.d ? static_cast<const bf16_bits*>(next_w.get()) : none,
-               next_out.get(), sync.get(), int32_t{s.m}, int32_t{s.hidden}, int32_t{s.q_dim}, int32_t{s.inter},
-               int32_t{s.n_next}, kEps, int32_t{s.stage_bytes});
+               static_cast<const bf16_bits*>(post_norm_w.get()),
+               ph.b ? static_cast<const bf16_bits*>(gate_up_w.get()) : none, act.get(),
+               ph.c ? static_cast<const bf16_bits*>(down_w.get()) : none,
+               static_cast<const bf16_bits*>(next_norm_w.get()),
+               ph.d ? static_cast<const bf16_bits*>(next_w.get()) : none, next_out.get(), sync.get(), int32_t{s.m},
+               int32_t{s.hidden}, int32_t{s.q_dim}, int32_t{s.inter}, int32_t{s.n_next}, kEps, int32_t{s.stage_bytes});
   }
 
   std::array<uint32_t, 2> sync_words() const {
@@ -425,8 +438,8 @@ struct PerOpSequence {
     gemv.enqueue("kern_gemv_gate_up_silu_bf16", st, tiles(inter, kGemvTileRows / 2), dim3(kGemvThreads), xin,
                  static_cast<const bf16_bits*>(d.gate_up_w.get()), d.act.get(), m, inter, hid, hid, prefetch);
     gemv.enqueue("kern_gemv_residual_bf16", st, tiles(hid, kGemvTileRows), dim3(kGemvThreads),
-                 static_cast<const bf16_bits*>(d.act.get()), static_cast<const bf16_bits*>(d.down_w.get()), d.h.get(), m,
-                 hid, inter, inter, prefetch);
+                 static_cast<const bf16_bits*>(d.act.get()), static_cast<const bf16_bits*>(d.down_w.get()), d.h.get(),
+                 m, hid, inter, inter, prefetch);
     rmsnorm.enqueue("kern_rms_norm_bf16", st, dim3(m), dim3(kNormThreads), static_cast<const bf16_bits*>(d.h.get()),
                     static_cast<const bf16_bits*>(d.next_norm_w.get()), xn.get(), m, hid, kEps);
     gemv.enqueue("kern_gemv_bf16", st, tiles(n, kGemvTileRows), dim3(kGemvThreads), xin,
@@ -700,20 +713,21 @@ TEST(PerfGpu, BulkStreamProbe) {
   Device<uint32_t> sink(static_cast<size_t>(sms) * 8);
   const struct {
     int per_sm, stage, stages, piece;
-  } cfgs[] = {{1, 32768, 4, 0},    {1, 40960, 5, 0}, {1, 32768, 6, 0}, {1, 40960, 5, 4096}, {2, 32768, 3, 0},
-              {2, 16384, 6, 0},    {4, 16384, 3, 0}, {4, 8192, 6, 0},  {8, 8192, 3, 0},     {8, 4096, 6, 0}};
+  } cfgs[] = {{1, 32768, 4, 0}, {1, 40960, 5, 0}, {1, 32768, 6, 0}, {1, 40960, 5, 4096}, {2, 32768, 3, 0},
+              {2, 16384, 6, 0}, {4, 16384, 3, 0}, {4, 8192, 6, 0},  {8, 8192, 3, 0},     {8, 4096, 6, 0}};
   const char* entry = "kern_bulk_stream_probe";
   for (const auto& c : cfgs) {
     const int grid = sms * c.per_sm;
     const int64_t per_block = static_cast<int64_t>(total / static_cast<size_t>(grid)) & ~int64_t{15};
     fb.set_dynamic_shared(entry, c.stage * c.stages);
     const double us = mean_us(20, st.s, [&](cudaStream_t x) {
-      fb.enqueue(entry, x, dim3(grid), dim3(64), static_cast<const char*>(static_cast<const void*>(src.get())), per_block,
-                 int32_t{c.stage}, int32_t{c.piece}, sink.get());
+      fb.enqueue(entry, x, dim3(grid), dim3(64), static_cast<const char*>(static_cast<const void*>(src.get())),
+                 per_block, int32_t{c.stage}, int32_t{c.piece}, sink.get());
     });
     const double gbps = static_cast<double>(per_block) * grid / (us * 1e3);
-    const std::string tag = "bulk stream probe " + std::to_string(c.per_sm) + " blocks/SM, " + std::to_string(c.stages) +
-                            " x " + std::to_string(c.stage) + " B stages, piece " + std::to_string(c.piece);
+    const std::string tag = "bulk stream probe " + std::to_string(c.per_sm) + " blocks/SM, " +
+                            std::to_string(c.stages) + " x " + std::to_string(c.stage) + " B stages, piece " +
+                            std::to_string(c.piece);
     report(tag + " read GB/s", gbps);
     report(tag + " of copy", gbps / copy);
   }

@@ -11,9 +11,9 @@ namespace kern_gpu_test {
 namespace {
 
 constexpr double kTol = 1e-2;
-constexpr int kMaxGemvRows = 8;  // rows of x per pass over W (kern gen uses the GEMV for seqs <= 8)
-constexpr int kTail = 64;        // poisoned elements after every output, checked untouched
-constexpr int kAsyncBytes = 384; // dynamic shared memory per thread of kern_gemv_bf16_async
+constexpr int kMaxGemvRows = 8;   // rows of x per pass over W (kern gen uses the GEMV for seqs <= 8)
+constexpr int kTail = 64;         // poisoned elements after every output, checked untouched
+constexpr int kAsyncBytes = 384;  // dynamic shared memory per thread of kern_gemv_bf16_async
 
 enum class Kind { Plain, Residual, SiluMul, NormPlain, NormSiluMul };
 
@@ -33,7 +33,8 @@ bool is_norm(Kind kind) { return kind == Kind::NormPlain || kind == Kind::NormSi
 int tiles_of(Kind kind, int n) { return is_silu(kind) ? (n + 7) / 8 : (n + 15) / 16; }
 // The tuning variants keep the old parameter list (no prefetch).
 bool is_tuning(const char* entry) {
-  return entry != nullptr && std::string(entry) != "kern_gemv_bf16" && std::string(entry).rfind("kern_gemv_bf16_", 0) == 0;
+  return entry != nullptr && std::string(entry) != "kern_gemv_bf16" &&
+         std::string(entry).rfind("kern_gemv_bf16_", 0) == 0;
 }
 // Dynamic shared memory a norm entry needs for `rows` rows of x per pass.
 int norm_shared(int k, int rows) { return (k + 8) * 2 * rows; }
@@ -113,7 +114,8 @@ struct Problem {
     if (is_tuning(entry))
       fb.launch(e, dim3(grid), dim3(block), d_x.get(), d_w.get(), d_out.get(), m, n, k, ldx);
     else if (is_norm(kind))
-      fb.launch(e, dim3(grid), dim3(block), d_x.get(), d_nw.get(), d_w.get(), d_out.get(), m, n, k, ldx, kEps, prefetch);
+      fb.launch(e, dim3(grid), dim3(block), d_x.get(), d_nw.get(), d_w.get(), d_out.get(), m, n, k, ldx, kEps,
+                prefetch);
     else
       fb.launch(e, dim3(grid), dim3(block), d_x.get(), d_w.get(), d_out.get(), m, n, k, ldx, prefetch);
     return d_out.download();
@@ -132,7 +134,8 @@ void check(Kind kind, int m, int n, int k, int ldx, uint64_t seed, int block = 2
   SCOPED_TRACE(tag(p) + " block " + std::to_string(block) + " grid " + std::to_string(grid) + " norm rows " +
                std::to_string(norm_rows));
   Fatbin fb("gemv");
-  if (entry != nullptr && std::string(entry) == "kern_gemv_bf16_async") fb.set_dynamic_shared(entry, block * kAsyncBytes);
+  if (entry != nullptr && std::string(entry) == "kern_gemv_bf16_async")
+    fb.set_dynamic_shared(entry, block * kAsyncBytes);
   if (is_norm(kind)) fb.set_dynamic_shared(entry_of(kind), norm_shared(k, norm_rows));
   const int g = grid > 0 ? grid : tiles_of(kind, n);
   const auto out = p.run(fb, g, block, entry);
@@ -209,8 +212,8 @@ TEST(GemvGpu, ManyRowsStridedGridOtherBlocks) {
 
 // The tuning variants (other numbers of loads in flight) compute the same thing.
 TEST(GemvGpu, TuningVariants) {
-  for (const char* entry : {"kern_gemv_bf16_u2", "kern_gemv_bf16_u4", "kern_gemv_bf16_u8", "kern_gemv_bf16_p4",
-                            "kern_gemv_bf16_async"}) {
+  for (const char* entry :
+       {"kern_gemv_bf16_u2", "kern_gemv_bf16_u4", "kern_gemv_bf16_u8", "kern_gemv_bf16_p4", "kern_gemv_bf16_async"}) {
     check(Kind::Plain, 1, 1000, 2560, 2568, 811, 256, 0, entry);
     check(Kind::Plain, 8, 37, 9728, 9728, 812, 512, 0, entry);  // async: > 48 KiB of shared memory
     check(Kind::Plain, 3, 1000, 8, 8, 813, 256, 0, entry);
@@ -285,7 +288,8 @@ TEST(GemvGpu, RowResultsIndependentOfBatch) {
     for (int r : {0, 5, kMaxGemvRows + 2}) {
       Problem one = all;
       one.m = 1;
-      one.x.assign(all.x.begin() + static_cast<size_t>(r) * all.ldx, all.x.begin() + static_cast<size_t>(r + 1) * all.ldx);
+      one.x.assign(all.x.begin() + static_cast<size_t>(r) * all.ldx,
+                   all.x.begin() + static_cast<size_t>(r + 1) * all.ldx);
       one.h.assign(all.h.begin() + static_cast<size_t>(r) * all.n, all.h.begin() + static_cast<size_t>(r + 1) * all.n);
       const auto single = one.run(fb, tiles_of(kind, all.n), 256);
       EXPECT_TRUE(std::equal(single.begin(), single.begin() + all.n, full.begin() + static_cast<size_t>(r) * all.n))
@@ -405,8 +409,8 @@ struct RotatedWeights {
 
 // Median µs of one GEMV launch (x [8, k], norm_w [k] and out [8, n] random, never zeros).
 // prefetch < 0: the tuning variants' parameter list (no prefetch).
-double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, int grid, int block, std::mt19937_64& rng,
-                 size_t shared = 0, int cluster = 0, int prefetch = -1, bool norm = false) {
+double time_gemv(const void* fn, const RotatedWeights& w, int m, int n, int k, int grid, int block,
+                 std::mt19937_64& rng, size_t shared = 0, int cluster = 0, int prefetch = -1, bool norm = false) {
   Device<bf16_bits> x(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * k, -1.0f, 1.0f));
   Device<bf16_bits> nw(random_bf16(rng, static_cast<size_t>(k), 0.5f, 1.5f));
   Device<bf16_bits> out(random_bf16(rng, static_cast<size_t>(kMaxGemvRows) * n, -1.0f, 1.0f));
@@ -454,7 +458,8 @@ TEST(PerfGpu, GemvQwen3_4B) {
         const double us = time_gemv(kernels.get(s.kind), w, m, s.n, s.k, tiles_of(s.kind, s.n), block, rng, shared, 0,
                                     0, is_norm(s.kind));
         const double gbps = w.bytes() / (us * 1e3);
-        const std::string t = std::string("gemv ") + s.name + " m" + std::to_string(m) + " block " + std::to_string(block);
+        const std::string t =
+            std::string("gemv ") + s.name + " m" + std::to_string(m) + " block " + std::to_string(block);
         report(t + " us", us);
         report(t + " GB/s", gbps);
         report(t + " of copy", gbps / copy);

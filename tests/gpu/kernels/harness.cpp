@@ -53,8 +53,9 @@ void Fatbin::set_dynamic_shared(const std::string& entry, int bytes) {
   if (bytes > 0) {  // the 48 KiB default bounds static + dynamic shared memory together
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaKernelSetAttributeForDevice(kernel(entry), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, device),
-               ("cudaKernelSetAttributeForDevice " + entry).c_str());
+    check_cuda(
+        cudaKernelSetAttributeForDevice(kernel(entry), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, device),
+        ("cudaKernelSetAttributeForDevice " + entry).c_str());
   }
   dynamic_shared_[entry] = bytes;
 }
@@ -86,17 +87,17 @@ double Fatbin::time_raw(const std::string& entry, int iters, dim3 grid, dim3 blo
 void report(const std::string& what, double value) { std::printf("[figure] %s: %.4g\n", what.c_str(), value); }
 
 void Fatbin::launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args) {
-  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, dynamic_shared(entry),
-                              nullptr),
-             ("launch " + entry).c_str());
+  check_cuda(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, dynamic_shared(entry), nullptr),
+      ("launch " + entry).c_str());
   check_cuda(cudaGetLastError(), ("after launch " + entry).c_str());
   check_cuda(cudaDeviceSynchronize(), ("execute " + entry).c_str());
 }
 
 void Fatbin::enqueue_raw(const std::string& entry, cudaStream_t stream, dim3 grid, dim3 block, void** args) {
-  check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, dynamic_shared(entry),
-                              stream),
-             ("enqueue " + entry).c_str());
+  check_cuda(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel(entry)), grid, block, args, dynamic_shared(entry), stream),
+      ("enqueue " + entry).c_str());
 }
 
 std::vector<bf16_bits> random_bf16(std::mt19937_64& rng, size_t n, float lo, float hi) {

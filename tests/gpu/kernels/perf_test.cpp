@@ -65,9 +65,10 @@ TEST(PerfGpu, SmallKernels) {
     Device<float> pm(64);
     Device<int32_t> pi(64);
     Device<int64_t> out(1);
-    report("argmax partial 1x151936 us", fb.time_us("kern_argmax_partial_bf16", 50, dim3(64, 1), dim3(256), logits.get(),
-                                                    pm.get(), pi.get(), 1, kVocab, 64));
-    report("argmax final us", fb.time_us("kern_argmax_final", 50, dim3(1), dim3(64), pm.get(), pi.get(), out.get(), 1, 64));
+    report("argmax partial 1x151936 us", fb.time_us("kern_argmax_partial_bf16", 50, dim3(64, 1), dim3(256),
+                                                    logits.get(), pm.get(), pi.get(), 1, kVocab, 64));
+    report("argmax final us",
+           fb.time_us("kern_argmax_final", 50, dim3(1), dim3(64), pm.get(), pi.get(), out.get(), 1, 64));
   }
   {
     Fatbin fb("rmsnorm");
@@ -77,8 +78,8 @@ TEST(PerfGpu, SmallKernels) {
     Device<bf16_bits> w(random_bf16(rng, kHidden, 0.5f, 1.5f)), y(static_cast<size_t>(rows) * kHidden);
     report("add_rms_norm 2048x2560 us", fb.time_us("kern_fused_add_rms_norm_bf16", 20, dim3(rows), dim3(256), x.get(),
                                                    d.get(), w.get(), y.get(), rows, kHidden, 1e-6f));
-    report("add_rms_norm 1x2560 us", fb.time_us("kern_fused_add_rms_norm_bf16", 50, dim3(1), dim3(256), x.get(), d.get(),
-                                                w.get(), y.get(), 1, kHidden, 1e-6f));
+    report("add_rms_norm 1x2560 us", fb.time_us("kern_fused_add_rms_norm_bf16", 50, dim3(1), dim3(256), x.get(),
+                                                d.get(), w.get(), y.get(), 1, kHidden, 1e-6f));
   }
   {
     Fatbin fb("rope");
@@ -93,8 +94,8 @@ TEST(PerfGpu, SmallKernels) {
     Device<int64_t> d_pos(pos), d_slots(slots);
     Device<bf16_bits> cache(static_cast<size_t>(rows) * 2 * KV * hd);
     report("qk_norm_rope_cache 2048 rows us",
-           fb.time_us("kern_qk_norm_rope_cache_bf16", 20, dim3(rows, (H + 2 * KV + 3) / 4), dim3(128), qkv.get(), w.get(),
-                      w.get(), table.get(), d_pos.get(), d_slots.get(), cache.get(), rows, H, KV, hd, P,
+           fb.time_us("kern_qk_norm_rope_cache_bf16", 20, dim3(rows, (H + 2 * KV + 3) / 4), dim3(128), qkv.get(),
+                      w.get(), w.get(), table.get(), d_pos.get(), d_slots.get(), cache.get(), rows, H, KV, hd, P,
                       static_cast<int64_t>(2 * P * KV * hd), max_pos, 1e-6f));
   }
 }

@@ -18,7 +18,8 @@ TEST(PipelineGpu, ChunkedPrefillThenDecode) {
   const int H = 32, KV = 8, hd = 128, P = 16, layers = 2, layer = 1, n = 40, max_pos = 64;
   const int width = (H + 2 * KV) * hd, pages = 6, max_pages = 4;
   const float eps = 1e-6f, scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t block = static_cast<int64_t>(P) * KV * hd, page_stride = layers * 2 * block, layer_off = layer * 2 * block;
+  const int64_t block = static_cast<int64_t>(P) * KV * hd, page_stride = layers * 2 * block,
+                layer_off = layer * 2 * block;
 
   std::vector<int32_t> perm(pages);
   std::iota(perm.begin(), perm.end(), 0);
@@ -69,7 +70,7 @@ TEST(PipelineGpu, ChunkedPrefillThenDecode) {
     const auto out = d_out.download();
     std::copy(out.begin(), out.end(), attn_out.begin() + static_cast<size_t>(r0) * H * hd);
   }
-  {  // the last prompt token through decode
+  {                                  // the last prompt token through decode
     const DecodeSplit split{4, 16};  // 2 ranges per kv head: the reduce runs
     Device<bf16_bits> d_qkv(width), d_out(static_cast<size_t>(H) * hd);
     Device<int64_t> d_pos(1), d_slots(1);
@@ -125,7 +126,8 @@ TEST(PipelineGpu, ChunkedPrefillThenDecode) {
         ref[(static_cast<size_t>(r) * H + h) * hd + d] = acc / den;
       }
     }
-  for (auto [r0, r1, what] : {std::tuple{0, 33, "chunk 1"}, std::tuple{33, 39, "chunk 2"}, std::tuple{39, 40, "decode"}}) {
+  for (auto [r0, r1, what] :
+       {std::tuple{0, 33, "chunk 1"}, std::tuple{33, 39, "chunk 2"}, std::tuple{39, 40, "decode"}}) {
     std::vector<double> o, rr;
     for (size_t i = static_cast<size_t>(r0) * H * hd; i < static_cast<size_t>(r1) * H * hd; ++i) {
       o.push_back(bf16_to_float(attn_out[i]));

@@ -8,11 +8,13 @@ namespace {
 
 constexpr double kTol = 1e-2;
 
-std::vector<double> rms_ref(const std::vector<double>& x, const std::vector<double>& w, int rows, int hidden, double eps) {
+std::vector<double> rms_ref(const std::vector<double>& x, const std::vector<double>& w, int rows, int hidden,
+                            double eps) {
   std::vector<double> y(x.size());
   for (int r = 0; r < rows; ++r) {
     double ss = 0.0;
-    for (int c = 0; c < hidden; ++c) ss += x[static_cast<size_t>(r) * hidden + c] * x[static_cast<size_t>(r) * hidden + c];
+    for (int c = 0; c < hidden; ++c)
+      ss += x[static_cast<size_t>(r) * hidden + c] * x[static_cast<size_t>(r) * hidden + c];
     const double rstd = 1.0 / std::sqrt(ss / hidden + eps);
     for (int c = 0; c < hidden; ++c)
       y[static_cast<size_t>(r) * hidden + c] = x[static_cast<size_t>(r) * hidden + c] * rstd * w[c];

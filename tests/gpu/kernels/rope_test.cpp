@@ -89,9 +89,8 @@ std::pair<std::vector<bf16_bits>, std::vector<bf16_bits>> check_qk_norm_rope_cac
   Device<float> d_table(table);
   Device<int64_t> d_pos(pos), d_slots(slots);
   fb.launch("kern_qk_norm_rope_cache_bf16", dim3(c.grid_x > 0 ? c.grid_x : c.rows, (total + 3) / 4), dim3(128),
-            d_qkv.get(), d_qw.get(),
-            d_kw.get(), d_table.get(), d_pos.get(), d_slots.get(), d_cache.get() + layer_off, c.rows, c.heads,
-            c.kv_heads, hd, c.page_size, page_stride, max_pos, eps);
+            d_qkv.get(), d_qw.get(), d_kw.get(), d_table.get(), d_pos.get(), d_slots.get(), d_cache.get() + layer_off,
+            c.rows, c.heads, c.kv_heads, hd, c.page_size, page_stride, max_pos, eps);
   const auto out = d_qkv.download();
   const auto cache = d_cache.download();
   EXPECT_EQ(count_nan(out), 0u);
@@ -184,9 +183,10 @@ TEST(PerfGpu, QkNormRopeCachePrefill) {
   Device<int64_t> d_pos(pos), d_slots(pos);
   const double bytes = static_cast<double>(rows) * hd * 2 * (2.0 * (heads + kv) + kv + 2.0 * kv);
   for (int per_block : {16, 1}) {
-    const double us = fb.time_us("kern_qk_norm_rope_cache_bf16", 20, dim3((rows + per_block - 1) / per_block, total / 4),
-                                 dim3(128), qkv.get(), qw.get(), kw.get(), table.get(), d_pos.get(), d_slots.get(),
-                                 cache.get(), rows, heads, kv, hd, page, page_stride, max_pos, 1e-6f);
+    const double us =
+        fb.time_us("kern_qk_norm_rope_cache_bf16", 20, dim3((rows + per_block - 1) / per_block, total / 4), dim3(128),
+                   qkv.get(), qw.get(), kw.get(), table.get(), d_pos.get(), d_slots.get(), cache.get(), rows, heads, kv,
+                   hd, page, page_stride, max_pos, 1e-6f);
     const std::string t = "qk_norm_rope 4B prefill 8192 rows, " + std::to_string(per_block) + " rows per block";
     report(t + " us", us);
     report(t + " GB/s", bytes / (us * 1e3));

@@ -20,9 +20,9 @@ using namespace kern_dev;
 
 namespace {
 
-constexpr int kTile = 32;        // keys per tile (= warp size, used by the softmax step)
-constexpr int kMaxQ = 16;        // queries per block: rows x q heads of one kv head
-constexpr int kMaxGroup = kMaxQ; // q heads per kv head
+constexpr int kTile = 32;         // keys per tile (= warp size, used by the softmax step)
+constexpr int kMaxQ = 16;         // queries per block: rows x q heads of one kv head
+constexpr int kMaxGroup = kMaxQ;  // q heads per kv head
 
 template <int HD>
 struct Smem {
@@ -34,7 +34,7 @@ struct Smem {
   float m[kMaxQ];
   float l[kMaxQ];
   float alpha[kMaxQ];
-  int end[kMaxQ];                 // per query: keys [begin, end) it attends to
+  int end[kMaxQ];  // per query: keys [begin, end) it attends to
 };
 
 // Attends nq = rows * G queries to keys [begin, end) of kv head kvh, query qi being q head
@@ -49,7 +49,8 @@ __device__ void attend(Smem<HD>& sm, const bf16* __restrict__ q0, int q_stride, 
   const int lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = HD / 32;
   for (int qi = 0; qi < nq; ++qi)
-    sm.q[qi][tid] = to_f(q0[static_cast<int64_t>(qi / G) * q_stride + (kvh * G + qi % G) * HD + tid]) * (scale * kLog2e);
+    sm.q[qi][tid] =
+        to_f(q0[static_cast<int64_t>(qi / G) * q_stride + (kvh * G + qi % G) * HD + tid]) * (scale * kLog2e);
   if (tid < kMaxQ) {
     sm.m[tid] = -INFINITY;
     sm.l[tid] = 0.0f;
@@ -134,7 +135,7 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   if (kvh >= kv_heads || rows_per_block < 1) return;
   const int G = heads / kv_heads;
   if (G < 1 || G > kMaxGroup || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
-  const int max_rows = kMaxQ / G;  // rows attended together (they share each K/V tile)
+  const int max_rows = kMaxQ / G;                               // rows attended together (they share each K/V tile)
   const int context_cap = max_pages * page_size;
   for (int a = r0; a < r1;) {
     // Sequence of row a: the s with cu_seqlens[s] <= a < cu_seqlens[s + 1]; rows past the last
@@ -151,17 +152,22 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     const int seq_len = s < 0 ? 0 : seq_lens[s];
     int end = 0;
     for (int r = a; r < b; ++r) {
-      const int e = s < 0 ? 0 : static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(seq_len), positions[r] + 1)));
+      const int e =
+          s < 0 ? 0
+                : static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(seq_len), positions[r] + 1)));
       end = max(end, min(e, context_cap));
     }
     __syncthreads();  // the previous round's readers of sm are done
     if (threadIdx.x < nq) {
       const int r = a + threadIdx.x / G;
-      const int e = s < 0 ? 0 : static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(seq_len), positions[r] + 1)));
+      const int e =
+          s < 0 ? 0
+                : static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(seq_len), positions[r] + 1)));
       sm.end[threadIdx.x] = min(e, context_cap);
     }
     float acc[kMaxQ];
-    const PagedKv kv{cache, block_table + static_cast<int64_t>(s < 0 ? 0 : s) * max_pages, page_size, kv_heads,
+    const PagedKv kv{cache,       block_table + static_cast<int64_t>(s < 0 ? 0 : s) * max_pages,
+                     page_size,   kv_heads,
                      page_stride, -1};  // always divides (as this baseline always did)
     attend<HD>(sm, qkv + static_cast<int64_t>(a) * q_stride, q_stride, G, nq, scale, kv, kvh, 0, end, acc);
 #pragma unroll
@@ -180,14 +186,14 @@ __device__ void prefill(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 
 // q rows: row i of qkv (row stride q_stride elements), q heads first; out [*, heads*HD] bf16.
 // prefill grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (HD, 1, 1).
-#define KERN_ATTN_ENTRIES(HD)                                                                                        \
-  extern "C" __global__ void __launch_bounds__(HD) kern_attn_prefill_hd##HD(                                         \
-      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,          \
-      const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,       \
-      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,            \
-      int32_t rows_per_block) {                                                                                      \
-    prefill<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, seqs,    \
-                heads, kv_heads, page_size, page_stride, scale, rows_per_block);                                   \
+#define KERN_ATTN_ENTRIES(HD)                                                                                          \
+  extern "C" __global__ void __launch_bounds__(HD) kern_attn_prefill_hd##HD(                                           \
+      const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,             \
+      const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,           \
+      int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,              \
+      int32_t rows_per_block) {                                                                                        \
+    prefill<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, seqs, heads, \
+                kv_heads, page_size, page_stride, scale, rows_per_block);                                              \
   }
 
 KERN_ATTN_ENTRIES(64)

@@ -21,15 +21,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 // stage_bytes stages (dynamic shared memory / stage_bytes of them, at most 8) in bulk copies of
 // `piece` bytes (0: one per stage) issued by warp 1; warp 0 waits for each stage and frees it at once.
 // Block: 64 threads. sink[b] gets the stage count (so the work cannot be dropped).
-extern "C" __global__ void __launch_bounds__(64) kern_bulk_stream_probe(const char* __restrict__ src,
-                                                                        int64_t bytes_per_block, int32_t stage_bytes,
-                                                                        int32_t piece, uint32_t* sink) {
+extern "C" __global__ void __launch_bounds__(64)
+    kern_bulk_stream_probe(const char* __restrict__ src, int64_t bytes_per_block, int32_t stage_bytes, int32_t piece,
+                           uint32_t* sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint4 probe_ring[];
   __shared__ __align__(8) uint64_t full[kMaxStages], empty[kMaxStages];
   uint32_t dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (blockDim.x != 64 || stage_bytes <= 0 || (stage_bytes & 15) != 0 || (piece & 15) != 0 || (bytes_per_block & 15) != 0)
+  if (blockDim.x != 64 || stage_bytes <= 0 || (stage_bytes & 15) != 0 || (piece & 15) != 0 ||
+      (bytes_per_block & 15) != 0)
     __trap();
   const int stages = min(kMaxStages, static_cast<int>(dyn / static_cast<uint32_t>(stage_bytes)));
   if (stages < 1) __trap();

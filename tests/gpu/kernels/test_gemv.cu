@@ -5,26 +5,26 @@
 #include "gemv.cuh"
 
 // The pre-pdl production kernel (plain epilogue, no prefetch, x from global): kept for the tuning comparison.
-extern "C" __global__ void kern_gemv_bf16_p4(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+extern "C" __global__ void kern_gemv_bf16_p4(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                             bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store>(x, w, y, m, n, k, ldx);
 }
 
 // Tuning variants (timed by PerfGpu.GemvTuning; not used by kern gen; no prefetch parameter): 2, 4 or 8 loads per
 // row per batch, not pipelined (the kern gen entries are software-pipelined batches of 4: the fastest at every shape
 // timed on the H200).
-extern "C" __global__ void kern_gemv_bf16_u2(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+extern "C" __global__ void kern_gemv_bf16_u2(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                             bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store, 2, false>(x, w, y, m, n, k, ldx);
 }
 
-extern "C" __global__ void kern_gemv_bf16_u4(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+extern "C" __global__ void kern_gemv_bf16_u4(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                             bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store, 4, false>(x, w, y, m, n, k, ldx);
 }
 
-extern "C" __global__ void kern_gemv_bf16_u8(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
-                                             int32_t m, int32_t n, int32_t k, int32_t ldx) {
+extern "C" __global__ void kern_gemv_bf16_u8(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                             bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
   gemv<Epilogue::Store, 8, false>(x, w, y, m, n, k, ldx);
 }
 
@@ -38,8 +38,8 @@ extern "C" __global__ void kern_gemv_bf16_async(const bf16* __restrict__ x, cons
 // blocks of a cluster take one tile each with a kClusterK-th of k; rank 0 adds the per-block
 // partial sums (read through distributed shared memory, in rank order) and writes y. Grid =
 // tiles · kClusterK launched with cluster dims (kClusterK, 1, 1), any m.
-extern "C" __global__ void kern_gemv_bf16_cluster4(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y, int32_t m,
-                            int32_t n, int32_t k, int32_t ldx) {
+extern "C" __global__ void kern_gemv_bf16_cluster4(const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                                   bf16* __restrict__ y, int32_t m, int32_t n, int32_t k, int32_t ldx) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   constexpr int kClusterK = 4;

@@ -55,8 +55,8 @@ TEST(RuntimeGpuGemmInvariance, RowResultDoesNotDependOnRowsPerCall) {
     const auto full = from_bytes<std::uint16_t>(rt->read_output("c"));
     int checked = 0;
     // Rows alone (m = 1) and in groups of 7 / 64, written at the start of `a`.
-    for (auto [row, rows] : {std::pair<std::uint64_t, std::uint64_t>{0, 1}, {1, 1}, {354, 1}, {708, 1}, {100, 7},
-                             {600, 64}, {0, 2}}) {
+    for (auto [row, rows] :
+         {std::pair<std::uint64_t, std::uint64_t>{0, 1}, {1, 1}, {354, 1}, {708, 1}, {100, 7}, {600, 64}, {0, 2}}) {
       std::vector<std::uint16_t> part(a.begin() + static_cast<std::ptrdiff_t>(row * cs.k),
                                       a.begin() + static_cast<std::ptrdiff_t>((row + rows) * cs.k));
       rt->write_input("a", as_bytes(part), true);

@@ -56,8 +56,8 @@ std::vector<std::uint64_t> sample_rows(std::uint64_t m) {
 // Relative Frobenius error of C (row stride ldc) vs reference on sampled rows.
 // mode 0: C = A·Wᵀ; mode 1: C = bf16(A·Wᵀ) + A·Wᵀ.
 double rel_error(const std::vector<std::uint16_t>& a, std::uint64_t lda, const std::vector<std::uint16_t>& w,
-                 const std::vector<std::uint16_t>& c, std::uint64_t ldc, std::uint64_t m, std::uint64_t n, std::uint64_t k,
-                 int mode) {
+                 const std::vector<std::uint16_t>& c, std::uint64_t ldc, std::uint64_t m, std::uint64_t n,
+                 std::uint64_t k, int mode) {
   double num = 0, den = 0;
   std::vector<double> arow(k);
   for (std::uint64_t r : sample_rows(m)) {

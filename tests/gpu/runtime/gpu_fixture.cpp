@@ -22,12 +22,12 @@ std::string fatbin_sha() {
 }
 
 core::Verified verified(std::string json, const std::string& sha) {
-  for (std::size_t at = json.find("@SHA@"); at != std::string::npos; at = json.find("@SHA@"))
-    json.replace(at, 5, sha);
+  for (std::size_t at = json.find("@SHA@"); at != std::string::npos; at = json.find("@SHA@")) json.replace(at, 5, sha);
   return core::verify(core::parse_manifest(json, "test manifest"));
 }
 
-std::unique_ptr<runtime::Runtime> load(const core::Verified& v, runtime::RuntimeOptions options, const std::string& dir) {
+std::unique_ptr<runtime::Runtime> load(const core::Verified& v, runtime::RuntimeOptions options,
+                                       const std::string& dir) {
   return runtime::Runtime::load(v, dir, options);
 }
 

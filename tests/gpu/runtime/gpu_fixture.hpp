@@ -29,7 +29,7 @@ std::string fatbin_sha();
 core::Verified verified(std::string json, const std::string& sha = cubin_sha());
 
 std::unique_ptr<runtime::Runtime> load(const core::Verified& v, runtime::RuntimeOptions options = {},
-                              const std::string& dir = kernels_dir());
+                                       const std::string& dir = kernels_dir());
 
 template <typename T>
 std::span<const std::byte> as_bytes(const std::vector<T>& v) {

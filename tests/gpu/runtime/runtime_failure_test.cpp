@@ -33,8 +33,13 @@ TEST(RuntimeGpuFailures, DeviceIsVisible) {
   std::printf("GPU 0: %s, sm_%d%d, %d SMs, %.1f GiB, driver %d\n", info.name.c_str(), info.cc_major, info.cc_minor,
               info.sm_count, info.total_memory / 1073741824.0, info.driver_version);
   EXPECT_GE(info.max_shared_per_block_optin, 64 * 1024);
-  expect_error([] { runtime::RuntimeOptions o; o.gpu = 999; load(verified(axpy_manifest("i32")), o); }, ErrorKind::Api,
-               "GPU 999 does not exist");
+  expect_error(
+      [] {
+        runtime::RuntimeOptions o;
+        o.gpu = 999;
+        load(verified(axpy_manifest("i32")), o);
+      },
+      ErrorKind::Api, "GPU 999 does not exist");
 }
 
 TEST(RuntimeGpuFailures, AbiMismatchNamesOpLaunchAndParam) {
@@ -63,15 +68,17 @@ TEST(RuntimeGpuFailures, TamperedModuleIsKernelArtifact) {
 }
 
 TEST(RuntimeGpuFailures, UnsupportedExternIsRejectedAtLoad) {
-  const char* op = R"(, "f32gemm": {"params": ["in buffer<bf16>", "in buffer<bf16>", "out buffer<f32>", "i32", "i32", "i32"],
+  const char* op =
+      R"(, "f32gemm": {"params": ["in buffer<bf16>", "in buffer<bf16>", "out buffer<f32>", "i32", "i32", "i32"],
      "impl": {"launches": [{"entry": "extern:cublas_bf16_tn_f32"}]}})";
   std::string json = axpy_manifest("i32", op);
   // wire the op into a program so the verifier accepts it
   json.replace(json.find(R"("buffers": {)"), 12,
                R"("buffers": {"a": {"dtype": "bf16", "shape": [4, 4], "kind": "input"},
                  "c": {"dtype": "f32", "shape": [4, 4], "kind": "output"},)");
-  json.replace(json.find(R"("programs": {)"), 13,
-               R"("programs": {"g": {"calls": [{"op": "f32gemm", "args": [{"buf": "a"}, {"buf": "a"}, {"buf": "c"}, {"i32": 4}, {"i32": 4}, {"i32": 4}]}]},)");
+  json.replace(
+      json.find(R"("programs": {)"), 13,
+      R"("programs": {"g": {"calls": [{"op": "f32gemm", "args": [{"buf": "a"}, {"buf": "a"}, {"buf": "c"}, {"i32": 4}, {"i32": 4}, {"i32": 4}]}]},)");
   expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "not supported yet");
 }
 

@@ -95,7 +95,8 @@ TEST_P(RuntimeGpuIo, RefusedRangedWritesLeaveTheBufferAsItWas) {
   expect_error([&] { io.rt->write_input_at("ids", 12, as_bytes(one)); }, ErrorKind::Api, "multiples");
   expect_error([&] { io.rt->write_input_at("ids", 8, std::as_bytes(std::span(one)).first(4)); }, ErrorKind::Api,
                "multiples");
-  expect_error([&] { io.rt->write_input_at("ids", 8, as_bytes(bad)); }, ErrorKind::Domain, "count from buffer element 1");
+  expect_error([&] { io.rt->write_input_at("ids", 8, as_bytes(bad)); }, ErrorKind::Domain,
+               "count from buffer element 1");
   expect_error([&] { io.rt->write_input_at("mono", 8, as_bytes(one)); }, ErrorKind::Api, "monotone");
   expect_error([&] { io.rt->write_input_at("rows", 0, as_bytes(one)); }, ErrorKind::Api, "not an input");
   io.rt->run("step", {{"tokens", 4}});
@@ -122,9 +123,16 @@ TEST_P(RuntimeGpuIo, RunAndReadMatchesRunThenRead) {
   // Out of range: refused before anything runs.
   const runtime::RuntimeStats before = io.rt->stats();
   std::vector<std::byte> big(9 * 64 * 2);
-  expect_error([&] { io.rt->run_and_read("step", {{"tokens", 5}}, "rows", 0, big); }, ErrorKind::Api, "outside output rows");
-  expect_error([&] { io.rt->run_and_read("step", {{"tokens", 5}}, "ids", 0, std::span(got).first(8)); }, ErrorKind::Api,
-               "not an output");
+  expect_error(
+      [&] {
+        io.rt->run_and_read("step", {{"tokens", 5}}, "rows", 0, big);
+      },
+      ErrorKind::Api, "outside output rows");
+  expect_error(
+      [&] {
+        io.rt->run_and_read("step", {{"tokens", 5}}, "ids", 0, std::span(got).first(8));
+      },
+      ErrorKind::Api, "not an output");
   EXPECT_EQ(io.rt->stats().kernel_launches, before.kernel_launches);
   EXPECT_EQ(io.rt->stats().graph_launches, before.graph_launches);
 }
@@ -140,16 +148,20 @@ TEST_P(RuntimeGpuIo, RunAndReadWritesAheadWhileTheProgramRuns) {
     const std::vector<std::int64_t> ahead = step % 2 == 0 ? next : ids;
     std::vector<std::byte> got(3 * 64 * 2);
     // The read is queued before the callback's copy: it sees this step's rows.
-    io.rt->run_and_read("step", {{"tokens", 3}}, "rows", 0, got, [&] { io.rt->write_input("ids", as_bytes(ahead), true); });
+    io.rt->run_and_read("step", {{"tokens", 3}}, "rows", 0, got,
+                        [&] { io.rt->write_input("ids", as_bytes(ahead), true); });
     EXPECT_EQ(from_bytes<std::uint16_t>(got), io.expected(now));
   }
   io.rt->run("step", {{"tokens", 3}});
   EXPECT_EQ(io.rows("rows", 3), io.expected(next));
   // A callback that throws (a refused write): the error comes out, nothing is left half done.
   std::vector<std::byte> got(64 * 2, std::byte{0x5a});
-  expect_error([&] {
-    io.rt->run_and_read("step", {{"tokens", 3}}, "rows", 0, got, [&] { io.rt->write_input_at("ids", 0, as_bytes(bad)); });
-  }, ErrorKind::Domain, "ids");
+  expect_error(
+      [&] {
+        io.rt->run_and_read("step", {{"tokens", 3}}, "rows", 0, got,
+                            [&] { io.rt->write_input_at("ids", 0, as_bytes(bad)); });
+      },
+      ErrorKind::Domain, "ids");
   EXPECT_EQ(got, std::vector<std::byte>(64 * 2, std::byte{0x5a}));
   io.rt->run("step", {{"tokens", 3}});
   EXPECT_EQ(io.rows("rows", 3), io.expected(next));

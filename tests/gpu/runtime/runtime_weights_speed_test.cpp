@@ -54,7 +54,8 @@ std::vector<std::byte> read_back(cuda::DevicePtr p, std::size_t n) {
 class TempPath {
  public:
   explicit TempPath(const std::string& stem) {
-    path_ = (std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + ".safetensors")).string();
+    path_ =
+        (std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + ".safetensors")).string();
   }
   ~TempPath() {
     std::error_code ec;
@@ -86,7 +87,7 @@ struct Fixture {
   std::vector<std::uint64_t> sizes;
 
   Fixture() {
-    tensors.add("emb", DType::BF16, {4096, 512}, random_bytes(4096 * 512 * 2, 1));  // 4 MiB
+    tensors.add("emb", DType::BF16, {4096, 512}, random_bytes(4096 * 512 * 2, 1));    // 4 MiB
     tensors.add("big", DType::BF16, {1000, 3000}, random_bytes(1000 * 3000 * 2, 2));  // row 6000 bytes
     tensors.add("wq", DType::BF16, {256, 256}, random_bytes(256 * 256 * 2, 3));
     tensors.add("wk", DType::BF16, {256, 256}, random_bytes(256 * 256 * 2, 4));
@@ -95,11 +96,14 @@ struct Fixture {
     targets.push_back({"w_embed_norm", {contiguous("emb", 0, 0, emb), contiguous("norm", 0, emb, 1024)}});
     sizes.push_back(emb + 1024);
     // big rows [100, 900) cols [500, 2500): 800 rows x 4000 bytes from rows 6000 bytes apart
-    targets.push_back({"w_slice", {weights::BindCopy{weights::BindCopy::Kind::Strided, "big", 100 * 6000 + 1000, 0, 4000, 800, 6000, 4000}}});
+    targets.push_back(
+        {"w_slice",
+         {weights::BindCopy{weights::BindCopy::Kind::Strided, "big", 100 * 6000 + 1000, 0, 4000, 800, 6000, 4000}}});
     sizes.push_back(800 * 4000);
     // interleave wq / wk in blocks of 16 rows (8192 bytes)
-    targets.push_back({"w_qk", {weights::BindCopy{weights::BindCopy::Kind::Strided, "wq", 0, 0, 8192, 16, 8192, 16384},
-                                weights::BindCopy{weights::BindCopy::Kind::Strided, "wk", 0, 8192, 8192, 16, 8192, 16384}}});
+    targets.push_back({"w_qk",
+                       {weights::BindCopy{weights::BindCopy::Kind::Strided, "wq", 0, 0, 8192, 16, 8192, 16384},
+                        weights::BindCopy{weights::BindCopy::Kind::Strided, "wk", 0, 8192, 8192, 16, 8192, 16384}}});
     sizes.push_back(2 * 131072);
   }
 
@@ -113,7 +117,8 @@ struct Fixture {
       out.emplace_back(sizes[i]);
       for (const weights::BindCopy& c : targets[i].copies)
         for (std::uint64_t r = 0; r < c.height; ++r)
-          tensors.read(c.tensor, c.src_offset + r * c.src_pitch, c.width, out[i].data() + c.dst_offset + r * c.dst_pitch);
+          tensors.read(c.tensor, c.src_offset + r * c.src_pitch, c.width,
+                       out[i].data() + c.dst_offset + r * c.dst_pitch);
     }
     return out;
   }
@@ -139,7 +144,8 @@ TEST(WeightLoaderGpu, ManyThreadsMatchHostCopyBitwise) {
   TempPath file("kern-loader-gpu");
   write_checkpoint(file.path(), fx.tensors);
   const weights::SafetensorsTensors st = weights::SafetensorsTensors::open(file.path());
-  for (const weights::Tensors* source : {static_cast<const weights::Tensors*>(&fx.tensors), static_cast<const weights::Tensors*>(&st)})
+  for (const weights::Tensors* source :
+       {static_cast<const weights::Tensors*>(&fx.tensors), static_cast<const weights::Tensors*>(&st)})
     for (unsigned threads : {1u, 16u})
       for (bool two_d : {true, false}) {
         LoaderOptions o;
@@ -227,7 +233,8 @@ TEST(WeightLoaderGpu, SpeedOnSyntheticCheckpoint) {
   (void)gpu();
   const std::uint64_t tensor_bytes = 32ull << 20;
   const int count = std::max(1, static_cast<int>(gb * 1e9 / tensor_bytes));
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kern-loader-speed-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kern-loader-speed-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   struct Cleanup {
     std::filesystem::path d;
@@ -284,11 +291,11 @@ TEST(WeightLoaderGpu, SpeedOnSyntheticCheckpoint) {
     const double first = loader.stats().seconds;
     loader.load(targets, dev.ptrs, st);  // slabs already pinned
     const double second = loader.stats().seconds - first;
-    std::printf("[speed] threads %2u, slabs %u x %llu MiB, reads %llu MiB: first load %.3f s = %.2f GB/s (slab pinning "
-                "included), second %.3f s = %.2f GB/s\n",
-                threads, o.slabs, (unsigned long long)(o.layout.slab_bytes >> 20),
-                (unsigned long long)(o.layout.read_bytes >> 20), first, total / 1e9 / first, second,
-                total / 1e9 / second);
+    std::printf(
+        "[speed] threads %2u, slabs %u x %llu MiB, reads %llu MiB: first load %.3f s = %.2f GB/s (slab pinning "
+        "included), second %.3f s = %.2f GB/s\n",
+        threads, o.slabs, (unsigned long long)(o.layout.slab_bytes >> 20),
+        (unsigned long long)(o.layout.read_bytes >> 20), first, total / 1e9 / first, second, total / 1e9 / second);
   }
   // spot check: the last buffer's last bytes equal the block
   const auto tail = read_back(dev.ptrs.back() + sizes.back() - 4096, 4096);

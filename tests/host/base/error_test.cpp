@@ -9,7 +9,8 @@ TEST(Error, CallWrapsAndKeepsRootKind) {
   Error e = Error::call("program decode call 3 (embed) op embedding", inner);
   EXPECT_EQ(e.kind(), ErrorKind::Call);
   EXPECT_EQ(e.root_kind(), ErrorKind::Domain);
-  EXPECT_STREQ(e.what(), "program decode call 3 (embed) op embedding: Domain: buffer token_ids[3] = 200000 is above 151935");
+  EXPECT_STREQ(e.what(),
+               "program decode call 3 (embed) op embedding: Domain: buffer token_ids[3] = 200000 is above 151935");
 }
 
 TEST(Error, DetailsOnePerLine) {

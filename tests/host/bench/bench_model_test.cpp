@@ -85,8 +85,8 @@ TEST(BenchModel, PrefillPointRates) {
 }
 
 TEST(BenchModel, OpSharesAggregateAndSort) {
-  const auto shares = op_shares({{"gemm_qkv", 0.010}, {"attn_decode", 0.020}, {"gemm_qkv", 0.015}, {"argmax", 0.005},
-                                 {"rms_norm", 0.005}});
+  const auto shares = op_shares(
+      {{"gemm_qkv", 0.010}, {"attn_decode", 0.020}, {"gemm_qkv", 0.015}, {"argmax", 0.005}, {"rms_norm", 0.005}});
   ASSERT_EQ(shares.size(), 4u);
   EXPECT_EQ(shares[0].op, "gemm_qkv");
   EXPECT_EQ(shares[0].calls, 2u);

@@ -130,8 +130,9 @@ TEST(BenchReport, TableShowsEachPrefillProfile) {
   EXPECT_EQ(without.find("per-op time of one prefill"), std::string::npos) << without;
   r.prefill_ops = prefill_profiles();
   const std::string t = format_table(r);
-  const std::size_t first =
-      t.find("per-op time of one prefill of 2048 tokens (eager, events around each call; the prefill program's call over 2047 rows)");
+  const std::size_t first = t.find(
+      "per-op time of one prefill of 2048 tokens (eager, events around each call; the prefill program's call over 2047 "
+      "rows)");
   const std::size_t second = t.find("per-op time of one prefill of 8192 tokens");
   ASSERT_NE(first, std::string::npos) << t;
   ASSERT_NE(second, std::string::npos) << t;

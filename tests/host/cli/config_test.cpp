@@ -93,7 +93,8 @@ TEST(Config, UnknownKeysAreNamed) {
 TEST(Config, WrongTypesAreNamed) {
   EXPECT_NE(api_error("gpu = \"0\"\n").find("`gpu` must be an integer"), std::string::npos);
   EXPECT_NE(api_error("gpu = -1\n").find("`gpu` must be at least 0"), std::string::npos);
-  EXPECT_NE(api_error("[targets.t]\nweights = [1]\n").find("`targets.t.weights[0]` must be a string"), std::string::npos);
+  EXPECT_NE(api_error("[targets.t]\nweights = [1]\n").find("`targets.t.weights[0]` must be a string"),
+            std::string::npos);
   EXPECT_NE(api_error("[targets.t]\nkernels = \"\"\n").find("must not be empty"), std::string::npos);
   EXPECT_NE(api_error("targets = 3\n").find("`targets` must be a table"), std::string::npos);
   EXPECT_NE(api_error("[run]\nsteps = 1.5\n").find("`run.steps` must be an integer"), std::string::npos);

@@ -13,9 +13,9 @@
 namespace kern::core {
 namespace {
 
-using ::testing::StartsWith;
 using testing::describe;
 using testing::parse_error;
+using ::testing::StartsWith;
 using testing::toy;
 using testing::toy_launch;
 
@@ -77,7 +77,8 @@ TEST(CooperativeVerify, AllowedOnKernelLaunchesAlsoWithPdl) {
 }
 
 TEST(CooperativeVerify, RejectedTogetherWithCluster) {
-  const auto vs = qwen_violations(R"([{"op":"add","path":"/ops/attn_decode/impl/launches/0/cooperative","value":true}])");
+  const auto vs =
+      qwen_violations(R"([{"op":"add","path":"/ops/attn_decode/impl/launches/0/cooperative","value":true}])");
   expect_only_cooperative(vs, "ops.attn_decode.impl.launches[0].cooperative",
                           "cooperative is not supported together with cluster");
   // Without the cluster the same launch is fine.

@@ -26,7 +26,7 @@ TEST(Expr, EvaluatesEveryForm) {
   EXPECT_EQ(eval(Expr::constant(7), v), 7u);
   EXPECT_EQ(eval(Expr::variable("tokens"), v), 10u);
   EXPECT_EQ(eval(Expr::ceil_div(Expr::variable("tokens"), 4), v), 3u);  // 10/4 rounds up
-  EXPECT_EQ(eval(Expr::ceil_div(Expr::constant(8), 4), v), 2u);        // exact: no round up
+  EXPECT_EQ(eval(Expr::ceil_div(Expr::constant(8), 4), v), 2u);         // exact: no round up
   EXPECT_EQ(eval(Expr::ceil_div(Expr::constant(0), 4), v), 0u);
   EXPECT_EQ(eval(Expr::mul(Expr::variable("seqs"), 5), v), 15u);
   EXPECT_EQ(eval(Expr::add(Expr::variable("tokens"), Expr::variable("seqs")), v), 13u);
@@ -88,7 +88,8 @@ TEST(Expr, EvalThrowsApiErrorWithWhere) {
 }
 
 TEST(Expr, ToStringAndCollectVars) {
-  Expr e = Expr::add(Expr::ceil_div(Expr::mul(Expr::variable("tokens"), 5), 4), Expr::add(Expr::variable("seqs"), Expr::variable("tokens")));
+  Expr e = Expr::add(Expr::ceil_div(Expr::mul(Expr::variable("tokens"), 5), 4),
+                     Expr::add(Expr::variable("seqs"), Expr::variable("tokens")));
   EXPECT_EQ(e.to_string(), "add(ceil_div(mul(tokens, 5), 4), add(seqs, tokens))");
   std::vector<std::string> vars{"seqs"};  // appends, keeping what is there and skipping repeats
   e.collect_vars(vars);

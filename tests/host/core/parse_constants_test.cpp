@@ -17,9 +17,13 @@ Json with_constants(Json doc, Json constants) {
   return doc;
 }
 
-const Json kConstants = {{"HIDDEN", 32},  {"MAX_TOKENS", 512}, {"BLOCK", 128}, {"KV_BYTES", 147456}, {"EPS", 1e-6},
-                         {"NEG", -5},     {"ONE", 1},          {"PAGE", 16},   {"OFF", 65536},       {"BIG", 4294967296ull},
-                         {"SMEM", 98304}, {"ALGO", 21},        {"SW", 128},    {"TP", 2}};
+const Json kConstants = {{"HIDDEN", 32},  {"MAX_TOKENS", 512},
+                         {"BLOCK", 128},  {"KV_BYTES", 147456},
+                         {"EPS", 1e-6},   {"NEG", -5},
+                         {"ONE", 1},      {"PAGE", 16},
+                         {"OFF", 65536},  {"BIG", 4294967296ull},
+                         {"SMEM", 98304}, {"ALGO", 21},
+                         {"SW", 128},     {"TP", 2}};
 
 }  // namespace
 
@@ -43,21 +47,33 @@ TEST(ParseConstants, EveryNumericPositionCategory) {
   l["shared_mem"] = "SMEM";
   l["cluster"] = {"TP", "ONE", "ONE"};
   l["when"] = {{"var", "tokens"}, {"min", "ONE"}, {"max", "MAX_TOKENS"}};
-  Json tm = {{"param", "ONE"}, {"dtype", "bf16"}, {"dims", {"HIDDEN", 0}}, {"strides", {"BLOCK"}}, {"box", {"PAGE", "PAGE"}},
-             {"swizzle", "SW"}, {"l2_promotion", "BLOCK"}};
+  Json tm = {{"param", "ONE"},          {"dtype", "bf16"}, {"dims", {"HIDDEN", 0}},  {"strides", {"BLOCK"}},
+             {"box", {"PAGE", "PAGE"}}, {"swizzle", "SW"}, {"l2_promotion", "BLOCK"}};
   l["args"] = {{{"param", "ONE"}},
                {{"i32", "HIDDEN"}},
                {{"f32", "EPS"}},
                {{"u8", "PAGE"}},
                {{"i64", "BIG"}},
-               {{"pack", {{"size", "BLOCK"}, {"fields", {{{"at", 0}, {"tensormap", tm}}, {{"at", "BLOCK"}, {"width", "PAGE"}, {"i32", "NEG"}},
-                                                         {{"at", 4}, {"expr", {{"mul", {"tokens", "PAGE"}}}}}}}}}}};
+               {{"pack",
+                 {{"size", "BLOCK"},
+                  {"fields",
+                   {{{"at", 0}, {"tensormap", tm}},
+                    {{"at", "BLOCK"}, {"width", "PAGE"}, {"i32", "NEG"}},
+                    {{"at", 4}, {"expr", {{"mul", {"tokens", "PAGE"}}}}}}}}}}};
   doc["ops"]["ext"] = {{"params", Json::array()},
                        {"impl",
                         {{"launches",
                           {{{"entry", "extern:cublaslt_bf16_tn"},
-                            {"algo", {{"id", "ALGO"}, {"tile", "NEG"}, {"stages", 0}, {"split_k", "ONE"}, {"reduction", 0}, {"swizzle", 0},
-                                      {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}}}}}}}}};
+                            {"algo",
+                             {{"id", "ALGO"},
+                              {"tile", "NEG"},
+                              {"stages", 0},
+                              {"split_k", "ONE"},
+                              {"reduction", 0},
+                              {"swizzle", 0},
+                              {"custom", 0},
+                              {"inner_shape", 0},
+                              {"cluster_shape", 0}}}}}}}}};
   doc["programs"]["step"]["batch"] = {{"groups", "TP"}, {"rows", "HIDDEN"}};
   doc["programs"]["pre"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}}, {"calls", Json::array()}};
   Json& args = toy_call(doc)["args"];
@@ -162,13 +178,25 @@ TEST(ParseConstants, UnknownNameInANonExpressionPosition) {
     std::function<void(Json&)> mutate;
   };
   for (const Case& c : std::vector<Case>{
-           {"ops.scale_rows.impl.launches[0].block[0]", [](Json& d) { toy_launch(d)["block"] = {"B", 1, 1}; }},
+           {"ops.scale_rows.impl.launches[0].block[0]",
+            [](Json& d) {
+              toy_launch(d)["block"] = {"B", 1, 1};
+            }},
            {"vars.tokens.max", [](Json& d) { d["vars"]["tokens"]["max"] = "MAX"; }},
            {"states.cache.bytes_per_token", [](Json& d) { d["states"]["cache"]["bytes_per_token"] = "tokens"; }},
            {"programs.step.calls[0].args[0].offset", [](Json& d) { toy_call(d)["args"][0]["offset"] = "OFF"; }},
-           {"programs.step.calls[0].args[4].i32", [](Json& d) { toy_call(d)["args"][4] = {{"i32", "tokens"}}; }},
-           {"programs.step.batch.groups", [](Json& d) { d["programs"]["step"]["batch"] = {{"groups", "G"}, {"rows", 1}}; }},
-           {"ops.scale_rows.impl.launches[0].grid[0].mul[1]", [](Json& d) { toy_launch(d)["grid"][0] = {{"mul", {"tokens", "F"}}}; }},
+           {"programs.step.calls[0].args[4].i32",
+            [](Json& d) {
+              toy_call(d)["args"][4] = {{"i32", "tokens"}};
+            }},
+           {"programs.step.batch.groups",
+            [](Json& d) {
+              d["programs"]["step"]["batch"] = {{"groups", "G"}, {"rows", 1}};
+            }},
+           {"ops.scale_rows.impl.launches[0].grid[0].mul[1]",
+            [](Json& d) {
+              toy_launch(d)["grid"][0] = {{"mul", {"tokens", "F"}}};
+            }},
        }) {
     Json doc = with_constants(toy(), {{"HIDDEN", 32}});
     c.mutate(doc);
@@ -179,13 +207,15 @@ TEST(ParseConstants, UnknownNameInANonExpressionPosition) {
   Json doc = toy();
   toy_launch(doc)["block"] = {"B", 1, 1};
   EXPECT_EQ(parse_error(doc),
-            "ops.scale_rows.impl.launches[0].block[0]: unknown constant \"B\" (expected a non-negative integer or a constant name)");
+            "ops.scale_rows.impl.launches[0].block[0]: unknown constant \"B\" (expected a non-negative integer or a "
+            "constant name)");
 }
 
 TEST(ParseConstants, ConstantOfTheWrongKindForItsPosition) {
   Json doc = with_constants(toy(), {{"EPS", 0.5}, {"NEG", -1}, {"WIDE", 3000000000ll}});
   toy_launch(doc)["block"][0] = "EPS";
-  EXPECT_EQ(parse_error(doc), "ops.scale_rows.impl.launches[0].block[0]: expected a non-negative integer, got constant \"EPS\" (= 0.5)");
+  EXPECT_EQ(parse_error(doc),
+            "ops.scale_rows.impl.launches[0].block[0]: expected a non-negative integer, got constant \"EPS\" (= 0.5)");
   doc = with_constants(toy(), {{"EPS", 0.5}, {"NEG", -1}, {"WIDE", 3000000000ll}});
   toy_launch(doc)["grid"][0] = "NEG";
   EXPECT_THAT(parse_error(doc), HasSubstr("got constant \"NEG\" (= -1)"));
@@ -194,7 +224,8 @@ TEST(ParseConstants, ConstantOfTheWrongKindForItsPosition) {
   EXPECT_THAT(parse_error(doc), StartsWith("programs.step.calls[0].args[4].i32: 3000000000 does not fit in i32"));
   doc = with_constants(toy(), {{"EPS", 0.5}, {"NEG", -1}, {"WIDE", 3000000000ll}});
   toy_call(doc)["args"][4] = {{"u8", "EPS"}};
-  EXPECT_THAT(parse_error(doc), StartsWith("programs.step.calls[0].args[4].u8: expected an integer, got constant \"EPS\" (= 0.5)"));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("programs.step.calls[0].args[4].u8: expected an integer, got constant \"EPS\" (= 0.5)"));
 }
 
 TEST(ParseConstants, NamePositionsNeverResolve) {

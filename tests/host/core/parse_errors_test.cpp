@@ -58,54 +58,85 @@ TEST(ParseErrors, UnknownFieldInEveryObjectKind) {
       {"vars.tokens.bogus", [&](Json& d) { put(d["vars"]["tokens"]); }},
       {"states.cache.bogus", [&](Json& d) { put(d["states"]["cache"]); }},
       {"states.h.host.bogus",
-       [&](Json& d) { d["states"]["h"] = {{"host", {{"dtype", "u8"}, {"shape", {0}}, {"strides", {1}}, {"bogus", 1}}}}; }},
+       [&](Json& d) {
+         d["states"]["h"] = {{"host", {{"dtype", "u8"}, {"shape", {0}}, {"strides", {1}}, {"bogus", 1}}}};
+       }},
       {"buffers.inp.bogus", [&](Json& d) { put(d["buffers"]["inp"]); }},
-      {"buffers.inp.domain.bogus", [&](Json& d) { d["buffers"]["inp"]["domain"] = {{"min", 0}, {"bogus", 1}}; }},
+      {"buffers.inp.domain.bogus",
+       [&](Json& d) {
+         d["buffers"]["inp"]["domain"] = {{"min", 0}, {"bogus", 1}};
+       }},
       {"buffers.gain.bind[0].bogus", [&](Json& d) { put(d["buffers"]["gain"]["bind"][0]); }},
       {"buffers.gain.bind[0].tensor.bogus",
-       [&](Json& d) { d["buffers"]["gain"]["bind"][0]["tensor"] = {{"group", "tp"}, {"tensors", {"a"}}, {"bogus", 1}}; }},
+       [&](Json& d) {
+         d["buffers"]["gain"]["bind"][0]["tensor"] = {{"group", "tp"}, {"tensors", {"a"}}, {"bogus", 1}};
+       }},
       {"buffers.gain.bind[0].rows.bogus",
-       [&](Json& d) { d["buffers"]["gain"]["bind"][0]["rows"] = {{"group", "tp"}, {"ranges", {{0, 1}}}, {"bogus", 1}}; }},
+       [&](Json& d) {
+         d["buffers"]["gain"]["bind"][0]["rows"] = {{"group", "tp"}, {"ranges", {{0, 1}}}, {"bogus", 1}};
+       }},
       {"buffers.gain.bind[0].interleave.bogus",
-       [&](Json& d) { d["buffers"]["gain"]["bind"][0]["interleave"] = {{"with", "b"}, {"rows", 2}, {"bogus", 1}}; }},
+       [&](Json& d) {
+         d["buffers"]["gain"]["bind"][0]["interleave"] = {{"with", "b"}, {"rows", 2}, {"bogus", 1}};
+       }},
       {"modules.demo.bogus", [&](Json& d) { put(d["modules"]["demo"]); }},
       {"ops.scale_rows.bogus", [&](Json& d) { put(d["ops"]["scale_rows"]); }},
       {"ops.scale_rows.impl.bogus", [&](Json& d) { put(d["ops"]["scale_rows"]["impl"]); }},
       {"ops.scale_rows.impl.scratch.s.bogus",
-       [&](Json& d) { d["ops"]["scale_rows"]["impl"]["scratch"]["s"] = {{"dtype", "f32"}, {"shape", {4}}, {"bogus", 1}}; }},
+       [&](Json& d) {
+         d["ops"]["scale_rows"]["impl"]["scratch"]["s"] = {{"dtype", "f32"}, {"shape", {4}}, {"bogus", 1}};
+       }},
       {"ops.scale_rows.impl.launches[0].bogus", [&](Json& d) { put(toy_launch(d)); }},
       {"ops.scale_rows.impl.launches[0].when.bogus",
-       [&](Json& d) { toy_launch(d)["when"] = {{"var", "tokens"}, {"bogus", 1}}; }},
-      {"ops.scale_rows.impl.launches[0].args[0].bogus", [&](Json& d) { toy_launch(d)["args"] = {{{"param", 0}, {"bogus", 1}}}; }},
+       [&](Json& d) {
+         toy_launch(d)["when"] = {{"var", "tokens"}, {"bogus", 1}};
+       }},
+      {"ops.scale_rows.impl.launches[0].args[0].bogus",
+       [&](Json& d) {
+         toy_launch(d)["args"] = {{{"param", 0}, {"bogus", 1}}};
+       }},
       {"ops.scale_rows.impl.launches[0].args[0].pack.bogus",
-       [&](Json& d) { toy_launch(d)["args"] = {{{"pack", {{"size", 8}, {"fields", Json::array()}, {"bogus", 1}}}}}; }},
+       [&](Json& d) {
+         toy_launch(d)["args"] = {{{"pack", {{"size", 8}, {"fields", Json::array()}, {"bogus", 1}}}}};
+       }},
       {"ops.scale_rows.impl.launches[0].args[0].pack.fields[0].bogus",
        [&](Json& d) {
          toy_launch(d)["args"] = {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"i32", 1}, {"bogus", 1}}}}}}}};
        }},
       {"ops.scale_rows.impl.launches[0].args[0].pack.fields[0].tensormap.bogus",
        [&](Json& d) {
-         Json tm = {{"param", 0}, {"dtype", "bf16"}, {"dims", {64}}, {"strides", Json::array()}, {"box", {64}}, {"bogus", 1}};
+         Json tm = {{"param", 0},  {"dtype", "bf16"}, {"dims", {64}}, {"strides", Json::array()},
+                    {"box", {64}}, {"bogus", 1}};
          toy_launch(d)["args"] = {{{"pack", {{"size", 128}, {"fields", {{{"at", 0}, {"tensormap", tm}}}}}}}};
        }},
       {"ops.ext.impl.launches[0].algo.bogus",
        [&](Json& d) {
-         Json algo = {{"id", 1}, {"tile", 0}, {"stages", 0}, {"split_k", 1}, {"reduction", 0}, {"swizzle", 0},
-                      {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}, {"bogus", 1}};
+         Json algo = {{"id", 1},      {"tile", 0},   {"stages", 0},      {"split_k", 1},       {"reduction", 0},
+                      {"swizzle", 0}, {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}, {"bogus", 1}};
          d["ops"]["ext"] = {{"params", Json::array()},
                             {"impl", {{"launches", {{{"entry", "extern:cublaslt_bf16_tn"}, {"algo", algo}}}}}}};
        }},
       {"ops.ext.impl.launches[0].bogus",
        [&](Json& d) {
-         d["ops"]["ext"] = {{"params", Json::array()}, {"impl", {{"launches", {{{"entry", "extern:x"}, {"bogus", 1}}}}}}};
+         d["ops"]["ext"] = {{"params", Json::array()},
+                            {"impl", {{"launches", {{{"entry", "extern:x"}, {"bogus", 1}}}}}}};
        }},
       {"programs.step.bogus", [&](Json& d) { put(d["programs"]["step"]); }},
-      {"programs.step.batch.bogus", [&](Json& d) { d["programs"]["step"]["batch"] = {{"groups", 1}, {"rows", 1}, {"bogus", 1}}; }},
+      {"programs.step.batch.bogus",
+       [&](Json& d) {
+         d["programs"]["step"]["batch"] = {{"groups", 1}, {"rows", 1}, {"bogus", 1}};
+       }},
       {"programs.step.calls[0].bogus", [&](Json& d) { put(toy_call(d)); }},
       {"programs.step.calls[0].args[0].bogus", [&](Json& d) { put(toy_call(d)["args"][0]); }},
       {"programs.step.calls[0].args[4].bogus", [&](Json& d) { put(toy_call(d)["args"][4]); }},
-      {"cut.bogus", [&](Json& d) { d["cut"] = {{"id", "pp"}, {"stage", 0}, {"stages", 2}, {"bogus", 1}}; }},
-      {"topology.bogus", [&](Json& d) { d["topology"] = {{"groups", {{"tp", 2}}}, {"bogus", 1}}; }},
+      {"cut.bogus",
+       [&](Json& d) {
+         d["cut"] = {{"id", "pp"}, {"stage", 0}, {"stages", 2}, {"bogus", 1}};
+       }},
+      {"topology.bogus",
+       [&](Json& d) {
+         d["topology"] = {{"groups", {{"tp", 2}}}, {"bogus", 1}};
+       }},
   };
   for (const Case& c : cases) {
     Json doc = toy();
@@ -145,12 +176,21 @@ TEST(ParseErrors, MissingRequiredFields) {
       {"ops.scale_rows.impl.launches[0]", "entry", [](Json& d) { toy_launch(d).erase("entry"); }},
       {"ops.scale_rows.impl.launches[0]", "block", [](Json& d) { toy_launch(d).erase("block"); }},
       {"ops.scale_rows.impl.launches[0]", "grid", [](Json& d) { toy_launch(d).erase("grid"); }},
-      {"ops.scale_rows.impl.launches[0].when", "var", [](Json& d) { toy_launch(d)["when"] = {{"min", 1}}; }},
+      {"ops.scale_rows.impl.launches[0].when", "var",
+       [](Json& d) {
+         toy_launch(d)["when"] = {{"min", 1}};
+       }},
       {"programs.step", "calls", [](Json& d) { d["programs"]["step"].erase("calls"); }},
       {"programs.step.calls[0]", "op", [](Json& d) { toy_call(d).erase("op"); }},
       {"programs.step.calls[0]", "args", [](Json& d) { toy_call(d).erase("args"); }},
-      {"programs.step.batch", "rows", [](Json& d) { d["programs"]["step"]["batch"] = {{"groups", 1}}; }},
-      {"cut", "stages", [](Json& d) { d["cut"] = {{"id", "pp"}, {"stage", 0}}; }},
+      {"programs.step.batch", "rows",
+       [](Json& d) {
+         d["programs"]["step"]["batch"] = {{"groups", 1}};
+       }},
+      {"cut", "stages",
+       [](Json& d) {
+         d["cut"] = {{"id", "pp"}, {"stage", 0}};
+       }},
   };
   for (const Case& c : cases) {
     Json doc = toy();
@@ -161,7 +201,8 @@ TEST(ParseErrors, MissingRequiredFields) {
   // In a pack field, "at" is reported at the field's own path.
   Json doc = toy();
   toy_launch(doc)["args"] = {{{"pack", {{"size", 4}, {"fields", {{{"i32", 1}}}}}}}};
-  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].args[0].pack.fields[0]: missing required field \"at\""));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("ops.scale_rows.impl.launches[0].args[0].pack.fields[0]: missing required field \"at\""));
 }
 
 TEST(ParseErrors, WrongJsonTypes) {
@@ -181,16 +222,34 @@ TEST(ParseErrors, WrongJsonTypes) {
       {"buffers.inp.dtype", [](Json& d) { d["buffers"]["inp"]["dtype"] = 2; }},
       {"buffers.inp.export", [](Json& d) { d["buffers"]["inp"]["export"] = 1; }},
       {"buffers.inp.domain", [](Json& d) { d["buffers"]["inp"]["domain"] = Json::array(); }},
-      {"buffers.inp.domain.monotone", [](Json& d) { d["buffers"]["inp"]["domain"] = {{"monotone", "yes"}}; }},
-      {"buffers.inp.domain.min", [](Json& d) { d["buffers"]["inp"]["domain"] = {{"min", Json::array()}}; }},
-      {"buffers.gain.bind", [](Json& d) { d["buffers"]["gain"]["bind"] = {{"tensor", "x"}}; }},
+      {"buffers.inp.domain.monotone",
+       [](Json& d) {
+         d["buffers"]["inp"]["domain"] = {{"monotone", "yes"}};
+       }},
+      {"buffers.inp.domain.min",
+       [](Json& d) {
+         d["buffers"]["inp"]["domain"] = {{"min", Json::array()}};
+       }},
+      {"buffers.gain.bind",
+       [](Json& d) {
+         d["buffers"]["gain"]["bind"] = {{"tensor", "x"}};
+       }},
       {"buffers.gain.bind[0].tensor", [](Json& d) { d["buffers"]["gain"]["bind"][0]["tensor"] = 3; }},
       {"buffers.gain.bind[0].rows", [](Json& d) { d["buffers"]["gain"]["bind"][0]["rows"] = "0:4"; }},
-      {"buffers.gain.bind[0].rows", [](Json& d) { d["buffers"]["gain"]["bind"][0]["rows"] = {0, 1, 2}; }},
+      {"buffers.gain.bind[0].rows",
+       [](Json& d) {
+         d["buffers"]["gain"]["bind"][0]["rows"] = {0, 1, 2};
+       }},
       {"ops.scale_rows.params[4]", [](Json& d) { d["ops"]["scale_rows"]["params"][4] = 4; }},
       {"ops.scale_rows.impl.launches", [](Json& d) { d["ops"]["scale_rows"]["impl"]["launches"] = Json::object(); }},
-      {"ops.scale_rows.impl.launches[0].block", [](Json& d) { toy_launch(d)["block"] = {32, 1}; }},
-      {"ops.scale_rows.impl.launches[0].grid", [](Json& d) { toy_launch(d)["grid"] = {1, 1, 1, 1}; }},
+      {"ops.scale_rows.impl.launches[0].block",
+       [](Json& d) {
+         toy_launch(d)["block"] = {32, 1};
+       }},
+      {"ops.scale_rows.impl.launches[0].grid",
+       [](Json& d) {
+         toy_launch(d)["grid"] = {1, 1, 1, 1};
+       }},
       {"ops.scale_rows.impl.launches[0].grid[0]", [](Json& d) { toy_launch(d)["grid"][0] = true; }},
       {"ops.scale_rows.impl.launches[0].pdl", [](Json& d) { toy_launch(d)["pdl"] = "true"; }},
       {"ops.scale_rows.impl.launches[0].args", [](Json& d) { toy_launch(d)["args"] = Json::object(); }},
@@ -221,7 +280,8 @@ TEST(ParseErrors, SchemaVersion) {
   EXPECT_THAT(parse_error(doc), StartsWith("schema_version: "));
   doc["constants"] = {{"V", 5}};
   doc["schema_version"] = "V";
-  EXPECT_THAT(parse_error(doc), StartsWith("schema_version: schema_version must be a literal integer, never a constant name"));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("schema_version: schema_version must be a literal integer, never a constant name"));
 }
 
 TEST(ParseErrors, IntegerRanges) {
@@ -295,10 +355,12 @@ TEST(ParseErrors, UnknownEnumWords) {
       {"buffers.inp.kind", "unknown buffer kind \"scratch\"", [](Json& d) { d["buffers"]["inp"]["kind"] = "scratch"; }},
       {"buffers.inp.fill", "unknown fill role \"tokenz\"", [](Json& d) { d["buffers"]["inp"]["fill"] = "tokenz"; }},
       {"buffers.inp.placement", "unknown placement \"gpu\"", [](Json& d) { d["buffers"]["inp"]["placement"] = "gpu"; }},
-      {"states.h.host.dtype", "unknown dtype", [](Json& d) {
+      {"states.h.host.dtype", "unknown dtype",
+       [](Json& d) {
          d["states"]["h"] = {{"host", {{"dtype", "x"}, {"shape", {0}}, {"strides", {1}}}}};
        }},
-      {"ops.scale_rows.impl.scratch.s.dtype", "unknown dtype", [](Json& d) {
+      {"ops.scale_rows.impl.scratch.s.dtype", "unknown dtype",
+       [](Json& d) {
          d["ops"]["scale_rows"]["impl"]["scratch"]["s"] = {{"dtype", "F32"}, {"shape", {4}}};
        }},
       {"ops.scale_rows.impl.launches[0].args[0].pack.fields[0].tensormap.dtype", "unknown tensormap dtype \"fp8e4m3\"",
@@ -340,7 +402,8 @@ TEST(ParseErrors, MalformedParamTypes) {
   // launch params use the same grammar
   Json doc = toy();
   toy_launch(doc)["params"] = {"in buffer<bf16>", "inout"};
-  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].params[1]: malformed param type \"inout\""));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("ops.scale_rows.impl.launches[0].params[1]: malformed param type \"inout\""));
 }
 
 TEST(ParseErrors, ExpressionForms) {
@@ -369,11 +432,13 @@ TEST(ParseErrors, ExpressionForms) {
     EXPECT_THAT(m, StartsWith(g + c.path_suffix + ": ")) << m;
     EXPECT_THAT(m, HasSubstr(c.part)) << m;
   }
-  EXPECT_EQ([] {
-    Json doc = toy();
-    toy_launch(doc)["grid"][0] = 1.5;
-    return parse_error(doc);
-  }(), g + ": expected a non-negative integer, a var name or an expression object, got 1.5");
+  EXPECT_EQ(
+      [] {
+        Json doc = toy();
+        toy_launch(doc)["grid"][0] = 1.5;
+        return parse_error(doc);
+      }(),
+      g + ": expected a non-negative integer, a var name or an expression object, got 1.5");
 }
 
 TEST(ParseErrors, ExternAndKernelLaunchShapes) {
@@ -382,10 +447,12 @@ TEST(ParseErrors, ExternAndKernelLaunchShapes) {
   toy_launch(doc).erase("module");
   EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].block[0], 32u);
   toy_launch(doc).erase("block");
-  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0]: missing required field \"block\" in launch"));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("ops.scale_rows.impl.launches[0]: missing required field \"block\" in launch"));
   // Field/kind mismatches are the verifier's (R6 / R12): the parser keeps them in the model.
   doc = toy();
-  doc["ops"]["scale_rows"]["impl"]["launches"][0] = {{"entry", "extern:cublaslt_bf16_tn"}, {"pdl", true}, {"block", {1, 1, 1}}};
+  doc["ops"]["scale_rows"]["impl"]["launches"][0] = {
+      {"entry", "extern:cublaslt_bf16_tn"}, {"pdl", true}, {"block", {1, 1, 1}}};
   const Launch x = parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0];
   EXPECT_TRUE(x.is_extern());
   EXPECT_TRUE(x.pdl);
@@ -395,8 +462,8 @@ TEST(ParseErrors, ExternAndKernelLaunchShapes) {
   doc["ops"]["scale_rows"]["impl"]["launches"][0] = {{"entry", "extern:cublaslt_bf16_tn"}, {"algo", {{"id", 3}}}};
   EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].algo: missing required field \"tile\""));
   doc = toy();
-  toy_launch(doc)["algo"] = {{"id", 1}, {"tile", 0}, {"stages", 0}, {"split_k", 1}, {"reduction", 0}, {"swizzle", 0},
-                            {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}};
+  toy_launch(doc)["algo"] = {{"id", 1},      {"tile", 0},   {"stages", 0},      {"split_k", 1},      {"reduction", 0},
+                             {"swizzle", 0}, {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}};
   EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].algo->split_k, 1);
 }
 
@@ -439,10 +506,17 @@ TEST(ParseErrors, UntaggedLaunchArgsAndPackFields) {
            {{{"var", "tokens"}}, a, "unrecognized launch arg"},
            {{{"param", -1}}, a + ".param", "expected a non-negative integer"},
            {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"var", "tokens"}, {"i32", 1}}}}}}},
-            a + ".pack.fields[0]", "ambiguous pack field: it has both \"i32\" and \"var\""},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}}}}}}}, a + ".pack.fields[0]", "unrecognized pack field with keys \"at\""},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"buf", "x"}}}}}}}, a + ".pack.fields[0]", "unrecognized pack field"},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"u8", 300}}}}}}}, a + ".pack.fields[0].u8", "does not fit in u8"},
+            a + ".pack.fields[0]",
+            "ambiguous pack field: it has both \"i32\" and \"var\""},
+           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}}}}}}},
+            a + ".pack.fields[0]",
+            "unrecognized pack field with keys \"at\""},
+           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"buf", "x"}}}}}}},
+            a + ".pack.fields[0]",
+            "unrecognized pack field"},
+           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"u8", 300}}}}}}},
+            a + ".pack.fields[0].u8",
+            "does not fit in u8"},
        }) {
     Json doc = toy();
     toy_launch(doc)["args"] = {c.arg};
@@ -455,13 +529,15 @@ TEST(ParseErrors, UntaggedLaunchArgsAndPackFields) {
 TEST(ParseErrors, DomainAndBindShapes) {
   Json doc = toy();
   doc["buffers"]["inp"]["domain"] = {{"stride", 16}};
-  EXPECT_THAT(parse_error(doc), StartsWith("buffers.inp.domain.stride: \"stride\" is only allowed together with \"index_into\""));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("buffers.inp.domain.stride: \"stride\" is only allowed together with \"index_into\""));
   doc = toy();
   doc["buffers"]["gain"]["bind"][0]["tensor"] = {{"group", ""}, {"tensors", {"a"}}};
   EXPECT_THAT(parse_error(doc), StartsWith("buffers.gain.bind[0].tensor.group: group name must not be empty"));
   doc = toy();
   doc["buffers"]["gain"]["bind"][0]["cols"] = {{"group", "tp"}, {"ranges", {{0, 1}, {1}}}};
-  EXPECT_THAT(parse_error(doc), StartsWith("buffers.gain.bind[0].cols.ranges[1]: expected a range [from, to], got 1 entries"));
+  EXPECT_THAT(parse_error(doc),
+              StartsWith("buffers.gain.bind[0].cols.ranges[1]: expected a range [from, to], got 1 entries"));
   doc = toy();
   doc["buffers"]["inp"]["of"] = "";
   EXPECT_THAT(parse_error(doc), StartsWith("buffers.inp.of: \"of\" must not be empty"));

@@ -66,7 +66,8 @@ TEST(ProtocolProjection, ForwardPicksTheTightestCoveringProgram) {
 }
 
 TEST(ProtocolProjection, ExactRowsWinATieOnGroups) {
-  const Protocol p = project("qwen", R"([{"op":"add","path":"/programs/decode1","value":{"batch":{"groups":1,"rows":1},"calls":[]}}])");
+  const Protocol p = project(
+      "qwen", R"([{"op":"add","path":"/programs/decode1","value":{"batch":{"groups":1,"rows":1},"calls":[]}}])");
   EXPECT_EQ(p.forward(1, 1)->program, "decode1");
   EXPECT_EQ(p.forward(1, 2)->program, "prefill");
   EXPECT_EQ(p.forward(2, 1)->program, "decode");

@@ -51,9 +51,10 @@ class VerifyCli : public ::testing::Test {
 TEST_F(VerifyCli, ValidManifestPrintsSummary) {
   CliResult r = run_kern("verify '" + src("examples/qwen3-like.json") + "'");
   EXPECT_EQ(r.code, 0) << r.err;
-  for (const char* want : {"vars:", "tokens", "1..256", "states:", "kv", "buffers (bytes at var max):", "weight:", "ops:",
-                           "launches per module:", "extern:cublaslt_bf16_tn", "programs:", "decode", "serving protocol:",
-                           "axes: rows=tokens groups=seqs", "page table: block_table -> kv", "chunk: prefill", "once: load", "ok"})
+  for (const char* want : {"vars:", "tokens", "1..256", "states:", "kv", "buffers (bytes at var max):", "weight:",
+                           "ops:", "launches per module:", "extern:cublaslt_bf16_tn", "programs:", "decode",
+                           "serving protocol:", "axes: rows=tokens groups=seqs", "page table: block_table -> kv",
+                           "chunk: prefill", "once: load", "ok"})
     EXPECT_NE(r.out.find(want), std::string::npos) << "missing '" << want << "' in:\n" << r.out;
   EXPECT_TRUE(r.err.empty()) << r.err;
 }

@@ -21,7 +21,8 @@ std::vector<std::string> valid_files() {
   std::vector<std::string> out = {std::string(KERN_SOURCE_DIR) + "/examples/toy.json",
                                   std::string(KERN_SOURCE_DIR) + "/examples/qwen3-like.json"};
   std::vector<std::string> more;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(KERN_SOURCE_DIR) + "/tests/fixtures/manifests/valid"))
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(KERN_SOURCE_DIR) + "/tests/fixtures/manifests/valid"))
     if (e.path().extension() == ".json") more.push_back(e.path().string());
   std::sort(more.begin(), more.end());
   out.insert(out.end(), more.begin(), more.end());
@@ -45,7 +46,8 @@ TEST(VerifyValid, EveryValidManifestPassesCheckAndProtocol) {
 }
 
 TEST(VerifyValid, HarnessManifestWithoutBatchPassesCheckButHasNoProtocol) {
-  Verified v = verify(parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/fixtures/manifests/harness/demo_no_batch.json"));
+  Verified v = verify(
+      parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/fixtures/manifests/harness/demo_no_batch.json"));
   const auto pv = protocol_violations(v);
   bool no_batch = false;
   for (const auto& x : pv) no_batch |= x.rule == "P.batch";
@@ -150,8 +152,11 @@ TEST(VerifyPerformance, CheckOnAOneMegabyteManifest) {
   const auto t4 = std::chrono::steady_clock::now();
   EXPECT_TRUE(vs.empty()) << describe(vs);
   using ms = std::chrono::duration<double, std::milli>;
-  std::printf("[perf] manifest %zu bytes, %d layers: parse %.2f ms, check %.2f ms wall / %.2f ms CPU (mean of %d), verify %.2f ms, protocol %.2f ms\n",
-              text.size(), layers, ms(t1 - t0).count(), ms(t2 - t1).count() / kRuns, 1000.0 * double(cpu1 - cpu0) / CLOCKS_PER_SEC / kRuns, kRuns, ms(t3 - t2).count(), ms(t4 - t3).count());
+  std::printf(
+      "[perf] manifest %zu bytes, %d layers: parse %.2f ms, check %.2f ms wall / %.2f ms CPU (mean of %d), verify %.2f "
+      "ms, protocol %.2f ms\n",
+      text.size(), layers, ms(t1 - t0).count(), ms(t2 - t1).count() / kRuns,
+      1000.0 * double(cpu1 - cpu0) / CLOCKS_PER_SEC / kRuns, kRuns, ms(t3 - t2).count(), ms(t4 - t3).count());
 }
 
 }  // namespace

@@ -20,17 +20,17 @@ namespace kern::driver::test {
 
 struct Event {
   enum class Kind { Write, Run, Read } kind;
-  std::string name;                 // buffer or program
-  std::vector<std::int64_t> values; // Write: the integers written
+  std::string name;                  // buffer or program
+  std::vector<std::int64_t> values;  // Write: the integers written
   bool prefix = false;
-  core::Vars vars;                        // Run
-  std::uint64_t offset = 0;         // Write: the byte offset of a ranged write (write_input_at)
+  core::Vars vars;           // Run
+  std::uint64_t offset = 0;  // Write: the byte offset of a ranged write (write_input_at)
 };
 
 // The toy serving manifest (tests/host/driver/fixtures/driver-toy.json), verified, and its protocol.
 struct Toy {
-  core::Verified verified =
-      core::verify(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  core::Verified verified = core::verify(
+      core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
   core::Protocol protocol = core::check_protocol(verified);
 };
 
@@ -73,7 +73,8 @@ class FakeExecutor final : public Executor {
     if (it == bytes_.end()) fail(ErrorKind::Api, "fake: unknown input {}", buffer);
     const std::size_t w = dtype_size(m_.buffers.at(std::string(buffer)).dtype);
     if (offset > it->second.size() || bytes.size() > it->second.size() - offset || offset % w || bytes.size() % w)
-      fail(ErrorKind::Api, "fake: bytes [{}, {}) of {} ({} bytes)", offset, offset + bytes.size(), buffer, it->second.size());
+      fail(ErrorKind::Api, "fake: bytes [{}, {}) of {} ({} bytes)", offset, offset + bytes.size(), buffer,
+           it->second.size());
     std::memcpy(it->second.data() + offset, bytes.data(), bytes.size());
     Event e{Event::Kind::Write, std::string(buffer), {}, false, {}, offset};
     for (std::size_t i = 0; i < bytes.size() / w; ++i) e.values.push_back(get(buffer, offset / w + i));
@@ -81,7 +82,10 @@ class FakeExecutor final : public Executor {
   }
 
   void run(std::string_view program, const core::Vars& vars) override {
-    { Event e{Event::Kind::Run, std::string(program), {}, false, vars, 0}; events.push_back(std::move(e)); }
+    {
+      Event e{Event::Kind::Run, std::string(program), {}, false, vars, 0};
+      events.push_back(std::move(e));
+    }
     const std::uint64_t rows = vars.at("tokens");
     const std::int64_t len = get("lens", 0);
     if (get("cu", 0) != 0 || get("cu", 1) != static_cast<std::int64_t>(rows)) violations.push_back("cu_seqlens");
@@ -95,7 +99,8 @@ class FakeExecutor final : public Executor {
       const std::int64_t page = get("table", static_cast<std::size_t>(p) / page_);
       const std::int64_t slot = page * static_cast<std::int64_t>(page_) + p % static_cast<std::int64_t>(page_);
       auto it = kv.find(slot);
-      if (it == kv.end() || it->second.first != p) violations.push_back("position " + std::to_string(p) + " not found via table");
+      if (it == kv.end() || it->second.first != p)
+        violations.push_back("position " + std::to_string(p) + " not found via table");
     }
     const std::int64_t last = get("ids", rows - 1);
     const std::int64_t next = toy_next(last, static_cast<std::uint64_t>(get("pos", rows - 1)));

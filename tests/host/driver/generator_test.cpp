@@ -163,7 +163,7 @@ TEST(Generator, DecodeStepsWriteOnlyWhatChanged) {
     const std::int64_t fed_before = i == 2 ? prompt[1] : i == 3 ? prompt.back() : r.tokens[i - 4];
     std::vector<std::string> want;
     if (pos % 4 == 0) want.push_back("table");  // a new page begins
-    if (i == 2) {  // after a chunk call: everything in the call itself
+    if (i == 2) {                               // after a chunk call: everything in the call itself
       if (fed != fed_before) want.push_back("ids");
       want.insert(want.end(), {"pos", "slots", "lens"});
     } else {  // the previous step wrote position, slot and seq_len ahead while it ran; then the token
@@ -229,13 +229,14 @@ TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
   FakeExecutor fake(toy().verified.manifest());
   {
     Generator gen(toy().protocol, fake, options(4, 4, 8));  // capacity 8 tokens
-    gen.generate(iota_prompt(5));                            // 8 positions: fits exactly
+    gen.generate(iota_prompt(5));                           // 8 positions: fits exactly
     try {
       gen.generate(iota_prompt(6));  // 9 positions
       FAIL() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Api);
-      EXPECT_NE(std::string(e.what()).find("needs 9 positions, but the KV capacity is 8 tokens"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("needs 9 positions, but the KV capacity is 8 tokens"), std::string::npos)
+          << e.what();
     }
   }
   {
@@ -246,7 +247,8 @@ TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
       FAIL() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Api);
-      EXPECT_NE(std::string(e.what()).find("one page-table row reaches 4 pages of 4 tokens"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("one page-table row reaches 4 pages of 4 tokens"), std::string::npos)
+          << e.what();
     }
   }
   const std::size_t before = fake.events.size();
@@ -292,8 +294,8 @@ TEST(Generator, ReadsLogitsAfterEveryTokenProducingCall) {
   const auto prompt = iota_prompt(6);
   const GenerationResult r = gen.generate(prompt, &rec);
   const auto want = expected_tokens(prompt, 3);
-  EXPECT_EQ(rec.log, (std::vector<std::string>{"prefill 5", "logits 5", "token 0 " + std::to_string(want[0]), "logits 6",
-                                               "token 1 " + std::to_string(want[1]), "logits 7",
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"prefill 5", "logits 5", "token 0 " + std::to_string(want[0]),
+                                               "logits 6", "token 1 " + std::to_string(want[1]), "logits 7",
                                                "token 2 " + std::to_string(want[2])}));
   ASSERT_EQ(rec.rows.size(), 3u);
   for (std::size_t k = 0; k < 3; ++k) {

@@ -20,8 +20,8 @@ using test::FakeExecutor;
 using Ints = std::vector<std::int64_t>;
 
 const core::Verified& toy() {
-  static const core::Verified v =
-      core::verify(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  static const core::Verified v = core::verify(
+      core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
   return v;
 }
 

@@ -63,7 +63,8 @@ TEST(SequencePages, RefusesPastCapacityOrRowReach) {
     row.reserve(9);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("one page-table row (2 pages of 4 tokens = 8 positions)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("one page-table row (2 pages of 4 tokens = 8 positions)"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(SequencePages({table("t", 0, 2)}, 400), Error);
   EXPECT_THROW(SequencePages({table("t", 4, 2)}, 0), Error);

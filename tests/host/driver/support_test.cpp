@@ -79,7 +79,8 @@ TEST(GenerationConfig, EosIdIntOrList) {
   write_file((d / "generation_config.json").string(), R"({"eos_token_id": [3, 4]})");
   write_file((d / "model.safetensors").string(), "x");
   EXPECT_EQ(read_eos_tokens(d.string()), (std::vector<std::int64_t>{3, 4}));
-  EXPECT_EQ(read_eos_tokens((d / "model.safetensors").string()), (std::vector<std::int64_t>{3, 4}));  // a shard file: its folder
+  EXPECT_EQ(read_eos_tokens((d / "model.safetensors").string()),
+            (std::vector<std::int64_t>{3, 4}));  // a shard file: its folder
   fs::remove_all(d);
 }
 

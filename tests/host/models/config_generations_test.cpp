@@ -102,8 +102,8 @@ TEST(Qwen3ConfigGenerations, YarnFromEitherGeneration) {
   Json v4 = v4_config();
   v4["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
   Json v5 = v5_config();
-  v5["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0},
-                           {"original_max_position_embeddings", 32768}};
+  v5["rope_parameters"] = {
+      {"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
   for (const Json& c : {v4, v5}) {
     const Qwen3Shape s = parse_qwen3_config(c);
     EXPECT_EQ(s.rope_scaling.type, Qwen3RopeScaling::Type::Yarn);
@@ -114,8 +114,8 @@ TEST(Qwen3ConfigGenerations, YarnFromEitherGeneration) {
     EXPECT_DOUBLE_EQ(s.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0);
   }
   // The older spelling `type`, explicit betas and attention factor.
-  v4["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}, {"beta_fast", 16}, {"beta_slow", 2},
-                        {"attention_factor", 1.25}};
+  v4["rope_scaling"] = {
+      {"type", "yarn"}, {"factor", 2.0}, {"beta_fast", 16}, {"beta_slow", 2}, {"attention_factor", 1.25}};
   const Qwen3Shape s = parse_qwen3_config(v4);
   EXPECT_EQ(s.rope_scaling.beta_fast, 16.0);
   EXPECT_EQ(s.rope_scaling.beta_slow, 2.0);
@@ -125,8 +125,8 @@ TEST(Qwen3ConfigGenerations, YarnFromEitherGeneration) {
 
 TEST(Qwen3ConfigGenerations, YarnChangesOnlyTheRopeTableLaunch) {
   Json c = v5_config();
-  c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0},
-                          {"original_max_position_embeddings", 32768}};
+  c["rope_parameters"] = {
+      {"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
   Qwen3GenOptions o;
   for (const std::string& f : qwen3_kernel_families()) o.module_sha256[f] = std::string(64, 'a');
   const Json plain = generate_qwen3_manifest(parse_qwen3_config(v5_config()), o);

@@ -126,13 +126,12 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
     ASSERT_NO_THROW(core::check_protocol(core::verify(parse(m))));
     const auto& calls = m["programs"]["decode"]["calls"];
     ASSERT_EQ(calls.size(), 1 + 8 * c.layers + 3);
-    const std::vector<std::string> layer = {"rms_norm",          "decode_qkv",          "qk_norm_rope_cache",
-                                            "attn_decode",       "decode_o_residual",   "rms_norm",
-                                            "decode_gate_up_silu", "decode_down_residual"};
+    const std::vector<std::string> layer = {
+        "rms_norm",          "decode_qkv", "qk_norm_rope_cache",  "attn_decode",
+        "decode_o_residual", "rms_norm",   "decode_gate_up_silu", "decode_down_residual"};
     for (std::uint64_t l : {std::uint64_t{0}, std::uint64_t{1}, c.layers - 1})
       EXPECT_EQ(op_names(calls, 1 + 8 * l, 8), layer) << "layer " << l;
-    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3),
-              (std::vector<std::string>{"rms_norm", "decode_lm_head", "argmax"}));
+    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3), (std::vector<std::string>{"rms_norm", "decode_lm_head", "argmax"}));
 
     // Residual GEMVs add into hidden in place; the lm_head reads normed (no gather in decode).
     const auto& o_proj = call_named(m["programs"]["decode"], "layers.5.o_proj");
@@ -150,8 +149,8 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
     for (const auto& call : calls) EXPECT_EQ(call["args"].dump().find("\"delta\""), std::string::npos) << call.dump();
 
     const auto& ops = m["ops"];
-    for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
-                             "decode_lm_head"})
+    for (const char* name :
+         {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual", "decode_lm_head"})
       expect_when_partition(ops[name], max_seqs, name);
     EXPECT_EQ(active_entries(ops["decode_qkv"], 1), std::vector<std::string>{"kern_gemv_bf16"});
     EXPECT_EQ(active_entries(ops["decode_o_residual"], std::min<std::uint64_t>(8, max_seqs)),
@@ -231,8 +230,8 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
     }
 
     const auto& ops = m["ops"];
-    for (const char* name : {"decode_norm_qkv", "decode_o_residual", "decode_norm_gate_up_silu",
-                             "decode_down_residual", "decode_norm_lm_head"})
+    for (const char* name : {"decode_norm_qkv", "decode_o_residual", "decode_norm_gate_up_silu", "decode_down_residual",
+                             "decode_norm_lm_head"})
       expect_when_partition(ops[name], max_seqs, name);
     EXPECT_EQ(active_entries(ops["decode_norm_qkv"], 1), std::vector<std::string>{"kern_gemv_rms_norm_bf16"});
     EXPECT_EQ(active_entries(ops["decode_o_residual"], std::min<std::uint64_t>(8, max_seqs)),
@@ -243,7 +242,8 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
       // Above 8 rows: the norm into the op's scratch, then cuBLASLt.
       EXPECT_EQ(active_entries(ops["decode_norm_qkv"], 9),
                 (std::vector<std::string>{"kern_rms_norm_bf16", "extern:cublaslt_bf16_tn"}));
-      EXPECT_EQ(ops["decode_norm_qkv"]["impl"]["scratch"]["normed"]["shape"], nlohmann::ordered_json::array({"seqs", 2560}));
+      EXPECT_EQ(ops["decode_norm_qkv"]["impl"]["scratch"]["normed"]["shape"],
+                nlohmann::ordered_json::array({"seqs", 2560}));
       EXPECT_EQ(active_entries(ops["decode_down_residual"], max_seqs),
                 std::vector<std::string>{"extern:cublaslt_bf16_tn_acc"});
       EXPECT_EQ(active_entries(ops["decode_norm_gate_up_silu"], 9),
@@ -309,7 +309,8 @@ TEST(GenQwen3, DecodeChainCoversSmallSteps) {
       for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
                                "decode_lm_head", "decode_rms_norm"}) {
         SCOPED_TRACE(name);
-        for (const auto& l : ops[name]["impl"]["launches"]) EXPECT_EQ(l["when"]["min"].get<std::uint64_t>() > rows, true);
+        for (const auto& l : ops[name]["impl"]["launches"])
+          EXPECT_EQ(l["when"]["min"].get<std::uint64_t>() > rows, true);
         nlohmann::ordered_json both = ops[name];
         both["impl"]["launches"].push_back(ops["decode_chain"]["impl"]["launches"][0]);
         if (std::string(name) != "decode_rms_norm") expect_when_partition(both, max_seqs, name);
@@ -440,7 +441,7 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   EXPECT_EQ(big[1]["block"][0], 128);
   EXPECT_EQ(big[1]["shared_mem"], (128u + 2 * 2 * 32) * (128 + 8) * 2);
   EXPECT_EQ(big[1]["args"].back()["i32"], 128 / 4);  // rows per block: 128 queries / G
-  EXPECT_EQ(big[0]["args"], big[1]["args"]);          // same arguments, rows per block included (both 128 queries)
+  EXPECT_EQ(big[0]["args"], big[1]["args"]);         // same arguments, rows per block included (both 128 queries)
   // head_dim 64 (the m32n32s2 layout is built for 128 only): one launch whatever the bound.
   Qwen3Shape s64 = qwen3_preset("0.6b");
   s64.head_dim = 64;
@@ -604,7 +605,8 @@ TEST(GenQwen3, TensorIndexMustNameEveryBoundTensor) {
   const Qwen3Shape tied = config("0.6b");
   const Qwen3Shape untied = config("8b");
   Json index{{"metadata", {{"total_size", 1}}}, {"weight_map", Json::object()}};
-  for (const std::string& name : qwen3_bound_tensors(tied)) index["weight_map"][name] = "model-00001-of-00002.safetensors";
+  for (const std::string& name : qwen3_bound_tensors(tied))
+    index["weight_map"][name] = "model-00001-of-00002.safetensors";
   EXPECT_NO_THROW(check_qwen3_tensor_index(tied, index, "index"));
   // The tied index lacks lm_head.weight, which an untied config binds.
   try {

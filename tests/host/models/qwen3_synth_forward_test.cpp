@@ -95,11 +95,13 @@ TEST(Qwen3SynthForward, TinyModelHasSaneActivationsAndDecisiveLogits) {
   const std::size_t T = 20;
   std::vector<std::size_t> tokens;
   std::uint64_t st = 12345;
-  for (std::size_t i = 0; i < T; ++i) tokens.push_back((st = st * 6364136223846793005ull + 1442695040888963407ull) % 150000);
+  for (std::size_t i = 0; i < T; ++i)
+    tokens.push_back((st = st * 6364136223846793005ull + 1442695040888963407ull) % 150000);
 
   std::vector<Vec> x(T);
-  for (std::size_t p = 0; p < T; ++p) x[p].assign(embed.begin() + static_cast<std::ptrdiff_t>(tokens[p] * H),
-                                                 embed.begin() + static_cast<std::ptrdiff_t>((tokens[p] + 1) * H));
+  for (std::size_t p = 0; p < T; ++p)
+    x[p].assign(embed.begin() + static_cast<std::ptrdiff_t>(tokens[p] * H),
+                embed.begin() + static_cast<std::ptrdiff_t>((tokens[p] + 1) * H));
   const float embed_rms = rms(x[0]);
   for (std::size_t l = 0; l < s.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
@@ -107,7 +109,8 @@ TEST(Qwen3SynthForward, TinyModelHasSaneActivationsAndDecisiveLogits) {
     Vec wq = ck.tensor(p + "self_attn.q_proj.weight"), wk = ck.tensor(p + "self_attn.k_proj.weight");
     Vec wv = ck.tensor(p + "self_attn.v_proj.weight"), wo = ck.tensor(p + "self_attn.o_proj.weight");
     Vec qn = ck.tensor(p + "self_attn.q_norm.weight"), kn = ck.tensor(p + "self_attn.k_norm.weight");
-    Vec wg = ck.tensor(p + "mlp.gate_proj.weight"), wu = ck.tensor(p + "mlp.up_proj.weight"), wd = ck.tensor(p + "mlp.down_proj.weight");
+    Vec wg = ck.tensor(p + "mlp.gate_proj.weight"), wu = ck.tensor(p + "mlp.up_proj.weight"),
+        wd = ck.tensor(p + "mlp.down_proj.weight");
     std::vector<Vec> q(T), k(T), v(T);
     for (std::size_t t2 = 0; t2 < T; ++t2) {
       Vec h = x[t2];
@@ -171,8 +174,8 @@ TEST(Qwen3SynthForward, TinyModelHasSaneActivationsAndDecisiveLogits) {
   fs::remove_all(tmp);
   RecordProperty("decisive_positions", decisive);
   RecordProperty("copy_positions", copies);
-  std::printf("decisive (margin > 0.2 nat): %d/%zu, argmax = input token: %d/%zu, logit std %.2f..%.2f\n", decisive, T, copies, T,
-              worst_std, best_std);
+  std::printf("decisive (margin > 0.2 nat): %d/%zu, argmax = input token: %d/%zu, logit std %.2f..%.2f\n", decisive, T,
+              copies, T, worst_std, best_std);
   EXPECT_GT(worst_std, 0.5);  // not flat
   EXPECT_LT(best_std, 20.0);  // not saturated
   EXPECT_GE(decisive, static_cast<int>(T) / 2);

@@ -77,12 +77,9 @@ TEST(Qwen3Synth, PresetConfigsMatchTheReleasedModels) {
     int hidden, inter, layers, heads, kv, head_dim;
     bool tied;
   };
-  const Want wants[] = {{"0.6b", 1024, 3072, 28, 16, 8, 128, true},
-                        {"1.7b", 2048, 6144, 28, 16, 8, 128, true},
-                        {"4b", 2560, 9728, 36, 32, 8, 128, true},
-                        {"8b", 4096, 12288, 36, 32, 8, 128, false},
-                        {"14b", 5120, 17408, 40, 40, 8, 128, false},
-                        {"32b", 5120, 25600, 64, 64, 8, 128, false},
+  const Want wants[] = {{"0.6b", 1024, 3072, 28, 16, 8, 128, true},  {"1.7b", 2048, 6144, 28, 16, 8, 128, true},
+                        {"4b", 2560, 9728, 36, 32, 8, 128, true},    {"8b", 4096, 12288, 36, 32, 8, 128, false},
+                        {"14b", 5120, 17408, 40, 40, 8, 128, false}, {"32b", 5120, 25600, 64, 64, 8, 128, false},
                         {"tiny", 256, 768, 4, 4, 2, 64, true}};
   for (const auto& w : wants) {
     Json c = qwen3_config_json(qwen3_preset(w.preset));
@@ -261,7 +258,8 @@ TEST(Qwen3Synth, WeightStatisticsMatchTheirScales) {
   auto expected = qwen3_tensors(o.shape);
   int checked = 0;
   for (const auto& t : expected) {
-    if (t.name.find("layers.1.") == std::string::npos && t.name.find("embed") == std::string::npos && t.name != "model.norm.weight")
+    if (t.name.find("layers.1.") == std::string::npos && t.name.find("embed") == std::string::npos &&
+        t.name != "model.norm.weight")
       continue;
     SCOPED_TRACE(t.name);
     auto v = read_bf16_tensor(o.out_dir, t.name);

@@ -38,8 +38,7 @@ struct ParkM {
 
 class Sim {
  public:
-  Sim(const PoolLayout& layout, std::uint64_t tokens, std::uint64_t seqs, std::uint64_t host_grains,
-      std::uint64_t seed)
+  Sim(const PoolLayout& layout, std::uint64_t tokens, std::uint64_t seqs, std::uint64_t host_grains, std::uint64_t seed)
       : layout_(layout), pool_(make(layout, tokens, seqs)), host_(pool_, HostConfig{host_grains * 64, 64}), rng_(seed) {
     unit_ = pool_.unit();
     chunk_ = pool_.chunk_bytes();
@@ -288,19 +287,32 @@ class Sim {
     const std::uint64_t live = leases_.size() + cps_.size() + parked_.size();
     std::uint64_t op = rand(100);
     if (live > 28 && op < 60) op = 90;  // keep the population bounded: drop
-    if (op < 10) do_lease();
-    else if (op < 13) do_lease_slot();
-    else if (op < 38) do_write();
-    else if (op < 44) do_extend();
-    else if (op < 52) do_checkpoint();
-    else if (op < 55) do_retire();
-    else if (op < 61) do_restore();
-    else if (op < 66) do_fork();
-    else if (op < 71) do_park();
-    else if (op < 75) do_wake();
-    else if (op < 76) do_room();
-    else if (op < 82) remap_step();
-    else do_drop();
+    if (op < 10)
+      do_lease();
+    else if (op < 13)
+      do_lease_slot();
+    else if (op < 38)
+      do_write();
+    else if (op < 44)
+      do_extend();
+    else if (op < 52)
+      do_checkpoint();
+    else if (op < 55)
+      do_retire();
+    else if (op < 61)
+      do_restore();
+    else if (op < 66)
+      do_fork();
+    else if (op < 71)
+      do_park();
+    else if (op < 75)
+      do_wake();
+    else if (op < 76)
+      do_room();
+    else if (op < 82)
+      remap_step();
+    else
+      do_drop();
   }
 
   LeaseM new_lease(Lease h) {
@@ -479,7 +491,8 @@ class Sim {
     run_wake(copies);
     CpM m;
     m.h = std::move(cp);
-    m.tok.assign(p.tok.begin(), p.tok.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(len, p.tok.size())));
+    m.tok.assign(p.tok.begin(),
+                 p.tok.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(len, p.tok.size())));
     m.state = p.state;
     cps_.push_back(std::move(m));
     check(cps_.back());
@@ -523,14 +536,15 @@ void run_seed(const PoolLayout& layout, std::uint64_t tokens, std::uint64_t seqs
               std::uint64_t seed, bool twice) {
   Sim a(layout, tokens, seqs, host_grains, seed);
   a.run(kOps);
-  std::printf("seed %lu: granted %lu, denied row %lu pool %lu busy %lu remapping %lu hostfull %lu, remaps %lu, trace %zu\n",
-              static_cast<unsigned long>(seed), static_cast<unsigned long>(a.granted()),
-              static_cast<unsigned long>(a.denied(DeniedKind::ExceedsRow)),
-              static_cast<unsigned long>(a.denied(DeniedKind::ExceedsPool)),
-              static_cast<unsigned long>(a.denied(DeniedKind::Busy)),
-              static_cast<unsigned long>(a.denied(DeniedKind::Remapping)),
-              static_cast<unsigned long>(a.denied(DeniedKind::HostFull)), static_cast<unsigned long>(a.remaps()),
-              a.trace().size());
+  std::printf(
+      "seed %lu: granted %lu, denied row %lu pool %lu busy %lu remapping %lu hostfull %lu, remaps %lu, trace %zu\n",
+      static_cast<unsigned long>(seed), static_cast<unsigned long>(a.granted()),
+      static_cast<unsigned long>(a.denied(DeniedKind::ExceedsRow)),
+      static_cast<unsigned long>(a.denied(DeniedKind::ExceedsPool)),
+      static_cast<unsigned long>(a.denied(DeniedKind::Busy)),
+      static_cast<unsigned long>(a.denied(DeniedKind::Remapping)),
+      static_cast<unsigned long>(a.denied(DeniedKind::HostFull)), static_cast<unsigned long>(a.remaps()),
+      a.trace().size());
   EXPECT_GT(a.granted(), kOps / 10);
   EXPECT_GT(a.denied(DeniedKind::Busy) + a.denied(DeniedKind::Remapping), 0u);
   EXPECT_GT(a.denied(DeniedKind::ExceedsRow), 0u);

@@ -112,7 +112,7 @@ TEST(Pool, RemapPagesFromFreeSlotsNotVisibleUntilCompleted) {
   ASSERT_TRUE(plan);
   EXPECT_FALSE(pool.take_pending());
   EXPECT_EQ(plan->unmade_slots, (std::vector<SlotId>{3}));  // highest free slot, slot 2 kept for the request
-  EXPECT_EQ(plan->made_pages, (std::vector<PageId>{8}));   // lowest absent page
+  EXPECT_EQ(plan->made_pages, (std::vector<PageId>{8}));    // lowest absent page
   // conv slot 3 frees position 4 (3 is shared with slot 2); ssm frees 8 and 9 (7 is shared).
   EXPECT_EQ(plan->unmaps, (std::vector<Unmap>{{1, 4}, {2, 8}, {2, 9}}));
   ASSERT_EQ(plan->maps.size(), 2u);  // page 8 needs kv positions 13 and 14 (12 is page 7's too)
@@ -303,7 +303,7 @@ TEST(Pool, RetireSealsInPlaceAndHandsTheSlotOver) {
   EXPECT_FALSE(a.valid());
   EXPECT_EQ(cp.seq_slot(), slot);
   EXPECT_EQ(cp.page_ids(), (std::vector<PageId>{pages[0], pages[1]}));  // partial page sealed in place
-  EXPECT_EQ(pool.used(), 2u);  // pages 2..4 returned
+  EXPECT_EQ(pool.used(), 2u);                                           // pages 2..4 returned
   EXPECT_EQ(pool.slots_used(), 1u);
   Checkpoint again = cp;  // another holder
   cp = Checkpoint();
@@ -344,8 +344,8 @@ TEST(Pool, RowsAndLines) {
   std::vector<std::int64_t> draft(64, -1);
   EXPECT_EQ(b.extend_row("draft_table", draft), 4u);  // stride 2: two entries per page
   EXPECT_EQ(draft, (std::vector<std::int64_t>{6, 7, 8, 9, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-                                                6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
-                                                6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6}));
+                                              6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+                                              6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6}));
   ASSERT_FALSE(pool.extend(b, 13));
   EXPECT_EQ(b.extend_row("draft_table", draft, 4), 8u);
   EXPECT_EQ(draft[4], 10);

@@ -81,8 +81,10 @@ class Reference {
   void drop_coldest_parked() {
     const Key k = *coldest(false);
     RefEntry& e = entries[k];
-    if (e.resident) e.parked = false;
-    else entries.erase(k);
+    if (e.resident)
+      e.parked = false;
+    else
+      entries.erase(k);
   }
   std::vector<Key> lru(bool resident) const {
     std::vector<std::pair<std::uint64_t, Key>> v;
@@ -203,8 +205,10 @@ void run(std::uint64_t seed, std::uint64_t unit, std::uint64_t ops, std::vector<
       }
       ASSERT_EQ(ev->key, *coldest);
       RefEntry& e = ref.entries[*coldest];
-      if (e.parked) e.resident = false;
-      else ref.entries.erase(*coldest);
+      if (e.parked)
+        e.resident = false;
+      else
+        ref.entries.erase(*coldest);
     } else {
       const Key* coldest = ref.coldest(false);
       auto k = idx.drop_coldest_parked();

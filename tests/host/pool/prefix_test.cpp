@@ -40,7 +40,7 @@ TEST(Prefix, StatefulEntriesOnlyAtTheirOwnLength) {
   EXPECT_FALSE(idx.lookup(std::vector<Token>{1, 2, 3}));  // would cover the last token
   auto h = idx.lookup(std::vector<Token>{1, 2, 3, 9});
   ASSERT_TRUE(h);
-  EXPECT_EQ(h->len, 3u);  // exact, not page aligned
+  EXPECT_EQ(h->len, 3u);                                     // exact, not page aligned
   EXPECT_FALSE(idx.lookup(std::vector<Token>{1, 2, 4, 9}));  // off the path: never
 }
 
@@ -52,7 +52,7 @@ TEST(Prefix, StatelessEntriesOffThePathShareWholePages) {
   ASSERT_TRUE(h);
   EXPECT_EQ(h->len, 2u);
   const std::vector<Token> s{1, 2, 7};
-  idx.insert(s, item(s, false, 2));  // splits the edge at 2
+  idx.insert(s, item(s, false, 2));                      // splits the edge at 2
   h = idx.lookup(std::vector<Token>{1, 2, 3, 4, 8, 8});  // beside the path below node [1,2,3,...]
   ASSERT_TRUE(h);
   EXPECT_EQ(h->len, 4u);

@@ -50,9 +50,10 @@ class RegistryDir : public ::testing::Test {
 
 TEST_F(RegistryDir, IndexesEveryFileByContentSorted) {
   registry::Registry r = registry::Registry::scan(dir.path().string());
-  EXPECT_EQ(r.files_hashed(), 5u);  // hidden file and subdir skipped
+  EXPECT_EQ(r.files_hashed(), 5u);      // hidden file and subdir skipped
   ASSERT_EQ(r.artifacts().size(), 4u);  // the two equal fatbins fold into one
-  for (std::size_t i = 1; i < r.artifacts().size(); ++i) EXPECT_LT(r.artifacts()[i - 1].sha256, r.artifacts()[i].sha256);
+  for (std::size_t i = 1; i < r.artifacts().size(); ++i)
+    EXPECT_LT(r.artifacts()[i - 1].sha256, r.artifacts()[i].sha256);
 
   const registry::Artifact& fat = r.lookup("norm", fatbin_sha);
   EXPECT_EQ(fat.kind, registry::ArtifactKind::Fatbin);

@@ -152,7 +152,8 @@ TEST(RuntimeArgs, OverflowIsReportedNotWrapped) {
 
 TEST(RuntimeAbi, MatchingLayoutsPass) {
   std::vector<core::ParamType> params;
-  for (const char* s : {"in buffer<f32>", "i32", "u8", "i64", "f32", "bytes<128>"}) params.push_back(*core::parse_param_type(s));
+  for (const char* s : {"in buffer<f32>", "i32", "u8", "i64", "f32", "bytes<128>"})
+    params.push_back(*core::parse_param_type(s));
   // natural: 0(8) 8(4) 12(1) 16(8) 24(4) then bytes<128> at 64 (CUtensorMap is 64-aligned)
   std::vector<cuda::ParamInfo> found = {{0, 8}, {8, 4}, {12, 1}, {16, 8}, {24, 4}, {64, 128}};
   EXPECT_FALSE(abi_mismatch(params, found).has_value());
@@ -172,7 +173,8 @@ TEST(RuntimeAbi, MismatchesNameParamDeclaredAndFound) {
   found = {{0, 8}, {16, 8}, {24, 4}};  // i64 at 16 where 8 is natural
   EXPECT_NE(abi_mismatch(params, found)->find("param 1"), std::string::npos);
   std::vector<core::ParamType> b{*core::parse_param_type("i32"), *core::parse_param_type("bytes<16>")};
-  EXPECT_TRUE(abi_mismatch(b, std::vector<cuda::ParamInfo>{{0, 4}, {12, 16}}).has_value());  // 12 is no power-of-two boundary after 4
+  EXPECT_TRUE(abi_mismatch(b, std::vector<cuda::ParamInfo>{{0, 4}, {12, 16}})
+                  .has_value());  // 12 is no power-of-two boundary after 4
   EXPECT_FALSE(abi_mismatch(b, std::vector<cuda::ParamInfo>{{0, 4}, {4, 16}}).has_value());
 }
 

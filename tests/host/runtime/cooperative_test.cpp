@@ -40,9 +40,10 @@ TEST(CooperativeFit, LargeFiguresDoNotWrap) {
 TEST(CooperativeFit, ZeroOccupancyIsItsOwnError) {
   const Error e = thrown([] { check_cooperative_fit(kWhere, 1, 0, 132); });
   EXPECT_EQ(e.kind(), ErrorKind::Manifest);
-  EXPECT_EQ(e.message(),
-            "ops.decode_chain.impl.launches[2]: cooperative kernel cannot run at all: not one of its blocks fits on an SM "
-            "(occupancy 0 for its block size and shared memory)");
+  EXPECT_EQ(
+      e.message(),
+      "ops.decode_chain.impl.launches[2]: cooperative kernel cannot run at all: not one of its blocks fits on an SM "
+      "(occupancy 0 for its block size and shared memory)");
 }
 
 TEST(CooperativeFit, NonsenseDriverFiguresAreCudaErrors) {
@@ -100,7 +101,8 @@ TEST(CooperativePeak, OverflowingGridIsAManifestError) {
   EXPECT_EQ(e.message(), kWhere + ": the grid's block count overflows u64 at the var bounds");
   // One axis overflowing on its own names the axis.
   const std::array<CompiledExpr, 3> axis = {
-      CompiledExpr::constant(1), CompiledExpr::compile(mul(mul(core::Expr::variable("tokens"), 1ULL << 40), 1ULL << 20), t),
+      CompiledExpr::constant(1),
+      CompiledExpr::compile(mul(mul(core::Expr::variable("tokens"), 1ULL << 40), 1ULL << 20), t),
       CompiledExpr::constant(1)};
   e = thrown([&] { grid_blocks_at(axis, t.at_max().data(), kWhere); });
   EXPECT_EQ(e.kind(), ErrorKind::Manifest);

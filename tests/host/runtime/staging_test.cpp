@@ -13,7 +13,8 @@ using test_copies::contiguous;
 using test_copies::strided;
 
 // Simulates the pieces: for every destination byte, which source byte lands there.
-std::vector<std::int64_t> simulate(const std::vector<weights::BindCopy>& copies, std::uint64_t chunk, std::uint64_t dst_bytes) {
+std::vector<std::int64_t> simulate(const std::vector<weights::BindCopy>& copies, std::uint64_t chunk,
+                                   std::uint64_t dst_bytes) {
   std::vector<std::int64_t> dst(dst_bytes, -1);
   for (const StagingPiece& p : plan_staging(copies, chunk)) {
     EXPECT_LE(p.bytes, chunk);

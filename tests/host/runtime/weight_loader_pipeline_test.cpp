@@ -82,11 +82,11 @@ struct Model {
   std::vector<weights::BindPlan> plans;
 
   explicit Model(std::uint64_t seed) {
-    add("emb", {300, 64}, seed + 1);   // 38400 bytes (bf16)
-    add("wq", {64, 64}, seed + 2);     // 8192
+    add("emb", {300, 64}, seed + 1);  // 38400 bytes (bf16)
+    add("wq", {64, 64}, seed + 2);    // 8192
     add("wk", {64, 64}, seed + 3);
-    add("big", {96, 160}, seed + 4);   // 30720
-    add("norm", {64}, seed + 5);       // 128
+    add("big", {96, 160}, seed + 4);  // 30720
+    add("norm", {64}, seed + 5);      // 128
   }
 
   void add(const std::string& name, std::vector<std::uint64_t> shape, std::uint64_t seed) {
@@ -109,19 +109,24 @@ std::vector<LoadTarget> model_targets(std::vector<std::uint64_t>& sizes) {
   t.push_back({"w_embed_norm", {whole("emb", 38400), whole("norm", 128, 38400)}});
   sizes.push_back(38400 + 128);
   // big [96, 160] bf16 (row 320 bytes): rows [10, 90) cols [16, 144) -> 80 rows x 256 bytes
-  t.push_back({"w_slice", {weights::BindCopy{weights::BindCopy::Kind::Strided, "big", 10 * 320 + 32, 0, 256, 80, 320, 256}}});
+  t.push_back(
+      {"w_slice", {weights::BindCopy{weights::BindCopy::Kind::Strided, "big", 10 * 320 + 32, 0, 256, 80, 320, 256}}});
   sizes.push_back(80 * 256);
   // interleave wq / wk in blocks of 8 rows (1024 bytes): 8 blocks each
-  t.push_back({"w_qk", {weights::BindCopy{weights::BindCopy::Kind::Strided, "wq", 0, 0, 1024, 8, 1024, 2048},
-                        weights::BindCopy{weights::BindCopy::Kind::Strided, "wk", 0, 1024, 1024, 8, 1024, 2048}}});
+  t.push_back({"w_qk",
+               {weights::BindCopy{weights::BindCopy::Kind::Strided, "wq", 0, 0, 1024, 8, 1024, 2048},
+                weights::BindCopy{weights::BindCopy::Kind::Strided, "wk", 0, 1024, 1024, 8, 1024, 2048}}});
   sizes.push_back(16384);
-  t.push_back({"w_rows", {weights::BindCopy{weights::BindCopy::Kind::Contiguous, "emb", 100 * 128, 0, 50 * 128, 1, 50 * 128, 50 * 128}}});
+  t.push_back(
+      {"w_rows",
+       {weights::BindCopy{weights::BindCopy::Kind::Contiguous, "emb", 100 * 128, 0, 50 * 128, 1, 50 * 128, 50 * 128}}});
   sizes.push_back(50 * 128);
   return t;
 }
 
 // The single-threaded reference: every copy row by row through Tensors::read.
-std::vector<std::vector<std::byte>> reference(std::span<const LoadTarget> targets, const std::vector<std::uint64_t>& sizes,
+std::vector<std::vector<std::byte>> reference(std::span<const LoadTarget> targets,
+                                              const std::vector<std::uint64_t>& sizes,
                                               const weights::Tensors& tensors) {
   std::vector<std::vector<std::byte>> out;
   for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -144,9 +149,11 @@ struct Slabs {
   }
 };
 
-std::vector<std::vector<std::byte>> run_pipeline(std::span<const LoadTarget> targets, const std::vector<std::uint64_t>& sizes,
-                                                 const weights::Tensors& tensors, const LoadLayout& layout, std::size_t slabs,
-                                                 unsigned threads, bool jitter = false, LoadCounters* counters = nullptr) {
+std::vector<std::vector<std::byte>> run_pipeline(std::span<const LoadTarget> targets,
+                                                 const std::vector<std::uint64_t>& sizes,
+                                                 const weights::Tensors& tensors, const LoadLayout& layout,
+                                                 std::size_t slabs, unsigned threads, bool jitter = false,
+                                                 LoadCounters* counters = nullptr) {
   std::vector<std::vector<weights::BindCopy>> copies;
   for (const auto& t : targets) copies.push_back(t.copies);
   const LoadPlan plan = plan_load(copies, layout);
@@ -183,7 +190,8 @@ TEST(WeightLoaderPipeline, RepeatedRunsAreBitwiseIdentical) {
   const auto targets = model_targets(sizes);
   const auto want = reference(targets, sizes, m.tensors);
   for (int i = 0; i < 40; ++i)
-    ASSERT_EQ(run_pipeline(targets, sizes, m.tensors, LoadLayout{2048, 300, 16}, 3, 8, i % 2 == 0), want) << "run " << i;
+    ASSERT_EQ(run_pipeline(targets, sizes, m.tensors, LoadLayout{2048, 300, 16}, 3, 8, i % 2 == 0), want)
+        << "run " << i;
 }
 
 // A real checkpoint on disk: pread from many threads into slabs.
@@ -242,7 +250,9 @@ TEST(WeightLoaderPipeline, TruncatedFileIsIoErrorNamingBufferTensorAndFile) {
   std::vector<std::uint64_t> sizes;
   const auto targets = model_targets(sizes);
   for (unsigned threads : {1u, 16u}) {
-    const Error e = kern::test::thrown([&] { run_pipeline(targets, sizes, st, LoadLayout{4096, 512, 64}, 3, threads); });
+    const Error e = kern::test::thrown([&] {
+      run_pipeline(targets, sizes, st, LoadLayout{4096, 512, 64}, 3, threads);
+    });
     EXPECT_EQ(e.root_kind(), ErrorKind::Io) << e.what();
     const std::string what = e.what();
     EXPECT_NE(what.find("buffer w_qk tensor wq"), std::string::npos) << what;
@@ -275,7 +285,9 @@ TEST(WeightLoaderPipeline, FailingReadStopsEveryThread) {
   const auto targets = model_targets(sizes);
   const FailingTensors bad(m.tensors, "big");
   for (std::size_t slabs : {1u, 2u, 8u}) {
-    const Error e = kern::test::thrown([&] { run_pipeline(targets, sizes, bad, LoadLayout{4096, 512, 64}, slabs, 16); });
+    const Error e = kern::test::thrown([&] {
+      run_pipeline(targets, sizes, bad, LoadLayout{4096, 512, 64}, slabs, 16);
+    });
     EXPECT_EQ(e.root_kind(), ErrorKind::Io);
     const std::string what = e.what();
     EXPECT_NE(what.find("buffer w_slice tensor big"), std::string::npos) << what;

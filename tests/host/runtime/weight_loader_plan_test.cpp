@@ -86,7 +86,8 @@ Image simulate(const LoadPlan& plan, const std::vector<std::vector<weights::Bind
 }
 
 TEST(WeightLoaderPlan, SmallPiecesShareAFillAndAlign) {
-  std::vector<std::vector<weights::BindCopy>> targets{{contiguous(0, 0, 10), contiguous(50, 10, 10)}, {contiguous(0, 0, 30)}};
+  std::vector<std::vector<weights::BindCopy>> targets{{contiguous(0, 0, 10), contiguous(50, 10, 10)},
+                                                      {contiguous(0, 0, 30)}};
   LoadLayout layout{128, 16, 32};
   const LoadPlan plan = plan_load(targets, layout);
   ASSERT_EQ(plan.fills.size(), 1u);
@@ -195,8 +196,10 @@ TEST(WeightLoaderPlan, TwoDimensionalCopyLimits) {
 }
 
 TEST(WeightLoaderOptions, EnvironmentOverrides) {
-  std::map<std::string, std::string> env{{"KERN_LOAD_THREADS", "3"},  {"KERN_LOAD_SLABS", "4"},
-                                         {"KERN_LOAD_SLAB_MIB", "16"}, {"KERN_LOAD_READ_MIB", "2"},
+  std::map<std::string, std::string> env{{"KERN_LOAD_THREADS", "3"},
+                                         {"KERN_LOAD_SLABS", "4"},
+                                         {"KERN_LOAD_SLAB_MIB", "16"},
+                                         {"KERN_LOAD_READ_MIB", "2"},
                                          {"KERN_LOAD_2D", "0"}};
   auto get = [&](const char* n) -> const char* {
     auto it = env.find(n);

@@ -14,13 +14,18 @@ void expect_refused(const std::string& text, std::initializer_list<std::string> 
     ADD_FAILURE() << "accepted: " << text.substr(0, 200);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::WeightArtifact) << e.what();
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
+    for (const std::string& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " lacks " << n;
   }
 }
 
-void expect_refused(const Json& doc, std::initializer_list<std::string> needles) { expect_refused(doc.dump(), needles); }
+void expect_refused(const Json& doc, std::initializer_list<std::string> needles) {
+  expect_refused(doc.dump(), needles);
+}
 
-TEST(TokenizerErrors, BaselineLoads) { EXPECT_NO_THROW(tokenizer::Tokenizer::from_json(tiny_tokenizer({{"a", "b"}}).dump())); }
+TEST(TokenizerErrors, BaselineLoads) {
+  EXPECT_NO_THROW(tokenizer::Tokenizer::from_json(tiny_tokenizer({{"a", "b"}}).dump()));
+}
 
 TEST(TokenizerErrors, MalformedJson) {
   expect_refused(std::string("{\"model\": "), {"bad.json"});

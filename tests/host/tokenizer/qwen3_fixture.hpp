@@ -19,7 +19,7 @@ inline std::string qwen3_tokenizer_path() {
 
 // Loaded once per test binary; nullptr (after ADD_FAILURE) when setup was not run.
 inline const tokenizer::Tokenizer* qwen3() {
-  static const tokenizer::Tokenizer* loaded = [] () -> const tokenizer::Tokenizer* {
+  static const tokenizer::Tokenizer* loaded = []() -> const tokenizer::Tokenizer* {
     if (!std::filesystem::exists(qwen3_tokenizer_path())) return nullptr;
     return new tokenizer::Tokenizer(tokenizer::Tokenizer::from_file(qwen3_tokenizer_path()));
   }();
@@ -31,9 +31,9 @@ inline const tokenizer::Tokenizer* qwen3() {
 }
 
 inline const Json& qwen3_reference() {
-  static const Json doc = parse_json_strict(
-      read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/tokenizer/data/qwen3_reference.json"),
-      {ErrorKind::Io, "qwen3_reference.json", 16});
+  static const Json doc =
+      parse_json_strict(read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/tokenizer/data/qwen3_reference.json"),
+                        {ErrorKind::Io, "qwen3_reference.json", 16});
   return doc;
 }
 
@@ -41,6 +41,6 @@ inline std::vector<tokenizer::TokenId> ids_of(const Json& j) { return j.get<std:
 
 }  // namespace kern::test
 
-#define KERN_REQUIRE_QWEN3(tok)      \
+#define KERN_REQUIRE_QWEN3(tok)                                    \
   const ::kern::tokenizer::Tokenizer* tok = ::kern::test::qwen3(); \
   if (!tok) return

@@ -9,7 +9,9 @@ namespace {
 
 using Ids = std::vector<tokenizer::TokenId>;
 
-tokenizer::Tokenizer load(const Json& doc) { return tokenizer::Tokenizer::from_json(doc.dump(), "tiny tokenizer.json"); }
+tokenizer::Tokenizer load(const Json& doc) {
+  return tokenizer::Tokenizer::from_json(doc.dump(), "tiny tokenizer.json");
+}
 
 Ids cat(std::initializer_list<Ids> parts) {
   Ids out;
@@ -79,7 +81,7 @@ TEST(TokenizerSynthetic, SingleWordTokensOnlyMatchAlone) {
   EXPECT_EQ(tok.encode("<x>_"), plain.encode("<x>_"));
   EXPECT_EQ(tok.encode("<x>"), (Ids{300}));
   EXPECT_EQ(tok.encode("a <x>!"), cat({plain.encode("a "), {300}, plain.encode("!")}));
-  EXPECT_EQ(tok.encode("\xC3\xA9<x>"), plain.encode("\xC3\xA9<x>"));         // glued to é
+  EXPECT_EQ(tok.encode("\xC3\xA9<x>"), plain.encode("\xC3\xA9<x>"));             // glued to é
   EXPECT_EQ(tok.encode("\xC2\xBD<x>"), cat({plain.encode("\xC2\xBD"), {300}}));  // ½ is no word character
 }
 

@@ -33,8 +33,9 @@ TEST(TokenizerThroughput, EncodeOneMegabyteOfMixedText) {
   const double warm = std::chrono::duration<double>(t2 - t1).count();
   std::printf("tokenizer throughput: %.2f MB (%zu ids) encoded in %.3f s cold = %.1f MB/s, %.3f s warm = %.1f MB/s\n",
               mb, ids.size(), cold, mb / cold, warm, mb / warm);
-  std::printf("tokenizer throughput: cold pass used %.3f s of CPU = %.1f MB/s per core (wall differs on a busy machine)\n",
-              cpu, mb / cpu);
+  std::printf(
+      "tokenizer throughput: cold pass used %.3f s of CPU = %.1f MB/s per core (wall differs on a busy machine)\n", cpu,
+      mb / cpu);
   RecordProperty("cold_MBps", std::to_string(mb / cold));
   RecordProperty("warm_MBps", std::to_string(mb / warm));
   EXPECT_EQ(ids, again);

@@ -30,12 +30,18 @@ inline Json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>
   }
   Json added_list = Json::array();
   for (const TinyAdded& a : added) {
-    added_list.push_back({{"id", a.id}, {"content", a.content}, {"special", a.special}, {"lstrip", a.lstrip},
-                          {"rstrip", a.rstrip}, {"normalized", a.normalized}, {"single_word", a.single_word}});
+    added_list.push_back({{"id", a.id},
+                          {"content", a.content},
+                          {"special", a.special},
+                          {"lstrip", a.lstrip},
+                          {"rstrip", a.rstrip},
+                          {"normalized", a.normalized},
+                          {"single_word", a.single_word}});
   }
   const std::string split =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  const Json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   return Json{
       {"version", "1.0"},
       {"truncation", nullptr},
@@ -44,13 +50,23 @@ inline Json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>
       {"normalizer", {{"type", "NFC"}}},
       {"pre_tokenizer",
        {{"type", "Sequence"},
-        {"pretokenizers", Json::array({Json{{"type", "Split"}, {"pattern", {{"Regex", split}}}, {"behavior", "Isolated"}, {"invert", false}},
-                                       byte_level})}}},
+        {"pretokenizers",
+         Json::array(
+             {Json{{"type", "Split"}, {"pattern", {{"Regex", split}}}, {"behavior", "Isolated"}, {"invert", false}},
+              byte_level})}}},
       {"post_processor", byte_level},
       {"decoder", byte_level},
-      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-                 {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-                 {"vocab", vocab}, {"merges", merge_list}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", vocab},
+        {"merges", merge_list}}},
   };
 }
 

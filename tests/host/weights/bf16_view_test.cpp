@@ -50,7 +50,7 @@ TEST(Bf16View, F16DecodesExactly) {
   EXPECT_EQ(f16_bits_to_f32(0x3c00), 1.0f);
   EXPECT_EQ(f16_bits_to_f32(0xc000), -2.0f);
   EXPECT_EQ(f16_bits_to_f32(0x7bff), 65504.0f);
-  EXPECT_EQ(f16_bits_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f16_bits_to_f32(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
   EXPECT_EQ(f16_bits_to_f32(0x03ff), std::ldexp(1023.0f, -24));  // largest subnormal
   EXPECT_EQ(f16_bits_to_f32(0x8000), -0.0f);
   EXPECT_TRUE(std::signbit(f16_bits_to_f32(0x8000)));

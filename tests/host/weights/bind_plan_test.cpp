@@ -18,13 +18,21 @@ using core::TensorRef;
 namespace {
 
 TensorRef named(std::string name) { return TensorRef{std::move(name), {}, {}}; }
-TensorRef per_rank(std::string group, std::vector<std::string> names) { return TensorRef{{}, std::move(group), std::move(names)}; }
+TensorRef per_rank(std::string group, std::vector<std::string> names) {
+  return TensorRef{{}, std::move(group), std::move(names)};
+}
 RangeRef range(std::uint64_t a, std::uint64_t b) { return RangeRef{Range{a, b}, {}, {}}; }
-RangeRef range_per_rank(std::string group, std::vector<Range> r) { return RangeRef{{}, std::move(group), std::move(r)}; }
+RangeRef range_per_rank(std::string group, std::vector<Range> r) {
+  return RangeRef{{}, std::move(group), std::move(r)};
+}
 
 BindSegment whole(std::string t) { return BindSegment{named(std::move(t)), {}, {}, {}}; }
-BindSegment rows(std::string t, std::uint64_t a, std::uint64_t b) { return BindSegment{named(std::move(t)), range(a, b), {}, {}}; }
-BindSegment cols(std::string t, std::uint64_t a, std::uint64_t b) { return BindSegment{named(std::move(t)), {}, range(a, b), {}}; }
+BindSegment rows(std::string t, std::uint64_t a, std::uint64_t b) {
+  return BindSegment{named(std::move(t)), range(a, b), {}, {}};
+}
+BindSegment cols(std::string t, std::uint64_t a, std::uint64_t b) {
+  return BindSegment{named(std::move(t)), {}, range(a, b), {}};
+}
 BindSegment interleave(std::string a, std::string b, std::uint64_t n) {
   return BindSegment{named(std::move(a)), {}, {}, core::Interleave{named(std::move(b)), n}};
 }
@@ -107,7 +115,8 @@ struct Reference {
 };
 
 std::string plan_error(const core::Buffer& buf, std::uint64_t bytes, const weights::Tensors& t,
-                       const std::map<std::string, std::uint32_t>& ranks = {}, ErrorKind kind = ErrorKind::WeightArtifact) {
+                       const std::map<std::string, std::uint32_t>& ranks = {},
+                       ErrorKind kind = ErrorKind::WeightArtifact) {
   try {
     weights::plan_bind("w", buf, bytes, t, ranks);
   } catch (const Error& e) {
@@ -244,7 +253,8 @@ TEST(BindPlan, DTypeMismatchAndMissingTensor) {
 TEST(BindPlan, BadRanges) {
   Fixture f;
   f.add("a", DType::U8, {4, 6});
-  EXPECT_CONTAINS(plan_error(weight(DType::U8, {rows("a", 2, 2)}), 6, f.tensors), "tensor a: rows [2, 2) is empty or reversed");
+  EXPECT_CONTAINS(plan_error(weight(DType::U8, {rows("a", 2, 2)}), 6, f.tensors),
+                  "tensor a: rows [2, 2) is empty or reversed");
   EXPECT_CONTAINS(plan_error(weight(DType::U8, {rows("a", 3, 1)}), 6, f.tensors), "rows [3, 1) is empty or reversed");
   EXPECT_CONTAINS(plan_error(weight(DType::U8, {rows("a", 2, 5)}), 18, f.tensors),
                   "tensor a: rows [2, 5) is outside the tensor's 4 rows");
@@ -262,8 +272,10 @@ TEST(BindPlan, InterleaveErrors) {
                   "tensor a and interleave.with tensor b differ in shape (4x6 vs 4x3x2)");
   EXPECT_CONTAINS(plan_error(weight(DType::U8, {interleave("a", "c", 3)}), 48, f.tensors),
                   "interleave block of 3 rows does not divide its 4 rows");
-  EXPECT_CONTAINS(plan_error(weight(DType::U8, {interleave("a", "c", 0)}), 48, f.tensors), "interleave rows must be positive");
-  EXPECT_CONTAINS(plan_error(weight(DType::U8, {interleave("a", "h", 2)}), 48, f.tensors), "tensor h is f16 but the buffer is u8");
+  EXPECT_CONTAINS(plan_error(weight(DType::U8, {interleave("a", "c", 0)}), 48, f.tensors),
+                  "interleave rows must be positive");
+  EXPECT_CONTAINS(plan_error(weight(DType::U8, {interleave("a", "h", 2)}), 48, f.tensors),
+                  "tensor h is f16 but the buffer is u8");
   EXPECT_CONTAINS(plan_error(weight(DType::U8, {interleave("a", "zz", 2)}), 48, f.tensors),
                   "tensor zz (interleave.with) is not in the checkpoint");
   BindSegment with_rows = interleave("a", "c", 2);
@@ -274,7 +286,8 @@ TEST(BindPlan, InterleaveErrors) {
 TEST(BindPlan, PrintsOneLinePerCopy) {
   Fixture f;
   f.add("a", DType::BF16, {4, 6});
-  const auto plan = weights::plan_bind("w_up", weight(DType::BF16, {cols("a", 2, 5), rows("a", 0, 1)}), 36, f.tensors, {});
+  const auto plan =
+      weights::plan_bind("w_up", weight(DType::BF16, {cols("a", 2, 5), rows("a", 0, 1)}), 36, f.tensors, {});
   EXPECT_EQ(plan.to_string(),
             "bind w_up (36 bytes, 2 copies)\n"
             "  copy2d a src 4 pitch 12 -> dst 0 pitch 6: 4 rows x 6 bytes\n"
@@ -286,7 +299,9 @@ TEST(BindPlan, PrintsOneLinePerCopy) {
 // element.
 TEST(BindPlan, RandomPlansReproduceTheReferenceBuffer) {
   std::mt19937 rng(20261129);
-  auto pick = [&](std::uint64_t lo, std::uint64_t hi) { return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng); };
+  auto pick = [&](std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
+  };
   const DType dtypes[] = {DType::U8, DType::BF16, DType::F32, DType::I64};
   test::TempDir dir;
   for (int iter = 0; iter < 60; ++iter) {

@@ -54,8 +54,9 @@ std::string file_error(const test::TempDir& dir, const std::string& bytes) {
 TEST(SafetensorsReader, ValidFileParses) {
   test::TempDir dir;
   const auto p = dir.file("v.safetensors");
-  const std::string header = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},)"
-                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},)"
+      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
   write_file(p, image(header, 20));
   auto ck = weights::SafetensorsCheckpoint::open(p);
   ASSERT_EQ(ck.shards().size(), 1u);
@@ -121,11 +122,13 @@ TEST(SafetensorsReader, OffsetsOutOfRangeOrReversed) {
 TEST(SafetensorsReader, OverlappingTensors) {
   test::TempDir dir;
   const auto msg = file_error(dir, image(R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
-                                         R"("b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", 8));
+                                         R"("b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                                         8));
   EXPECT_CONTAINS(msg, "tensors a [0, 6] and b [4, 8] overlap");
   // A zero-sized tensor occupies no bytes: no overlap.
   EXPECT_EQ(file_error(dir, image(R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
-                                  R"("z":{"dtype":"U8","shape":[0],"data_offsets":[3,3]}})", 8)),
+                                  R"("z":{"dtype":"U8","shape":[0],"data_offsets":[3,3]}})",
+                                  8)),
             "no error");
 }
 
@@ -133,8 +136,9 @@ TEST(SafetensorsReader, ShapeTimesDTypeMustEqualTheSpan) {
   test::TempDir dir;
   EXPECT_CONTAINS(file_error(dir, image(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", 16)),
                   "tensor w: shape [2,2] of F32 is 16 bytes but data_offsets [0, 12] span 12");
-  EXPECT_CONTAINS(file_error(dir, image(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4)),
-                  "overflows");
+  EXPECT_CONTAINS(
+      file_error(dir, image(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4)),
+      "overflows");
   EXPECT_CONTAINS(file_error(dir, image(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4)),
                   "tensor w: shape must hold non-negative integers");
 }
@@ -154,7 +158,8 @@ TEST(SafetensorsReader, UnknownDTypeAndFields) {
 TEST(SafetensorsReader, DuplicateKeyInHeader) {
   test::TempDir dir;
   const auto msg = file_error(dir, image(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
-                                         R"("w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2));
+                                         R"("w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+                                         2));
   EXPECT_CONTAINS(msg, "duplicate key \"w\"");
   EXPECT_CONTAINS(msg, "t.safetensors");
 }
@@ -253,7 +258,8 @@ TEST(SafetensorsReader, DuplicateTensorAcrossShards) {
 TEST(SafetensorsReader, IndexNamingAMissingShard) {
   test::TempDir dir;
   write_shards(dir, {{"a.safetensors", {{"x", DType::U8, {2}}}}});
-  weights::write_safetensors_index(dir.file("model.safetensors.index.json"), {{"x", "a.safetensors"}, {"y", "gone.safetensors"}}, 3);
+  weights::write_safetensors_index(dir.file("model.safetensors.index.json"),
+                                   {{"x", "a.safetensors"}, {"y", "gone.safetensors"}}, 3);
   const auto msg = open_error(dir.path().string());
   EXPECT_CONTAINS(msg, "names shard");
   EXPECT_CONTAINS(msg, "gone.safetensors, which is missing");
@@ -265,15 +271,16 @@ TEST(SafetensorsReader, IndexAndShardsDisagree) {
                      {"b.safetensors", {{"y", DType::U8, {1}}}}});
   const auto index = dir.file("model.safetensors.index.json");
   // The index names a tensor its shard lacks.
-  weights::write_safetensors_index(index, {{"x", "a.safetensors"}, {"extra", "a.safetensors"}, {"y", "b.safetensors"},
-                                  {"z", "b.safetensors"}}, 3);
+  weights::write_safetensors_index(
+      index, {{"x", "a.safetensors"}, {"extra", "a.safetensors"}, {"y", "b.safetensors"}, {"z", "b.safetensors"}}, 3);
   EXPECT_CONTAINS(open_error(dir.path().string()), "tensor z is mapped to b.safetensors, but");
   // A shard holds a tensor the index does not name.
   weights::write_safetensors_index(index, {{"x", "a.safetensors"}, {"y", "b.safetensors"}}, 3);
   EXPECT_CONTAINS(open_error(dir.path().string()), "tensor extra of");
   EXPECT_CONTAINS(open_error(dir.path().string()), "is missing from the index");
   // The index puts a tensor in the wrong shard.
-  weights::write_safetensors_index(index, {{"x", "b.safetensors"}, {"extra", "a.safetensors"}, {"y", "a.safetensors"}}, 3);
+  weights::write_safetensors_index(index, {{"x", "b.safetensors"}, {"extra", "a.safetensors"}, {"y", "a.safetensors"}},
+                                   3);
   EXPECT_CONTAINS(open_error(dir.path().string()), "is mapped to");
   // Malformed index.
   write_file(index, R"({"weight_map": {"x": "a.safetensors"}, "weight_map": {}})");

@@ -34,7 +34,8 @@ ErrorKind kind_of(const std::function<void()>& f) {
 
 TEST(SafetensorsWriter, HeaderLayoutMatchesTheFormat) {
   test::TempDir dir;
-  std::vector<weights::TensorSpec> specs{{"b.weight", DType::BF16, {3, 5}}, {"a", DType::F32, {7}}, {"s", DType::I64, {}}};
+  std::vector<weights::TensorSpec> specs{
+      {"b.weight", DType::BF16, {3, 5}}, {"a", DType::F32, {7}}, {"s", DType::I64, {}}};
   const std::string path = dir.file("x.safetensors");
   auto wa = test::random_bytes(30, 1), wb = test::random_bytes(28, 2), ws = test::random_bytes(8, 3);
   {
@@ -67,7 +68,8 @@ TEST(SafetensorsWriter, HeaderLayoutMatchesTheFormat) {
 TEST(SafetensorsWriter, ChunkedAppendsAndLargeWritesKeepTheBytes) {
   test::TempDir dir;
   // 12 MiB tensor: bigger than the write buffer, written in uneven chunks.
-  std::vector<weights::TensorSpec> specs{{"small", DType::U8, {3}}, {"big", DType::F16, {3, 2 << 20}}, {"tail", DType::I32, {5}}};
+  std::vector<weights::TensorSpec> specs{
+      {"small", DType::U8, {3}}, {"big", DType::F16, {3, 2 << 20}}, {"tail", DType::I32, {5}}};
   auto small = test::random_bytes(3, 4), big = test::random_bytes(12u << 20, 5), tail = test::random_bytes(20, 6);
   const std::string path = dir.file("c.safetensors");
   weights::SafetensorsWriter w(path, specs);
@@ -129,7 +131,10 @@ TEST(SafetensorsWriter, RejectsOutOfOrderOverrunsAndBadSpecs) {
     EXPECT_EQ(kind_of([&] { w.append("b", {}); }), ErrorKind::Api);
   }
   const auto p = dir.file("bad.safetensors");
-  EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"a", DType::U8, {1}}, {"a", DType::U8, {1}}}); }), ErrorKind::Api);
+  EXPECT_EQ(kind_of([&] {
+              weights::SafetensorsWriter w(p, {{"a", DType::U8, {1}}, {"a", DType::U8, {1}}});
+            }),
+            ErrorKind::Api);
   EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"", DType::U8, {1}}}); }), ErrorKind::Api);
   EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"__metadata__", DType::U8, {1}}}); }), ErrorKind::Api);
   EXPECT_EQ(kind_of([&] { weights::SafetensorsWriter w(p, {{"x", DType::U64, {1ull << 62, 4}}}); }), ErrorKind::Api);
@@ -149,7 +154,8 @@ TEST(SafetensorsWriter, ZeroSizedTensorsNeedNoAppend) {
 TEST(SafetensorsWriter, IndexFileListsEveryTensor) {
   test::TempDir dir;
   const auto p = dir.file("model.safetensors.index.json");
-  weights::write_safetensors_index(p, {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}, 1234);
+  weights::write_safetensors_index(
+      p, {{"a", "model-00001-of-00002.safetensors"}, {"b", "model-00002-of-00002.safetensors"}}, 1234);
   Json j = parse_json_strict(read_file(p));
   EXPECT_EQ(j["metadata"]["total_size"], 1234);
   EXPECT_EQ(j["weight_map"]["a"], "model-00001-of-00002.safetensors");

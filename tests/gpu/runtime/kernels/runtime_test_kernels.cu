@@ -34,11 +34,11 @@ struct Pack64 {
   int rank;                  // @20 rank
   unsigned char u8;          // @24 u8 literal
   unsigned char pad[7];
-  const float* scratch;      // @32 scratch pointer
-  long long i64;             // @40 i64 literal
-  long long scalar;          // @48 scalar param (i64)
-  int wide_var;              // @56 (low half of an 8-byte var field at 56)
-  int wide_hi;               // @60
+  const float* scratch;  // @32 scratch pointer
+  long long i64;         // @40 i64 literal
+  long long scalar;      // @48 scalar param (i64)
+  int wide_var;          // @56 (low half of an 8-byte var field at 56)
+  int wide_hi;           // @60
 };
 
 // out[0] = ptr - out, then each field; writes 1.5f into the scratch pointer and reads it back.
