@@ -14,21 +14,39 @@
 
 using namespace kern_dev;
 
-// grid: (ceil_div(max_pos * head_dim/2, 256), 1, 1), block (256, 1, 1).
-extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_t max_pos, int32_t head_dim,
-                                               float theta) {
+namespace {
+// Fills the table: element (p, i) of [max_pos, head_dim/2] from inv_freq(i) (an f32) and, when
+// kScaled, cos/sin multiplied by `scale`. Grid-stride over the elements.
+template <bool kScaled, typename InvFreq>
+__device__ __forceinline__ void fill_rope_table(float* __restrict__ table, int32_t max_pos, int32_t head_dim,
+                                                InvFreq inv_freq_of, float scale) {
   const int half = head_dim / 2;
   const int64_t n = static_cast<int64_t>(max_pos) * half;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int p = static_cast<int>(e / half), i = static_cast<int>(e % half);
-    const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float inv_freq = static_cast<float>(1.0 / pow(static_cast<double>(theta), static_cast<double>(expo)));
-    const float angle = __fmul_rn(static_cast<float>(p), inv_freq);
+    const float angle = __fmul_rn(static_cast<float>(p), inv_freq_of(i));
     float* row = table + static_cast<int64_t>(p) * head_dim;
-    row[i] = static_cast<float>(cos(static_cast<double>(angle)));
-    row[half + i] = static_cast<float>(sin(static_cast<double>(angle)));
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    row[i] = kScaled ? __fmul_rn(c, scale) : c;
+    row[half + i] = kScaled ? __fmul_rn(s, scale) : s;
   }
+}
+
+// theta^(2i/head_dim) with the exponent an f32, as transformers computes it.
+__device__ __forceinline__ double rope_base_power(float theta, int i, int32_t head_dim) {
+  const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+  return pow(static_cast<double>(theta), static_cast<double>(expo));
+}
+}  // namespace
+
+// grid: (ceil_div(max_pos * head_dim/2, 256), 1, 1), block (256, 1, 1).
+extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_t max_pos, int32_t head_dim,
+                                               float theta) {
+  fill_rope_table<false>(
+      table, max_pos, head_dim,
+      [=](int i) { return static_cast<float>(1.0 / rope_base_power(theta, i, head_dim)); }, 1.0f);
 }
 
 // YaRN (transformers' `rope_type: yarn`): f_i = interp_i * (1 - e_i) + extrap_i * e_i with
@@ -42,25 +60,17 @@ extern "C" __global__ void kern_rope_table_f32(float* __restrict__ table, int32_
 extern "C" __global__ void kern_rope_table_yarn_f32(float* __restrict__ table, int32_t max_pos, int32_t head_dim,
                                                     float theta, float factor, float ramp_low, float ramp_high,
                                                     float attention_factor) {
-  const int half = head_dim / 2;
-  const int64_t n = static_cast<int64_t>(max_pos) * half;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int p = static_cast<int>(e / half), i = static_cast<int>(e % half);
-    const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    const float pos_freq = static_cast<float>(pow(static_cast<double>(theta), static_cast<double>(expo)));
-    const float extrap = __fdiv_rn(1.0f, pos_freq);
-    const float interp = __fdiv_rn(1.0f, __fmul_rn(factor, pos_freq));
-    const float linear = __fdiv_rn(__fsub_rn(static_cast<float>(i), ramp_low), __fsub_rn(ramp_high, ramp_low));
-    const float ramp = fminf(fmaxf(linear, 0.0f), 1.0f);
-    const float extrap_factor = __fsub_rn(1.0f, ramp);
-    const float inv_freq =
-        __fadd_rn(__fmul_rn(interp, __fsub_rn(1.0f, extrap_factor)), __fmul_rn(extrap, extrap_factor));
-    const float angle = __fmul_rn(static_cast<float>(p), inv_freq);
-    float* row = table + static_cast<int64_t>(p) * head_dim;
-    row[i] = __fmul_rn(static_cast<float>(cos(static_cast<double>(angle))), attention_factor);
-    row[half + i] = __fmul_rn(static_cast<float>(sin(static_cast<double>(angle))), attention_factor);
-  }
+  fill_rope_table<true>(
+      table, max_pos, head_dim,
+      [=](int i) {
+        const float pos_freq = static_cast<float>(rope_base_power(theta, i, head_dim));
+        const float extrap = __fdiv_rn(1.0f, pos_freq);
+        const float interp = __fdiv_rn(1.0f, __fmul_rn(factor, pos_freq));
+        const float linear = __fdiv_rn(__fsub_rn(static_cast<float>(i), ramp_low), __fsub_rn(ramp_high, ramp_low));
+        const float extrap_factor = __fsub_rn(1.0f, fminf(fmaxf(linear, 0.0f), 1.0f));
+        return __fadd_rn(__fmul_rn(interp, __fsub_rn(1.0f, extrap_factor)), __fmul_rn(extrap, extrap_factor));
+      },
+      attention_factor);
 }
 
 namespace {

@@ -672,7 +672,7 @@ TEST(PerfGpu, DecodeChain4B) {
     t.stage_bytes = 40960;
     const Problem q(t, 1071);
     ChainDevice d2(q);
-    for (const std::string entry : {std::string(kEntry), std::string("kern_decode_chain_bf16_stream_only")}) {
+    for (const std::string& entry : {std::string(kEntry), std::string("kern_decode_chain_bf16_stream_only")}) {
       fb.set_dynamic_shared(entry, 224 * 1024);
       for (const auto& a : alone) {
         const double us = mean_us(kIters, st.s, [&](cudaStream_t x) { d2.enqueue(fb, grid, x, a.ph, entry); });
@@ -685,7 +685,7 @@ TEST(PerfGpu, DecodeChain4B) {
   // With all the shared memory kern gen gives the kernel (224 KiB: the ring takes what x leaves), at
   // kern gen's 4B stage size (40960: 8 rows of k = 2560) and two others.
   // The stream-only entry skips the dot products (same ring, schedule and barriers): the weight stream's cost alone.
-  for (const std::string entry : {std::string(kEntry), std::string("kern_decode_chain_bf16_stream_only")})
+  for (const std::string& entry : {std::string(kEntry), std::string("kern_decode_chain_bf16_stream_only")})
     for (int stage : {32768, 40960, 49152}) {
       Shape t = s;
       t.stage_bytes = stage;
