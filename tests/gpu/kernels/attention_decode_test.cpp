@@ -226,10 +226,8 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
 class DecodeKernels {
  public:
   explicit DecodeKernels(const std::string& kind = "") : kind_(kind), smem_(decode_partial_smem(kind, 128)) {
-    const std::string path = kernels_dir() + "/attention.fatbin";
-    check_cuda(cudaLibraryLoadFromFile(&lib_, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
-    check_cuda(cudaLibraryGetKernel(&partial_, lib_, decode_partial_entry(kind, 128).c_str()), "partial");
-    check_cuda(cudaLibraryGetKernel(&reduce_, lib_, "kern_attn_decode_reduce_hd128"), "reduce");
+    partial_ = family_kernel("attention", decode_partial_entry(kind, 128));
+    reduce_ = family_kernel("attention", "kern_attn_decode_reduce_hd128");
     if (smem_ > 0) {
       int device = 0;
       check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -237,7 +235,6 @@ class DecodeKernels {
                  "partial shared memory");
     }
   }
-  ~DecodeKernels() { cudaLibraryUnload(lib_); }
   DecodeKernels(const DecodeKernels&) = delete;
   DecodeKernels& operator=(const DecodeKernels&) = delete;
 
@@ -287,7 +284,6 @@ class DecodeKernels {
 
   std::string kind_;
   int smem_ = 0;
-  cudaLibrary_t lib_ = nullptr;
   cudaKernel_t partial_ = nullptr, reduce_ = nullptr;
 };
 

@@ -241,11 +241,7 @@ constexpr int kClusterK = 4;  // kern_gemv_bf16_cluster4
 void check_cluster(int m, int n, int k, int ldx, uint64_t seed, int block) {
   const Problem p(Kind::Plain, m, n, k, ldx, seed);
   SCOPED_TRACE(tag(p) + " cluster4 block " + std::to_string(block));
-  cudaLibrary_t lib = nullptr;
-  const std::string path = kernels_dir() + "/gemv.fatbin";
-  check_cuda(cudaLibraryLoadFromFile(&lib, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
-  cudaKernel_t kern = nullptr;
-  check_cuda(cudaLibraryGetKernel(&kern, lib, "kern_gemv_bf16_cluster4"), "kern_gemv_bf16_cluster4");
+  cudaKernel_t kern = family_kernel("gemv", "kern_gemv_bf16_cluster4");
   auto run = [&] {
     Device<bf16_bits> d_x(p.x), d_w(p.w), d_out(static_cast<size_t>(m) * n + kTail);
     bf16_bits *xp = d_x.get(), *wp = d_w.get(), *op = d_out.get();
@@ -265,7 +261,6 @@ void check_cluster(int m, int n, int k, int ldx, uint64_t seed, int block) {
   report("gemv rel err cluster4 " + tag(p), err);
   EXPECT_LT(err, kTol);
   EXPECT_EQ(run(), out);
-  cudaLibraryUnload(lib);
 }
 
 TEST(GemvGpu, ClusterSplitKVariant) {
@@ -362,23 +357,12 @@ double copy_gbps() {
 
 // Raw kernel handle (the harness launches synchronously; timing needs stream launches).
 struct GemvKernels {
-  cudaLibrary_t lib = nullptr;
-  GemvKernels() {
-    const std::string path = kernels_dir() + "/gemv.fatbin";
-    check_cuda(cudaLibraryLoadFromFile(&lib, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), path.c_str());
-  }
-  ~GemvKernels() { cudaLibraryUnload(lib); }
-  const void* get(const char* entry) const {
-    cudaKernel_t k = nullptr;
-    check_cuda(cudaLibraryGetKernel(&k, lib, entry), entry);
-    return reinterpret_cast<const void*>(k);
-  }
+  const void* get(const char* entry) const { return reinterpret_cast<const void*>(family_kernel("gemv", entry)); }
   const void* get(Kind kind) const { return get(entry_of(kind)); }
   // Lets `entry` take `bytes` of dynamic shared memory (its static shared memory counts against
   // the 48 KiB default too).
   void allow_shared(const char* entry, int bytes) const {
-    cudaKernel_t k = nullptr;
-    check_cuda(cudaLibraryGetKernel(&k, lib, entry), entry);
+    cudaKernel_t k = family_kernel("gemv", entry);
     check_cuda(cudaKernelSetAttributeForDevice(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes, 0),
                "cudaKernelSetAttributeForDevice");
   }
@@ -484,8 +468,7 @@ TEST(PerfGpu, GemvTuning) {
         size_t shared = 0;
         if (std::string(entry) == "kern_gemv_bf16_async") {
           shared = static_cast<size_t>(block) * kAsyncBytes;
-          cudaKernel_t kern = nullptr;
-          check_cuda(cudaLibraryGetKernel(&kern, kernels.lib, entry), entry);
+          cudaKernel_t kern = family_kernel("gemv", entry);
           check_cuda(cudaKernelSetAttributeForDevice(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      static_cast<int>(shared), 0),
                      "cudaKernelSetAttributeForDevice");

@@ -1,5 +1,8 @@
 #include "harness.hpp"
 
+#include <map>
+#include <memory>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -32,6 +35,13 @@ Fatbin::Fatbin(const std::string& family) {
 Fatbin::~Fatbin() {
   if (lib_ != nullptr) cudaLibraryUnload(lib_);
   if (test_lib_ != nullptr) cudaLibraryUnload(test_lib_);
+}
+
+cudaKernel_t family_kernel(const std::string& family, const std::string& entry) {
+  static std::map<std::string, std::unique_ptr<Fatbin>> fatbins;
+  auto it = fatbins.find(family);
+  if (it == fatbins.end()) it = fatbins.emplace(family, std::make_unique<Fatbin>(family)).first;
+  return it->second->kernel(entry);
 }
 
 cudaKernel_t Fatbin::kernel(const std::string& entry) {

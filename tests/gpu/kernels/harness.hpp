@@ -58,17 +58,23 @@ class Fatbin {
     return time_raw(entry, iters, grid, block, argv);
   }
 
+  // The entry from <family>.fatbin, or from test_<family>.fatbin (the test-only kernels).
+  cudaKernel_t kernel(const std::string& entry);
+
  private:
   void launch_raw(const std::string& entry, dim3 grid, dim3 block, void** args);
   void enqueue_raw(const std::string& entry, cudaStream_t stream, dim3 grid, dim3 block, void** args);
   double time_raw(const std::string& entry, int iters, dim3 grid, dim3 block, void** args);
-  cudaKernel_t kernel(const std::string& entry);
   int dynamic_shared(const std::string& entry) const;
   cudaLibrary_t lib_ = nullptr;
   cudaLibrary_t test_lib_ = nullptr;
   std::map<std::string, cudaKernel_t> kernels_;
   std::map<std::string, int> dynamic_shared_;
 };
+
+// `entry` of a kernel family (production or test-only fatbin), from a Fatbin kept per family for
+// the process: for tests that launch through their own code (graphs, clusters, attributes).
+cudaKernel_t family_kernel(const std::string& family, const std::string& entry);
 
 // Device buffer of n elements; poisoned with 0xFF bytes on creation (NaN for bf16/f32, -1 for ints).
 template <typename T>
