@@ -3,11 +3,8 @@
 # set) synthesized on the GPU machine, then `kern bench` with the PyTorch peer (BENCH_ARGS adds
 # flags, e.g. --quick). Must finish within 120 s: the bench gets what is left of 112 s.
 # Usage: bash scripts/dev/bench.sh <build-dir> <out-dir>   (from the repo root)
-set -uo pipefail
-build=${1:-build}
-out=${2:-/tmp/bench-out}
-mkdir -p "$out"
-log="$out/bench.log"
+. "$(dirname "$0")/common.sh"
+dev_round bench /tmp/bench-out "$@"
 t0=$(date +%s)
 main() {
 echo "bench.sh: $(date -u) on $(hostname); build $build; commit $(git rev-parse --short HEAD 2>/dev/null)"

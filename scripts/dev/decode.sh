@@ -3,15 +3,9 @@
 # correctness and repeatability tests, the composed pipeline test that ends in a decode step, then
 # its timings (PerfGpu.DecodeAttention*: per-layer us, KV GB/s, ratio to cudaMemcpy), within 120 s.
 # Usage (repo root): bash scripts/dev/decode.sh <build dir> <out dir>   -> <out dir>/decode.log
-set -uo pipefail
-build=${1:-build}
-out=${2:-out}
-mkdir -p "$out"
-log="$out/decode.log"
-: >"$log"
-exe="$build/tests/gpu/kernels/kern_kernels_gpu_test"
-export KERN_KERNELS_DIR
-KERN_KERNELS_DIR=$(cd "$build/kernels" && pwd -P)
+. "$(dirname "$0")/common.sh"
+dev_round decode out "$@"
+dev_kernel_tests
 {
   echo "decode: $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null | head -1)"
   sha256sum "$KERN_KERNELS_DIR"/attention.fatbin

@@ -7,11 +7,8 @@
 # wait, read; median us), each minus the GPU step. When time is left, the same on all 36 layers
 # (the ~400-node graph of the real shape). Must finish within 90 s.
 # Usage: bash scripts/dev/hostloop.sh <build-dir> <out-dir>   (from the repo root)
-set -uo pipefail
-build=${1:-build}
-out=${2:-/tmp/hostloop-out}
-mkdir -p "$out"
-log="$out/hostloop.log"
+. "$(dirname "$0")/common.sh"
+dev_round hostloop /tmp/hostloop-out "$@"
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
 

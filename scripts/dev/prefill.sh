@@ -2,15 +2,9 @@
 # GPU round of the tensor-core prefill attention (kernels/attention_prefill.cu): its correctness,
 # row-invariance and repeatability tests, then its timings (PerfGpu.PrefillMma), within 120 s.
 # Usage (repo root): bash scripts/dev/prefill.sh <build dir> <out dir>   -> <out dir>/prefill.log
-set -uo pipefail
-build=${1:-build}
-out=${2:-out}
-mkdir -p "$out"
-log="$out/prefill.log"
-: >"$log"
-exe="$build/tests/gpu/kernels/kern_kernels_gpu_test"
-export KERN_KERNELS_DIR
-KERN_KERNELS_DIR=$(cd "$build/kernels" && pwd -P)
+. "$(dirname "$0")/common.sh"
+dev_round prefill out "$@"
+dev_kernel_tests
 {
   echo "prefill: $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
   ls -l "$KERN_KERNELS_DIR"/attention_prefill.fatbin

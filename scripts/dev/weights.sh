@@ -3,11 +3,8 @@
 # truncated file), the cuMemcpy2DAsync probe, load GB/s on a ~2 GB synthetic checkpoint, and the
 # runtime's weight tests through load_weights. Log: <out-dir>/weights.log. Budget: < 120 s.
 # Usage: bash scripts/dev/weights.sh <build-dir> <out-dir>
-set -uo pipefail
-build=${1:-build}
-out=${2:-/tmp/weights-out}
-mkdir -p "$out"
-log="$out/weights.log"
+. "$(dirname "$0")/common.sh"
+dev_round weights /tmp/weights-out "$@"
 : >"$log"
 say() { echo "$*" | tee -a "$log"; }
 run() {  # run <seconds> <cmd...>: never past 110 s of script time

@@ -138,24 +138,23 @@ def rand_prose(r, n_words):
     return s + r.choice([".", "", "\n", "!", "?"])
 
 
-def rand_chinese(r, n):
+def rand_cjk(r, n, chars, punct, extras=()):
     parts = []
     for _ in range(n):
-        parts.append(r.choice(CHINESE))
+        parts.append(r.choice(chars))
         if r.random() < 0.2:
-            parts.append(r.choice(CHINESE_PUNCT))
-        if r.random() < 0.05:
-            parts.append(r.choice([" ", "GPU", "2024年", "3.14", "AI", "\n"]))
+            parts.append(r.choice(punct))
+        if extras and r.random() < 0.05:
+            parts.append(r.choice(extras))
     return "".join(parts)
+
+
+def rand_chinese(r, n):
+    return rand_cjk(r, n, CHINESE, CHINESE_PUNCT, [" ", "GPU", "2024年", "3.14", "AI", "\n"])
 
 
 def rand_japanese(r, n):
-    parts = []
-    for _ in range(n):
-        parts.append(r.choice(JAPANESE))
-        if r.random() < 0.2:
-            parts.append(r.choice(JAPANESE_PUNCT))
-    return "".join(parts)
+    return rand_cjk(r, n, JAPANESE, JAPANESE_PUNCT)
 
 
 def rand_code(r):
@@ -181,32 +180,29 @@ def rand_emoji(r, n):
     return "".join(parts)
 
 
+def digits(r, alphabet, lo, hi):
+    return "".join(r.choice(alphabet) for _ in range(r.randint(lo, hi)))
+
+
+# The forms of rand_number, one drawn uniformly.
+NUMBER_FORMS = [
+    lambda r: str(r.randint(0, 10 ** r.randint(1, 18))),
+    lambda r: digits(r, "0123456789", 20, 300),
+    lambda r: f"{r.uniform(-1e6, 1e6):.{r.randint(0, 9)}f}",
+    lambda r: f"{r.randint(0, 10**9):,}",
+    lambda r: f"+1 ({r.randint(100, 999)}) {r.randint(100, 999)}-{r.randint(1000, 9999)}",
+    lambda r: f"{r.randint(1900, 2100)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:00Z",
+    lambda r: f"0x{r.getrandbits(64):016X} 0b{r.getrandbits(16):b}",
+    lambda r: f"{r.uniform(0, 10):.3e} {r.uniform(0, 1):.2E}",
+    lambda r: digits(r, "０１２３４５６７８９", 1, 12),
+    lambda r: digits(r, "٠١٢٣٤٥٦٧٨٩", 1, 12) + " " + digits(r, "०१२३४५६७८९", 1, 8),
+    lambda r: f"v{r.randint(0, 9)}.{r.randint(0, 99)}.{r.randint(0, 999)} {r.randint(1, 99)}% ${r.randint(1, 9999)}.{r.randint(0, 99):02d} €{r.randint(1, 999)}",
+    lambda r: " ".join(str(r.randint(-1000, 1000)) for _ in range(r.randint(2, 30))),
+]
+
+
 def rand_number(r):
-    kind = r.randint(0, 11)
-    if kind == 0:
-        return str(r.randint(0, 10 ** r.randint(1, 18)))
-    if kind == 1:
-        return "".join(r.choice("0123456789") for _ in range(r.randint(20, 300)))
-    if kind == 2:
-        return f"{r.uniform(-1e6, 1e6):.{r.randint(0, 9)}f}"
-    if kind == 3:
-        return f"{r.randint(0, 10**9):,}"
-    if kind == 4:
-        return f"+1 ({r.randint(100, 999)}) {r.randint(100, 999)}-{r.randint(1000, 9999)}"
-    if kind == 5:
-        return f"{r.randint(1900, 2100)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:00Z"
-    if kind == 6:
-        return f"0x{r.getrandbits(64):016X} 0b{r.getrandbits(16):b}"
-    if kind == 7:
-        return f"{r.uniform(0, 10):.3e} {r.uniform(0, 1):.2E}"
-    if kind == 8:
-        return "".join(r.choice("０１２３４５６７８９") for _ in range(r.randint(1, 12)))
-    if kind == 9:
-        return "".join(r.choice("٠١٢٣٤٥٦٧٨٩") for _ in range(r.randint(1, 12))) + " " + "".join(
-            r.choice("०१२३४५६७८९") for _ in range(r.randint(1, 8)))
-    if kind == 10:
-        return f"v{r.randint(0, 9)}.{r.randint(0, 99)}.{r.randint(0, 999)} {r.randint(1, 99)}% ${r.randint(1, 9999)}.{r.randint(0, 99):02d} €{r.randint(1, 999)}"
-    return " ".join(str(r.randint(-1000, 1000)) for _ in range(r.randint(2, 30)))
+    return NUMBER_FORMS[r.randint(0, len(NUMBER_FORMS) - 1)](r)
 
 
 def rand_whitespace(r):

@@ -1,5 +1,8 @@
 // The typed walk of buffers: kind, placement, fill, domain and the v5 bind segment grammar.
 #include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "manifest_wire.hpp"
 
@@ -8,29 +11,19 @@ namespace kern::core::wire {
 namespace {
 
 BufferKind read_buffer_kind(const Node& n) {
-  std::string s = read_string(n);
-  auto k = buffer_kind_from_string(s);
-  if (!k)
-    n.fail("unknown buffer kind \"{}\" (expected one of input, output, weight, source, workspace, carry, peer)", s);
-  return *k;
+  return read_named(n, buffer_kind_from_string, "buffer kind",
+                    "expected one of input, output, weight, source, workspace, carry, peer");
 }
 
 Placement read_placement(const Node& n) {
-  std::string s = read_string(n);
-  auto p = placement_from_string(s);
-  if (!p) n.fail("unknown placement \"{}\" (expected device or host)", s);
-  return *p;
+  return read_named(n, placement_from_string, "placement", "expected device or host");
 }
 
 Fill read_fill(const Node& n) {
-  std::string s = read_string(n);
-  auto f = fill_from_string(s);
-  if (!f)
-    n.fail(
-        "unknown fill role \"{}\" (expected one of token, position, valid, slot, seq_len, cu_seqlens, span_at, blocks, "
-        "tokens, count, error, clock)",
-        s);
-  return *f;
+  return read_named(
+      n, fill_from_string, "fill role",
+      "expected one of token, position, valid, slot, seq_len, cu_seqlens, span_at, blocks, tokens, count, "
+      "error, clock");
 }
 
 Bound bound_of(const Number& x) {
@@ -85,6 +78,16 @@ Domain read_domain(const Node& n) {
   return d;
 }
 
+// The {"group": g, <list>: [one per rank]} form of a rank-selected tensor or range: sets `group`
+// (not empty) and returns the list, each entry read by `read_one`.
+template <typename F>
+auto read_rank_selected(const Node& n, std::string_view what, std::string_view list, std::string& group, F&& read_one) {
+  Object o(n, what, {"group", list});
+  group = read_string(o.required("group"));
+  if (group.empty()) o.required("group").fail("group name must not be empty");
+  return read_array(o.required(list), std::forward<F>(read_one));
+}
+
 TensorRef read_tensor_ref(const Node& n) {
   TensorRef t;
   if (n.json().is_string()) {
@@ -94,10 +97,8 @@ TensorRef read_tensor_ref(const Node& n) {
   if (!n.json().is_object())
     n.fail("expected a tensor name or {{\"group\": g, \"tensors\": [name per rank]}}, got {}",
            json_type_name(n.json()));
-  Object o(n, "rank-selected tensor", {"group", "tensors"});
-  t.group = read_string(o.required("group"));
-  if (t.group.empty()) o.required("group").fail("group name must not be empty");
-  t.per_rank = read_array(o.required("tensors"), [](const Node& e) { return read_string(e); });
+  t.per_rank =
+      read_rank_selected(n, "rank-selected tensor", "tensors", t.group, [](const Node& e) { return read_string(e); });
   return t;
 }
 
@@ -116,10 +117,7 @@ RangeRef read_range_ref(const Node& n) {
   if (!n.json().is_object())
     n.fail("expected a range [from, to] or {{\"group\": g, \"ranges\": [[from, to] per rank]}}, got {}",
            json_type_name(n.json()));
-  Object o(n, "rank-selected range", {"group", "ranges"});
-  r.group = read_string(o.required("group"));
-  if (r.group.empty()) o.required("group").fail("group name must not be empty");
-  r.per_rank = read_array(o.required("ranges"), read_range);
+  r.per_rank = read_rank_selected(n, "rank-selected range", "ranges", r.group, read_range);
   return r;
 }
 

@@ -10,17 +10,8 @@ Tensormap read_tensormap(const Node& n) {
   Object o(n, "tensormap", {"param", "dtype", "dims", "strides", "box", "swizzle", "l2_promotion", "oob_nan", "wrap"});
   Tensormap t;
   t.param = read_u32(o.required("param"));
-  {
-    Node dn = o.required("dtype");
-    std::string s = read_string(dn);
-    auto d = tma_dtype_from_string(s);
-    if (!d)
-      dn.fail(
-          "unknown tensormap dtype \"{}\" (expected one of u8, u16, u32, i32, u64, i64, f16, bf16, f32, tf32, u4, "
-          "u4packed)",
-          s);
-    t.dtype = *d;
-  }
+  t.dtype = read_named(o.required("dtype"), tma_dtype_from_string, "tensormap dtype",
+                       "expected one of u8, u16, u32, i32, u64, i64, f16, bf16, f32, tf32, u4, u4packed");
   t.dims = read_u64_list(o.required("dims"));
   t.strides = read_u64_list(o.required("strides"));
   t.box = read_u64_list(o.required("box"));

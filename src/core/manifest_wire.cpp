@@ -292,11 +292,8 @@ std::array<std::uint32_t, 3> read_u32x3(const Node& n) {
 }
 
 DType read_dtype(const Node& n) {
-  std::string s = read_string(n);
-  auto t = dtype_from_manifest(s);
-  if (!t)
-    n.fail("unknown dtype \"{}\" (expected one of bf16, f16, f32, i32, u32, i64, u64, fp8e4m3, fp8e8m0, i8, u8)", s);
-  return *t;
+  return read_named(n, dtype_from_manifest, "dtype",
+                    "expected one of bf16, f16, f32, i32, u32, i64, u64, fp8e4m3, fp8e8m0, i8, u8");
 }
 
 }  // namespace kern::core::wire

@@ -126,6 +126,16 @@ auto read_array(const Node& n, F&& read_one) {
   return out;
 }
 
+// A string `from_string` knows (it returns an optional value), or Error naming the string as an
+// unknown `what` ("buffer kind"), then `expected` in parentheses.
+template <typename F>
+auto read_named(const Node& n, F&& from_string, std::string_view what, std::string_view expected) {
+  std::string s = read_string(n);
+  auto v = from_string(s);
+  if (!v) n.fail("unknown {} \"{}\" ({})", what, s, expected);
+  return *v;
+}
+
 // name -> value maps (`what`: "buffers map" for messages).
 template <typename F>
 auto read_map(const Node& n, std::string_view what, F&& read_one) {

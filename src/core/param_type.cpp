@@ -6,6 +6,9 @@
 // no leading zero or sign. So parse_param_type(s)->to_string() == s for every accepted s.
 #include <fmt/format.h>
 
+#include <string_view>
+#include <utility>
+
 #include "kern/core/manifest.hpp"
 #include "manifest_wire.hpp"
 
@@ -46,21 +49,15 @@ std::string_view direction_word(Direction d) {
 
 std::optional<ParamType> parse_param_type(std::string_view s) {
   ParamType t;
-  if (s == "i32") {
-    t.kind = ParamType::Kind::I32;
-    return t;
-  }
-  if (s == "i64") {
-    t.kind = ParamType::Kind::I64;
-    return t;
-  }
-  if (s == "f32") {
-    t.kind = ParamType::Kind::F32;
-    return t;
-  }
-  if (s == "u8") {
-    t.kind = ParamType::Kind::U8;
-    return t;
+  constexpr std::pair<std::string_view, ParamType::Kind> kScalars[] = {{"i32", ParamType::Kind::I32},
+                                                                       {"i64", ParamType::Kind::I64},
+                                                                       {"f32", ParamType::Kind::F32},
+                                                                       {"u8", ParamType::Kind::U8}};
+  for (const auto& [name, kind] : kScalars) {
+    if (s == name) {
+      t.kind = kind;
+      return t;
+    }
   }
   if (starts_with(s, "bytes")) {
     auto inner = bracketed(s.substr(5));

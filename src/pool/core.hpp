@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "kern/base/error.hpp"
 #include "kern/pool/denied.hpp"
 #include "kern/pool/layout.hpp"
 #include "kern/pool/plans.hpp"
@@ -104,5 +105,20 @@ struct PoolCore {
 };
 
 inline PoolCore* core_of(const CoreRef& r) { return r.get(); }
+
+// A stored prefix of `stored` tokens (a checkpoint, a parked store) resumes (restore, wake) at `len`:
+// exactly its length when `exact` (it holds per-seq state), else its length or a whole number of
+// pages of `unit` tokens below it. `who`, `store` and `verb` name the call in the Api error.
+inline void check_resume_len(std::uint64_t len, std::uint64_t stored, std::uint64_t unit, bool exact, const char* who,
+                             const char* store, const char* verb) {
+  if (exact) {
+    if (len != stored)
+      fail(ErrorKind::Api, "{}: a {} with per-seq state {}s only at its length {}, not {}", who, store, verb, stored,
+           len);
+  } else if (len == 0 || len > stored || (len != stored && len % unit != 0)) {
+    fail(ErrorKind::Api, "{}: {} at {} of a {} of {}: must be its length or a whole page below it", who, verb, len,
+         store, stored);
+  }
+}
 
 }  // namespace kern::pool::detail

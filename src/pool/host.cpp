@@ -252,14 +252,8 @@ Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool
   auto& c = *h.pool.get();
   WakeCopies copies;
   Checkpoint cp;
-  if (parked.slot_ || parked.pages_ == 0) {
-    if (len != parked.len_)
-      fail(ErrorKind::Api, "host: a parked store with per-seq state wakes only at its length {}, not {}", parked.len_,
-           len);
-  } else if (len == 0 || len > parked.len_ || (len != parked.len_ && len % c.unit != 0)) {
-    fail(ErrorKind::Api, "host: wake at {} of a parked store of {}: must be its length or a whole page below it", len,
-         parked.len_);
-  }
+  detail::check_resume_len(len, parked.len_, c.unit, parked.slot_ || parked.pages_ == 0, "host", "parked store",
+                           "wake");
   const std::uint64_t n = parked.pages_ == 0 ? 0 : detail::ceil_div(len, c.unit);
   if (!c.fits(n, parked.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
   auto t = c.take(n, parked.slot_.has_value());

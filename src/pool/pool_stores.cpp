@@ -135,14 +135,7 @@ Granted<std::pair<Lease, DeviceCopies>> Pool::restore(const Checkpoint& cp, std:
     if (len != cp.len_) fail(ErrorKind::Api, "pool: a slot-only checkpoint restores only at its length {}", cp.len_);
     return slot_only_copy(*cp.slot_, len);
   }
-  if (cp.slot_) {
-    if (len != cp.len_)
-      fail(ErrorKind::Api, "pool: a checkpoint with per-seq state restores only at its length {}, not {}", cp.len_,
-           len);
-  } else if (len == 0 || len > cp.len_ || (len != cp.len_ && len % c.unit != 0)) {
-    fail(ErrorKind::Api, "pool: restore at {} of a checkpoint of {}: must be its length or a whole page below it", len,
-         cp.len_);
-  }
+  detail::check_resume_len(len, cp.len_, c.unit, static_cast<bool>(cp.slot_), "pool", "checkpoint", "restore");
   if (tokens <= len)
     fail(ErrorKind::Api, "pool: restore to {} tokens must hold more than the {} restored", tokens, len);
   const std::uint64_t full = len / c.unit;

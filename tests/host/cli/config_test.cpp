@@ -7,20 +7,12 @@
 #include "config.hpp"
 #include "kern/base/error.hpp"
 #include "kern/base/file.hpp"
+#include "temp_dir.hpp"
 
 namespace kern::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kern-config-XXXXXX").string();
-    path = fs::canonical(::mkdtemp(t.data()));
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string api_error(const std::string& text, const std::string& path = "/cfg/kern.toml") {
   try {
@@ -107,18 +99,19 @@ TEST(Config, SyntaxErrorsCarryLine) {
 }
 
 TEST(Config, FoundByWalkingUp) {
-  TempDir d;
-  fs::create_directories(d.path / "a/b/c");
-  write_file((d.path / "a/kern.toml").string(), "[targets.t]\nkernels = \"kern-dir\"\n");
-  EXPECT_EQ(find_config((d.path / "a/b/c").string()), (d.path / "a/kern.toml").string());
-  EXPECT_EQ(find_config((d.path / "a").string()), (d.path / "a/kern.toml").string());
+  test::TempDir dir;
+  const fs::path root = fs::canonical(dir.path());  // find_config and the cwd see the real path
+  fs::create_directories(root / "a/b/c");
+  write_file((root / "a/kern.toml").string(), "[targets.t]\nkernels = \"kern-dir\"\n");
+  EXPECT_EQ(find_config((root / "a/b/c").string()), (root / "a/kern.toml").string());
+  EXPECT_EQ(find_config((root / "a").string()), (root / "a/kern.toml").string());
 
   auto cwd = fs::current_path();
-  fs::current_path(d.path / "a/b/c");
+  fs::current_path(root / "a/b/c");
   Config c = load_config("");
   fs::current_path(cwd);
-  EXPECT_EQ(c.path, (d.path / "a/kern.toml").string());
-  EXPECT_EQ(c.targets.at("t").kernels, (d.path / "a/kern-dir").string());
+  EXPECT_EQ(c.path, (root / "a/kern.toml").string());
+  EXPECT_EQ(c.targets.at("t").kernels, (root / "a/kern-dir").string());
 }
 
 TEST(Config, ExplicitPathMustExist) {

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "parse_support.hpp"
 
 using namespace kern;
@@ -467,63 +469,66 @@ TEST(ParseErrors, ExternAndKernelLaunchShapes) {
   EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].algo->split_k, 1);
 }
 
-TEST(ParseErrors, UntaggedCallArgs) {
-  const std::string a = "programs.step.calls[0].args[0]";
-  struct Case {
-    Json arg;
-    std::string path, part;
-  };
-  for (const Case& c : std::vector<Case>{
-           {{{"buf", "x"}, {"i32", 1}}, a, "ambiguous call arg: it has both \"buf\" and \"i32\""},
-           {{{"var", "x"}, {"expr", 1}}, a, "ambiguous call arg: it has both \"expr\" and \"var\""},
-           {{{"state", "x"}, {"buf", "y"}}, a, "ambiguous call arg"},
-           {{{"buffer", "x"}}, a, "unrecognized call arg with keys \"buffer\""},
-           {Json::object(), a, "empty call arg"},
-           {{{"offset", 4}}, a, "unrecognized call arg with keys \"offset\""},
-           {{{"var", "tokens"}, {"offset", 4}}, a + ".offset", "unknown field \"offset\" in \"var\" call arg"},
-           {{{"i32", 1}, {"offset", 4}}, a + ".offset", "unknown field \"offset\""},
-           {{{"buf", "x"}, {"offset", -4}}, a + ".offset", "expected a non-negative integer"},
-           {{{"param", 0}}, a, "unrecognized call arg"},  // a launch-arg form is not a call arg
-           {"inp", a, "expected call arg (a JSON object), got a string"},
-       }) {
+namespace {
+
+// Each case's `arg`, put into the toy manifest by `put`, fails to parse at `path` with `part` in the message.
+struct ArgCase {
+  Json arg;
+  std::string path, part;
+};
+void expect_arg_errors(const std::function<void(Json& doc, const Json& arg)>& put, const std::vector<ArgCase>& cases) {
+  for (const ArgCase& c : cases) {
     Json doc = toy();
-    toy_call(doc)["args"][0] = c.arg;
+    put(doc, c.arg);
     std::string m = parse_error(doc);
     EXPECT_THAT(m, StartsWith(c.path + ": ")) << m;
     EXPECT_THAT(m, HasSubstr(c.part)) << m;
   }
 }
 
+}  // namespace
+
+TEST(ParseErrors, UntaggedCallArgs) {
+  const std::string a = "programs.step.calls[0].args[0]";
+  expect_arg_errors(
+      [](Json& doc, const Json& arg) { toy_call(doc)["args"][0] = arg; },
+      {
+          {{{"buf", "x"}, {"i32", 1}}, a, "ambiguous call arg: it has both \"buf\" and \"i32\""},
+          {{{"var", "x"}, {"expr", 1}}, a, "ambiguous call arg: it has both \"expr\" and \"var\""},
+          {{{"state", "x"}, {"buf", "y"}}, a, "ambiguous call arg"},
+          {{{"buffer", "x"}}, a, "unrecognized call arg with keys \"buffer\""},
+          {Json::object(), a, "empty call arg"},
+          {{{"offset", 4}}, a, "unrecognized call arg with keys \"offset\""},
+          {{{"var", "tokens"}, {"offset", 4}}, a + ".offset", "unknown field \"offset\" in \"var\" call arg"},
+          {{{"i32", 1}, {"offset", 4}}, a + ".offset", "unknown field \"offset\""},
+          {{{"buf", "x"}, {"offset", -4}}, a + ".offset", "expected a non-negative integer"},
+          {{{"param", 0}}, a, "unrecognized call arg"},  // a launch-arg form is not a call arg
+          {"inp", a, "expected call arg (a JSON object), got a string"},
+      });
+}
+
 TEST(ParseErrors, UntaggedLaunchArgsAndPackFields) {
   const std::string a = "ops.scale_rows.impl.launches[0].args[0]";
-  struct Case {
-    Json arg;
-    std::string path, part;
-  };
-  for (const Case& c : std::vector<Case>{
-           {{{"param", 0}, {"scratch", "s"}}, a, "ambiguous launch arg: it has both \"param\" and \"scratch\""},
-           {{{"buf", "x"}}, a, "unrecognized launch arg with keys \"buf\""},  // a call-arg form is not a launch arg
-           {{{"var", "tokens"}}, a, "unrecognized launch arg"},
-           {{{"param", -1}}, a + ".param", "expected a non-negative integer"},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"var", "tokens"}, {"i32", 1}}}}}}},
-            a + ".pack.fields[0]",
-            "ambiguous pack field: it has both \"i32\" and \"var\""},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}}}}}}},
-            a + ".pack.fields[0]",
-            "unrecognized pack field with keys \"at\""},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"buf", "x"}}}}}}},
-            a + ".pack.fields[0]",
-            "unrecognized pack field"},
-           {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"u8", 300}}}}}}},
-            a + ".pack.fields[0].u8",
-            "does not fit in u8"},
-       }) {
-    Json doc = toy();
-    toy_launch(doc)["args"] = {c.arg};
-    std::string m = parse_error(doc);
-    EXPECT_THAT(m, StartsWith(c.path + ": ")) << m;
-    EXPECT_THAT(m, HasSubstr(c.part)) << m;
-  }
+  expect_arg_errors(
+      [](Json& doc, const Json& arg) { toy_launch(doc)["args"] = {arg}; },
+      {
+          {{{"param", 0}, {"scratch", "s"}}, a, "ambiguous launch arg: it has both \"param\" and \"scratch\""},
+          {{{"buf", "x"}}, a, "unrecognized launch arg with keys \"buf\""},  // a call-arg form is not a launch arg
+          {{{"var", "tokens"}}, a, "unrecognized launch arg"},
+          {{{"param", -1}}, a + ".param", "expected a non-negative integer"},
+          {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"var", "tokens"}, {"i32", 1}}}}}}},
+           a + ".pack.fields[0]",
+           "ambiguous pack field: it has both \"i32\" and \"var\""},
+          {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}}}}}}},
+           a + ".pack.fields[0]",
+           "unrecognized pack field with keys \"at\""},
+          {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"buf", "x"}}}}}}},
+           a + ".pack.fields[0]",
+           "unrecognized pack field"},
+          {{{"pack", {{"size", 8}, {"fields", {{{"at", 0}, {"u8", 300}}}}}}},
+           a + ".pack.fields[0].u8",
+           "does not fit in u8"},
+      });
 }
 
 TEST(ParseErrors, DomainAndBindShapes) {

@@ -14,21 +14,15 @@
 #include "kern/base/json.hpp"
 #include "kern/models/qwen3_gen.hpp"
 #include "kern/models/qwen3_synth.hpp"
+#include "temp_dir.hpp"
+#include "thrown.hpp"
 
 namespace kern::models {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kern-synth-XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string sub(const std::string& name) const { return (path / name).string(); }
-};
+using test::TempDir;
 
 // A small shape (vocab 1000) for tests that write several checkpoints.
 Qwen3Shape small_shape() {
@@ -160,7 +154,7 @@ TEST(Qwen3Synth, TinyTwoLayersIsAConsistentShardedCheckpoint) {
   SynthOptions o;
   o.shape = qwen3_preset("tiny");
   o.shape.layers = 2;
-  o.out_dir = d.sub("ckpt");
+  o.out_dir = d.file("ckpt");
   o.seed = 7;
   o.tokenizer_dir = find_qwen3_tokenizer_dir({KERN_SOURCE_DIR});
   SynthResult r = synth_qwen3(o);
@@ -222,7 +216,7 @@ TEST(Qwen3Synth, SameSeedSameBytesOtherSeedOtherBytes) {
   auto write = [&](const std::string& name, std::uint64_t seed, unsigned threads) {
     SynthOptions o;
     o.shape = small_shape();
-    o.out_dir = d.sub(name);
+    o.out_dir = d.file(name);
     o.seed = seed;
     o.threads = threads;
     return synth_qwen3(o);
@@ -232,9 +226,9 @@ TEST(Qwen3Synth, SameSeedSameBytesOtherSeedOtherBytes) {
   for (std::size_t i = 0; i < a.files.size(); ++i) {
     std::string name = fs::path(a.files[i]).filename().string();
     std::string fa = read_file(a.files[i]);
-    EXPECT_EQ(fa, read_file(d.sub("b/" + name))) << name;
+    EXPECT_EQ(fa, read_file(d.file("b/" + name))) << name;
     if (name.ends_with(".safetensors")) {
-      EXPECT_NE(fa, read_file(d.sub("c/" + name))) << name;
+      EXPECT_NE(fa, read_file(d.file("c/" + name))) << name;
     }
   }
 }
@@ -252,7 +246,7 @@ TEST(Qwen3Synth, WeightStatisticsMatchTheirScales) {
   TempDir d;
   SynthOptions o;
   o.shape = small_shape();
-  o.out_dir = d.sub("s");
+  o.out_dir = d.file("s");
   o.seed = 3;
   synth_qwen3(o);
   auto expected = qwen3_tensors(o.shape);
@@ -284,7 +278,7 @@ TEST(Qwen3Synth, ConfigOnlyWritesNoWeights) {
   TempDir d;
   SynthOptions o;
   o.shape = qwen3_preset("8b");
-  o.out_dir = d.sub("cfg");
+  o.out_dir = d.file("cfg");
   o.config_only = true;
   SynthResult r = synth_qwen3(o);
   EXPECT_EQ(r.files.size(), 2u);
@@ -295,28 +289,20 @@ TEST(Qwen3Synth, ConfigOnlyWritesNoWeights) {
 
 TEST(Qwen3Synth, BadOptionsAreApiErrors) {
   TempDir d;
-  write_file(d.sub("note.txt"), "not empty");
+  write_file(d.file("note.txt"), "not empty");
   SynthOptions o;
   o.shape = small_shape();
-  o.out_dir = d.path.string();
+  o.out_dir = d.path().string();
   o.config_only = true;
-  try {
-    synth_qwen3(o);
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Api);
-    EXPECT_NE(std::string(e.what()).find("not empty"), std::string::npos) << e.what();
-  }
+  const Error not_empty = test::thrown([&] { synth_qwen3(o); });
+  EXPECT_EQ(not_empty.kind(), ErrorKind::Api);
+  EXPECT_NE(std::string(not_empty.what()).find("not empty"), std::string::npos) << not_empty.what();
   o.force = true;
   EXPECT_NO_THROW(synth_qwen3(o));
-  o.tokenizer_dir = d.sub("no-such-dir");
-  try {
-    synth_qwen3(o);
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Api);
-    EXPECT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
-  }
+  o.tokenizer_dir = d.file("no-such-dir");
+  const Error no_tokenizer = test::thrown([&] { synth_qwen3(o); });
+  EXPECT_EQ(no_tokenizer.kind(), ErrorKind::Api);
+  EXPECT_NE(std::string(no_tokenizer.what()).find("tokenizer.json"), std::string::npos) << no_tokenizer.what();
 }
 
 }  // namespace

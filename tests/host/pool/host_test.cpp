@@ -28,9 +28,13 @@ Checkpoint written_checkpoint(Pool& pool, Lease& lease, std::uint64_t len) {
   return std::move(take(pool.checkpoint(lease, len)).first);
 }
 
-TEST(Host, GeometryIsOnePageOfEveryStateBackToBack) {
+// A stateful pool (32 tokens, 2 seqs) and a host of 40 pages of 64 bytes over it.
+struct StatefulHost : ::testing::Test {
   Pool pool = make_pool(stateful(), 32, 2);
-  Host host(pool, HostConfig{64 * 40, 64});
+  Host host{pool, HostConfig{64 * 40, 64}};
+};
+
+TEST_F(StatefulHost, GeometryIsOnePageOfEveryStateBackToBack) {
   EXPECT_EQ(host.page_bytes(), 4u * 16);
   EXPECT_EQ(host.page_stride(), 64u);
   EXPECT_EQ(host.slot_bytes(), 48u + 96);
@@ -38,9 +42,7 @@ TEST(Host, GeometryIsOnePageOfEveryStateBackToBack) {
   EXPECT_EQ(host.capacity(), 64u * 40);
 }
 
-TEST(Host, ParksPagesLowSlotsHighAndReParksOnlyNewPages) {
-  Pool pool = make_pool(stateful(), 32, 2);
-  Host host(pool, HostConfig{64 * 40, 64});
+TEST_F(StatefulHost, ParksPagesLowSlotsHighAndReParksOnlyNewPages) {
   Lease a = take(pool.lease(24));
   Checkpoint c8 = written_checkpoint(pool, a, 8);
   auto [p8, copies] = take(host.park(c8));
@@ -112,9 +114,7 @@ TEST(Host, WakeCopiesIntoFreshPagesThatRememberTheirTwins) {
   pool.check_invariants();
 }
 
-TEST(Host, StatefulWakeOnlyAtFullLength) {
-  Pool pool = make_pool(stateful(), 32, 2);
-  Host host(pool, HostConfig{64 * 40, 64});
+TEST_F(StatefulHost, StatefulWakeOnlyAtFullLength) {
   Lease a = take(pool.lease(12));
   Checkpoint cp = written_checkpoint(pool, a, 9);
   auto [parked, pc] = take(host.park(cp));

@@ -429,12 +429,18 @@ class Sim {
     if (!c.h.has_slot() && c.h.pages() > 0 && rand(2) == 0 && len / unit_ > 0) len = (1 + rand(len / unit_)) * unit_;
     const std::uint64_t tokens = c.h.pages() == 0 ? 0 : len + 1 + rand(3 * unit_);
     auto g = pool_.restore(c.h, len, tokens);
+    adopt(g, c, len);
+  }
+  // A lease that restore or fork granted (unless denied): its copies run, then its first `len`
+  // tokens and its state are those of `from`, the store it came from.
+  template <typename G, typename From>
+  void adopt(G& g, const From& from, std::uint64_t len) {
     if (!note(g)) return;
     auto [lease, copies] = std::move(g).value();
     run_copies(copies);
     LeaseM m = new_lease(std::move(lease));
-    for (std::uint64_t p = 0; p < len && p < m.tok.size(); ++p) m.tok[p] = c.tok[p];
-    m.state = c.state;
+    for (std::uint64_t p = 0; p < len && p < m.tok.size(); ++p) m.tok[p] = from.tok[p];
+    m.state = from.state;
     leases_.push_back(std::move(m));
     check(leases_.back());
   }
@@ -445,14 +451,7 @@ class Sim {
     if (len == 0) return;
     const std::uint64_t tokens = l.h.paged() ? len + 1 + rand(3 * unit_) : 0;
     auto g = pool_.fork(l.h, len, tokens);
-    if (!note(g)) return;
-    auto [lease, copies] = std::move(g).value();
-    run_copies(copies);
-    LeaseM m = new_lease(std::move(lease));
-    for (std::uint64_t p = 0; p < len && p < m.tok.size(); ++p) m.tok[p] = l.tok[p];
-    m.state = l.state;
-    leases_.push_back(std::move(m));
-    check(leases_.back());
+    adopt(g, l, len);
   }
   void do_park() {
     if (cps_.empty()) return;

@@ -24,6 +24,13 @@ T take(Granted<T>&& g) {
   return std::move(g).value();
 }
 
+// A lease of `tokens` with its first `len` positions written.
+Lease written_lease(Pool& pool, std::uint64_t tokens, std::uint64_t len) {
+  Lease a = take(pool.lease(tokens));
+  for (std::uint64_t p = 0; p < len; ++p) a.slot(p);
+  return a;
+}
+
 TEST(Pool, InitialPlanMapsEveryChunkAndCountsAsLanded) {
   const PoolLayout l = stateful();
   auto [pool, plan] = Pool::create(l, PoolConfig::from_capacity(l, 40, Capacity{32, 2}));
@@ -211,8 +218,7 @@ TEST(Pool, CheckpointEveryPageSharesOneChain) {
 
 TEST(Pool, PartialPageCheckpointCopiesAndLeaseKeepsWriting) {
   Pool pool = make_pool(pure_kv(), 64, 1);
-  Lease a = take(pool.lease(12));
-  for (std::uint64_t p = 0; p < 6; ++p) a.slot(p);
+  Lease a = written_lease(pool, 12, 6);
   auto [cp, copies] = take(pool.checkpoint(a, 6));
   ASSERT_EQ(copies.pages.size(), 1u);
   EXPECT_EQ(copies.pages[0].src, a.page_ids()[1]);  // the page 6 ends inside
@@ -263,8 +269,7 @@ TEST(Pool, ForkSharesWholePagesAndCopiesThePartialOne) {
 
 TEST(Pool, StatefulRestoreOnlyAtExactLength) {
   Pool pool = make_pool(stateful(), 32, 2);
-  Lease a = take(pool.lease(16));
-  for (std::uint64_t p = 0; p < 9; ++p) a.slot(p);
+  Lease a = written_lease(pool, 16, 9);
   EXPECT_THROW(pool.checkpoint(a, 8), Error);  // the state is at position 9
   auto [cp, copies] = take(pool.checkpoint(a, 9));
   ASSERT_TRUE(copies.slot);
@@ -295,8 +300,7 @@ TEST(Pool, StatefulRestoreOnlyAtExactLength) {
 
 TEST(Pool, RetireSealsInPlaceAndHandsTheSlotOver) {
   Pool pool = make_pool(stateful(), 32, 2);
-  Lease a = take(pool.lease(20));
-  for (std::uint64_t p = 0; p < 6; ++p) a.slot(p);
+  Lease a = written_lease(pool, 20, 6);
   const SlotId slot = *a.seq_slot();
   const std::vector<PageId> pages(a.page_ids().begin(), a.page_ids().end());
   Checkpoint cp = pool.retire(std::move(a), 6);

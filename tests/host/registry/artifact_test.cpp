@@ -40,32 +40,36 @@ void expect_kernel_artifact_error(std::span<const std::byte> bytes, const std::s
   }
 }
 
+// The one device image in fixture `file` (named `name`, of `kind`): the whole file, unchanged.
+// An empty image when there is not exactly one (the test has failed then).
+registry::DeviceImage whole_image(const std::string& file, const std::string& name, registry::ArtifactKind kind) {
+  const auto bytes = fixture_bytes(file);
+  EXPECT_EQ(registry::artifact_kind(bytes, name), kind);
+  auto images = registry::extract_device_images(bytes, name);
+  EXPECT_EQ(images.size(), 1u);
+  if (images.size() != 1) return {};
+  EXPECT_EQ(images[0].bytes, bytes);
+  return images[0];
+}
+
 TEST(Artifact, CubinIsHandedOverWholeWithItsFunctions) {
   KERN_NEED_NVCC_FIXTURES();
-  auto bytes = fixture_bytes("kernels_a.cubin");
-  EXPECT_EQ(registry::artifact_kind(bytes, "a.cubin"), registry::ArtifactKind::Cubin);
-  auto images = registry::extract_device_images(bytes, "a.cubin");
-  ASSERT_EQ(images.size(), 1u);
-  EXPECT_EQ(images[0].bytes, bytes);
-  EXPECT_EQ(images[0].functions, (std::vector<std::string>{"kern_test_add_one", "kern_test_scale"}));
-  ASSERT_EQ(images[0].entries.size(), 1u);
-  EXPECT_EQ(images[0].entries[0].arch, 90u);
+  const registry::DeviceImage image = whole_image("kernels_a.cubin", "a.cubin", registry::ArtifactKind::Cubin);
+  EXPECT_EQ(image.functions, (std::vector<std::string>{"kern_test_add_one", "kern_test_scale"}));
+  ASSERT_EQ(image.entries.size(), 1u);
+  EXPECT_EQ(image.entries[0].arch, 90u);
 }
 
 TEST(Artifact, FatbinHoldsOneImagePerArch) {
   KERN_NEED_NVCC_FIXTURES();
-  auto bytes = fixture_bytes("kernels_a.fatbin");
-  EXPECT_EQ(registry::artifact_kind(bytes, "a.fatbin"), registry::ArtifactKind::Fatbin);
-  auto images = registry::extract_device_images(bytes, "a.fatbin");
-  ASSERT_EQ(images.size(), 1u);
-  EXPECT_EQ(images[0].bytes, bytes);
-  EXPECT_EQ(arches(images[0]), (std::set<std::uint32_t>{80, 90}));
-  for (const auto& e : images[0].entries) {
+  const registry::DeviceImage image = whole_image("kernels_a.fatbin", "a.fatbin", registry::ArtifactKind::Fatbin);
+  EXPECT_EQ(arches(image), (std::set<std::uint32_t>{80, 90}));
+  for (const auto& e : image.entries) {
     EXPECT_EQ(e.kind, registry::FatbinEntry::Kind::Elf);
     EXPECT_FALSE(e.compressed);
     EXPECT_EQ(e.functions, (std::vector<std::string>{"kern_test_add_one", "kern_test_scale"}));
   }
-  EXPECT_NE(images[0].description.find("sm_80"), std::string::npos) << images[0].description;
+  EXPECT_NE(image.description.find("sm_80"), std::string::npos) << image.description;
 }
 
 TEST(Artifact, SharedLibraryContainersAreExactlyWhatNvccEmbedded) {

@@ -16,6 +16,8 @@ struct TinyAdded {
   std::string content;
   bool special = true, lstrip = false, rstrip = false, normalized = false, single_word = false;
 };
+// An added_tokens entry of tokenizer.json: the fields by their names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TinyAdded, id, content, special, lstrip, rstrip, normalized, single_word)
 
 inline Json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merges,
                            const std::vector<TinyAdded>& added = {}) {
@@ -28,16 +30,6 @@ inline Json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>
     if (!vocab.contains(joined)) vocab[joined] = next++;
     merge_list.push_back(Json::array({tokenizer::to_byte_level(l), tokenizer::to_byte_level(r)}));
   }
-  Json added_list = Json::array();
-  for (const TinyAdded& a : added) {
-    added_list.push_back({{"id", a.id},
-                          {"content", a.content},
-                          {"special", a.special},
-                          {"lstrip", a.lstrip},
-                          {"rstrip", a.rstrip},
-                          {"normalized", a.normalized},
-                          {"single_word", a.single_word}});
-  }
   const std::string split =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   const Json byte_level = {
@@ -46,7 +38,7 @@ inline Json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
-      {"added_tokens", added_list},
+      {"added_tokens", added},
       {"normalizer", {{"type", "NFC"}}},
       {"pre_tokenizer",
        {{"type", "Sequence"},

@@ -146,34 +146,36 @@ TEST(BindPlan, WholeTensorsAreContiguousCopiesEndToEnd) {
   EXPECT_EQ(execute(plan, f.tensors), ref.out);
 }
 
+// `plan` is the one copy `want`, and running it gives rows [r0, r1) x cols [c0, c1) of tensor "a".
+void expect_one_slice_copy(const weights::BindPlan& plan, const weights::HostTensors& tensors,
+                           const weights::BindCopy& want, std::uint64_t r0, std::uint64_t r1, std::uint64_t c0,
+                           std::uint64_t c1) {
+  ASSERT_EQ(plan.copies.size(), 1u);
+  EXPECT_EQ(plan.copies[0], want);
+  Reference ref{tensors, {}};
+  ref.slice("a", r0, r1, c0, c1);
+  EXPECT_EQ(execute(plan, tensors), ref.out);
+}
+
 TEST(BindPlan, RowSliceIsOneContiguousCopy) {
   Fixture f;
   f.add("a", DType::F32, {5, 2, 3});  // matrix [5, 6]
   const auto plan = weights::plan_bind("w", weight(DType::F32, {rows("a", 1, 4)}), 72, f.tensors, {});
-  ASSERT_EQ(plan.copies.size(), 1u);
-  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Contiguous, "a", 24, 0, 72, 1, 72, 72}));
-  Reference ref{f.tensors, {}};
-  ref.slice("a", 1, 4, 0, 6);
-  EXPECT_EQ(execute(plan, f.tensors), ref.out);
+  expect_one_slice_copy(plan, f.tensors,
+                        weights::BindCopy{weights::BindCopy::Kind::Contiguous, "a", 24, 0, 72, 1, 72, 72}, 1, 4, 0, 6);
 }
 
 TEST(BindPlan, ColumnSliceIsOneStridedCopy) {
   Fixture f;
   f.add("a", DType::BF16, {4, 6});
   const auto plan = weights::plan_bind("w", weight(DType::BF16, {cols("a", 2, 5)}), 24, f.tensors, {});
-  ASSERT_EQ(plan.copies.size(), 1u);
-  EXPECT_EQ(plan.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Strided, "a", 4, 0, 6, 4, 12, 6}));
-  Reference ref{f.tensors, {}};
-  ref.slice("a", 0, 4, 2, 5);
-  EXPECT_EQ(execute(plan, f.tensors), ref.out);
+  expect_one_slice_copy(plan, f.tensors, weights::BindCopy{weights::BindCopy::Kind::Strided, "a", 4, 0, 6, 4, 12, 6}, 0,
+                        4, 2, 5);
   // rows and cols together: a 2-D block starting inside the tensor.
   BindSegment both{named("a"), range(1, 3), range(1, 4), {}};
   const auto plan2 = weights::plan_bind("w", weight(DType::BF16, {both}), 12, f.tensors, {});
-  ASSERT_EQ(plan2.copies.size(), 1u);
-  EXPECT_EQ(plan2.copies[0], (weights::BindCopy{weights::BindCopy::Kind::Strided, "a", 14, 0, 6, 2, 12, 6}));
-  Reference ref2{f.tensors, {}};
-  ref2.slice("a", 1, 3, 1, 4);
-  EXPECT_EQ(execute(plan2, f.tensors), ref2.out);
+  expect_one_slice_copy(plan2, f.tensors, weights::BindCopy{weights::BindCopy::Kind::Strided, "a", 14, 0, 6, 2, 12, 6},
+                        1, 3, 1, 4);
 }
 
 TEST(BindPlan, InterleaveAlternatesRowBlocks) {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "kern/base/error.hpp"
 #include "kern/base/file.hpp"
@@ -119,17 +121,24 @@ TEST(SafetensorsReader, OffsetsOutOfRangeOrReversed) {
                   "non-negative integers");
 }
 
+// The header entry of a U8 tensor `name` of `n` bytes at data_offsets [begin, begin + n].
+std::string u8_tensor(const std::string& name, int n, int begin) {
+  return "\"" + name + "\":{\"dtype\":\"U8\",\"shape\":[" + std::to_string(n) + "],\"data_offsets\":[" +
+         std::to_string(begin) + "," + std::to_string(begin + n) + "]}";
+}
+// A header of those entries, in order.
+std::string u8_header(const std::vector<std::string>& entries) {
+  std::string h = "{";
+  for (const std::string& e : entries) h += (h.size() > 1 ? "," : "") + e;
+  return h + "}";
+}
+
 TEST(SafetensorsReader, OverlappingTensors) {
   test::TempDir dir;
-  const auto msg = file_error(dir, image(R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
-                                         R"("b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
-                                         8));
+  const auto msg = file_error(dir, image(u8_header({u8_tensor("a", 6, 0), u8_tensor("b", 4, 4)}), 8));
   EXPECT_CONTAINS(msg, "tensors a [0, 6] and b [4, 8] overlap");
   // A zero-sized tensor occupies no bytes: no overlap.
-  EXPECT_EQ(file_error(dir, image(R"({"a":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},)"
-                                  R"("z":{"dtype":"U8","shape":[0],"data_offsets":[3,3]}})",
-                                  8)),
-            "no error");
+  EXPECT_EQ(file_error(dir, image(u8_header({u8_tensor("a", 6, 0), u8_tensor("z", 0, 3)}), 8)), "no error");
 }
 
 TEST(SafetensorsReader, ShapeTimesDTypeMustEqualTheSpan) {
@@ -157,9 +166,7 @@ TEST(SafetensorsReader, UnknownDTypeAndFields) {
 
 TEST(SafetensorsReader, DuplicateKeyInHeader) {
   test::TempDir dir;
-  const auto msg = file_error(dir, image(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
-                                         R"("w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
-                                         2));
+  const auto msg = file_error(dir, image(u8_header({u8_tensor("w", 1, 0), u8_tensor("w", 1, 1)}), 2));
   EXPECT_CONTAINS(msg, "duplicate key \"w\"");
   EXPECT_CONTAINS(msg, "t.safetensors");
 }
