@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
-bash scripts/build.sh
+bash scripts/build.sh -DKERN_WERROR=ON
 bash scripts/fuzz.sh
 bash scripts/sanitize.sh
 ctest --test-dir "${KERN_BUILD_DIR:-build}" -LE gpu --output-on-failure -j"$(nproc)" --timeout 900
