@@ -99,7 +99,7 @@ class Pipeline {
     for (;;) {
       const std::size_t t = next_task_.fetch_add(1);
       if (t >= tasks_.size()) return;
-      const auto [f, r] = tasks_[t];
+      const std::size_t f = tasks_[t].first, r = tasks_[t].second;  // not a structured binding: clang-14 cannot capture one
       const std::size_t s = f % slabs_.size();
       {
         std::unique_lock<std::mutex> l(mu_);
