@@ -510,7 +510,7 @@ TEST(ParseErrors, UntaggedCallArgs) {
 TEST(ParseErrors, UntaggedLaunchArgsAndPackFields) {
   const std::string a = "ops.scale_rows.impl.launches[0].args[0]";
   expect_arg_errors(
-      [](Json& doc, const Json& arg) { toy_launch(doc)["args"] = {arg}; },
+      [](Json& doc, const Json& arg) { toy_launch(doc)["args"] = Json::array({arg}); },
       {
           {{{"param", 0}, {"scratch", "s"}}, a, "ambiguous launch arg: it has both \"param\" and \"scratch\""},
           {{{"buf", "x"}}, a, "unrecognized launch arg with keys \"buf\""},  // a call-arg form is not a launch arg

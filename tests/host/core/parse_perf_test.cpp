@@ -5,6 +5,7 @@
 
 #include <ctime>
 #include <optional>
+#include <vector>
 #include <cstdio>
 
 #include "kern/base/json.hpp"
@@ -28,8 +29,10 @@ Json with(Json a, const Json& extra) {
   a.update(extra);
   return a;
 }
-Json op(Json params, Json launches) {
-  return {{"params", std::move(params)}, {"impl", {{"launches", std::move(launches)}}}};
+// `launches` is a vector so that `{kernel(...)}` is a list of one launch with every compiler (clang
+// copy-initializes a Json from a one-element braced list of Json; g++ makes an array).
+Json op(Json params, const std::vector<Json>& launches) {
+  return {{"params", std::move(params)}, {"impl", {{"launches", launches}}}};
 }
 
 Json qwen_like(int layers) {
