@@ -38,7 +38,7 @@ constexpr std::array<std::pair<Placement, std::string_view>, 2> kPlacements{{
     {Placement::Host, "host"},
 }};
 
-constexpr std::array<std::pair<Fill, std::string_view>, 12> kFills{{
+constexpr std::array<std::pair<Fill, std::string_view>, 17> kFills{{
     {Fill::Token, "token"},
     {Fill::Position, "position"},
     {Fill::Valid, "valid"},
@@ -51,6 +51,11 @@ constexpr std::array<std::pair<Fill, std::string_view>, 12> kFills{{
     {Fill::Count, "count"},
     {Fill::Error, "error"},
     {Fill::Clock, "clock"},
+    {Fill::Sampling, "sampling"},
+    {Fill::SamplingKeys, "sampling_keys"},
+    {Fill::History, "history"},
+    {Fill::Logprobs, "logprobs"},
+    {Fill::LogprobIds, "logprob_ids"},
 }};
 
 constexpr std::array<std::pair<TmaDType, std::string_view>, 12> kTmaDTypes{{
@@ -117,13 +122,29 @@ bool is_input_fill(Fill f) {
     case Fill::SeqLen:
     case Fill::CuSeqlens:
     case Fill::SpanAt:
-    case Fill::Blocks: return true;
+    case Fill::Blocks:
+    case Fill::Sampling:
+    case Fill::SamplingKeys:
+    case Fill::History: return true;
     case Fill::Tokens:
     case Fill::Count:
     case Fill::Error:
-    case Fill::Clock: return false;
+    case Fill::Clock:
+    case Fill::Logprobs:
+    case Fill::LogprobIds: return false;
   }
   return false;
+}
+
+bool fill_admits(Fill f, DType dtype) {
+  switch (f) {
+    case Fill::Sampling:
+    case Fill::Logprobs: return dtype == DType::F32;
+    case Fill::SamplingKeys: return dtype == DType::I64;
+    case Fill::History:
+    case Fill::LogprobIds: return dtype == DType::I32;
+    default: return dtype == DType::I32 || dtype == DType::I64;
+  }
 }
 
 }  // namespace kern::core

@@ -123,6 +123,12 @@ struct ProtocolBuilder {
 
   bool dim_is(const Dim& d, const std::string& var) const { return !var.empty() && d.is_var() && d.var == var; }
 
+  // [groups, width] with a literal width (`width` 0: any literal).
+  bool group_by(const Buffer& b, std::uint64_t width) const {
+    return b.shape.size() == 2 && dim_is(b.shape[0], p.group_var_) && !b.shape[1].is_var() &&
+           (width == 0 ? b.shape[1].value > 0 : b.shape[1].value == width);
+  }
+
   void check_fill_shapes() {
     std::set<std::uint64_t> const_rows;
     for (const auto& [n, prog] : m.programs)
@@ -175,6 +181,19 @@ struct ProtocolBuilder {
         case Fill::Clock:
           if (!(one_d && !b.shape[0].is_var() && b.shape[0].value % 5 == 0) || b.dtype != DType::I64)
             bad("i64 [ring × 5]");
+          break;
+        case Fill::Sampling:
+        case Fill::SamplingKeys:
+          if (!group_by(b, kSamplingWidth)) bad("[groups, " + std::to_string(kSamplingWidth) + "]");
+          break;
+        case Fill::History:
+          if (!group_by(b, 0)) bad("[groups, h] with a literal h");
+          break;
+        case Fill::Logprobs:
+          if (!group_by(b, 1 + kMaxLogprobs)) bad("[groups, " + std::to_string(1 + kMaxLogprobs) + "]");
+          break;
+        case Fill::LogprobIds:
+          if (!group_by(b, kMaxLogprobs)) bad("[groups, " + std::to_string(kMaxLogprobs) + "]");
           break;
       }
     }

@@ -271,8 +271,11 @@ void check_buffers(Context& c) {
       const std::string fp = key(path, "fill");
       if (b.kind != BufferKind::Input && b.kind != BufferKind::Output)
         c.add(fp, "R4.fill", "fill only on input and output buffers");
-      else if (b.dtype != DType::I32 && b.dtype != DType::I64)
-        c.add(fp, "R4.fill", "fill only on i32/i64 buffers");
+      else if (!fill_admits(*b.fill, b.dtype))
+        c.add(fp, "R4.fill",
+              "fill '" + std::string(to_string(*b.fill)) + "' on a " + std::string(manifest_name(b.dtype)) +
+                  " buffer (the protocol's roles are i32/i64; sampling and logprobs f32, sampling_keys i64, "
+                  "history and logprob_ids i32)");
       else if (b.kind == BufferKind::Input && !is_input_fill(*b.fill))
         c.add(fp, "R4.fill", "output role '" + std::string(to_string(*b.fill)) + "' on an input buffer");
       else if (b.kind == BufferKind::Output && !is_output_fill(*b.fill))

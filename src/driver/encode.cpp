@@ -31,6 +31,12 @@ std::vector<std::byte> encode_ints(DType dtype, std::span<const std::int64_t> va
   fail(ErrorKind::Manifest, "buffer {} is {}: a fill input must be i32 or i64", buffer, manifest_name(dtype));
 }
 
+std::vector<std::byte> encode_f32(std::span<const float> values) {
+  std::vector<std::byte> out(values.size() * 4);
+  if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
 std::vector<std::int64_t> decode_ints(DType dtype, std::span<const std::byte> bytes, std::string_view buffer) {
   const std::size_t size = dtype == DType::I64 ? 8 : dtype == DType::I32 ? 4 : 0;
   if (size == 0)

@@ -150,6 +150,8 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
     logits_dtype_ = b.dtype;
   }
 
+  check_sampling();
+
   // How far one sequence can go.
   max_positions_ = std::numeric_limits<std::uint64_t>::max();
   if (paged || !protocol_.page_tables().empty()) {
@@ -167,6 +169,42 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
     max_positions_ = *smax;
     max_positions_why_ = fmt::format("sequence lengths go up to {} (domain of the seq_len input)", *smax);
   }
+}
+
+void Generator::check_sampling() const {
+  const SamplingParams& s = options_.sampling;
+  validate(s);
+  const bool op = protocol_.fill(Fill::Sampling) && protocol_.fill(Fill::SamplingKeys);
+  if (!op && !s.plain_greedy())
+    fail(ErrorKind::Manifest,
+         "the manifest has no sampling op (no 'sampling' and 'sampling_keys' fills): it generates greedily only; "
+         "generate it again with kern gen");
+  const core::FillSlot* history = protocol_.fill(Fill::History);
+  if (s.penalized() && !history)
+    fail(ErrorKind::Manifest, "penalties need the generated tokens on the device, and the manifest has no 'history' fill");
+  if (s.penalized() && options_.steps - 1 > history->width)
+    fail(ErrorKind::Api, "penalties see at most {} generated tokens ({}); {} steps feed back {}", history->width,
+         history->buffer, options_.steps, options_.steps - 1);
+  if (s.wants_logprobs() && !(protocol_.fill(Fill::Logprobs) && protocol_.fill(Fill::LogprobIds)))
+    fail(ErrorKind::Manifest, "log-probs were asked for, and the manifest has no 'logprobs' and 'logprob_ids' outputs");
+}
+
+void Generator::write_sampling(std::uint64_t position, std::span<const std::int64_t> generated) {
+  const core::FillSlot* row = protocol_.fill(Fill::Sampling);
+  const core::FillSlot* keys = protocol_.fill(Fill::SamplingKeys);
+  if (!row || !keys) return;
+  const SamplingParams& s = options_.sampling;
+  const std::array<float, core::kSamplingWidth> r = sampling_row(s);
+  inputs_.write(exec_, row->buffer, encode_f32(r));
+  // A greedy draw uses neither the counter nor the history: the keys then stay as first written.
+  const bool uses_history = s.penalized();
+  const std::uint64_t counter = s.greedy() ? 0 : position;
+  const std::array<std::int64_t, core::kSamplingWidth> k =
+      sampling_keys_row(s, counter, uses_history ? generated.size() : 0);
+  inputs_.write(exec_, keys->buffer, encode_ints(keys->dtype, k, keys->buffer));
+  const core::FillSlot* history = protocol_.fill(Fill::History);
+  if (uses_history && history && !generated.empty())  // only the newest token differs from what is there
+    inputs_.write(exec_, history->buffer, encode_ints(history->dtype, generated, history->buffer));
 }
 
 void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
@@ -211,6 +249,7 @@ std::int64_t Generator::call(const core::Forward& f, std::span<const std::int64_
   values_.assign(tokens.begin(), tokens.end());
   write_fill(Fill::Token, values_);
   write_rows(first, rows);  // nothing when the previous step wrote them ahead
+  write_sampling(end - 1, generated_);
 
   const std::map<std::string, std::uint64_t> table = protocol_.vars(f, 1, rows, end);
   const core::Vars vars(table.begin(), table.end());
@@ -248,6 +287,13 @@ std::int64_t Generator::call(const core::Forward& f, std::span<const std::int64_
     fail(ErrorKind::Api, "output {} holds {} values; expected at least {}", out.buffer, produced.size(), index + 1);
   const std::int64_t next = produced[index];
   if (next < 0) fail(ErrorKind::Call, "the device produced token {} at position {}", next, end - 1);
+  if (options_.sampling.wants_logprobs()) {
+    const core::FillSlot& lp = *protocol_.fill(Fill::Logprobs);
+    const core::FillSlot& ids = *protocol_.fill(Fill::LogprobIds);
+    const std::uint32_t k = options_.sampling.logprobs;
+    logprobs_ = decode_logprobs(exec_.read_output_prefix(lp.buffer, (1 + k) * 4),
+                                exec_.read_output_prefix(ids.buffer, k * 4), k);
+  }
   if (observer && logits_width_) {
     const std::vector<std::byte> logit_bytes =
         exec_.read_output_prefix(options_.logits_buffer, logits_width_ * dtype_size(logits_dtype_));
@@ -272,6 +318,7 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   const std::uint64_t n = prompt.size();
   pages_.clear();
   inputs_.clear();
+  generated_.clear();
 
   GenerationResult result;
   result.chunk_rows = chunk_rows_;
@@ -292,6 +339,8 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   ++result.step_calls;
   while (true) {
     result.tokens.push_back(token);
+    generated_.push_back(token);
+    if (observer && logprobs_) observer->on_logprobs(result.tokens.size() - 1, *logprobs_);
     if (observer) observer->on_token(result.tokens.size() - 1, token);
     if (is_stop(token)) {
       result.reason = StopReason::StopToken;

@@ -97,12 +97,21 @@ enum class Fill : std::uint8_t {
   SeqLen,
   CuSeqlens,
   SpanAt,
-  Blocks,  // inputs
+  Blocks,
+  Sampling,      // kern extension: f32 [groups, 8] per-sequence sampling parameters
+  SamplingKeys,  // kern extension: i64 [groups, 8] per-sequence top_k, seed, counter, ...
+  History,       // kern extension: i32 [groups, h] tokens generated so far (penalties)
+  // outputs
   Tokens,
   Count,
   Error,
-  Clock,  // outputs
+  Clock,
+  Logprobs,    // kern extension: f32 [groups, 1 + k] chosen token's log-prob, then the top k
+  LogprobIds,  // kern extension: i32 [groups, k] ids of the top k
 };
+// The element type a fill role's buffer has: i32 or i64 for the protocol's own roles, f32 for
+// `sampling` and `logprobs`, i64 for `sampling_keys`, i32 for `history` and `logprob_ids`.
+bool fill_admits(Fill f, DType dtype);
 std::string_view to_string(BufferKind k);
 std::string_view to_string(Fill f);
 bool is_input_fill(Fill f);

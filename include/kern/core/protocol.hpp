@@ -14,6 +14,13 @@
 
 namespace kern::core {
 
+// The sampling roles' widths (kern's extension of the protocol; docs/manifest.md "Sampling"):
+// `sampling` f32 [groups, 8] = temperature, top_p, min_p, repetition, presence and frequency
+// penalties, 0, 0; `sampling_keys` i64 [groups, 8] = top_k, seed, counter, history length,
+// logprobs wanted, 0, 0, 0; `logprobs` f32 [groups, 1 + 20]; `logprob_ids` i32 [groups, 20].
+inline constexpr std::uint64_t kSamplingWidth = 8;
+inline constexpr std::uint64_t kMaxLogprobs = 20;
+
 // The buffer that plays one fill role.
 struct FillSlot {
   Fill role = Fill::Token;

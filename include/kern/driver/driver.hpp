@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kern/driver/input_shadow.hpp"
+#include "kern/driver/sampling.hpp"
 #include "kern/driver/sequence_pages.hpp"
 #include "kern/base/error.hpp"
 #include "kern/core/protocol.hpp"
@@ -69,6 +70,7 @@ struct GeneratorOptions {
   std::uint64_t capacity_tokens = 0;      // KV token slots the executor was loaded with (paged states)
   std::vector<std::int64_t> stop_tokens;  // generation stops after emitting one of these
   std::string logits_buffer;              // non-empty: read this output after every token-producing call
+  SamplingParams sampling;                // greedy by default; anything else needs the sampling fills
 };
 
 enum class StopReason : std::uint8_t { Steps, StopToken };
@@ -83,6 +85,8 @@ class GenerationObserver {
   // A token-producing call finished: `position` is the row it ran (the last prompt position, then
   // each generated token's position); `logits` is empty unless GeneratorOptions::logits_buffer.
   virtual void on_logits(std::uint64_t position, std::span<const float> logits) {}
+  // The i-th generated token's log-probs (when SamplingParams asks for them), before on_token.
+  virtual void on_logprobs(std::uint64_t index, const TokenLogprobs& logprobs) {}
   // The i-th generated token (0-based).
   virtual void on_token(std::uint64_t index, std::int64_t token) {}
 };
@@ -134,6 +138,10 @@ class Generator {
   // first + size follows, and its inputs but the token are written while this call runs.
   std::int64_t call(const core::Forward& f, std::span<const std::int64_t> tokens, std::uint64_t first,
                     GenerationObserver* observer, bool emits, bool ahead);
+  // The sampling fills for a call whose last row is at `position`, `generated` tokens into the answer.
+  void write_sampling(std::uint64_t position, std::span<const std::int64_t> generated);
+  // Checks the options' sampling settings against the fills the manifest has.
+  void check_sampling() const;
 
   const core::Protocol& protocol_;
   Executor& exec_;
@@ -148,6 +156,8 @@ class Generator {
   DType logits_dtype_ = DType::BF16;
   InputShadow inputs_;                // what each input buffer starts with; writes only what changed
   std::vector<std::int64_t> values_;  // per-call scratch (kept to avoid allocating per token)
+  std::vector<std::int64_t> generated_;  // this answer's tokens so far (the `history` fill)
+  std::optional<TokenLogprobs> logprobs_;  // the last emitting call's, when asked for
 };
 
 }  // namespace kern::driver

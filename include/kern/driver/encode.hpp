@@ -13,6 +13,8 @@ namespace kern::driver {
 
 // i32 or i64 elements; Error(Api) for a value an i32 cannot hold, Error(Manifest) for another dtype.
 std::vector<std::byte> encode_ints(DType dtype, std::span<const std::int64_t> values, std::string_view buffer);
+// f32 elements (the `sampling` fill).
+std::vector<std::byte> encode_f32(std::span<const float> values);
 // Every element of an i32 / i64 buffer.
 std::vector<std::int64_t> decode_ints(DType dtype, std::span<const std::byte> bytes, std::string_view buffer);
 // The first `count` elements of a bf16 / f16 / f32 buffer as floats; Error(Api) when it is shorter.

@@ -4,7 +4,10 @@
 
 #include "kern/base/error.hpp"
 #include "kern/core/protocol.hpp"
+#include "kern/base/file.hpp"
 #include "verify_fixtures.hpp"
+
+#include <functional>
 
 namespace kern::core {
 namespace {
@@ -131,6 +134,72 @@ TEST(ProtocolProjection, Tp2) {
   EXPECT_EQ(p.fill(Fill::Error)->buffer, "flag");
   EXPECT_EQ(p.forward(3, 1)->program, "decode");
   EXPECT_FALSE(p.chunk());
+}
+
+}  // namespace
+}  // namespace kern::core
+
+namespace kern::core {
+namespace {
+
+// The driver's sampling fixture: a verifier-clean manifest with every sampling role.
+Json sampling_fixture() {
+  return Json::parse(read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy-sampling.json"));
+}
+
+// The protocol findings of the fixture after `edit`, as "rule path" lines (empty: it passes).
+std::string sampling_findings(const std::function<void(Json&)>& edit) {
+  Json doc = sampling_fixture();
+  edit(doc);
+  const Verified v = verify(parse_manifest(doc.dump()));
+  try {
+    check_protocol(v);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ProtocolSampling, RolesProjectWithTheirWidths) {
+  const Verified v = verify(parse_manifest(sampling_fixture().dump()));
+  const Protocol p = check_protocol(v);
+  ASSERT_NE(p.fill(Fill::Sampling), nullptr);
+  EXPECT_EQ(p.fill(Fill::Sampling)->width, kSamplingWidth);
+  EXPECT_EQ(p.fill(Fill::SamplingKeys)->dtype, DType::I64);
+  EXPECT_EQ(p.fill(Fill::History)->width, 16u);
+  EXPECT_EQ(p.fill(Fill::Logprobs)->width, 1 + kMaxLogprobs);
+  EXPECT_EQ(p.fill(Fill::LogprobIds)->axis, "seqs");
+  EXPECT_TRUE(p.tray_var().empty());  // [groups, literal] shapes add no axis
+}
+
+TEST(ProtocolSampling, ShapesOtherThanTheRolesAreRefused) {
+  EXPECT_NE(sampling_findings([](Json& d) { d["buffers"]["samp"]["shape"] = Json::array({"seqs", 4}); })
+                .find("buffers.samp.shape: fill 'sampling' is shaped [groups, 8]"),
+            std::string::npos);
+  EXPECT_NE(sampling_findings([](Json& d) { d["buffers"]["hist"]["shape"] = Json::array({"seqs", "tokens"}); })
+                .find("buffers.hist.shape: fill 'history' is shaped [groups, h] with a literal h"),
+            std::string::npos);
+  EXPECT_NE(sampling_findings([](Json& d) { d["buffers"]["lp_ids"]["shape"] = Json::array({"seqs", 21}); })
+                .find("fill 'logprob_ids' is shaped [groups, 20]"),
+            std::string::npos);
+  EXPECT_EQ(sampling_findings([](Json&) {}), "");
+}
+
+TEST(ProtocolSampling, RoleDtypesAreChecked) {
+  Json doc = sampling_fixture();
+  doc["buffers"]["samp"]["dtype"] = "i32";
+  doc["ops"]["step"]["params"][10] = "in buffer<i32>";
+  const std::vector<Violation> vs = check(parse_manifest(doc.dump()));
+  ASSERT_EQ(vs.size(), 1u) << testing::describe(vs);
+  EXPECT_EQ(vs[0].rule, "R4.fill");
+  EXPECT_EQ(vs[0].path, "buffers.samp.fill");
+  EXPECT_NE(vs[0].message.find("fill 'sampling' on a i32 buffer"), std::string::npos) << vs[0].message;
+  doc = sampling_fixture();
+  doc["buffers"]["lp_ids"]["dtype"] = "i64";
+  doc["ops"]["step"]["params"][14] = "out buffer<i64>";
+  const std::vector<Violation> ws = check(parse_manifest(doc.dump()));
+  ASSERT_EQ(ws.size(), 1u) << testing::describe(ws);
+  EXPECT_EQ(ws[0].path, "buffers.lp_ids.fill");
 }
 
 }  // namespace

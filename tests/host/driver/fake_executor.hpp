@@ -103,12 +103,37 @@ class FakeExecutor final : public Executor {
         violations.push_back("position " + std::to_string(p) + " not found via table");
     }
     const std::int64_t last = get("ids", rows - 1);
-    const std::int64_t next = toy_next(last, static_cast<std::uint64_t>(get("pos", rows - 1)));
+    std::int64_t next = toy_next(last, static_cast<std::uint64_t>(get("pos", rows - 1)));
+    if (bytes_.count("samp")) next = toy_sample(next);
     set_i64("next", 0, next);
     for (int k = 0; k < 6; ++k) {
       float f = static_cast<float>(next) * 0.5f + static_cast<float>(k);
       std::memcpy(bytes_["scores"].data() + 4 * k, &f, 4);
     }
+  }
+
+  // The sampling fixture (driver-toy-sampling.json): a "draw" that depends on temperature, seed,
+  // counter and (when penalized) the history length, and log-probs that name the token drawn.
+  std::int64_t toy_sample(std::int64_t greedy) {
+    const float temperature = get_f32("samp", 0), repetition = get_f32("samp", 3);
+    std::int64_t t = greedy;
+    if (temperature != 0.0f) t = (t + get("keys", 1) + get("keys", 2)) % 100;
+    if (repetition != 1.0f) t = (t + get("keys", 3)) % 100;
+    const std::int64_t k = get("keys", 4);
+    float lp = -static_cast<float>(t) / 100.0f;
+    std::memcpy(bytes_["lp"].data(), &lp, 4);
+    for (std::int64_t i = 0; i < k && i < 20; ++i) {
+      const std::int32_t id = static_cast<std::int32_t>((t + i) % 100);
+      const float v = lp - static_cast<float>(i);
+      std::memcpy(bytes_["lp_ids"].data() + 4 * i, &id, 4);
+      std::memcpy(bytes_["lp"].data() + 4 * (1 + i), &v, 4);
+    }
+    return t;
+  }
+  float get_f32(std::string_view buffer, std::size_t i) const {
+    float v;
+    std::memcpy(&v, bytes_.at(std::string(buffer)).data() + 4 * i, 4);
+    return v;
   }
 
   std::vector<std::byte> read_output(std::string_view buffer) override {

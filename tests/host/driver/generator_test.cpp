@@ -313,3 +313,146 @@ TEST(Generator, CapacityForRoundsUpToThePageUnit) {
 
 }  // namespace
 }  // namespace kern::driver
+
+namespace kern::driver {
+namespace {
+
+struct SamplingToy {
+  core::Verified verified = core::verify(core::parse_manifest_file(
+      std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy-sampling.json"));
+  core::Protocol protocol = core::check_protocol(verified);
+};
+const SamplingToy& sampling_toy() {
+  static const SamplingToy t;
+  return t;
+}
+
+struct LogprobRecorder final : GenerationObserver {
+  std::vector<TokenLogprobs> logprobs;
+  std::vector<std::int64_t> tokens;
+  void on_logprobs(std::uint64_t index, const TokenLogprobs& lp) override {
+    EXPECT_EQ(index, logprobs.size());
+    logprobs.push_back(lp);
+  }
+  void on_token(std::uint64_t, std::int64_t token) override { tokens.push_back(token); }
+};
+
+GeneratorOptions sampling_options(std::uint64_t steps) {
+  GeneratorOptions o;
+  o.steps = steps;
+  o.chunk = 8;
+  o.capacity_tokens = 16;
+  return o;
+}
+
+TEST(GeneratorSampling, GreedyOnASamplingManifestMatchesThePlainOneAndWritesTheRowsOnce) {
+  FakeExecutor fake(sampling_toy().verified.manifest());
+  Generator g(sampling_toy().protocol, fake, sampling_options(5));
+  const std::vector<std::int64_t> prompt = iota_prompt(3);
+  EXPECT_EQ(g.generate(prompt).tokens, expected_tokens(prompt, 5));
+  // Greedy: the parameter rows are written before the first call and never again.
+  int samp_writes = 0, key_writes = 0, hist_writes = 0;
+  for (const Event& e : fake.events) {
+    samp_writes += e.kind == Event::Kind::Write && e.name == "samp";
+    key_writes += e.kind == Event::Kind::Write && e.name == "keys";
+    hist_writes += e.kind == Event::Kind::Write && e.name == "hist";
+  }
+  EXPECT_EQ(samp_writes, 1);
+  EXPECT_EQ(key_writes, 1);
+  EXPECT_EQ(hist_writes, 0);
+  EXPECT_EQ(fake.get_f32("samp", 0), 0.0f);
+}
+
+TEST(GeneratorSampling, SeedAndCounterReachTheDeviceEveryStep) {
+  GeneratorOptions o = sampling_options(4);
+  o.sampling.temperature = 0.7;
+  o.sampling.seed = 11;
+  FakeExecutor fake(sampling_toy().verified.manifest());
+  Generator g(sampling_toy().protocol, fake, o);
+  const std::vector<std::int64_t> prompt = iota_prompt(3);
+  const std::vector<std::int64_t> got = g.generate(prompt).tokens;
+  // The fake draws (greedy + seed + counter) % 100 with counter = the sampled row's position.
+  std::vector<std::int64_t> want;
+  std::int64_t t = prompt.back();
+  for (std::uint64_t pos = 2; want.size() < 4; ++pos) {
+    t = (toy_next(t, pos) + 11 + static_cast<std::int64_t>(pos)) % 100;
+    want.push_back(t);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_FLOAT_EQ(fake.get_f32("samp", 0), 0.7f);
+  EXPECT_EQ(fake.get("keys", 1), 11);
+  // Again: the same tokens (nothing about a draw depends on what ran before).
+  EXPECT_EQ(g.generate(prompt).tokens, want);
+}
+
+TEST(GeneratorSampling, PenaltiesSeeTheGeneratedTokens) {
+  GeneratorOptions o = sampling_options(6);
+  o.sampling.repetition_penalty = 1.3;
+  FakeExecutor fake(sampling_toy().verified.manifest());
+  Generator g(sampling_toy().protocol, fake, o);
+  const std::vector<std::int64_t> got = g.generate(iota_prompt(2)).tokens;
+  ASSERT_EQ(got.size(), 6u);
+  // The last step saw 5 generated tokens, in order, in the history input.
+  EXPECT_EQ(fake.get("keys", 3), 5);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(fake.get("hist", i), got[i]) << i;
+  // Each step writes one new history element (after the first token), not the whole row.
+  for (const Event& e : fake.events) {
+    if (e.kind == Event::Kind::Write && e.name == "hist") {
+      EXPECT_EQ(e.values.size(), 1u);
+    }
+  }
+}
+
+TEST(GeneratorSampling, LogprobsComeBackPerToken) {
+  GeneratorOptions o = sampling_options(3);
+  o.sampling.logprobs = 2;
+  FakeExecutor fake(sampling_toy().verified.manifest());
+  Generator g(sampling_toy().protocol, fake, o);
+  LogprobRecorder rec;
+  g.generate(iota_prompt(3), &rec);
+  ASSERT_EQ(rec.logprobs.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::int64_t t = rec.tokens[i];
+    EXPECT_FLOAT_EQ(rec.logprobs[i].chosen, -static_cast<float>(t) / 100.0f);
+    ASSERT_EQ(rec.logprobs[i].top.size(), 2u);
+    EXPECT_EQ(rec.logprobs[i].top[0].first, t);
+    EXPECT_EQ(rec.logprobs[i].top[1].first, (t + 1) % 100);
+    EXPECT_FLOAT_EQ(rec.logprobs[i].top[1].second, rec.logprobs[i].chosen - 1.0f);
+  }
+}
+
+TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
+  auto message = [](const core::Protocol& p, const GeneratorOptions& o) {
+    FakeExecutor fake(p.verified().manifest());
+    try {
+      Generator g(p, fake, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  GeneratorOptions o = sampling_options(4);
+  o.sampling.temperature = 0.5;
+  EXPECT_NE(message(toy().protocol, o).find("has no sampling op"), std::string::npos);
+  o = sampling_options(4);
+  o.sampling.logprobs = 1;
+  EXPECT_NE(message(toy().protocol, o).find("has no sampling op"), std::string::npos);
+  o = sampling_options(4);
+  o.sampling.temperature = 2.5;
+  EXPECT_NE(message(sampling_toy().protocol, o).find("temperature = 2.5 is out of range"), std::string::npos);
+  o = sampling_options(4);
+  o.sampling.top_p = 0.0;
+  EXPECT_NE(message(sampling_toy().protocol, o).find("top_p = 0 is out of range"), std::string::npos);
+  o = sampling_options(4);
+  o.sampling.logprobs = 21;
+  EXPECT_NE(message(sampling_toy().protocol, o).find("logprobs = 21"), std::string::npos);
+  o = sampling_options(18);  // 17 tokens fed back, the history holds 16
+  o.capacity_tokens = 32;
+  o.sampling.frequency_penalty = 0.5;
+  EXPECT_NE(message(sampling_toy().protocol, o).find("penalties see at most 16 generated tokens"), std::string::npos);
+  o.sampling.frequency_penalty = 0.0;
+  EXPECT_EQ(message(sampling_toy().protocol, o), "");
+}
+
+}  // namespace
+}  // namespace kern::driver

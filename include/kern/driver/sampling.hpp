@@ -1,0 +1,61 @@
+// A request's sampling settings and how they travel to the device: the rows of the `sampling`
+// (f32) and `sampling_keys` (i64) fills the sampling op reads, and the log-probs it hands back
+// (docs/manifest.md "Sampling"). Validation lives here so every caller (kern run, kern serve)
+// refuses the same out-of-range values with the same words.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kern/core/protocol.hpp"
+
+namespace kern::driver {
+
+struct SamplingParams {
+  double temperature = 0.0;  // 0: greedy (argmax, ties to the lowest id)
+  std::int64_t top_k = 0;    // 0: off
+  double top_p = 1.0;        // 1: off
+  double min_p = 0.0;        // 0: off
+  double repetition_penalty = 1.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  std::uint64_t seed = 0;
+  std::uint32_t logprobs = 0;  // top log-probs wanted per generated token (0..kMaxLogprobs)
+  bool chosen_logprob = false;  // the chosen token's log-prob (implied by logprobs > 0)
+
+  bool greedy() const { return temperature == 0.0; }
+  bool penalized() const {
+    return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0;
+  }
+  bool wants_logprobs() const { return chosen_logprob || logprobs > 0; }
+  // Greedy with no penalty and no log-probs: what a manifest without the sampling op does.
+  bool plain_greedy() const { return greedy() && !penalized() && !wants_logprobs(); }
+};
+
+// Error(Api) naming the setting and the range it must lie in (OpenAI's ranges where it has one:
+// temperature [0, 2], presence/frequency [-2, 2]; top_p (0, 1]; min_p [0, 1]; top_k ≥ 0;
+// repetition_penalty (0, 10]; logprobs ≤ 20).
+void validate(const SamplingParams& p);
+
+// The f32 `sampling` row: temperature, top_p, min_p, repetition, presence, frequency, 0, 0.
+std::array<float, core::kSamplingWidth> sampling_row(const SamplingParams& p);
+// The i64 `sampling_keys` row: top_k, seed, counter, history length, logprobs wanted, 0, 0, 0.
+// `counter` is the position of the row whose logits are sampled: with the seed it keys the
+// random draw, so a seeded request samples the same tokens alone or in any batch.
+std::array<std::int64_t, core::kSamplingWidth> sampling_keys_row(const SamplingParams& p, std::uint64_t counter,
+                                                                 std::uint64_t history_len);
+
+struct TokenLogprobs {
+  float chosen = 0.0f;                            // log-prob of the generated token
+  std::vector<std::pair<std::int32_t, float>> top;  // (id, log-prob), descending
+};
+// Group 0's log-probs from the `logprobs` row (1 + kMaxLogprobs f32) and `logprob_ids` row
+// (kMaxLogprobs i32), keeping the first `count` of the top list.
+TokenLogprobs decode_logprobs(std::span<const std::byte> logprobs, std::span<const std::byte> ids,
+                              std::uint32_t count);
+
+}  // namespace kern::driver
