@@ -1,7 +1,11 @@
-// kern run: greedy single-sequence generation (docs/run.md).
+// kern run: single-sequence generation (docs/run.md), greedy unless sampling flags say otherwise.
 //   kern run [--target T] --manifest M --kernels DIR --weights W... --tokenizer FILE
 //            (--prompt TEXT | --prompt-ids a,b,c) [--steps 32] [--gpu 0] [--capacity N]
 //            [--chunk 512] [--eager] [--stop-tokens a,b] [--dump-logits FILE [--logits-buffer NAME]]
+//            [--chat [--system TEXT] [--chat-template PATH] [--enable-thinking | --no-thinking]]
+//            [--temperature T --top-k K --top-p P --min-p P --seed S --repetition-penalty R
+//             --presence-penalty P --frequency-penalty F] [--logprobs K [--logprobs-file FILE]]
+// With --chat the reasoning (<think>...</think>) goes to stderr (dimmed on a terminal), the answer to stdout.
 // Flags beat the kern.toml target, which beats the built-in defaults. Generated text streams to
 // stdout (flushed per token); the start-up report, logs and the final summary go to stderr.
 #include <algorithm>
@@ -16,6 +20,9 @@
 
 #include "command.hpp"
 #include "config.hpp"
+#include "logprobs_report.hpp"
+#include "run_chat.hpp"
+#include "kern/base/file.hpp"
 #include "kern/driver/driver.hpp"
 #include "kern/driver/generation_config.hpp"
 #include "kern/driver/logits_dump.hpp"
@@ -46,6 +53,11 @@ struct Options {
   bool eager = false;
   std::string stop_tokens;
   std::string dump_logits, logits_buffer;
+  driver::SamplingParams sampling;
+  std::string logprobs_file;
+  bool chat = false;
+  std::string system, chat_template;
+  bool thinking = false, no_thinking = false;
 };
 Options opt;
 CLI::App* cmd = nullptr;
@@ -119,11 +131,13 @@ class LateExecutor final : public driver::Executor {
 // Streams text as tokens arrive and times the run.
 class Streamer final : public driver::GenerationObserver {
  public:
-  Streamer(const tokenizer::Tokenizer* tok, driver::LogitsDump* dump) : tok_(tok), dump_(dump) {
+  Streamer(const tokenizer::Tokenizer* tok, driver::LogitsDump* dump, ReplyPrinter* reply = nullptr)
+      : tok_(tok), dump_(dump), reply_(reply) {
     if (tok) decoder_.emplace(*tok);
     t0_ = Clock::now();
   }
   void on_prefill_done(std::uint64_t) override { prefill_ms_ = ms_since(t0_); }
+  void on_logprobs(std::uint64_t, const driver::TokenLogprobs& lp) override { logprobs_.push_back(lp); }
   void on_logits(std::uint64_t position, std::span<const float> logits) override {
     if (dump_) dump_->append(position, logits);
   }
@@ -141,21 +155,28 @@ class Streamer final : public driver::GenerationObserver {
       text = fmt::format("{} ", token);
     else if (tok_->contains(static_cast<tokenizer::TokenId>(token)))
       text = decoder_->push(static_cast<tokenizer::TokenId>(token));
-    if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    emit(text);
   }
   void finish() {
-    if (decoder_) {
-      const std::string rest = decoder_->finish();
-      std::fwrite(rest.data(), 1, rest.size(), stdout);
-    }
+    if (decoder_) emit(decoder_->finish());
+    if (reply_) reply_->finish();
     std::fputc('\n', stdout);
     std::fflush(stdout);
   }
   double prefill_ms_ = 0, first_token_ms_ = 0;
   std::vector<double> step_ms_;
+  std::vector<driver::TokenLogprobs> logprobs_;
 
  private:
+  void emit(const std::string& text) {
+    if (reply_) {
+      reply_->push(text);
+      return;
+    }
+    if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  ReplyPrinter* reply_;
   const tokenizer::Tokenizer* tok_;
   std::optional<tokenizer::StreamingDecoder> decoder_;
   driver::LogitsDump* dump_;
@@ -191,6 +212,10 @@ int run() {
   if (steps == 0) return missing("--steps of at least 1");
   if (opt.chunk == 0) return missing("--chunk of at least 1");
   if (!opt.logits_buffer.empty() && opt.dump_logits.empty()) return missing("--dump-logits with --logits-buffer");
+  if (opt.chat && opt.prompt.empty()) return missing("--prompt (the user message) with --chat");
+  if (opt.chat && opt.tokenizer.empty()) return missing("--tokenizer with --chat");
+  if (!opt.chat && (!opt.system.empty() || opt.thinking || opt.no_thinking || !opt.chat_template.empty()))
+    return missing("--chat with --system, --chat-template, --enable-thinking or --no-thinking");
 
   require_path(opt.manifest, "manifest", false);
   require_path(opt.kernels, "kernels directory", true);
@@ -208,14 +233,34 @@ int run() {
   std::optional<tokenizer::Tokenizer> tokenizer;
   if (!opt.tokenizer.empty()) tokenizer.emplace(tokenizer::Tokenizer::from_file(opt.tokenizer));
   std::vector<std::int64_t> prompt;
+  std::optional<ReplyPrinter> reply;
+  std::vector<std::int64_t> chat_stops;
   if (!opt.prompt_ids.empty()) {
     prompt = driver::parse_id_list(opt.prompt_ids, "--prompt-ids");
   } else {
-    for (tokenizer::TokenId id : tokenizer->encode(opt.prompt)) prompt.push_back(id);
+    std::string text = opt.prompt;
+    if (opt.chat) {
+      const chat::ChatTemplate tmpl = find_chat_template(opt.chat_template, opt.tokenizer, opt.weights.front());
+      ChatRequest req{opt.system, opt.prompt, std::nullopt};
+      if (opt.thinking) req.enable_thinking = true;
+      if (opt.no_thinking) req.enable_thinking = false;
+      text = render_chat(tmpl, req);
+      chat::ReasoningOptions ro;
+      ro.starts_in_reasoning = opens_reasoning(text, ro);
+      reply.emplace(ro);
+      // The template's end-of-turn token ends the reply too.
+      if (tmpl.eos_token())
+        if (std::optional<tokenizer::TokenId> eos = tokenizer->token_id(*tmpl.eos_token())) chat_stops.push_back(*eos);
+      std::fprintf(stderr, "chat: %zu bytes of prompt from the chat template%s\n", text.size(),
+                   ro.starts_in_reasoning ? " (it opens a reasoning block)" : "");
+    }
+    for (tokenizer::TokenId id : tokenizer->encode(text)) prompt.push_back(id);
     if (prompt.empty()) fail(ErrorKind::Api, "--prompt encodes to no tokens");
   }
 
   std::vector<std::int64_t> stops = driver::read_eos_tokens(opt.weights.front());
+  for (std::int64_t t : chat_stops)
+    if (std::find(stops.begin(), stops.end(), t) == stops.end()) stops.push_back(t);
   if (!opt.stop_tokens.empty())
     for (std::int64_t t : driver::parse_id_list(opt.stop_tokens, "--stop-tokens")) stops.push_back(t);
 
@@ -224,6 +269,8 @@ int run() {
   gopt.chunk = opt.chunk;
   gopt.stop_tokens = stops;
   gopt.capacity_tokens = opt.capacity ? *opt.capacity : driver::capacity_for(protocol, prompt.size() + steps);
+  gopt.sampling = opt.sampling;
+  if (!opt.logprobs_file.empty()) gopt.sampling.chosen_logprob = true;
   if (!opt.dump_logits.empty()) {
     if (!opt.logits_buffer.empty()) {
       gopt.logits_buffer = opt.logits_buffer;
@@ -288,11 +335,20 @@ int run() {
     dump = std::make_unique<driver::LogitsDump>(opt.dump_logits, width);
   }
 
-  Streamer streamer(tokenizer ? &*tokenizer : nullptr, dump.get());
+  Streamer streamer(tokenizer ? &*tokenizer : nullptr, dump.get(), reply ? &*reply : nullptr);
   const std::uint64_t launches0 = rt->stats().kernel_launches;
   const driver::GenerationResult result = gen.generate(prompt, &streamer);
   streamer.finish();
   if (dump) dump->finish(prompt, result.tokens, std::string(driver::to_string(result.reason)));
+  if (gopt.sampling.wants_logprobs()) {
+    const Json content = logprobs_json(result.tokens, streamer.logprobs_, tokenizer ? &*tokenizer : nullptr);
+    if (!opt.logprobs_file.empty()) {
+      write_file(opt.logprobs_file, Json{{"content", content}}.dump(1) + "\n");
+    } else {
+      const std::string lines = logprobs_lines(content);
+      std::fwrite(lines.data(), 1, lines.size(), stderr);
+    }
+  }
 
   const runtime::RuntimeStats& st = rt->stats();
   std::vector<double> steps_ms = streamer.step_ms_;
@@ -324,7 +380,14 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--kernels", opt.kernels, "Kernels directory");
   cmd->add_option("--weights", opt.weights, "Checkpoint directory, or .safetensors files (repeatable)");
   cmd->add_option("--tokenizer", opt.tokenizer, "tokenizer.json");
-  CLI::Option* p = cmd->add_option("--prompt", opt.prompt, "Prompt text");
+  CLI::Option* p = cmd->add_option("--prompt", opt.prompt, "Prompt text (with --chat: the user message)");
+  cmd->add_flag("--chat", opt.chat, "Send the prompt as a user message through the model's chat template");
+  cmd->add_option("--system", opt.system, "With --chat: a system message first");
+  cmd->add_option("--chat-template", opt.chat_template,
+                  "With --chat: tokenizer_config.json, chat_template.jinja or a model directory (default: beside the "
+                  "tokenizer, else the weights)");
+  CLI::Option* think = cmd->add_flag("--enable-thinking", opt.thinking, "With --chat: enable_thinking=true");
+  cmd->add_flag("--no-thinking", opt.no_thinking, "With --chat: enable_thinking=false")->excludes(think);
   cmd->add_option("--prompt-ids", opt.prompt_ids, "Prompt token ids a,b,c")->excludes(p);
   cmd->add_option("--steps", opt.steps, "Tokens to generate at most (default 32)")->check(CLI::PositiveNumber);
   cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
@@ -338,6 +401,17 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--dump-logits", opt.dump_logits, "Write every logits row to FILE (.npy f32) + FILE.json (ids)");
   cmd->add_option("--logits-buffer", opt.logits_buffer,
                   "Output to dump (default: the one float [groups, vocab] output)");
+  driver::SamplingParams& s = opt.sampling;
+  cmd->add_option("--temperature", s.temperature, "Sampling temperature in [0, 2] (default 0: greedy)");
+  cmd->add_option("--top-k", s.top_k, "Keep the k most likely tokens (default 0: off)");
+  cmd->add_option("--top-p", s.top_p, "Keep the smallest set holding this probability (default 1: off)");
+  cmd->add_option("--min-p", s.min_p, "Drop tokens below min-p x the top probability (default 0: off)");
+  cmd->add_option("--repetition-penalty", s.repetition_penalty, "Penalty on generated tokens (default 1: off)");
+  cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty in [-2, 2] (default 0)");
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty in [-2, 2] (default 0)");
+  cmd->add_option("--seed", s.seed, "Seed of the random draws (default 0): same seed, same tokens");
+  cmd->add_option("--logprobs", s.logprobs, "Top log-probs per generated token, 0..20 (printed to stderr)");
+  cmd->add_option("--logprobs-file", opt.logprobs_file, "Write the log-probs as JSON to FILE instead of stderr");
   return [] { return run(); };
 }
 Registrar reg("run", setup);
