@@ -79,19 +79,23 @@ bool ReasoningParser::step_opening() {
 bool ReasoningParser::step_reasoning(ReasoningDelta& out) {
   if (!skip_leading_newlines()) return false;
   const std::string& tag = options_.end_tag;
-  const std::size_t end = held_.find(tag);
+  const std::size_t end = held_.find(tag, search_from_);
   if (end != std::string::npos) {
     out.reasoning += strip_trailing_newlines(std::string_view(held_).substr(0, end));
     held_.erase(0, end + tag.size());
     state_ = State::Content;
     at_start_ = true;
+    search_from_ = 0;
     return true;
   }
-  // Hold back a tail that may grow into the end tag, and the newlines just before it.
-  std::size_t keep_from = held_.size() - partial_tag_suffix(held_, tag);
+  // Hold back a tail that may grow into the end tag, and the newlines just before it (which
+  // cannot begin the tag: the next search starts after them).
+  const std::size_t partial = partial_tag_suffix(held_, tag);
+  std::size_t keep_from = held_.size() - partial;
   while (keep_from > 0 && held_[keep_from - 1] == '\n') --keep_from;
   out.reasoning.append(held_, 0, keep_from);
   held_.erase(0, keep_from);
+  search_from_ = held_.size() - partial;
   return false;
 }
 
@@ -127,6 +131,7 @@ ReasoningDelta ReasoningParser::finish() {
     out.content = std::move(held_);
   }
   held_.clear();
+  search_from_ = 0;
   state_ = State::Opening;
   at_start_ = true;
   return out;

@@ -85,6 +85,7 @@ class ReasoningParser {
   State state_ = State::Opening;
   bool at_start_ = true;  // no text emitted yet in this state: leading newlines are dropped
   std::string held_;
+  std::size_t search_from_ = 0;  // in the reasoning: held_ holds no end tag before this
 };
 
 }  // namespace kern::chat
