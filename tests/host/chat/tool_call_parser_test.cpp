@@ -125,6 +125,11 @@ TEST(ToolCallParser, ArgumentKeyOrderAndTypesAreKept) {
       {"", {call("call_0", "g", R"({"z":1,"a":[true,null,2.5,-3],"m":{"y":"","b":{}}})")}});
 }
 
+TEST(ToolCallParser, OfAKeyWrittenTwiceTheLastCounts) {
+  expect_calls(R"(<tool_call>{"name": "a", "arguments": {"k": 1, "j": 0, "k": 2}, "name": "b"}</tool_call>)",
+               {"", {call("call_0", "b", R"({"k":2,"j":0})")}});
+}
+
 TEST(ToolCallParser, MissingOrNullArgumentsAreAnEmptyObject) {
   expect_calls(R"(<tool_call>{"name": "now"}</tool_call><tool_call>{"name": "now", "arguments": null}</tool_call>)",
                {"", {call("call_0", "now", "{}"), call("call_1", "now", "{}")}});
