@@ -18,9 +18,28 @@ namespace {
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// Tokens are stored by id (one slot per id up to the largest), so ids are bounded by the number
+// of tokens the file has, plus room for gaps: a small file cannot make the loader allocate
+// gigabytes (id 2,000,000,000 among 300 tokens is no real tokenizer).
+constexpr std::size_t kIdGapAllowance = 65536;
+
+std::size_t id_limit(const Json& doc) {
+  std::size_t tokens = 0;
+  if (doc.is_object()) {
+    auto m = doc.find("model");
+    if (m != doc.end() && m->is_object()) {
+      auto v = m->find("vocab");
+      if (v != m->end() && v->is_object()) tokens += v->size();
+    }
+    auto a = doc.find("added_tokens");
+    if (a != doc.end() && a->is_array()) tokens += a->size();
+  }
+  return tokens + kIdGapAllowance;
+}
+
 class Reader {
  public:
-  explicit Reader(std::string_view what) : what_(what) {}
+  Reader(std::string_view what, std::size_t id_limit) : what_(what), id_limit_(id_limit) {}
 
   [[noreturn]] void bad(std::string_view path, std::string_view message) const {
     fail(ErrorKind::WeightArtifact, "{}: {}: {}", what_, path, message);
@@ -47,6 +66,10 @@ class Reader {
     if (!j.is_number_integer()) bad(path, "expected a non-negative integer token id");
     const auto v = j.get<std::int64_t>();
     if (v < 0 || v >= std::numeric_limits<TokenId>::max()) bad(path, fmt::format("token id {} is out of range", v));
+    if (static_cast<std::uint64_t>(v) >= id_limit_) {
+      bad(path, fmt::format("token id {} is out of range: the file has {} tokens, so kern accepts ids below {}", v,
+                            id_limit_ - kIdGapAllowance, id_limit_));
+    }
     return static_cast<TokenId>(v);
   }
   // A member that must be present (it may be null).
@@ -62,6 +85,7 @@ class Reader {
 
  private:
   std::string what_;
+  std::size_t id_limit_;
 };
 
 bool absent_or_null(const Json& obj, std::string_view key) {
@@ -287,7 +311,7 @@ void read_decoding(const Reader& r, const Json& doc) {
 }  // namespace
 
 void load_tokenizer_json(const Json& doc, Tokenizer::Impl& impl) {
-  const Reader r(impl.what);
+  const Reader r(impl.what, id_limit(doc));
   r.object(doc, "(top level)");
   check_model_type(r, doc);
   read_decoding(r, doc);

@@ -90,12 +90,27 @@ TEST(TokenizerErrors, BrokenVocabularyOrMerges) {
   doc = tiny_tokenizer({});
   doc["model"]["vocab"]["a"] = -3;
   expect_refused(doc, {"model.vocab.a"});
+
+  // Ids far beyond the number of tokens (found by fuzz_tokenizer_json: the loader sized its
+  // by-id tables to the largest id, gigabytes for one entry).
+  doc = tiny_tokenizer({});
+  doc["model"]["vocab"]["extra"] = 2147483000;
+  expect_refused(doc, {"model.vocab.extra", "token id 2147483000 is out of range", "ids below 65793"});
+}
+
+TEST(TokenizerErrors, IdsWithGapsLoad) {
+  Json doc = tiny_tokenizer({});
+  doc["model"]["vocab"]["extra"] = 60000;
+  const auto tok = tokenizer::Tokenizer::from_json(tiny_tokenizer({}, {{65000, "<|end|>"}}).dump());
+  EXPECT_EQ(tok.vocab_size(), 65001u);
+  EXPECT_NO_THROW(tokenizer::Tokenizer::from_json(doc.dump()));
 }
 
 TEST(TokenizerErrors, BrokenAddedTokens) {
   expect_refused(tiny_tokenizer({}, {{300, ""}}), {"added_tokens[0].content", "empty"});
   expect_refused(tiny_tokenizer({}, {{300, "<a>"}, {301, "<a>"}}), {"added_tokens[1].content"});
   expect_refused(tiny_tokenizer({}, {{300, "<a>"}, {300, "<b>"}}), {"added_tokens[1].id"});
+  expect_refused(tiny_tokenizer({}, {{1 << 30, "<a>"}}), {"added_tokens[0].id", "out of range"});
 }
 
 TEST(TokenizerErrors, MissingFileIsAnIoError) {
