@@ -673,6 +673,7 @@ __device__ void Sampler::sort_desc(uint64_t* a, int n) {
 
 // The sampled token from the sorted candidates (rank 0, every thread).
 __device__ int32_t Sampler::finish_sample(uint64_t* list, float* pre, int n) {
+  if (n <= 0) return greedy_token_;  // cannot happen: bin 0 holds the maximum
   sort_desc(list, n);
   const int t = threadIdx.x;
   float loc[8];
