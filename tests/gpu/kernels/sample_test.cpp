@@ -202,6 +202,45 @@ TEST(SampleGpu, GreedyMatchesReferenceAndArgmax) {
 
 // ---- distribution: chi-square -------------------------------------------------------------------
 
+// Moves top_p (and min_p) to the middle of the gap around its float64 decision (between the
+// cumulative masses, resp. log-probability ratios, of the tokens either side), so that a kernel
+// deciding in f32 cannot decide differently; the setting's meaning is unchanged up to that gap.
+SampleParams center_decisions(const std::vector<float>& logits, SampleParams p) {
+  SampleParams q = p;
+  q.top_p = 1.0f;
+  q.min_p = 0.0f;
+  const SampleReference base = sample_reference(logits, q);  // top-k (and penalties, temperature) only
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return base.probs[a] > base.probs[b]; });
+  if (p.top_p < 1.0f && p.top_p > 0.0f) {
+    double cum = 0.0;
+    for (int32_t i : order) {
+      if (base.probs[i] <= 0.0) break;
+      const double next = cum + base.probs[i];
+      if (next >= p.top_p) {
+        p.top_p = static_cast<float>(0.5 * (cum + next));
+        break;
+      }
+      cum = next;
+    }
+  }
+  if (p.min_p > 0.0f && p.min_p < 1.0f) {
+    const double pmax = base.probs[order[0]];
+    double above = 0.0;  // the smallest log ratio still kept
+    for (int32_t i : order) {
+      if (base.probs[i] <= 0.0) break;
+      const double lr = std::log(base.probs[i] / pmax);
+      if (lr < std::log(p.min_p)) {
+        p.min_p = static_cast<float>(std::exp(0.5 * (above + lr)));
+        break;
+      }
+      above = lr;
+    }
+  }
+  return p;
+}
+
 // The smallest distance of the float64 decision points (top-p crossing, min-p threshold) from the
 // row's values, relative: a kernel in f32 decides the same as the reference when it is large.
 double decision_margin(const std::vector<float>& logits, const SampleParams& p) {
@@ -245,9 +284,11 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
   SCOPED_TRACE(c.name);
   std::vector<float> logits(c.row.size());
   for (size_t i = 0; i < c.row.size(); ++i) logits[i] = bf16_to_float(c.row[i]);
-  const SampleReference ref = sample_reference(logits, c.p);
+  const SampleParams params = center_decisions(logits, c.p);
+  const SampleReference ref = sample_reference(logits, params);
   ASSERT_FALSE(ref.greedy);
-  ASSERT_GT(decision_margin(logits, c.p), 1e-4) << "a top-p / min-p decision too close to call in f32";
+  // the kernel's sums are f32 (relative error ~1e-6): decisions closer than this could go either way
+  ASSERT_GT(decision_margin(logits, params), 5e-6) << "a top-p / min-p decision too close to call in f32";
   int kept = 0;
   for (double pr : ref.probs) kept += pr > 0.0 ? 1 : 0;
   std::vector<bf16_bits> all(static_cast<size_t>(rows_per_launch) * c.vocab);
@@ -259,7 +300,7 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
   double worst_lp = 0.0;
   for (int l = 0; l < launches; ++l) {
     for (int r = 0; r < rows_per_launch; ++r) {
-      in[r].p = c.p;
+      in[r].p = params;
       in[r].p.seed = 0x5eed;
       in[r].p.counter = static_cast<int64_t>(l) * rows_per_launch + r;
     }
@@ -273,7 +314,8 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
   }
   const int64_t draws = static_cast<int64_t>(rows_per_launch) * launches;
   const ChiSquare cs = chi_square(counts, ref.probs, draws);
-  std::printf("[chi-square] %s: %d kept tokens, %s\n", c.name.c_str(), kept, cs.describe().c_str());
+  std::printf("[chi-square] %s (top_p %.6g, min_p %.6g): %d kept tokens, %s\n", c.name.c_str(), params.top_p,
+              params.min_p, kept, cs.describe().c_str());
   EXPECT_EQ(cs.impossible, 0) << cs.describe();
   // a correct kernel fails one setting with probability 1e-6
   EXPECT_GT(cs.pvalue, 1e-6) << cs.describe();
@@ -297,7 +339,7 @@ std::vector<ChiCase> chi_cases() {
   p = {};
   p.temperature = 0.9f;
   p.top_p = 0.9f;
-  add("top-p 0.9", v, llm_row(rng, v), p);
+  add("top-p 0.9 (fallback: 5416 kept)", v, llm_row(rng, v), p);
   p = {};
   p.min_p = 0.05f;
   add("min-p 0.05", v, llm_row(rng, v), p);
@@ -334,6 +376,14 @@ std::vector<ChiCase> chi_cases() {
     p.top_p = 0.5f;
     add("flat top-p 0.5 (fallback)", v, flat, p);
   }
+  {  // a peakier row: top-p through the candidate list (352 kept)
+    std::mt19937_64 r2(303);
+    llm_row(r2, v, 1.0f);
+    p = {};
+    p.temperature = 0.7f;
+    p.top_p = 0.9f;
+    add("peaked top-p 0.9", v, llm_row(r2, v, 1.0f), p);
+  }
   // the Qwen3 vocabulary
   p = {};
   p.temperature = 0.7f;
@@ -343,7 +393,7 @@ std::vector<ChiCase> chi_cases() {
   return cases;
 }
 
-constexpr int kChiCases = 9;
+constexpr int kChiCases = 10;
 
 class SampleChiSquare : public ::testing::TestWithParam<int> {};
 
@@ -396,7 +446,10 @@ void check_logprobs(int vocab, uint64_t seed) {
   in[5].p.n_logprobs = 1;
   in[5].p.repetition = 2.0f;
   in[5].p.history = {0, 1, 2};
-  for (int r = 0; r < rows; ++r) in[r].p.counter = r;
+  for (int r = 0; r < rows; ++r) {
+    in[r].p.counter = r;
+    in[r].p = center_decisions(row_floats(logits, vocab, r), in[r].p);
+  }
   Sampler s;
   const Outputs o = s.run(logits, vocab, in, 4);
   for (int r = 0; r < rows; ++r) {
@@ -455,6 +508,7 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
   }
   // row 14 penalises its top tokens 11..13 by making them the maximum
   for (int i : {11, 12, 13}) logits[static_cast<size_t>(14) * vocab + i] = float_to_bf16(20.0f + i);
+  for (size_t r = 0; r < in.size(); ++r) in[r].p = center_decisions(row_floats(logits, vocab, static_cast<int>(r)), in[r].p);
   Sampler s;
   const Outputs o = s.run(logits, vocab, in, stride);
   for (size_t r = 0; r < in.size(); ++r) {
@@ -514,6 +568,14 @@ TEST(SampleGpu, SameSeedAndCounterSameResultAtAnyBatchPosition) {
       logits.insert(logits.end(), one.begin(), one.end());
     }
   }
+  for (int r = 0; r < rows; ++r) in[r].p = center_decisions(row_floats(logits, vocab, r), in[r].p);
+  for (size_t k = 0; k < probes.size(); ++k) {
+    std::vector<float> pf(probe_rows[k].size());
+    for (size_t i = 0; i < pf.size(); ++i) pf[i] = bf16_to_float(probe_rows[k][i]);
+    probes[k].p = center_decisions(pf, probes[k].p);
+  }
+  for (int r = 0; r < rows; ++r)
+    if (where[r] >= 0) in[r] = probes[where[r]];
   Sampler s;
   const Outputs batch = s.run(logits, vocab, in, stride);
   const Outputs again = s.run(logits, vocab, in, stride);
