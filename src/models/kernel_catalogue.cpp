@@ -263,6 +263,21 @@ constexpr KernelEntry kRopeFamily[] = {{"kern_rope_table_f32", kRopeTable},
                                        {"kern_rope_table_yarn_f32", kRopeTableYarn},
                                        {"kern_qk_norm_rope_cache_bf16", kQkNormRopeCache}};
 
+// ---------------------------------------------------------------- sample (kernels/sample.cu)
+constexpr P kSample[] = {
+    {"logits", "in buffer<bf16>"},    // [rows, vocab]
+    {"fparams", "in buffer<f32>"},    // [rows, 8]: temperature, top_p, min_p, repetition, presence, frequency, 0, 0
+    {"iparams", "in buffer<i64>"},    // [rows, 8]: top_k, seed, counter, history_len, n_logprobs, 0, 0, 0
+    {"history", "in buffer<i32>"},    // [rows, history_stride]
+    {"tokens", "out buffer<i64>"},    // [rows]
+    {"logprobs", "out buffer<f32>"},  // [rows, 21]: chosen, then the top n_logprobs
+    {"top_ids", "out buffer<i32>"},   // [rows, 20]
+    {"rows", "i32"},
+    {"vocab", "i32"},
+    {"history_stride", "i32"},
+};
+constexpr KernelEntry kSampleFamily[] = {{"kern_sample_bf16", kSample}};
+
 constexpr KernelFamily kFamilies[] = {
     {"activation", kActivation},
     {"argmax", kArgmax},
@@ -273,6 +288,7 @@ constexpr KernelFamily kFamilies[] = {
     {"gemv", kGemvFamily},
     {"rmsnorm", kRmsNormFamily},
     {"rope", kRopeFamily},
+    {"sample", kSampleFamily},
 };
 
 }  // namespace

@@ -2,7 +2,7 @@
 // the options, the JSON spellings of launch args, launches whose module and params come from the kernel
 // catalogue, and the builders of each part of the manifest, one file per op family:
 //   gen.cpp            options check, geometry, modules, programs; the public entry points
-//   gen_ops.cpp        the op table; embedding, norms, RoPE, SiLU·mul, argmax ops
+//   gen_ops.cpp        the op table; embedding, norms, RoPE, SiLU·mul, argmax, sample ops
 //   gen_attention.cpp  decode (split-KV) and prefill attention ops
 //   gen_gemm.cpp       prefill cuBLASLt GEMMs, decode GEMV / cuBLASLt ops
 //   gen_chain.cpp      the decode chain's plan and ops
@@ -73,6 +73,9 @@ OJ when_not_chain(const Geo& g);
 // kern_rms_norm_bf16 of x (param 0) with weight param 1 into `out`, rows from param `m_param`, one
 // block per row of `rows_var` (gen_ops.cpp).
 OJ rms_norm_launch(const Geo& g, OJ out, std::uint64_t m_param, const char* rows_var);
+// The sampling op's history row length (i32 elements per row of its `history` param; gen_ops.cpp):
+// every position of the context.
+std::uint64_t sample_history_stride(const Geo& g);
 // Every op of the manifest, in manifest order (gen_ops.cpp).
 OJ ops(const Geo& g);
 OJ attn_decode_op(const Geo& g);   // gen_attention.cpp

@@ -1,4 +1,4 @@
-// The Qwen3 manifest's op table, and its small ops: embedding, RMSNorms, RoPE, SiLU·mul, argmax.
+// The Qwen3 manifest's op table, and its small ops: embedding, RMSNorms, RoPE, SiLU·mul, argmax, sampling.
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -106,7 +106,26 @@ OJ argmax_op(const Geo& g) {
             OJ::array({with_pdl(std::move(part), g), with_pdl(std::move(fin), g)}), std::move(sc));
 }
 
+// Sampling + log-probs (kernels/sample.cu): one 8-CTA cluster per row, the row's slice of the
+// scaled logits in dynamic shared memory (the kernel's formula; it traps on less).
+std::uint64_t sample_shared_bytes(std::uint64_t vocab) {
+  const std::uint64_t chunk = (vocab + 7) / 8;
+  return 4 * 8 * ((chunk + 14) / 8) + 65536;
+}
+
+OJ sample_op(const Geo& g) {
+  const std::uint64_t vocab = g.c.vocab;
+  OJ l = launch("kern_sample_bf16",
+                OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(vocab), i32(sample_history_stride(g))}),
+                OJ::array({8, "seqs", 1}), 256);
+  return op({"in buffer<bf16>", "in buffer<f32>", "in buffer<i64>", "in buffer<i32>", "out buffer<i64>",
+             "out buffer<f32>", "out buffer<i32>", "i32"},
+            OJ::array({with_pdl(with_shared(std::move(l), sample_shared_bytes(vocab)), g)}));
+}
+
 }  // namespace
+
+std::uint64_t sample_history_stride(const Geo& g) { return g.c.max_positions; }
 
 OJ rms_norm_launch(const Geo& g, OJ out, std::uint64_t m_param, const char* rows_var) {
   return launch("kern_rms_norm_bf16",
@@ -126,6 +145,7 @@ OJ ops(const Geo& g) {
   o["attn_prefill"] = attn_prefill_op(g);
   o["silu_mul"] = silu_mul_op(g);
   o["argmax"] = argmax_op(g);
+  o["sample"] = sample_op(g);
   if (g.chain_rows > 0) add_chain_ops(g, o);
   add_gemm_ops(g, o);
   return o;

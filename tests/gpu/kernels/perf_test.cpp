@@ -100,5 +100,106 @@ TEST(PerfGpu, SmallKernels) {
   }
 }
 
+// Median microseconds per call of `enqueue` (one op, possibly several launches): a CUDA graph of
+// `per_graph` calls, replayed `replays` times, the median replay divided by per_graph.
+double graph_median_us(const std::function<void(cudaStream_t)>& enqueue, int per_graph = 10, int replays = 21) {
+  cudaStream_t st;
+  check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check_cuda(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int i = 0; i < per_graph; ++i) enqueue(st);
+  check_cuda(cudaStreamEndCapture(st, &graph), "end capture");
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  check_cuda(cudaGraphLaunch(exec, st), "warm-up");
+  check_cuda(cudaStreamSynchronize(st), "warm-up sync");
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "event");
+  check_cuda(cudaEventCreate(&b), "event");
+  std::vector<double> us;
+  for (int r = 0; r < replays; ++r) {
+    check_cuda(cudaEventRecord(a, st), "record");
+    check_cuda(cudaGraphLaunch(exec, st), "replay");
+    check_cuda(cudaEventRecord(b, st), "record");
+    check_cuda(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    us.push_back(1000.0 * ms / per_graph);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// kern_sample_bf16 (kernels/sample.cu) over the Qwen3 vocabulary at batch 1 and 64, per setting,
+// beside the argmax op (partial + final) and a device-to-device copy of the logits (reads them once).
+// Logits ~ N(0, 2) with a few boosted tokens (a peaked row, as a model's).
+TEST(PerfGpu, Sample) {
+  std::mt19937_64 rng(104);
+  Fatbin sample("sample"), argmax("argmax");
+  const int chunk = (kVocab + 7) / 8;
+  sample.set_dynamic_shared("kern_sample_bf16", 4 * 8 * ((chunk + 14) / 8) + 65536);
+  struct Setting {
+    const char* name;
+    float temperature, top_p, min_p;
+    int64_t top_k, n_logprobs;
+  };
+  const Setting settings[] = {
+      {"greedy", 0.0f, 1.0f, 0.0f, 0, 0},
+      {"temperature 0.8", 0.8f, 1.0f, 0.0f, 0, 0},
+      {"top-k 50 top-p 0.9", 0.8f, 0.9f, 0.0f, 50, 0},
+      {"min-p 0.05", 0.8f, 1.0f, 0.05f, 0, 0},
+      {"temperature 0.8 logprobs 20", 0.8f, 1.0f, 0.0f, 0, 20},
+      {"top-k 50 top-p 0.9 logprobs 20", 0.8f, 0.9f, 0.0f, 50, 20},
+      {"greedy logprobs 20", 0.0f, 1.0f, 0.0f, 0, 20},
+  };
+  for (int rows : {1, 64}) {
+    std::normal_distribution<float> n(0.0f, 2.0f);
+    std::vector<bf16_bits> host(static_cast<size_t>(rows) * kVocab);
+    for (auto& x : host) x = float_to_bf16(n(rng));
+    std::uniform_int_distribution<int> col(0, kVocab - 1);
+    for (int r = 0; r < rows; ++r)
+      for (float b : {9.0f, 8.0f, 7.0f, 6.0f}) host[static_cast<size_t>(r) * kVocab + col(rng)] = float_to_bf16(b);
+    Device<bf16_bits> logits(host), copy(host.size());
+    Device<int32_t> history(static_cast<size_t>(rows) * 8);
+    Device<int64_t> tokens(rows);
+    Device<float> logprobs(static_cast<size_t>(rows) * 21);
+    Device<int32_t> top_ids(static_cast<size_t>(rows) * 20);
+    const std::string b = " batch " + std::to_string(rows) + " vocab 151936 us";
+    for (const Setting& s : settings) {
+      std::vector<float> fp(static_cast<size_t>(rows) * 8, 0.0f);
+      std::vector<int64_t> ip(static_cast<size_t>(rows) * 8, 0);
+      for (int r = 0; r < rows; ++r) {
+        float* f = &fp[static_cast<size_t>(r) * 8];
+        f[0] = s.temperature, f[1] = s.top_p, f[2] = s.min_p, f[3] = 1.0f;
+        int64_t* i = &ip[static_cast<size_t>(r) * 8];
+        i[0] = s.top_k, i[1] = 7, i[2] = r, i[4] = s.n_logprobs;
+      }
+      Device<float> d_fp(fp);
+      Device<int64_t> d_ip(ip);
+      const double us = graph_median_us([&](cudaStream_t st) {
+        sample.enqueue("kern_sample_bf16", st, dim3(8, rows), dim3(256), logits.get(), d_fp.get(), d_ip.get(),
+                       history.get(), tokens.get(), logprobs.get(), top_ids.get(), rows, kVocab, 8);
+      });
+      check_cuda(cudaDeviceSynchronize(), "sample timing");
+      report(std::string("sample ") + s.name + b, us);
+    }
+    Device<float> pm(static_cast<size_t>(rows) * 64);
+    Device<int32_t> pi(static_cast<size_t>(rows) * 64);
+    report("argmax op" + b, graph_median_us([&](cudaStream_t st) {
+             argmax.enqueue("kern_argmax_partial_bf16", st, dim3(64, rows), dim3(256), logits.get(), pm.get(), pi.get(),
+                            rows, kVocab, 64);
+             argmax.enqueue("kern_argmax_final", st, dim3(rows), dim3(64), pm.get(), pi.get(), tokens.get(), rows, 64);
+           }));
+    report("logits D2D copy (read once)" + b, graph_median_us([&](cudaStream_t st) {
+             check_cuda(cudaMemcpyAsync(copy.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToDevice, st), "copy");
+           }));
+  }
+}
+
 }  // namespace
 }  // namespace kern_gpu_test
