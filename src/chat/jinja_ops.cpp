@@ -20,10 +20,16 @@ namespace {
   fault(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)));
 }
 
-std::int64_t checked(bool overflow, std::int64_t r) {
-  if (overflow) fault("integer result does not fit in 64 bits");
+// Python integers do not overflow; ours refuse to instead of wrapping.
+template <typename Op>
+std::int64_t checked(Op op, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (op(a, b, &r)) fault("integer result does not fit in 64 bits");
   return r;
 }
+constexpr auto kAdd = [](std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_add_overflow(a, b, r); };
+constexpr auto kSub = [](std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+constexpr auto kMul = [](std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_mul_overflow(a, b, r); };
 
 Value repeat(Interp& in, const Value& seq, std::int64_t times) {
   if (times <= 0) return seq.is_string() ? Value::string("") : seq.kind() == Value::Kind::Tuple ? Value::tuple({}) : Value::list({});
@@ -46,8 +52,7 @@ Value repeat(Interp& in, const Value& seq, std::int64_t times) {
 
 Value add(Interp& in, const Value& a, const Value& b) {
   if (a.is_integral() && b.is_integral()) {
-    std::int64_t r = 0;
-    return Value::integer(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+    return Value::integer(checked(kAdd, a.as_int(), b.as_int()));
   }
   if (a.is_number() && b.is_number()) return Value::real(a.as_float() + b.as_float());
   if (a.is_string() && b.is_string()) {
@@ -86,9 +91,9 @@ Value power(const Value& a, const Value& b) {
   if (a.is_integral() && b.is_integral() && b.as_int() >= 0) {
     std::int64_t base = a.as_int(), e = b.as_int(), r = 1;
     while (e > 0) {
-      if (e & 1) r = checked(__builtin_mul_overflow(r, base, &r), r);
+      if (e & 1) r = checked(kMul, r, base);
       e >>= 1;
-      if (e > 0) base = checked(__builtin_mul_overflow(base, base, &base), base);
+      if (e > 0) base = checked(kMul, base, base);
     }
     return Value::integer(r);
   }
@@ -117,15 +122,13 @@ Value binary_op(Interp& in, std::string_view op, const Value& a, const Value& b)
   }
   if (op == "-") {
     if (a.is_integral() && b.is_integral()) {
-      std::int64_t r = 0;
-      return Value::integer(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+      return Value::integer(checked(kSub, a.as_int(), b.as_int()));
     }
     return Value::real(a.as_float() - b.as_float());
   }
   if (op == "*") {
     if (a.is_integral() && b.is_integral()) {
-      std::int64_t r = 0;
-      return Value::integer(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+      return Value::integer(checked(kMul, a.as_int(), b.as_int()));
     }
     return Value::real(a.as_float() * b.as_float());
   }
