@@ -27,11 +27,13 @@ std::optional<std::string> special_token(const Json& config, const char* key, co
 
 std::string config_template(const Json& config, const std::string& what) {
   const auto it = config.find("chat_template");
-  if (it == config.end() || it->is_null()) fail(ErrorKind::Template, "{} has no chat_template (and there is no chat_template.jinja beside it)", what);
+  if (it == config.end() || it->is_null())
+    fail(ErrorKind::Template, "{} has no chat_template (and there is no chat_template.jinja beside it)", what);
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array()) {
     for (const Json& entry : *it) {
-      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") || !entry["template"].is_string())
+      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
+          !entry["template"].is_string())
         fail(ErrorKind::Template, "{}: chat_template list entries must be {{\"name\", \"template\"}} objects", what);
       if (entry["name"] == "default") return entry["template"].get<std::string>();
     }
@@ -75,7 +77,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request, const ji
   using OJson = nlohmann::ordered_json;
   if (!request.is_object()) fail(ErrorKind::Api, "chat request: expected a JSON object with \"messages\"");
   const auto messages = request.find("messages");
-  if (messages == request.end() || !messages->is_array()) fail(ErrorKind::Api, "chat request: \"messages\" must be an array");
+  if (messages == request.end() || !messages->is_array())
+    fail(ErrorKind::Api, "chat request: \"messages\" must be an array");
   for (std::size_t i = 0; i < messages->size(); ++i)
     if (!(*messages)[i].is_object()) fail(ErrorKind::Api, "chat request: messages[{}] is not an object", i);
   const auto tools = request.find("tools");
@@ -89,11 +92,13 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request, const ji
   globals["messages"] = *messages;
   globals["tools"] = tools == request.end() ? OJson() : *tools;
   globals["documents"] = request.contains("documents") ? request["documents"] : OJson();
-  globals["add_generation_prompt"] = request.contains("add_generation_prompt") ? request["add_generation_prompt"] : OJson(false);
+  globals["add_generation_prompt"] =
+      request.contains("add_generation_prompt") ? request["add_generation_prompt"] : OJson(false);
   if (bos_) globals["bos_token"] = *bos_;
   if (eos_) globals["eos_token"] = *eos_;
   for (const auto& [key, value] : request.items())
-    if (key != "messages" && key != "tools" && key != "documents" && key != "add_generation_prompt") globals[key] = value;
+    if (key != "messages" && key != "tools" && key != "documents" && key != "add_generation_prompt")
+      globals[key] = value;
   jinja::Value values;
   try {
     values = jinja::from_json(globals);

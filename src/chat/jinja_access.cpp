@@ -39,11 +39,11 @@ bool Bound::get_bool(std::size_t i, bool fallback) const { return present_[i] ? 
 
 namespace {
 
-constexpr std::string_view kDictMethods[] = {"items", "keys",  "values",     "get",   "pop", "popitem",
-                                             "setdefault", "update", "clear", "copy", "fromkeys"};
-constexpr std::string_view kStrMethods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip",    "split", "replace",
-                                            "upper",      "lower",    "title", "capitalize", "join", "splitlines",
-                                            "find"};
+constexpr std::string_view kDictMethods[] = {"items",      "keys",   "values", "get",  "pop",     "popitem",
+                                             "setdefault", "update", "clear",  "copy", "fromkeys"};
+constexpr std::string_view kStrMethods[] = {"startswith", "endswith", "strip",      "lstrip", "rstrip",
+                                            "split",      "replace",  "upper",      "lower",  "title",
+                                            "capitalize", "join",     "splitlines", "find"};
 
 template <std::size_t N>
 bool one_of(const std::string_view (&set)[N], std::string_view name) {
@@ -101,8 +101,8 @@ Value str_method(Interp& interp, const std::string& s, std::string_view name, co
     Bound b(name, args, {"sub"});
     if (!b.has(0) || !b[0].is_string()) fault("find() takes a str argument");
     const std::size_t at = s.find(b[0].str());
-    return Value::integer(at == std::string::npos ? -1
-                                                  : static_cast<std::int64_t>(code_point_count(std::string_view(s).substr(0, at))));
+    return Value::integer(
+        at == std::string::npos ? -1 : static_cast<std::int64_t>(code_point_count(std::string_view(s).substr(0, at))));
   }
   if (name == "join") {
     Bound b(name, args, {"iterable"});
@@ -131,10 +131,14 @@ Value dict_method(Interp& interp, const Dict& d, std::string_view name, const Ca
   Bound(name, args, {});
   ValueList out;
   for (const auto& [k, v] : d.items()) {
-    if (name == "items") out.push_back(Value::tuple({Value::string(k), v}));
-    else if (name == "keys") out.push_back(Value::string(k));
-    else if (name == "values") out.push_back(v);
-    else fault(fmt::format("dict.{} is not allowed: the template environment is immutable", name));
+    if (name == "items")
+      out.push_back(Value::tuple({Value::string(k), v}));
+    else if (name == "keys")
+      out.push_back(Value::string(k));
+    else if (name == "values")
+      out.push_back(v);
+    else
+      fault(fmt::format("dict.{} is not allowed: the template environment is immutable", name));
   }
   return Value::list(std::move(out));
 }
@@ -235,7 +239,9 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   if (st == 0) fault("slice step cannot be zero");
   const bool ascii = obj.is_string() && is_ascii(obj.str());
   const std::u32string wide = obj.is_string() && !ascii ? to_u32(obj.str()) : std::u32string();
-  const std::int64_t n = static_cast<std::int64_t>(obj.is_sequence() ? obj.items().size() : ascii ? obj.str().size() : wide.size());
+  const std::int64_t n = static_cast<std::int64_t>(obj.is_sequence() ? obj.items().size()
+                                                   : ascii           ? obj.str().size()
+                                                                     : wide.size());
   std::int64_t a = given(start) ? clamp_index(start.as_int(), n, st < 0) : (st > 0 ? 0 : n - 1);
   const std::int64_t b = given(stop) ? clamp_index(stop.as_int(), n, st < 0) : (st > 0 ? n : -1);
   ValueList items;
@@ -243,11 +249,15 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   std::u32string w;
   for (; st > 0 ? a < b : a > b; a += st) {
     const auto i = static_cast<std::size_t>(a);
-    if (obj.is_sequence()) items.push_back(obj.items()[i]);
-    else if (ascii) s += obj.str()[i];
-    else w += wide[i];
+    if (obj.is_sequence())
+      items.push_back(obj.items()[i]);
+    else if (ascii)
+      s += obj.str()[i];
+    else
+      w += wide[i];
   }
-  if (obj.is_sequence()) return obj.kind() == Value::Kind::Tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+  if (obj.is_sequence())
+    return obj.kind() == Value::Kind::Tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));
   return Value::string(ascii ? std::move(s) : to_utf8(w));
 }
 
@@ -257,7 +267,8 @@ Value get_path(const Value& obj, std::string_view path) {
   while (true) {
     const std::size_t dot = path.find('.', start);
     const std::string_view part = path.substr(start, dot == std::string_view::npos ? path.npos : dot - start);
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool numeric =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     v = numeric && part.size() < 18 ? get_item(v, Value::integer(std::stoll(std::string(part))))
                                     : get_item(v, Value::string(std::string(part)));
     if (dot == std::string_view::npos) return v;

@@ -26,25 +26,25 @@ using FilterFn = Value (*)(Interp&, const Value&, const CallArgs&);
 using TestFn = bool (*)(Interp&, const Value&, const CallArgs&);
 
 enum class ExprKind : std::uint8_t {
-  Literal,   // value
-  Name,      // name
-  GetAttr,   // args[0] . name
-  GetItem,   // args[0] [ args[1] ]
-  Slice,     // args[0] [ args[1] : args[2] : args[3] ] (missing parts are null)
-  Call,      // args[0] ( args[1..], kwargs )
-  Filter,    // args[0] | name ( args[1..], kwargs )
-  Test,      // args[0] is [not] name ( args[1..] )
-  Not,       // not args[0]
-  Neg,       // - args[0]
-  Pos,       // + args[0]
-  Binary,    // args[0] op args[1]: + - * / // % ** ~
-  Compare,   // args[0] ops[0] args[1] ops[1] args[2] ...
+  Literal,  // value
+  Name,     // name
+  GetAttr,  // args[0] . name
+  GetItem,  // args[0] [ args[1] ]
+  Slice,    // args[0] [ args[1] : args[2] : args[3] ] (missing parts are null)
+  Call,     // args[0] ( args[1..], kwargs )
+  Filter,   // args[0] | name ( args[1..], kwargs )
+  Test,     // args[0] is [not] name ( args[1..] )
+  Not,      // not args[0]
+  Neg,      // - args[0]
+  Pos,      // + args[0]
+  Binary,   // args[0] op args[1]: + - * / // % ** ~
+  Compare,  // args[0] ops[0] args[1] ops[1] args[2] ...
   And,
   Or,
   CondExpr,  // args[1] if args[0] else args[2] (args[2] null: Undefined)
   ListLit,
   TupleLit,
-  DictLit,   // args: key0, value0, key1, value1, ...
+  DictLit,  // args: key0, value0, key1, value1, ...
 };
 
 struct Expr {
@@ -75,7 +75,7 @@ enum class StmtKind : std::uint8_t {
   Macro,     // name(params) body
   Break,
   Continue,
-  Scoped,    // {% with %} (assignments in targets/values) and {% generation %}: body in a child scope
+  Scoped,  // {% with %} (assignments in targets/values) and {% generation %}: body in a child scope
 };
 
 struct MacroParam {
@@ -87,11 +87,11 @@ struct Stmt {
   Stmt(StmtKind k, Pos p) : kind(k), pos(p) {}
   StmtKind kind;
   Pos pos;
-  std::string text;                  // Text; Macro name; Set attr for `set ns.attr`
-  ExprPtr expr;                      // Output value, For iterable, Set value
-  ExprPtr cond;                      // For filter
-  std::vector<std::string> targets;  // For / Set / SetBlock / Scoped names
-  std::vector<ExprPtr> values;       // Scoped (with) values, one per target
+  std::string text;                                // Text; Macro name; Set attr for `set ns.attr`
+  ExprPtr expr;                                    // Output value, For iterable, Set value
+  ExprPtr cond;                                    // For filter
+  std::vector<std::string> targets;                // For / Set / SetBlock / Scoped names
+  std::vector<ExprPtr> values;                     // Scoped (with) values, one per target
   std::vector<std::pair<ExprPtr, Body>> branches;  // If
   Body body;
   Body else_body;

@@ -46,14 +46,22 @@ Value Interp::eval_compare(const Expr& e) {
     Value right = eval(*e.args[i + 1]);
     const std::string& op = e.ops[i];
     bool r = false;
-    if (op == "==") r = equals(left, right);
-    else if (op == "!=") r = !equals(left, right);
-    else if (op == "<") r = less(left, right);
-    else if (op == ">") r = less(right, left);
-    else if (op == "<=") r = less(left, right) || equals(left, right);
-    else if (op == ">=") r = less(right, left) || equals(left, right);
-    else if (op == "in") r = contains(right, left);
-    else r = !contains(right, left);
+    if (op == "==")
+      r = equals(left, right);
+    else if (op == "!=")
+      r = !equals(left, right);
+    else if (op == "<")
+      r = less(left, right);
+    else if (op == ">")
+      r = less(right, left);
+    else if (op == "<=")
+      r = less(left, right) || equals(left, right);
+    else if (op == ">=")
+      r = less(right, left) || equals(left, right);
+    else if (op == "in")
+      r = contains(right, left);
+    else
+      r = !contains(right, left);
     if (!r) return Value::boolean(false);
     left = std::move(right);
   }

@@ -43,9 +43,13 @@ bool parse_py_int(std::string_view text, std::int64_t& out) {
   if (i < s.size() && (s[i] == '+' || s[i] == '-')) digits += s[i++] == '-' ? "-" : "";
   if (i == s.size()) return false;
   for (; i < s.size(); ++i) {
-    if (s[i] >= '0' && s[i] <= '9') digits += s[i];
-    else if (s[i] == '_' && i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') continue;
-    else return false;
+    if (s[i] >= '0' && s[i] <= '9')
+      digits += s[i];
+    else if (s[i] == '_' && i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9' && i + 1 < s.size() && s[i + 1] >= '0' &&
+             s[i + 1] <= '9')
+      continue;
+    else
+      return false;
   }
   const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), out);
   if (r.ec == std::errc::result_out_of_range) fault(fmt::format("integer '{}' does not fit in 64 bits", s));
@@ -71,14 +75,17 @@ bool parse_py_float(std::string_view text, double& out) {
   if (at == t.size()) return false;
   const auto r = std::from_chars(t.data() + at, t.data() + t.size(), out, std::chars_format::general);
   if (r.ptr != t.data() + t.size()) return false;
-  if (r.ec == std::errc::result_out_of_range) out = std::strtod(t.c_str() + at, nullptr);  // inf or 0, as Python
-  else if (r.ec != std::errc()) return false;
+  if (r.ec == std::errc::result_out_of_range)
+    out = std::strtod(t.c_str() + at, nullptr);  // inf or 0, as Python
+  else if (r.ec != std::errc())
+    return false;
   if (negative) out = -out;
   return true;
 }
 
 std::int64_t float_to_int(double d) {
-  if (!std::isfinite(d)) fault(std::isnan(d) ? "cannot convert float NaN to integer" : "cannot convert float infinity to integer");
+  if (!std::isfinite(d))
+    fault(std::isnan(d) ? "cannot convert float NaN to integer" : "cannot convert float infinity to integer");
   const double t = std::trunc(d);
   if (t < -9.2233720368547758e18 || t >= 9.2233720368547758e18) fault("integer does not fit in 64 bits");
   return static_cast<std::int64_t>(t);
@@ -158,8 +165,12 @@ Value f_safe(Interp&, const Value& v, const CallArgs& a) { return Bound("safe", 
 Value f_escape(Interp&, const Value& v, const CallArgs& a) {
   return Bound("escape", a, {}), Value::string(html_escape(to_str(v)));
 }
-Value f_lower(Interp&, const Value& v, const CallArgs& a) { return Bound("lower", a, {}), Value::string(str_lower(to_str(v))); }
-Value f_upper(Interp&, const Value& v, const CallArgs& a) { return Bound("upper", a, {}), Value::string(str_upper(to_str(v))); }
+Value f_lower(Interp&, const Value& v, const CallArgs& a) {
+  return Bound("lower", a, {}), Value::string(str_lower(to_str(v)));
+}
+Value f_upper(Interp&, const Value& v, const CallArgs& a) {
+  return Bound("upper", a, {}), Value::string(str_upper(to_str(v)));
+}
 Value f_capitalize(Interp&, const Value& v, const CallArgs& a) {
   return Bound("capitalize", a, {}), Value::string(str_capitalize(to_str(v)));
 }
@@ -199,7 +210,8 @@ Value f_indent(Interp& in, const Value& v, const CallArgs& a) {
   Bound b("indent", a, {"width", "first", "blank"});
   const Value width = b.get(0, Value::integer(4));
   const std::string pad =
-      width.is_string() ? width.str() : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(b.get_int(0, 4), 0, 256)), ' ');
+      width.is_string() ? width.str()
+                        : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(b.get_int(0, 4), 0, 256)), ' ');
   const std::string s = to_str(v);
   in.charge(1 + s.size() / 64);
   const Value lines = str_splitlines(s + "\n", false);
@@ -223,9 +235,12 @@ Value f_tojson(Interp& in, const Value& v, const CallArgs& a) {
   st.sort_keys = b.get_bool(3, false);
   if (b.has(1) && !b[1].is_none()) {
     st.has_indent = true;
-    st.item_sep.assign(1, ',');  // json.dumps drops the space before newlines; assign() dodges a g++-12 -Wrestrict false positive
-    if (b[1].is_string()) st.indent = b[1].str();
-    else st.indent = std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(b.get_int(1, 0), 0, 256)), ' ');
+    st.item_sep.assign(
+        1, ',');  // json.dumps drops the space before newlines; assign() dodges a g++-12 -Wrestrict false positive
+    if (b[1].is_string())
+      st.indent = b[1].str();
+    else
+      st.indent = std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(b.get_int(1, 0), 0, 256)), ' ');
   }
   if (b.has(2) && !b[2].is_none()) {
     const Value& sep = b[2];
@@ -245,11 +260,13 @@ struct FilterEntry {
   FilterFn fn;
 };
 constexpr FilterEntry kFilters[] = {
-    {"abs", f_abs},         {"capitalize", f_capitalize}, {"count", f_length},  {"d", f_default},
-    {"default", f_default}, {"e", f_escape},              {"escape", f_escape}, {"float", f_float},
-    {"indent", f_indent},   {"int", f_int},               {"length", f_length}, {"lower", f_lower},
-    {"replace", f_replace}, {"round", f_round},           {"safe", f_safe},     {"string", f_string},
-    {"title", f_title},     {"tojson", f_tojson},         {"trim", f_trim},     {"upper", f_upper},
+    {"abs", f_abs},         {"capitalize", f_capitalize}, {"count", f_length},
+    {"d", f_default},       {"default", f_default},       {"e", f_escape},
+    {"escape", f_escape},   {"float", f_float},           {"indent", f_indent},
+    {"int", f_int},         {"length", f_length},         {"lower", f_lower},
+    {"replace", f_replace}, {"round", f_round},           {"safe", f_safe},
+    {"string", f_string},   {"title", f_title},           {"tojson", f_tojson},
+    {"trim", f_trim},       {"upper", f_upper},
 };
 
 }  // namespace

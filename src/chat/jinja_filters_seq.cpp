@@ -196,10 +196,22 @@ struct FilterEntry {
   FilterFn fn;
 };
 constexpr FilterEntry kFilters[] = {
-    {"dictsort", f_dictsort}, {"first", f_first},   {"items", f_items},           {"join", f_join},
-    {"last", f_last},         {"list", f_list},     {"map", f_map},               {"max", f_max},
-    {"min", f_min},           {"reject", f_reject}, {"rejectattr", f_rejectattr}, {"reverse", f_reverse},
-    {"select", f_select},     {"selectattr", f_selectattr}, {"sort", f_sort},     {"sum", f_sum},
+    {"dictsort", f_dictsort},
+    {"first", f_first},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"list", f_list},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"reverse", f_reverse},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"sum", f_sum},
     {"unique", f_unique},
 };
 

@@ -64,9 +64,12 @@ class Lexer {
       std::size_t raw_end = 0;
       const bool raw = kind == '%' && match_tag_word(tag, "raw", false, raw_end);
       emit_text(s_.substr(pos_, tag - pos_), pos_, kind, sign);
-      if (raw) lex_raw(tag, raw_end);
-      else if (kind == '#') lex_comment(tag, sign);
-      else lex_tag(tag, kind, sign);
+      if (raw)
+        lex_raw(tag, raw_end);
+      else if (kind == '#')
+        lex_comment(tag, sign);
+      else
+        lex_tag(tag, kind, sign);
     }
     out_.push_back(Token{Tok::End, {}, s_.size()});
     return std::move(out_);
@@ -201,7 +204,8 @@ class Lexer {
       }
     }
     if (std::string_view("+-/*%~[](){}><=.:|,;").find(c) == std::string_view::npos)
-      lex_fail(i, fmt::format("unexpected character '{}' in a tag", s_.substr(i, std::max<std::size_t>(1, space_at(s_, i)))));
+      lex_fail(i, fmt::format("unexpected character '{}' in a tag",
+                              s_.substr(i, std::max<std::size_t>(1, space_at(s_, i)))));
     if (c == '(' || c == '[' || c == '{') ++depth;
     if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
     push(Tok::Op, std::string(1, c), i);

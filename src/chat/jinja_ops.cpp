@@ -32,9 +32,11 @@ constexpr auto kSub = [](std::int64_t a, std::int64_t b, std::int64_t* r) { retu
 constexpr auto kMul = [](std::int64_t a, std::int64_t b, std::int64_t* r) { return __builtin_mul_overflow(a, b, r); };
 
 Value repeat(Interp& in, const Value& seq, std::int64_t times) {
-  if (times <= 0) return seq.is_string() ? Value::string("") : seq.kind() == Value::Kind::Tuple ? Value::tuple({}) : Value::list({});
+  if (times <= 0)
+    return seq.is_string() ? Value::string("") : seq.kind() == Value::Kind::Tuple ? Value::tuple({}) : Value::list({});
   const std::size_t unit = seq.is_string() ? seq.str().size() : seq.items().size();
-  if (unit != 0 && static_cast<std::uint64_t>(times) > (std::uint64_t{1} << 40) / unit) fault("repetition result is too large");
+  if (unit != 0 && static_cast<std::uint64_t>(times) > (std::uint64_t{1} << 40) / unit)
+    fault("repetition result is too large");
   const std::size_t total = unit * static_cast<std::size_t>(times);
   in.charge_size(total);
   in.charge(1 + total / 64);

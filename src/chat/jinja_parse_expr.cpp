@@ -165,9 +165,12 @@ ExprPtr Parser::parse_unary(bool with_filter) {
   DepthGuard guard(*this);
   const Pos p = pos();
   ExprPtr node;
-  if (skip_op("-")) node = make(ExprKind::Neg, p, parse_unary(false));
-  else if (skip_op("+")) node = make(ExprKind::Pos, p, parse_unary(false));
-  else node = parse_primary();
+  if (skip_op("-"))
+    node = make(ExprKind::Neg, p, parse_unary(false));
+  else if (skip_op("+"))
+    node = make(ExprKind::Pos, p, parse_unary(false));
+  else
+    node = parse_primary();
   node = parse_postfix(std::move(node));
   return with_filter ? parse_filter_expr(std::move(node)) : std::move(node);
 }
@@ -238,16 +241,20 @@ ExprPtr Parser::parse_dict(Pos p) {
 
 ExprPtr Parser::parse_postfix(ExprPtr node) {
   while (true) {
-    if (is_op(".") || is_op("[")) node = parse_subscript(std::move(node));
-    else if (is_op("(")) node = parse_call(std::move(node));
-    else return node;
+    if (is_op(".") || is_op("["))
+      node = parse_subscript(std::move(node));
+    else if (is_op("("))
+      node = parse_call(std::move(node));
+    else
+      return node;
   }
 }
 
 ExprPtr Parser::parse_subscript(ExprPtr node) {
   const Pos p = pos();
   if (skip_op(".")) {
-    if (cur().type == Tok::Int) return make(ExprKind::GetItem, p, std::move(node), literal(pos(), Value::integer(toks_[at_++].int_value)));
+    if (cur().type == Tok::Int)
+      return make(ExprKind::GetItem, p, std::move(node), literal(pos(), Value::integer(toks_[at_++].int_value)));
     auto e = make(ExprKind::GetAttr, p, std::move(node));
     e->name = expect_name("an attribute name after '.'");
     return e;
@@ -276,10 +283,14 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
 
 ExprPtr Parser::parse_filter_expr(ExprPtr node) {
   while (true) {
-    if (is_op("|")) node = parse_filter(std::move(node));
-    else if (is_name("is")) node = parse_test(std::move(node));
-    else if (is_op("(")) node = parse_call(std::move(node));
-    else return node;
+    if (is_op("|"))
+      node = parse_filter(std::move(node));
+    else if (is_name("is"))
+      node = parse_test(std::move(node));
+    else if (is_op("("))
+      node = parse_call(std::move(node));
+    else
+      return node;
   }
 }
 
@@ -318,8 +329,10 @@ ExprPtr Parser::parse_test(ExprPtr node) {
 
 ExprPtr Parser::parse_call(ExprPtr callee) {
   const Pos p = pos();
-  if (callee->kind == ExprKind::Name) pending_.push_back({callee->pos, callee->name, false});
-  else if (callee->kind == ExprKind::GetAttr) pending_.push_back({callee->pos, callee->name, true});
+  if (callee->kind == ExprKind::Name)
+    pending_.push_back({callee->pos, callee->name, false});
+  else if (callee->kind == ExprKind::GetAttr)
+    pending_.push_back({callee->pos, callee->name, true});
   auto e = make(ExprKind::Call, p, std::move(callee));
   parse_call_args(*e);
   return e;

@@ -222,7 +222,8 @@ void json_at(std::string& out, const Value& v, const JsonStyle& st, int depth) {
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       const ValueList& items = v.items();
-      json_container(out, st, depth, items.size(), '[', ']', [&](std::size_t i) { json_at(out, items[i], st, depth + 1); });
+      json_container(out, st, depth, items.size(), '[', ']',
+                     [&](std::size_t i) { json_at(out, items[i], st, depth + 1); });
       return;
     }
     case Value::Kind::Dict: {

@@ -233,7 +233,8 @@ Interp::Flow Interp::exec_for(const Stmt& s, std::string& out) {
 Value Interp::call_macro(const Stmt& m, const std::weak_ptr<Scope>& defined_in, const CallArgs& args) {
   std::shared_ptr<Scope> parent = defined_in.lock();
   if (!parent) fault(fmt::format("macro '{}' called after the block that defined it ended", m.text));
-  if (call_depth_ >= limits_.max_call_depth) fault(fmt::format("macro calls nested deeper than {}", limits_.max_call_depth));
+  if (call_depth_ >= limits_.max_call_depth)
+    fault(fmt::format("macro calls nested deeper than {}", limits_.max_call_depth));
   charge(1);
   if (args.positional.size() > m.params.size())
     fault(fmt::format("macro '{}' takes not more than {} argument(s)", m.text, m.params.size()));

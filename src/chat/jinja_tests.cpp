@@ -22,10 +22,10 @@ void no_args(std::string_view test, const CallArgs& a) {
   if (!a.positional.empty() || !a.keyword.empty()) fault(fmt::format("test '{}' takes no arguments", test));
 }
 
-#define KERN_SIMPLE_TEST(fname, label, expr)                    \
-  bool fname(Interp&, const Value& v, const CallArgs& a) {    \
-    no_args(label, a);                                         \
-    return expr;                                               \
+#define KERN_SIMPLE_TEST(fname, label, expr)               \
+  bool fname(Interp&, const Value& v, const CallArgs& a) { \
+    no_args(label, a);                                     \
+    return expr;                                           \
   }
 
 KERN_SIMPLE_TEST(t_defined, "defined", !v.is_undefined())
@@ -89,24 +89,42 @@ struct TestEntry {
   TestFn fn;
 };
 constexpr TestEntry kTests[] = {
-    {"!=", t_ne},         {"<", t_lt},
-    {"<=", t_le},         {"==", t_eq},
-    {">", t_gt},          {">=", t_ge},
-    {"boolean", t_boolean}, {"callable", t_callable},
-    {"defined", t_defined}, {"divisibleby", t_divisibleby},
-    {"eq", t_eq},         {"equalto", t_eq},
-    {"even", t_even},     {"false", t_false},
-    {"float", t_float},   {"ge", t_ge},
-    {"greaterthan", t_gt}, {"gt", t_gt},
-    {"in", t_in},         {"integer", t_integer},
-    {"iterable", t_iterable}, {"le", t_le},
-    {"lessthan", t_lt},   {"lower", t_lower},
-    {"lt", t_lt},         {"mapping", t_mapping},
-    {"ne", t_ne},         {"none", t_none},
-    {"number", t_number}, {"odd", t_odd},
-    {"sameas", t_sameas}, {"sequence", t_sequence},
-    {"string", t_string}, {"true", t_true},
-    {"undefined", t_undefined}, {"upper", t_upper},
+    {"!=", t_ne},
+    {"<", t_lt},
+    {"<=", t_le},
+    {"==", t_eq},
+    {">", t_gt},
+    {">=", t_ge},
+    {"boolean", t_boolean},
+    {"callable", t_callable},
+    {"defined", t_defined},
+    {"divisibleby", t_divisibleby},
+    {"eq", t_eq},
+    {"equalto", t_eq},
+    {"even", t_even},
+    {"false", t_false},
+    {"float", t_float},
+    {"ge", t_ge},
+    {"greaterthan", t_gt},
+    {"gt", t_gt},
+    {"in", t_in},
+    {"integer", t_integer},
+    {"iterable", t_iterable},
+    {"le", t_le},
+    {"lessthan", t_lt},
+    {"lower", t_lower},
+    {"lt", t_lt},
+    {"mapping", t_mapping},
+    {"ne", t_ne},
+    {"none", t_none},
+    {"number", t_number},
+    {"odd", t_odd},
+    {"sameas", t_sameas},
+    {"sequence", t_sequence},
+    {"string", t_string},
+    {"true", t_true},
+    {"undefined", t_undefined},
+    {"upper", t_upper},
 };
 
 }  // namespace

