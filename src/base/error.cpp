@@ -18,6 +18,7 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::Io: return "Io";
     case ErrorKind::Denied: return "Denied";
     case ErrorKind::Domain: return "Domain";
+    case ErrorKind::Template: return "Template";
   }
   return "Unknown";
 }

@@ -26,6 +26,7 @@ enum class ErrorKind {
   Io,              // the operating system refused a read or write
   Denied,          // a pool refused a request (a value turned into an error by the caller)
   Domain,          // an input write violates its declared domain
+  Template,        // a chat template does not parse, uses what kern does not support, or failed rendering a request
 };
 
 std::string_view to_string(ErrorKind kind);
