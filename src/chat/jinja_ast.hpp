@@ -57,6 +57,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;  // Compare: == != < <= > >= in notin
   bool negated = false;          // Test: `is not`
+  std::uint16_t height = 1;      // of the tree below, bounded by the parser
   FilterFn filter = nullptr;
   TestFn test = nullptr;
 };

@@ -2,6 +2,8 @@
 // + -, ~, * / // %, **, unary - +, then postfix . [] () and filters / tests.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "chat/jinja_builtins.hpp"
 #include "chat/jinja_parser.hpp"
 #include "kern/base/error.hpp"
@@ -20,6 +22,18 @@ ExprPtr make(ExprKind k, Pos p, ExprPtr a, ExprPtr b) {
   e->args.push_back(std::move(b));
   return e;
 }
+// Chains (a.b.c..., a + b + c ..., x | f | g ...) deepen the tree without recursing in the
+// parser; their height is bounded too, so evaluating and destroying the tree cannot overflow.
+ExprPtr sealed(ExprPtr e) {
+  int h = 0;
+  for (const ExprPtr& a : e->args)
+    if (a) h = std::max<int>(h, a->height);
+  for (const auto& kv : e->kwargs) h = std::max<int>(h, kv.second->height);
+  if (h >= kMaxExprHeight) throw ExprTooDeep{};
+  e->height = static_cast<std::uint16_t>(h + 1);
+  return e;
+}
+
 ExprPtr literal(Pos p, Value v) {
   auto e = make(ExprKind::Literal, p);
   e->literal = std::move(v);
@@ -36,7 +50,7 @@ ExprPtr Parser::parse_tuple(bool with_cond) {
     if (cur().type == Tok::VarEnd || cur().type == Tok::BlockEnd || is_op(")")) break;
     t->args.push_back(parse_expression(with_cond));
   }
-  return t;
+  return sealed(std::move(t));
 }
 
 ExprPtr Parser::parse_expression(bool with_cond) {
@@ -48,7 +62,7 @@ ExprPtr Parser::parse_expression(bool with_cond) {
     ++at_;
     auto c = make(ExprKind::CondExpr, p, parse_or(), std::move(e));
     c->args.push_back(skip_name("else") ? parse_expression(true) : nullptr);
-    e = std::move(c);
+    e = sealed(std::move(c));
   }
   return e;
 }
@@ -104,7 +118,7 @@ ExprPtr Parser::parse_compare() {
     cmp->ops.push_back(op);
     cmp->args.push_back(parse_math1());
   }
-  return cmp ? std::move(cmp) : std::move(first);
+  return cmp ? sealed(std::move(cmp)) : std::move(first);
 }
 
 ExprPtr Parser::parse_math1() {
@@ -114,7 +128,7 @@ ExprPtr Parser::parse_math1() {
     b->name = toks_[at_++].text;
     b->args.push_back(std::move(e));
     b->args.push_back(parse_concat());
-    e = std::move(b);
+    e = sealed(std::move(b));
   }
   return e;
 }
@@ -127,7 +141,7 @@ ExprPtr Parser::parse_concat() {
     b->name = "~";
     b->args.push_back(std::move(e));
     b->args.push_back(parse_math2());
-    e = std::move(b);
+    e = sealed(std::move(b));
   }
   return e;
 }
@@ -143,7 +157,7 @@ ExprPtr Parser::parse_math2() {
     ++at_;
     b->args.push_back(std::move(e));
     b->args.push_back(parse_pow());
-    e = std::move(b);
+    e = sealed(std::move(b));
   }
   return e;
 }
@@ -156,7 +170,7 @@ ExprPtr Parser::parse_pow() {
     b->name = "**";
     b->args.push_back(std::move(e));
     b->args.push_back(parse_unary(true));
-    e = std::move(b);
+    e = sealed(std::move(b));
   }
   return e;
 }
@@ -166,9 +180,9 @@ ExprPtr Parser::parse_unary(bool with_filter) {
   const Pos p = pos();
   ExprPtr node;
   if (skip_op("-"))
-    node = make(ExprKind::Neg, p, parse_unary(false));
+    node = sealed(make(ExprKind::Neg, p, parse_unary(false)));
   else if (skip_op("+"))
-    node = make(ExprKind::Pos, p, parse_unary(false));
+    node = sealed(make(ExprKind::Pos, p, parse_unary(false)));
   else
     node = parse_primary();
   node = parse_postfix(std::move(node));
@@ -222,7 +236,7 @@ ExprPtr Parser::parse_sequence(ExprKind kind, Pos p, std::string_view close) {
     }
     e->args.push_back(parse_expression());
   }
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_dict(Pos p) {
@@ -236,15 +250,15 @@ ExprPtr Parser::parse_dict(Pos p) {
     expect_op(":");
     e->args.push_back(parse_expression());
   }
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_postfix(ExprPtr node) {
   while (true) {
     if (is_op(".") || is_op("["))
-      node = parse_subscript(std::move(node));
+      node = sealed(parse_subscript(std::move(node)));
     else if (is_op("("))
-      node = parse_call(std::move(node));
+      node = sealed(parse_call(std::move(node)));
     else
       return node;
   }
@@ -284,11 +298,11 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
 ExprPtr Parser::parse_filter_expr(ExprPtr node) {
   while (true) {
     if (is_op("|"))
-      node = parse_filter(std::move(node));
+      node = sealed(parse_filter(std::move(node)));
     else if (is_name("is"))
-      node = parse_test(std::move(node));
+      node = sealed(parse_test(std::move(node)));
     else if (is_op("("))
-      node = parse_call(std::move(node));
+      node = sealed(parse_call(std::move(node)));
     else
       return node;
   }
@@ -328,7 +342,7 @@ ExprPtr Parser::parse_test(ExprPtr node) {
 }
 
 ExprPtr Parser::parse_call(ExprPtr callee) {
-  const Pos p = pos();
+  const Pos p = callee->pos;
   if (callee->kind == ExprKind::Name)
     pending_.push_back({callee->pos, callee->name, false});
   else if (callee->kind == ExprKind::GetAttr)

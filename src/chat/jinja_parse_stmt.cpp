@@ -74,7 +74,11 @@ std::shared_ptr<const Program> Parser::run() {
   auto program = std::make_shared<Program>();
   program->name = name_;
   std::string ended;
-  program->body = parse_body({}, ended);
+  try {
+    program->body = parse_body({}, ended);
+  } catch (const ExprTooDeep&) {
+    fail(fmt::format("an expression nested deeper than {} levels", kMaxExprHeight));
+  }
   check_pending();
   return program;
 }

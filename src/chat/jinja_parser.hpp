@@ -17,6 +17,9 @@
 
 namespace kern::chat::jinja {
 
+constexpr int kMaxExprHeight = 400;
+struct ExprTooDeep {};
+
 // Throws Error(Template) "NAME line L column C: ...".
 std::shared_ptr<const Program> parse_program(std::string_view source, std::string name);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "chat/jinja_unicode.hpp"
@@ -11,7 +12,7 @@ namespace kern::chat::jinja {
 namespace {
 // Values nest only as deep as a template or the request builds them, but a namespace can be
 // made to hold itself; walks stop here instead of overflowing the stack.
-constexpr int kMaxValueDepth = 200;
+constexpr int kMaxValueDepth = Value::kMaxDepth;
 
 void check_depth(int depth) {
   if (depth > kMaxValueDepth)
@@ -95,6 +96,8 @@ Value Value::string(std::string s) {
 Value Value::list(ValueList items) {
   Value v;
   v.kind_ = Kind::List;
+  for (const Value& x : items) v.depth_ = std::max(v.depth_, x.depth_);
+  if (++v.depth_ > kMaxDepth) fault(fmt::format("lists and dicts nested deeper than {}", kMaxDepth));
   v.data_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
@@ -107,12 +110,15 @@ Value Value::dict(Dict d) { return dict(std::make_shared<const Dict>(std::move(d
 Value Value::dict(std::shared_ptr<const Dict> d) {
   Value v;
   v.kind_ = Kind::Dict;
+  for (const auto& kv : d->items()) v.depth_ = std::max(v.depth_, kv.second.depth_);
+  if (++v.depth_ > kMaxDepth) fault(fmt::format("lists and dicts nested deeper than {}", kMaxDepth));
   v.data_ = std::move(d);
   return v;
 }
 Value Value::namespace_object(std::shared_ptr<Dict> attrs) {
   Value v;
   v.kind_ = Kind::Namespace;
+  v.depth_ = 1;
   v.data_ = std::move(attrs);
   return v;
 }

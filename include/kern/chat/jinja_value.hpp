@@ -19,39 +19,10 @@
 namespace kern::chat::jinja {
 
 class Value;
+class Dict;
+class Callable;
 class Interp;
 using ValueList = std::vector<Value>;
-
-// String-keyed mapping in insertion order (Python dicts with str keys, Jinja namespaces).
-class Dict {
- public:
-  const Value* find(std::string_view key) const;
-  void set(std::string key, Value value);  // replaces in place, or appends
-  std::size_t size() const { return items_.size(); }
-  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  void clear();
-
- private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::vector<std::pair<std::string, Value>> items_;
-  std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
-};
-
-struct CallArgs {
-  ValueList positional;
-  std::vector<std::pair<std::string, Value>> keyword;
-};
-
-// Macros, globals (range, namespace, ...) and bound methods ('a'.upper, d.items).
-class Callable {
- public:
-  virtual ~Callable() = default;
-  virtual std::string_view name() const = 0;
-  virtual Value call(const CallArgs& args, Interp& interp) const = 0;
-};
 
 // Raised by value operations (a Python TypeError, ValueError, ...); the evaluator adds the
 // template position and turns it into a kern::Error.
@@ -63,6 +34,9 @@ struct Fault {
 class Value {
  public:
   enum class Kind : std::uint8_t { Undefined, None, Bool, Int, Float, String, List, Tuple, Dict, Namespace, Callable };
+  // Lists and dicts nest at most this deep (a Fault beyond), so walking or destroying one stays
+  // within the stack; a namespace counts as one level (its attributes are cleared after a render).
+  static constexpr int kMaxDepth = 200;
 
   Value() = default;  // Undefined
   static Value undefined(std::string name);
@@ -101,10 +75,42 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
+  std::uint16_t depth_ = 0;
   std::variant<std::monostate, bool, std::int64_t, double, std::shared_ptr<const std::string>,
                std::shared_ptr<const ValueList>, std::shared_ptr<const Dict>, std::shared_ptr<Dict>,
                std::shared_ptr<const Callable>>
       data_;
+};
+
+// String-keyed mapping in insertion order (Python dicts with str keys, Jinja namespaces).
+class Dict {
+ public:
+  const Value* find(std::string_view key) const;
+  void set(std::string key, Value value);  // replaces in place, or appends
+  std::size_t size() const { return items_.size(); }
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  void clear();
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<std::pair<std::string, Value>> items_;
+  std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
+};
+
+struct CallArgs {
+  ValueList positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+};
+
+// Macros, globals (range, namespace, ...) and bound methods ('a'.upper, d.items).
+class Callable {
+ public:
+  virtual ~Callable() = default;
+  virtual std::string_view name() const = 0;
+  virtual Value call(const CallArgs& args, Interp& interp) const = 0;
 };
 
 // Python's type name of a value, for messages ("NoneType", "str", "dict").
