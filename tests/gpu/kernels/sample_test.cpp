@@ -188,7 +188,9 @@ void check_greedy(int vocab, uint64_t seed) {
     const SampleReference ref = sample_reference(f, in[r].p);
     ASSERT_TRUE(ref.greedy);
     check_row(o, r, f, ref, "greedy vocab " + std::to_string(vocab));
-    if (r < 4) EXPECT_EQ(o.tokens[r], am[r]) << "vs kern_argmax, row " << r;
+    if (r < 4) {
+      EXPECT_EQ(o.tokens[r], am[r]) << "vs kern_argmax, row " << r;
+    }
   }
   EXPECT_EQ(o.tokens[3], 0);
 }
