@@ -41,9 +41,10 @@ function(kern_white_box target)
   endforeach()
 endfunction()
 
-# kern_add_host_test(name SOURCES... [DEPS ...] [LABELS ...] [WHITE_BOX layers whose private headers it tests]) -> gtest executable, tests discovered by ctest
+# kern_add_host_test(name SOURCES... [DEPS ...] [LABELS ...] [WHITE_BOX layers whose private headers it tests]
+#                    [PREFIX p: ctest names are p.Suite.Test]) -> gtest executable, tests discovered by ctest
 function(kern_add_host_test name)
-  cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS;WHITE_BOX" ${ARGN})
+  cmake_parse_arguments(T "" "PREFIX" "SOURCES;DEPS;LABELS;WHITE_BOX" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE kern_common GTest::gtest GTest::gtest_main GTest::gmock ${T_DEPS})
   kern_white_box(${name} ${T_WHITE_BOX})
@@ -59,6 +60,10 @@ function(kern_add_host_test name)
   if(NOT T_LABELS)
     set(T_LABELS host)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
+  set(prefix)
+  if(T_PREFIX)
+    set(prefix TEST_PREFIX ${T_PREFIX}.)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST WORKING_DIRECTORY ${PROJECT_BINARY_DIR} ${prefix}
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT 600)
 endfunction()

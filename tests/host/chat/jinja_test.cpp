@@ -262,8 +262,9 @@ TEST(JinjaLimits, StepsOutputAndCyclesAreBounded) {
       error_of("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "{}",
                small),
       "output limit");
-  EXPECT_CONTAINS(error_of("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
-                  "lists and dicts nested deeper than 200");
+  EXPECT_CONTAINS(
+      error_of("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
+      "lists and dicts nested deeper than 200");
   // A namespace holding itself: printing stops at the depth bound, and nothing leaks (ASan).
   EXPECT_CONTAINS(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), "nesting deeper than");
   EXPECT_CONTAINS(error_of("{% set ns = namespace() %}{% set ns.l = [ns] %}{{ ns | tojson }}"),
