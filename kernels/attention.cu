@@ -166,9 +166,7 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
       for (int o = kLanesPerKey; o < 32; o <<= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));
       // Key `base` is valid, so cm (and the new max) is finite; exp2(-inf - finite) = 0.
       const float m_new = fmaxf(m[g], cm);
-      const float alpha = exp2f(m[g] - m_new);
-      m[g] = m_new;
-      l[g] *= alpha;
+      const float alpha = online_rescale(m[g], l[g], m_new);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[g][i] *= alpha;
 #pragma unroll
@@ -208,19 +206,10 @@ __device__ void partial_pass(const Args& a, WarpState<HD>& ws, int s, int kvh, i
   // Merge the warps in warp order.
   for (int e = threadIdx.x; e < nq * HD; e += kThreads) {
     const int g = e / HD, d = e % HD;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ws.m[w][g]);
-    float num = 0.0f, den = 0.0f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = exp2f(ws.m[w][g] - mx);  // 0 for a warp that saw no key
-        num += f * ws.o[w][g][d];
-        den += f * ws.l[w][g];
-      }
-    }
-    const float o = den > 0.0f ? num / den : 0.0f;
+    const SoftmaxMerged mg =
+        merge_parts<kWarps>([&](int w) { return SoftmaxPart{ws.m[w][g], ws.o[w][g][d], ws.l[w][g]}; });
+    const float mx = mg.m, den = mg.den;
+    const float o = den > 0.0f ? mg.num / den : 0.0f;
     const int64_t h = static_cast<int64_t>(s) * a.heads + kvh * a.group + g0 + g;
     if (direct) {
       a.out[h * HD + d] = to_bf(o);
@@ -303,7 +292,7 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
   float mx = -INFINITY;
   for (int i = 0; i < sp.used; ++i) mx = fmaxf(mx, part_ml[(e0 + i) * 2]);
   for (int i = threadIdx.x; i < sp.used; i += blockDim.x)
-    weight[i] = part_ml[(e0 + i) * 2 + 1] * exp2f(part_ml[(e0 + i) * 2] - mx);
+    weight[i] = part_weight(part_ml[(e0 + i) * 2], part_ml[(e0 + i) * 2 + 1], mx);
   __syncthreads();
   if (threadIdx.x == 0) {
     float den = 0.0f;

@@ -161,9 +161,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
       // Key t0 is in the range, so the quad's max (which covers it) is finite.
       const float mn = fmaxf(m[h], mx[h]);
-      const float alpha = exp2f(m[h] - mn);  // 0 on the first tile (m = -inf)
-      m[h] = mn;
-      l[h] *= alpha;
+      const float alpha = online_rescale(m[h], l[h], mn);  // 0 on the first tile (m = -inf)
 #pragma unroll
       for (int nd = 0; nd < ND; ++nd) {
         o[nd][2 * h] *= alpha;
@@ -214,20 +212,12 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   const float* ws0 = reinterpret_cast<const float*>(decode_mma_smem);
   for (int e = threadIdx.x; e < group * HD; e += kThreads) {
     const int gg = e / HD, d = e % HD;
-    float mxw = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mxw = fmaxf(mxw, ws0[w * kWarpFloats + 16 * HD + gg]);
-    float num = 0.0f, den = 0.0f;
-    if (mxw != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float* wsw = ws0 + w * kWarpFloats;
-        const float f = exp2f(wsw[16 * HD + gg] - mxw);  // 0 for a warp that saw no key
-        num += f * wsw[gg * HD + d];
-        den += f * wsw[16 * HD + 16 + gg];
-      }
-    }
-    const float r = den > 0.0f ? num / den : 0.0f;
+    const SoftmaxMerged mg = merge_parts<kWarps>([&](int w) {
+      const float* wsw = ws0 + w * kWarpFloats;
+      return SoftmaxPart{wsw[16 * HD + gg], wsw[gg * HD + d], wsw[16 * HD + 16 + gg]};
+    });
+    const float mxw = mg.m, den = mg.den;
+    const float r = den > 0.0f ? mg.num / den : 0.0f;
     const int64_t hh = static_cast<int64_t>(s) * heads + kvh * group + gg;
     if (direct) {
       out[hh * HD + d] = to_bf(r);

@@ -107,6 +107,8 @@ Runner setup(CLI::App& app) {
   q->add_option("--model", opt.model, "The manifest's model label (default: the checkpoint directory's name)");
   q->add_flag("--logits-output", opt.gen.logits_output, "Expose logits ([seqs, vocab] bf16) as an output buffer");
   q->add_flag("!--no-pdl", opt.gen.pdl, "Launch the decode kernels without programmatic dependent launch");
+  q->add_flag("!--greedy-only", opt.gen.sampling,
+              "Argmax instead of the sampling op (no sampling inputs; for GPUs before sm_90)");
   q->add_option("--gemv-prefetch", opt.gen.gemv_prefetch_bytes,
                 "Bytes of its weight tile each decode GEMV block prefetches into L2 before waiting (0: none)");
   q->add_flag("--gemv-fused-norm", opt.gen.gemv_fused_norm,

@@ -176,10 +176,10 @@ class Streamer final : public driver::GenerationObserver {
     if (!text.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
-  ReplyPrinter* reply_;
   const tokenizer::Tokenizer* tok_;
   std::optional<tokenizer::StreamingDecoder> decoder_;
   driver::LogitsDump* dump_;
+  ReplyPrinter* reply_;
   Clock::time_point t0_, last_;
 };
 

@@ -33,6 +33,10 @@ struct Qwen3GenOptions {
   std::uint64_t page_size = 16;     // KV tokens per page
   bool logits_output = false;       // expose `logits` ([seqs, vocab] bf16) as an output
   bool pdl = true;                  // decode kernels launched with programmatic dependent launch
+  // Tokens come from the `sample` op (kernels/sample.cu, sm_90: greedy rows are argmax; temperature,
+  // top-k/p, min-p, penalties, log-probs per sequence) with the sampling fills; off: argmax only,
+  // no sampling fills (GPUs before sm_90).
+  bool sampling = true;
   // Bytes of its weight tile each decode GEMV block asks the L2 to prefetch before it waits for
   // the previous kernel (capped at the tile; 0: none, the default: 64 KiB measured 6 % slower per
   // decode step on the H200, docs/perf.md).

@@ -73,6 +73,18 @@ OJ buffers(const Geo& g) {
   b["next_token"]["fill"] = "tokens";
   b["next_token"]["domain"] = {{"min", 0}, {"max", c.vocab - 1}};
   b["logits"] = plain("bf16", OJ::array({"seqs", c.vocab}), g.o.logits_output ? "output" : "workspace");
+  if (g.o.sampling) {  // the sampling fills (docs/manifest.md "Sampling")
+    b["sampling"] = plain("f32", OJ::array({"seqs", 8}), "input");
+    b["sampling"]["fill"] = "sampling";
+    b["sampling_keys"] = plain("i64", OJ::array({"seqs", 8}), "input");
+    b["sampling_keys"]["fill"] = "sampling_keys";
+    b["history"] = plain("i32", OJ::array({"seqs", sample_history_stride(g)}), "input");
+    b["history"]["fill"] = "history";
+    b["logprobs"] = plain("f32", OJ::array({"seqs", 21}), "output");
+    b["logprobs"]["fill"] = "logprobs";
+    b["logprob_ids"] = plain("i32", OJ::array({"seqs", 20}), "output");
+    b["logprob_ids"]["fill"] = "logprob_ids";
+  }
   // Activations.
   b["hidden"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
   b["normed"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");

@@ -161,7 +161,13 @@ OJ forward_calls(const Geo& g, bool prefill) {
     }
   }
   head_calls(g, prefill, calls);
-  calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
+  if (g.o.sampling) {
+    calls.push_back(call("sample", "sample",
+                         OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"),
+                                    buf("next_token"), buf("logprobs"), buf("logprob_ids"), var("seqs")})));
+  } else {
+    calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
+  }
   return calls;
 }
 

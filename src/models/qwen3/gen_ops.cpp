@@ -144,8 +144,11 @@ OJ ops(const Geo& g) {
   o["attn_decode"] = attn_decode_op(g);
   o["attn_prefill"] = attn_prefill_op(g);
   o["silu_mul"] = silu_mul_op(g);
-  o["argmax"] = argmax_op(g);
-  o["sample"] = sample_op(g);
+  if (g.o.sampling) {
+    o["sample"] = sample_op(g);
+  } else {
+    o["argmax"] = argmax_op(g);
+  }
   if (g.chain_rows > 0) add_chain_ops(g, o);
   add_gemm_ops(g, o);
   return o;

@@ -131,7 +131,7 @@ TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
         "decode_o_residual", "rms_norm",   "decode_gate_up_silu", "decode_down_residual"};
     for (std::uint64_t l : {std::uint64_t{0}, std::uint64_t{1}, c.layers - 1})
       EXPECT_EQ(op_names(calls, 1 + 8 * l, 8), layer) << "layer " << l;
-    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3), (std::vector<std::string>{"rms_norm", "decode_lm_head", "argmax"}));
+    EXPECT_EQ(op_names(calls, 1 + 8 * c.layers, 3), (std::vector<std::string>{"rms_norm", "decode_lm_head", "sample"}));
 
     // Residual GEMVs add into hidden in place; the lm_head reads normed (no gather in decode).
     const auto& o_proj = call_named(m["programs"]["decode"], "layers.5.o_proj");
@@ -200,7 +200,7 @@ TEST(GenQwen3, DecodeLayerWithFusedNormGemvs) {
                                             "decode_o_residual", "decode_norm_gate_up_silu", "decode_down_residual"};
     for (std::uint64_t l : {std::uint64_t{0}, std::uint64_t{1}, c.layers - 1})
       EXPECT_EQ(op_names(calls, 1 + 6 * l, 6), layer) << "layer " << l;
-    EXPECT_EQ(op_names(calls, 1 + 6 * c.layers, 2), (std::vector<std::string>{"decode_norm_lm_head", "argmax"}));
+    EXPECT_EQ(op_names(calls, 1 + 6 * c.layers, 2), (std::vector<std::string>{"decode_norm_lm_head", "sample"}));
 
     // Residual GEMVs add into hidden in place; the norms read hidden with their layer's weight.
     const auto& decode = m["programs"]["decode"];
@@ -466,7 +466,7 @@ TEST(GenQwen3, DecodeLaunchesCarryPdlAndPrefetchOptions) {
   o.max_seqs = 8;
   const auto with = generate_qwen3_manifest(c, o);
   for (const char* name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
-                           "decode_lm_head", "qk_norm_rope_cache", "attn_decode", "argmax", "rms_norm"})
+                           "decode_lm_head", "qk_norm_rope_cache", "attn_decode", "sample", "rms_norm"})
     for (const auto& l : with["ops"][name]["impl"]["launches"]) EXPECT_EQ(l.value("pdl", false), true) << name;
   EXPECT_FALSE(with["ops"]["embedding"]["impl"]["launches"][0].contains("pdl"));
   EXPECT_EQ(with["ops"]["decode_qkv"]["impl"]["launches"][0]["args"][7]["i32"], 0);  // no prefetch by default
@@ -501,7 +501,7 @@ TEST(GenQwen3, PrefillKeepsCublasGemmsForEveryRowCount) {
             (std::vector<std::string>{"add_rms_norm", "gemm_qkv", "qk_norm_rope_cache", "attn_prefill", "gemm_o",
                                       "add_rms_norm", "gemm_gate_up", "silu_mul", "gemm_down"}));
   EXPECT_EQ(op_names(calls, 1 + 9 * c.layers, 4),
-            (std::vector<std::string>{"add_rms_norm", "gather_last", "gemm_lm_head", "argmax"}));
+            (std::vector<std::string>{"add_rms_norm", "gather_last", "gemm_lm_head", "sample"}));
   for (const char* name : {"gemm_qkv", "gemm_o", "gemm_gate_up", "gemm_down", "gemm_lm_head"}) {
     const auto& launches = m["ops"][name]["impl"]["launches"];
     ASSERT_EQ(launches.size(), 1u) << name;
@@ -621,6 +621,28 @@ TEST(GenQwen3, TensorIndexMustNameEveryBoundTensor) {
   EXPECT_THROW(check_qwen3_tensor_index(tied, Json::object(), "index"), Error);
   EXPECT_EQ(qwen3_bound_tensors(tied).size(), 2u + 11u * 28u);
   EXPECT_EQ(qwen3_bound_tensors(untied).size(), 3u + 11u * 36u);
+}
+
+TEST(GenQwen3, SamplingOpAndFillsOrArgmaxOnly) {
+  const Qwen3Shape c = config("4b");
+  Qwen3GenOptions o = options();
+  const auto m = generate_qwen3_manifest(c, o);
+  const core::Verified v = core::verify(parse(m));
+  const core::Protocol p = core::check_protocol(v);
+  for (core::Fill f : {core::Fill::Sampling, core::Fill::SamplingKeys, core::Fill::History, core::Fill::Logprobs,
+                       core::Fill::LogprobIds})
+    EXPECT_NE(p.fill(f), nullptr) << core::to_string(f);
+  EXPECT_EQ(p.fill(core::Fill::History)->width, c.max_positions);  // penalties see a whole sequence
+  EXPECT_TRUE(m["ops"].contains("sample"));
+  EXPECT_FALSE(m["ops"].contains("argmax"));
+  EXPECT_FALSE(m["modules"].contains("argmax"));
+  o.sampling = false;
+  const auto g = generate_qwen3_manifest(c, o);
+  const core::Protocol pg = core::check_protocol(core::verify(parse(g)));
+  EXPECT_EQ(pg.fill(core::Fill::Sampling), nullptr);
+  EXPECT_EQ(pg.fill(core::Fill::Logprobs), nullptr);
+  EXPECT_TRUE(g["ops"].contains("argmax"));
+  EXPECT_FALSE(g["modules"].contains("sample"));
 }
 
 TEST(GenQwen3, HashesFatbinsAndReportsAMissingOne) {

@@ -59,6 +59,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     o.decode_chain = variant == 1;
     o.gemv_fused_norm = variant == 2;
     o.decode_attn_mma = variant != 2;
+    o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 ? 8192 : 2048;
     const auto m = generate_qwen3_manifest(c, o);
     for (const auto& [name, decl] : m["ops"].items()) {
