@@ -67,25 +67,20 @@ ExprPtr Parser::parse_expression(bool with_cond) {
   return e;
 }
 
-ExprPtr Parser::parse_or() {
-  ExprPtr e = parse_and();
-  while (is_name("or")) {
+// `next (word next)*`, folded to the left: `a or b or c` is `(a or b) or c`.
+ExprPtr Parser::parse_left_fold(std::string_view word, ExprKind kind, ExprPtr (Parser::*next)()) {
+  ExprPtr e = (this->*next)();
+  while (is_name(word)) {
     const Pos p = pos();
     ++at_;
-    e = make(ExprKind::Or, p, std::move(e), parse_and());
+    e = make(kind, p, std::move(e), (this->*next)());
   }
   return e;
 }
 
-ExprPtr Parser::parse_and() {
-  ExprPtr e = parse_not();
-  while (is_name("and")) {
-    const Pos p = pos();
-    ++at_;
-    e = make(ExprKind::And, p, std::move(e), parse_not());
-  }
-  return e;
-}
+ExprPtr Parser::parse_or() { return parse_left_fold("or", ExprKind::Or, &Parser::parse_and); }
+
+ExprPtr Parser::parse_and() { return parse_left_fold("and", ExprKind::And, &Parser::parse_not); }
 
 ExprPtr Parser::parse_not() {
   if (!is_name("not")) return parse_compare();
@@ -121,34 +116,12 @@ ExprPtr Parser::parse_compare() {
   return cmp ? sealed(std::move(cmp)) : std::move(first);
 }
 
-ExprPtr Parser::parse_math1() {
-  ExprPtr e = parse_concat();
-  while (is_op("+") || is_op("-")) {
-    auto b = make(ExprKind::Binary, pos());
-    b->name = toks_[at_++].text;
-    b->args.push_back(std::move(e));
-    b->args.push_back(parse_concat());
-    e = sealed(std::move(b));
-  }
-  return e;
-}
-
-ExprPtr Parser::parse_concat() {
-  ExprPtr e = parse_math2();
-  while (is_op("~")) {
-    auto b = make(ExprKind::Binary, pos());
-    ++at_;
-    b->name = "~";
-    b->args.push_back(std::move(e));
-    b->args.push_back(parse_math2());
-    e = sealed(std::move(b));
-  }
-  return e;
-}
-
-ExprPtr Parser::parse_math2() {
-  ExprPtr e = parse_pow();
-  while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+// `next (op next)*` over the binary operators `ops`, folded to the left; each node is named by its
+// operator.
+template <class Next>
+ExprPtr Parser::fold_binary(std::initializer_list<std::string_view> ops, Next next) {
+  ExprPtr e = next();
+  while (std::any_of(ops.begin(), ops.end(), [&](std::string_view o) { return is_op(o); })) {
     const Token& op = toks_[at_];
     if (op.text == "%" && e->kind == ExprKind::Literal && e->literal.is_string())
       fail("printf-style string formatting ('...' % args) is not supported");
@@ -156,24 +129,19 @@ ExprPtr Parser::parse_math2() {
     b->name = op.text;
     ++at_;
     b->args.push_back(std::move(e));
-    b->args.push_back(parse_pow());
+    b->args.push_back(next());
     e = sealed(std::move(b));
   }
   return e;
 }
 
-ExprPtr Parser::parse_pow() {
-  ExprPtr e = parse_unary(true);
-  while (is_op("**")) {
-    auto b = make(ExprKind::Binary, pos());
-    ++at_;
-    b->name = "**";
-    b->args.push_back(std::move(e));
-    b->args.push_back(parse_unary(true));
-    e = sealed(std::move(b));
-  }
-  return e;
-}
+ExprPtr Parser::parse_math1() { return fold_binary({"+", "-"}, [this] { return parse_concat(); }); }
+
+ExprPtr Parser::parse_concat() { return fold_binary({"~"}, [this] { return parse_math2(); }); }
+
+ExprPtr Parser::parse_math2() { return fold_binary({"*", "/", "//", "%"}, [this] { return parse_pow(); }); }
+
+ExprPtr Parser::parse_pow() { return fold_binary({"**"}, [this] { return parse_unary(true); }); }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
   DepthGuard guard(*this);

@@ -79,6 +79,9 @@ class Parser {
   ExprPtr parse_expression(bool with_cond = true);
 
  private:
+  template <class Next>
+  ExprPtr fold_binary(std::initializer_list<std::string_view> ops, Next next);
+  ExprPtr parse_left_fold(std::string_view word, ExprKind kind, ExprPtr (Parser::*next)());
   ExprPtr parse_or();
   ExprPtr parse_and();
   ExprPtr parse_not();

@@ -64,35 +64,18 @@ Value Value::undefined(std::string name) {
   if (!name.empty()) v.data_ = std::make_shared<const std::string>(std::move(name));
   return v;
 }
-Value Value::none() {
+template <class T>
+Value Value::of(Kind kind, T data) {
   Value v;
-  v.kind_ = Kind::None;
+  v.kind_ = kind;
+  v.data_ = std::move(data);
   return v;
 }
-Value Value::boolean(bool b) {
-  Value v;
-  v.kind_ = Kind::Bool;
-  v.data_ = b;
-  return v;
-}
-Value Value::integer(std::int64_t i) {
-  Value v;
-  v.kind_ = Kind::Int;
-  v.data_ = i;
-  return v;
-}
-Value Value::real(double d) {
-  Value v;
-  v.kind_ = Kind::Float;
-  v.data_ = d;
-  return v;
-}
-Value Value::string(std::string s) {
-  Value v;
-  v.kind_ = Kind::String;
-  v.data_ = std::make_shared<const std::string>(std::move(s));
-  return v;
-}
+Value Value::none() { return of(Kind::None, std::monostate{}); }
+Value Value::boolean(bool b) { return of(Kind::Bool, b); }
+Value Value::integer(std::int64_t i) { return of(Kind::Int, i); }
+Value Value::real(double d) { return of(Kind::Float, d); }
+Value Value::string(std::string s) { return of(Kind::String, std::make_shared<const std::string>(std::move(s))); }
 Value Value::list(ValueList items) {
   Value v;
   v.kind_ = Kind::List;
@@ -122,12 +105,7 @@ Value Value::namespace_object(std::shared_ptr<Dict> attrs) {
   v.data_ = std::move(attrs);
   return v;
 }
-Value Value::callable(std::shared_ptr<const Callable> fn) {
-  Value v;
-  v.kind_ = Kind::Callable;
-  v.data_ = std::move(fn);
-  return v;
-}
+Value Value::callable(std::shared_ptr<const Callable> fn) { return of(Kind::Callable, std::move(fn)); }
 
 std::int64_t Value::as_int() const {
   return kind_ == Kind::Bool ? std::get<bool>(data_) : std::get<std::int64_t>(data_);

@@ -36,47 +36,34 @@ std::vector<std::string_view> cut(std::string_view text, std::uint32_t seed) {
   return pieces;
 }
 
-// Tag pairs: Qwen3's, and short ones that overlap themselves or each other.
+// Tag pairs: the parsers' defaults (Qwen3's, index 0), and short ones that overlap themselves or
+// each other.
+struct Tags {
+  const char* start;
+  const char* end;
+};
+constexpr Tags kReasoningTags[] = {{nullptr, nullptr}, {"aa", "aab"}, {"<", "<<"}, {"x", "x"}};
+constexpr Tags kToolTags[] = {{nullptr, nullptr}, {"[[", "]]"}, {"aa", "aa"}, {"{", "}"}};
+
+template <class Options>
+Options with_tags(Options o, const Tags& t) {
+  if (t.start) {
+    o.start_tag = t.start;
+    o.end_tag = t.end;
+  }
+  return o;
+}
+
 ReasoningOptions reasoning_options(std::uint8_t flags) {
   ReasoningOptions o;
   o.starts_in_reasoning = flags & 1;
-  switch ((flags >> 1) & 3) {
-    case 1:
-      o.start_tag = "aa";
-      o.end_tag = "aab";
-      break;
-    case 2:
-      o.start_tag = "<";
-      o.end_tag = "<<";
-      break;
-    case 3:
-      o.start_tag = "x";
-      o.end_tag = "x";
-      break;
-    default: break;
-  }
-  return o;
+  return with_tags(o, kReasoningTags[(flags >> 1) & 3]);
 }
 
 ToolCallOptions tool_options(std::uint8_t flags) {
   ToolCallOptions o;
   o.id_prefix = "f";
-  switch ((flags >> 3) & 3) {
-    case 1:
-      o.start_tag = "[[";
-      o.end_tag = "]]";
-      break;
-    case 2:
-      o.start_tag = "aa";
-      o.end_tag = "aa";
-      break;
-    case 3:
-      o.start_tag = "{";
-      o.end_tag = "}";
-      break;
-    default: break;
-  }
-  return o;
+  return with_tags(o, kToolTags[(flags >> 3) & 3]);
 }
 
 void add(ToolCallDelta& all, ToolCallDelta d) {

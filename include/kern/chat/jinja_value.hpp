@@ -74,6 +74,9 @@ class Value {
   const void* identity() const;  // for `is sameas`
 
  private:
+  template <class T>
+  static Value of(Kind kind, T data);  // a leaf value (depth 0)
+
   Kind kind_ = Kind::Undefined;
   std::uint16_t depth_ = 0;
   std::variant<std::monostate, bool, std::int64_t, double, std::shared_ptr<const std::string>,

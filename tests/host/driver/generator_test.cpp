@@ -3,7 +3,9 @@
 // chunk program bound 8 rows, positions < 64).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
+#include <tuple>
 
 #include "fake_executor.hpp"
 #include "kern/driver/driver.hpp"
@@ -431,22 +433,20 @@ TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
     }
     return std::string();
   };
-  GeneratorOptions o = sampling_options(4);
-  o.sampling.temperature = 0.5;
-  EXPECT_NE(message(toy().protocol, o).find("has no sampling op"), std::string::npos);
-  o = sampling_options(4);
-  o.sampling.logprobs = 1;
-  EXPECT_NE(message(toy().protocol, o).find("has no sampling op"), std::string::npos);
-  o = sampling_options(4);
-  o.sampling.temperature = 2.5;
-  EXPECT_NE(message(sampling_toy().protocol, o).find("temperature = 2.5 is out of range"), std::string::npos);
-  o = sampling_options(4);
-  o.sampling.top_p = 0.0;
-  EXPECT_NE(message(sampling_toy().protocol, o).find("top_p = 0 is out of range"), std::string::npos);
-  o = sampling_options(4);
-  o.sampling.logprobs = 21;
-  EXPECT_NE(message(sampling_toy().protocol, o).find("logprobs = 21"), std::string::npos);
-  o = sampling_options(18);  // 17 tokens fed back, the history holds 16
+  // (manifest, a change to four-step greedy options, what the refusal says)
+  const std::vector<std::tuple<const core::Protocol*, std::function<void(SamplingParams&)>, std::string>> cases = {
+      {&toy().protocol, [](SamplingParams& s) { s.temperature = 0.5; }, "has no sampling op"},
+      {&toy().protocol, [](SamplingParams& s) { s.logprobs = 1; }, "has no sampling op"},
+      {&sampling_toy().protocol, [](SamplingParams& s) { s.temperature = 2.5; }, "temperature = 2.5 is out of range"},
+      {&sampling_toy().protocol, [](SamplingParams& s) { s.top_p = 0.0; }, "top_p = 0 is out of range"},
+      {&sampling_toy().protocol, [](SamplingParams& s) { s.logprobs = 21; }, "logprobs = 21"},
+  };
+  for (const auto& [protocol, change, words] : cases) {
+    GeneratorOptions o = sampling_options(4);
+    change(o.sampling);
+    EXPECT_NE(message(*protocol, o).find(words), std::string::npos) << words;
+  }
+  GeneratorOptions o = sampling_options(18);  // 17 tokens fed back, the history holds 16
   o.capacity_tokens = 32;
   o.sampling.frequency_penalty = 0.5;
   EXPECT_NE(message(sampling_toy().protocol, o).find("penalties see at most 16 generated tokens"), std::string::npos);
