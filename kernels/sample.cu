@@ -1,6 +1,7 @@
 // Sampling + log-probs for a decode step (docs/kernels.md, "Sampling"): one thread-block cluster of
-// kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA keeps its slice of the row's
-// penalized, temperature-scaled logits in shared memory; the CTAs combine their partial results
+// kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA stages its slice of the row's raw
+// logits into shared memory at once (cp.async) and keeps the penalized, temperature-scaled logits
+// beside them; the CTAs combine their partial results
 // through distributed shared memory. Every reduction runs in a fixed order (integer counts, f32 sums
 // in thread / warp / rank order), so a row's token depends only on the row's own inputs.
 //
@@ -19,29 +20,30 @@
 #include <float.h>
 
 #include "common.cuh"
+#include "mma.cuh"
 #include "philox.cuh"
+#include "sample_layout.cuh"
 
 using namespace kern_dev;
+using kern_sample::kCluster;
+using kern_sample::kRegionBytes;
+using kern_sample::kThreads;
 
 namespace {
 
-constexpr int kThreads = 256;  // per CTA
-
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
-constexpr int kCluster = 8;  // CTAs per row (portable cluster size; the entry's __cluster_dims__)
 constexpr int kWarps = kThreads / 32;
-constexpr int kBins = 32;       // distance histogram bins
-constexpr int kCap = 2048;      // candidate list capacity (power of two, <= 8 * kThreads)
+constexpr int kBins = 32;   // distance histogram bins
+constexpr int kCap = 2048;  // candidate list capacity (power of two, <= 8 * kThreads)
 constexpr int kMaxLogprobs = 20;
-constexpr int kRegionBytes = 65536;  // histogram columns, later the candidate lists
 constexpr int32_t kNoIndex = 0x7fffffff;
 constexpr unsigned kFull = 0xffffffffu;
 
 static_assert(kCap <= 8 * kThreads, "the prefix sums give each thread 8 candidates");
-static_assert(kThreads == 8 * kBins, "the histogram reduction gives each bin 8 threads");
+static_assert(kThreads >= kBins, "one thread per bin sums the warps' columns");
 static_assert(kCluster == 8, "KERN_SAMPLE_CLUSTER spells the cluster size");
-static_assert(2 * kBins * kThreads * 4 <= kRegionBytes, "histogram columns fit the region");
+static_assert(kWarps * kBins * (4 + 8) <= kRegionBytes, "histogram columns fit the region");
 static_assert(2 * kCap * 8 + kCap * 4 <= kRegionBytes, "candidate lists fit the region");
 
 namespace cg = cooperative_groups;
@@ -86,112 +88,166 @@ __device__ __forceinline__ void merge_ms(float& m, float& s, float om, float os)
   m = nm;
 }
 
+// Masses e = exp(l - max l) in [0, 1] as integers of 2^-40 (a row's total stays below 2^58): sums of
+// them are exact and so independent of the order they are made in.
+constexpr float kMassScale = 1099511627776.0f;  // 2^40
+__device__ __forceinline__ unsigned long long fixed_mass(float e) { return __float2ull_rn(e * kMassScale); }
+__device__ __forceinline__ float mass_value(unsigned long long m) { return __ull2float_rn(m) * (1.0f / kMassScale); }
+
 struct Smem {
-  uint32_t x[2][3 * kBins];  // exchange buffers (read by the other CTAs of the cluster)
-  uint32_t all[kCluster][8];  // this CTA's copy of every rank's small exchange words
-  uint32_t g[3 * kBins];      // merged histogram
-  float w[kThreads];          // per-thread mass (CDF search)
-  float aux[kThreads];        // per-thread max (online pass), then CDF prefix
-  uint32_t red[2 * kWarps];   // block reductions
-  uint32_t list_n[2];         // candidate list fill (rank 0's are the ones used)
-  int32_t bc[2];              // broadcast
+  uint32_t x[2][4 * kBins];      // exchange buffers (read by the other CTAs of the cluster)
+  uint32_t all[kCluster][8];     // this CTA's copy of every rank's small exchange words
+  uint32_t g[2 * kBins];         // merged histogram: l counts, raw counts
+  unsigned long long gm[kBins];  // merged histogram: l masses (fixed point)
+  float w[kThreads];             // per-thread mass (CDF search)
+  float aux[kThreads];           // per-thread max (online pass), then CDF prefix
+  uint32_t red[2 * kWarps];      // block reductions
+  uint32_t list_n[2];            // candidate list fill (rank 0's are the ones used)
+  int32_t bc[2];                 // broadcast
 };
 
-// Fixed-order block reductions: warp xor trees, then every thread sums the warp results in order.
-__device__ __forceinline__ float block_sum_f(float v, Smem& sm) {
-  v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) sm.red[threadIdx.x >> 5] = __float_as_uint(v);
-  __syncthreads();
-  float r = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) r += __uint_as_float(sm.red[w]);
-  __syncthreads();
-  return r;
-}
-__device__ __forceinline__ uint32_t block_sum_u(uint32_t v, Smem& sm) {
+// Fixed-order block reductions: a warp xor tree, the warps' results through shared memory, then
+// the same xor tree over them in every warp (so every thread holds the identical result: no
+// broadcast step, and the order never depends on timing). O(log) steps per thread: with 32 warps
+// a loop over the warps' results would cost more than the tokens' own work.
+static_assert(kWarps <= 32, "the second tree level is one warp wide");
+__device__ __forceinline__ float tree_sum_f(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  if ((threadIdx.x & 31) == 0) sm.red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  uint32_t r = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) r += sm.red[w];
-  __syncthreads();
-  return r;
+  return v;
 }
-__device__ __forceinline__ int block_max_i(int v, Smem& sm) {
+__device__ __forceinline__ uint32_t tree_sum_u(uint32_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+__device__ __forceinline__ int tree_max_i(int v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFull, v, o));
-  if ((threadIdx.x & 31) == 0) sm.red[threadIdx.x >> 5] = static_cast<uint32_t>(v);
-  __syncthreads();
-  int r = static_cast<int>(sm.red[0]);
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) r = max(r, static_cast<int>(sm.red[w]));
-  __syncthreads();
-  return r;
+  return v;
 }
-__device__ __forceinline__ void block_ms(float& m, float& s, Smem& sm) {
+__device__ __forceinline__ void tree_ms(float& m, float& s) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) merge_ms(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
-  if ((threadIdx.x & 31) == 0) {
-    sm.red[threadIdx.x >> 5] = __float_as_uint(m);
-    sm.red[kWarps + (threadIdx.x >> 5)] = __float_as_uint(s);
-  }
-  __syncthreads();
-  m = -INFINITY;
-  s = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) merge_ms(m, s, __uint_as_float(sm.red[w]), __uint_as_float(sm.red[kWarps + w]));
-  __syncthreads();
 }
-__device__ __forceinline__ void block_best(float& bv, int32_t& bi, Smem& sm) {
+__device__ __forceinline__ void tree_best(float& bv, int32_t& bi) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) better(bv, bi, __shfl_xor_sync(kFull, bv, o), __shfl_xor_sync(kFull, bi, o));
-  if ((threadIdx.x & 31) == 0) {
-    sm.red[threadIdx.x >> 5] = __float_as_uint(bv);
-    sm.red[kWarps + (threadIdx.x >> 5)] = static_cast<uint32_t>(bi);
+}
+// Writes this warp's (a, b) words, waits, and returns warp `lane`'s words (or the identity pair).
+__device__ __forceinline__ void warp_words(uint32_t& a, uint32_t& b, uint32_t ia, uint32_t ib, Smem& sm) {
+  const int lane = threadIdx.x & 31;
+  if (lane == 0) {
+    sm.red[threadIdx.x >> 5] = a;
+    sm.red[kWarps + (threadIdx.x >> 5)] = b;
   }
   __syncthreads();
-  bv = -INFINITY;
-  bi = kNoIndex;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) better(bv, bi, __uint_as_float(sm.red[w]), static_cast<int32_t>(sm.red[kWarps + w]));
-  __syncthreads();
+  a = lane < kWarps ? sm.red[lane] : ia;
+  b = lane < kWarps ? sm.red[kWarps + lane] : ib;
+  __syncthreads();  // red is free for the next reduction
 }
-// Inclusive prefix sum over the block in thread order.
-__device__ __forceinline__ float block_scan_f(float v, Smem& sm) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+__device__ __forceinline__ float block_sum_f(float v, Smem& sm) {
+  uint32_t a = __float_as_uint(tree_sum_f(v)), b = 0;
+  warp_words(a, b, __float_as_uint(0.0f), 0, sm);
+  return tree_sum_f(__uint_as_float(a));
+}
+__device__ __forceinline__ uint32_t block_sum_u(uint32_t v, Smem& sm) {
+  uint32_t a = tree_sum_u(v), b = 0;
+  warp_words(a, b, 0, 0, sm);
+  return tree_sum_u(a);
+}
+__device__ __forceinline__ int block_max_i(int v, Smem& sm) {
+  uint32_t a = static_cast<uint32_t>(tree_max_i(v)), b = 0;
+  warp_words(a, b, static_cast<uint32_t>(INT32_MIN), 0, sm);
+  return tree_max_i(static_cast<int>(a));
+}
+__device__ __forceinline__ void block_ms(float& m, float& s, Smem& sm) {
+  tree_ms(m, s);
+  uint32_t a = __float_as_uint(m), b = __float_as_uint(s);
+  warp_words(a, b, __float_as_uint(-INFINITY), __float_as_uint(0.0f), sm);
+  m = __uint_as_float(a);
+  s = __uint_as_float(b);
+  tree_ms(m, s);
+}
+__device__ __forceinline__ void block_best(float& bv, int32_t& bi, Smem& sm) {
+  tree_best(bv, bi);
+  uint32_t a = __float_as_uint(bv), b = static_cast<uint32_t>(bi);
+  warp_words(a, b, __float_as_uint(-INFINITY), static_cast<uint32_t>(kNoIndex), sm);
+  bv = __uint_as_float(a);
+  bi = static_cast<int32_t>(b);
+  tree_best(bv, bi);
+}
+// Inclusive prefix sum over the block in thread order (a warp scan, then the warps' totals scanned
+// by every warp alike).
+__device__ __forceinline__ float warp_scan_f(float v) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
     const float y = __shfl_up_sync(kFull, v, o);
     if (lane >= o) v += y;
   }
-  if (lane == 31) sm.red[warp] = __float_as_uint(v);
-  __syncthreads();
-  float off = 0.0f;
-  for (int w = 0; w < warp; ++w) off += __uint_as_float(sm.red[w]);
-  __syncthreads();
+  return v;
+}
+__device__ __forceinline__ uint32_t warp_scan_u(uint32_t v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t y = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += y;
+  }
+  return v;
+}
+__device__ __forceinline__ unsigned long long warp_scan_ull(unsigned long long v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long y = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += y;
+  }
+  return v;
+}
+__device__ __forceinline__ float block_scan_f(float v, Smem& sm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_scan_f(v);
+  uint32_t a = __float_as_uint(__shfl_sync(kFull, v, 31)), b = 0;
+  warp_words(a, b, __float_as_uint(0.0f), 0, sm);
+  const float incl = warp_scan_f(__uint_as_float(a));
+  const float excl = __shfl_up_sync(kFull, incl, 1);
+  const float off = __shfl_sync(kFull, lane == 0 ? 0.0f : excl, warp);  // the warps before this one
   return v + off;
 }
 
 // One CTA's slice of a row: elements [begin, begin + n). Shared-memory position s holds element
 // begin + s - pad (valid for pad <= s < pad + n), so that slot q (positions [8q, 8q + 8)) starts on a
-// 16-byte boundary of the logits. Thread t owns the slots q = t, t + kThreads, ...
+// 16-byte boundary of the logits. Thread t owns the slots q = t, t + kThreads, ... The raw logits
+// are staged once into shared memory (xs, NaN at invalid positions): every pass reads them there.
 struct Slice {
   const bf16* row;
+  bf16* xs;
   int32_t begin, n, pad, nslots;
   __device__ bool valid(int s) const { return s >= pad && s < pad + n; }
   __device__ int32_t id(int s) const { return begin + s - pad; }
-  // The raw logits of slot q (NaN at invalid positions).
-  __device__ void load(int q, float (&x)[8]) const {
-    const int s0 = 8 * q;
-    if (s0 >= pad && s0 + 8 <= pad + n) {
-      unpack_bf16x8(*reinterpret_cast<const uint4*>(row + (begin - pad + s0)), x);
-    } else {
+  // Starts the copy of the slice into xs (cp.async, every slot in flight at once; partial slots
+  // element by element); stage_wait() makes it visible to the whole CTA.
+  __device__ void stage() const {
+    for (int q = threadIdx.x; q < nslots; q += kThreads) {
+      const int s0 = 8 * q;
+      if (s0 >= pad && s0 + 8 <= pad + n) {
+        cp_async16(smem_u32(xs + s0), row + (begin - pad + s0), true);
+      } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = valid(s0 + e) ? to_f(row[begin - pad + s0 + e]) : __uint_as_float(0x7fc00000u);
+        for (int e = 0; e < 8; ++e)
+          xs[s0 + e] = valid(s0 + e) ? row[begin - pad + s0 + e] : __ushort_as_bfloat16(0x7fc0);
+      }
     }
+    cp_async_commit();
   }
+  __device__ static void stage_wait() {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+  // The raw logits of slot q (NaN at invalid positions).
+  __device__ void load(int q, float (&x)[8]) const { unpack_bf16x8(*reinterpret_cast<const uint4*>(xs + 8 * q), x); }
 };
 
 // The row's parameters, sanitised (every thread holds the same values).
@@ -232,8 +288,8 @@ __device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab,
 
 class Sampler {
  public:
-  __device__ Sampler(cg::cluster_group cl, Smem& sm, float* lv, unsigned char* region, const Slice& sl,
-                     const Params& p, int32_t row, int32_t vocab)
+  __device__ Sampler(cg::cluster_group cl, Smem& sm, float* lv, unsigned char* region, const Slice& sl, const Params& p,
+                     int32_t row, int32_t vocab)
       : cl_(cl), sm_(sm), lv_(lv), region_(region), sl_(sl), p_(p), row_(row), vocab_(vocab) {}
 
   __device__ void run(const int32_t* history, int32_t history_stride, const bf16* row_logits, int64_t* tokens,
@@ -354,6 +410,7 @@ __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride)
     }
     __syncthreads();
   }
+  Slice::stage_wait();
   const bool online = !p_.greedy && !p_.use_topk && !p_.use_topp && !p_.use_minp;
   const float inv_t = p_.greedy ? 1.0f : 1.0f / p_.temperature;
   float rm = -INFINITY, rs = 0.0f, lm = -INFINITY, ls = 0.0f, bv = -INFINITY;
@@ -372,23 +429,29 @@ __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride)
         if (!isnan(x[e])) gs += __expf(x[e] - gm);
       merge_ms(rm, rs, gm, gs);
     }
-    float l[8];
+    // Staged invalid positions are NaN: they never win the argmax (every comparison is false), become
+    // -inf below and hold no history count, so no validity test is needed here.
+    if (p_.penalties) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int s = 8 * q + e;
-      float v = x[e];
-      if (p_.penalties) {
-        const uint32_t c = cnt[s];  // the count this thread's own position holds (invalid: 0)
-        if (c > 0 && sl_.valid(s)) {
+      for (int e = 0; e < 8; ++e) {
+        const uint32_t c = cnt[8 * q + e];  // the count this thread's own position holds
+        if (c > 0) {
+          float& v = x[e];
           v = v > 0.0f ? v / p_.repetition : v * p_.repetition;
           v -= p_.frequency * static_cast<float>(c) + p_.presence;
         }
       }
-      if (sl_.valid(s)) better(bv, bi, v, sl_.id(s));
-      v = v * inv_t;
-      l[e] = (isnan(v) || !sl_.valid(s)) ? -INFINITY : fminf(v, FLT_MAX);
     }
+    const int32_t id0 = sl_.id(8 * q);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) better(bv, bi, x[e], id0 + e);
     if (!p_.greedy) {
+      float l[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float v = x[e] * inv_t;
+        l[e] = isnan(v) ? -INFINITY : fminf(v, FLT_MAX);
+      }
       float4* dst = reinterpret_cast<float4*>(lv_ + 8 * q);
       dst[0] = make_float4(l[0], l[1], l[2], l[3]);
       dst[1] = make_float4(l[4], l[5], l[6], l[7]);
@@ -526,17 +589,22 @@ __device__ void Sampler::mass_pass_and_search(float tau) {
   select_rank_and_search(zc, tau);
 }
 
-// Distance histograms in private per-thread columns (no atomics): l's counts and masses by
-// lbin (sampling with top-k / top-p), raw counts by rbin (top-n log-probs); merged over the cluster.
+// Distance histograms, one column per warp (shared atomics on integers only, so the sums do not
+// depend on the order the atomics land in): l's counts and masses by lbin (sampling with top-k /
+// top-p; masses in fixed point, kMassScale units), raw counts by rbin (top-n log-probs); summed over
+// the warps and then over the cluster's ranks.
 __device__ void Sampler::histogram_pass() {
   const bool hs = filtered_, hr = p_.n_logprobs > 0;
-  uint32_t* cnt = reinterpret_cast<uint32_t*>(region_);  // [kBins][kThreads]: l count | raw count << 16
-  float* mass = reinterpret_cast<float*>(region_) + kBins * kThreads;
-  const int t = threadIdx.x;
-  for (int b = 0; b < kBins; ++b) {
-    cnt[b * kThreads + t] = 0;
-    mass[b * kThreads + t] = 0.0f;
+  uint32_t* cnt = reinterpret_cast<uint32_t*>(region_);  // [kWarps][kBins]: l count | raw count << 16
+  unsigned long long* mass = reinterpret_cast<unsigned long long*>(region_ + 4 * kWarps * kBins);  // [kWarps][kBins]
+  const int t = threadIdx.x, warp = t >> 5;
+  for (int i = t; i < kWarps * kBins; i += kThreads) {
+    cnt[i] = 0;
+    mass[i] = 0;
   }
+  __syncthreads();
+  uint32_t* wc = cnt + warp * kBins;
+  unsigned long long* wm = mass + warp * kBins;
   for (int q = t; q < sl_.nslots; q += kThreads) {
     float x[8];
     if (hr) sl_.load(q, x);
@@ -547,79 +615,65 @@ __device__ void Sampler::histogram_pass() {
       if (hs) {
         const float v = lv_[s];
         const int b = lbin(v);
-        cnt[b * kThreads + t] += 1u;
-        mass[b * kThreads + t] += lmass(v);
+        atomicAdd(&wc[b], 1u);
+        atomicAdd(&wm[b], fixed_mass(lmass(v)));
       }
-      if (hr) cnt[rbin(x[e]) * kThreads + t] += 1u << 16;
+      if (hr) atomicAdd(&wc[rbin(x[e])], 1u << 16);
     }
   }
   __syncthreads();
-  // bin b = t / 8, part j = t % 8 sums the columns of threads [32 j, 32 j + 32), starting at its
-  // lane (no bank conflicts); the 8 parts then combine by a fixed xor tree.
+  // warp b sums bin b over the warps' columns (lane w reads warp w's), a fixed xor tree -> this
+  // rank's exchange words (l count, raw count, mass lo, hi)
+  static_assert(kWarps == kBins, "one warp per bin, one lane per column");
   {
-    const int b = t >> 3, j = t & 7, lane = t & 31;
-    uint32_t cl = 0, cr = 0;
-    float ms = 0.0f;
-    for (int i = 0; i < 32; ++i) {
-      const int col = 32 * j + ((i + lane) & 31);
-      const uint32_t c = cnt[b * kThreads + col];
-      cl += c & 0xffffu;
-      cr += c >> 16;
-      ms += mass[b * kThreads + col];
-    }
+    const int b = warp, lane = t & 31;
+    const uint32_t c = cnt[lane * kBins + b];
+    uint32_t cl = tree_sum_u(c & 0xffffu), cr = tree_sum_u(c >> 16);
+    unsigned long long ms = mass[lane * kBins + b];
 #pragma unroll
-    for (int o = 4; o > 0; o >>= 1) {
-      cl += __shfl_xor_sync(kFull, cl, o);
-      cr += __shfl_xor_sync(kFull, cr, o);
-      ms += __shfl_xor_sync(kFull, ms, o);
-    }
-    if (j == 0) {
+    for (int o = 16; o > 0; o >>= 1) ms += __shfl_xor_sync(kFull, ms, o);
+    if (lane == 0) {
       sm_.x[buf_][b] = cl;
       sm_.x[buf_][kBins + b] = cr;
-      sm_.x[buf_][2 * kBins + b] = __float_as_uint(ms);
+      sm_.x[buf_][2 * kBins + b] = static_cast<uint32_t>(ms);
+      sm_.x[buf_][3 * kBins + b] = static_cast<uint32_t>(ms >> 32);
     }
   }
   cl_.sync();
-  if (t < 3 * kBins) {
-    uint32_t su = 0;
-    float sf = 0.0f;
+  if (t < kBins) {
+    uint32_t cl = 0, cr = 0;
+    unsigned long long ms = 0;
     for (int c = 0; c < kCluster; ++c) {
-      const uint32_t v = cl_.map_shared_rank(sm_.x[buf_], static_cast<unsigned>(c))[t];
-      su += v;
-      sf += __uint_as_float(v);
+      const uint32_t* r = cl_.map_shared_rank(sm_.x[buf_], static_cast<unsigned>(c));
+      cl += r[t];
+      cr += r[kBins + t];
+      ms +=
+          static_cast<unsigned long long>(r[2 * kBins + t]) | (static_cast<unsigned long long>(r[3 * kBins + t]) << 32);
     }
-    sm_.g[t] = t < 2 * kBins ? su : __float_as_uint(sf);
+    sm_.g[t] = cl;
+    sm_.g[kBins + t] = cr;
+    sm_.gm[t] = ms;
   }
   __syncthreads();
   buf_ ^= 1;
-  // Every thread: the bins that bound the candidates, identically.
-  zhist_ = 0.0f;
-  for (int b = 0; b < kBins; ++b) zhist_ += __uint_as_float(sm_.g[2 * kBins + b]);
+  // Every warp alike (lane b holds bin b): inclusive scans over the bins, then the first bin whose
+  // cumulative count (mass) reaches the bound, the last bin if none before it does.
+  static_assert(kBins == 32, "one lane per bin");
+  const int lane = t & 31;
+  const uint32_t cs = warp_scan_u(sm_.g[lane]), cr = warp_scan_u(sm_.g[kBins + lane]);
+  const unsigned long long ms = warp_scan_ull(sm_.gm[lane]);
+  zhist_ = mass_value(__shfl_sync(kFull, ms, kBins - 1));
+  auto first_lane = [&](bool reached, uint32_t incl, int& bin) {
+    const unsigned hit = __ballot_sync(kFull, reached && lane < kBins - 1);
+    bin = hit ? __ffs(hit) - 1 : kBins - 1;
+    return __shfl_sync(kFull, incl, bin);  // the count up to and with that bin
+  };
   if (hs) {
-    uint32_t cum = 0;
-    float cm = 0.0f;
     const float target = p_.top_p * zhist_;
-    int b = 0;
-    for (; b < kBins - 1; ++b) {
-      cum += sm_.g[b];
-      cm += __uint_as_float(sm_.g[2 * kBins + b]);
-      if (p_.use_topk ? cum >= static_cast<uint64_t>(p_.top_k) : cm >= target) break;
-    }
-    if (b == kBins - 1) cum += sm_.g[b];
-    bin_s_ = b;
-    cand_s_ = cum <= static_cast<uint32_t>(kCap);
+    const bool reached = p_.use_topk ? cs >= static_cast<uint64_t>(p_.top_k) : mass_value(ms) >= target;
+    cand_s_ = first_lane(reached, cs, bin_s_) <= static_cast<uint32_t>(kCap);
   }
-  if (hr) {
-    uint32_t cum = 0;
-    int b = 0;
-    for (; b < kBins - 1; ++b) {
-      cum += sm_.g[kBins + b];
-      if (cum >= static_cast<uint32_t>(p_.n_logprobs)) break;
-    }
-    if (b == kBins - 1) cum += sm_.g[kBins + b];
-    bin_r_ = b;
-    cand_r_ = cum <= static_cast<uint32_t>(kCap);
-  }
+  if (hr) cand_r_ = first_lane(cr >= static_cast<uint32_t>(p_.n_logprobs), cr, bin_r_) <= static_cast<uint32_t>(kCap);
   __syncthreads();  // the columns are dead; rank 0's region takes the candidate lists next
 }
 
@@ -722,14 +776,16 @@ __device__ int32_t Sampler::finish_sample(uint64_t* list, float* pre, int n) {
   const int k = max(1, min(kk, min(kp, km)));
   const float r = u_ * pre[k - 1];
   int idx = count(k, [&](int j) { return pre[j] <= r; });
-  const int last = block_max_i([&] {
-    int m = -1;
-    for (int e = 0; e < 8; ++e) {
-      const int j = 8 * t + e;
-      if (j < k && lmass(value(j)) > 0.0f) m = j;
-    }
-    return m;
-  }(), sm_);
+  const int last = block_max_i(
+      [&] {
+        int m = -1;
+        for (int e = 0; e < 8; ++e) {
+          const int j = 8 * t + e;
+          if (j < k && lmass(value(j)) > 0.0f) m = j;
+        }
+        return m;
+      }(),
+      sm_);
   idx = max(0, min(idx, last));
   return cand_id(list[idx]);
 }
@@ -894,8 +950,8 @@ __device__ void Sampler::run(const int32_t* history, int32_t history_stride, con
 #define KERN_SAMPLE_CLUSTER __cluster_dims__(8, 1, 1)  // kCluster
 #endif
 
-// grid (8, rows, 1), block (256, 1, 1), compile-time cluster (8, 1, 1); dynamic shared memory
-// 4 · 8 · ceil((ceil(vocab / 8) + 7) / 8) + 65536 bytes (less traps). sm_80 images trap.
+// grid (kCluster = 8, rows, 1), block (kThreads = 1024, 1, 1), compile-time cluster (8, 1, 1); dynamic shared memory
+// kern_sample::shared_bytes(vocab) (kernels/sample_layout.cuh; less traps). sm_80 images trap.
 extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
     kern_sample_bf16(const bf16* __restrict__ logits, const float* __restrict__ fparams,
                      const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
@@ -906,11 +962,11 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
   allow_next_grid();
   const int32_t row = blockIdx.y;
   if (row >= rows || vocab <= 0 || blockDim.x != kThreads) return;  // uniform over the cluster
-  const int32_t chunk = (vocab + kCluster - 1) / kCluster;
-  const int32_t slot_floats = 8 * ((chunk + 14) / 8);
+  const int32_t chunk = static_cast<int32_t>(kern_sample::chunk(vocab));
+  const int32_t slot_floats = static_cast<int32_t>(8 * kern_sample::slice_slots(vocab));
   uint32_t dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<uint32_t>(4 * slot_floats + kRegionBytes) || chunk > 8 * 32 * kThreads - 16) __trap();
+  if (dyn < static_cast<uint32_t>(kern_sample::shared_bytes(vocab)) || chunk > 8 * 32 * kThreads - 16) __trap();
   extern __shared__ __align__(16) unsigned char dyn_smem[];
   __shared__ Smem sm;
   cg::cluster_group cl = cg::this_cluster();
@@ -921,9 +977,12 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
   sl.n = min(vocab, sl.begin + chunk) - sl.begin;
   sl.pad = static_cast<int32_t>((reinterpret_cast<uintptr_t>(sl.row + sl.begin) & 15u) >> 1);
   sl.nslots = (sl.pad + sl.n + 7) / 8;
-  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8,
-                               vocab, history_stride);
-  Sampler s(cl, sm, reinterpret_cast<float*>(dyn_smem), dyn_smem + 4 * slot_floats, sl, p, row, vocab);
+  sl.xs = reinterpret_cast<bf16*>(dyn_smem);
+  sl.stage();  // in flight while the parameters and the history are read
+  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
+                               history_stride);
+  unsigned char* lv = dyn_smem + 2 * slot_floats;  // after xs
+  Sampler s(cl, sm, reinterpret_cast<float*>(lv), lv + 4 * slot_floats, sl, p, row, vocab);
   s.run(history, history_stride, sl.row, tokens, logprobs, top_ids);
 #else
   __trap();

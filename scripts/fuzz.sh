@@ -10,6 +10,7 @@ seconds=${FUZZ_SECONDS:-10}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DKERN_BUILD_FUZZ=ON -DKERN_BUILD_TESTS=ON -DKERN_BUILD_BENCH=OFF -DKERN_BUILD_CUDA=OFF \
+  -DCMAKE_UNITY_BUILD="${KERN_UNITY:-OFF}" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fsanitize=fuzzer-no-link" >/dev/null
 targets=$(cd tests/fuzz && ls fuzz_*.cpp 2>/dev/null | sed 's/\.cpp$//')

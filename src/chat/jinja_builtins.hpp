@@ -14,6 +14,19 @@ namespace kern::chat::jinja {
 
 FilterFn find_filter(std::string_view name);
 TestFn find_test(std::string_view name);
+
+// A builtin's name and function, in the tables the lookups scan.
+template <class Fn>
+struct Named {
+  std::string_view name;
+  Fn fn;
+};
+template <class Fn, std::size_t N>
+Fn find_named(const Named<Fn> (&table)[N], std::string_view name) {
+  for (const Named<Fn>& e : table)
+    if (e.name == name) return e.fn;
+  return nullptr;
+}
 bool is_supported_method(std::string_view name);
 bool is_global_function(std::string_view name);
 Value global_function(std::string_view name);  // Undefined when not a global

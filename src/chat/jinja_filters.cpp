@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
+#include <utility>
 
 #include "chat/jinja_builtins.hpp"
 #include "chat/jinja_render.hpp"
@@ -18,17 +20,18 @@ namespace kern::chat::jinja {
 FilterFn find_sequence_filter(std::string_view name);  // jinja_filters_seq.cpp
 
 std::string html_escape(std::string_view s) {
+  // markupsafe's replacements
+  static constexpr std::pair<char, std::string_view> kEntities[] = {
+      {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&#34;"}, {'\'', "&#39;"}};
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
+    const auto* e =
+        std::find_if(std::begin(kEntities), std::end(kEntities), [c](const auto& x) { return x.first == c; });
+    if (e != std::end(kEntities))
+      out += e->second;
+    else
+      out += c;
   }
   return out;
 }
@@ -255,11 +258,7 @@ Value f_tojson(Interp& in, const Value& v, const CallArgs& a) {
   return Value::string(std::move(out));
 }
 
-struct FilterEntry {
-  std::string_view name;
-  FilterFn fn;
-};
-constexpr FilterEntry kFilters[] = {
+constexpr Named<FilterFn> kFilters[] = {
     {"abs", f_abs},         {"capitalize", f_capitalize}, {"count", f_length},
     {"d", f_default},       {"default", f_default},       {"e", f_escape},
     {"escape", f_escape},   {"float", f_float},           {"indent", f_indent},
@@ -272,9 +271,8 @@ constexpr FilterEntry kFilters[] = {
 }  // namespace
 
 FilterFn find_filter(std::string_view name) {
-  for (const FilterEntry& f : kFilters)
-    if (f.name == name) return f.fn;
-  return find_sequence_filter(name);
+  const FilterFn f = find_named(kFilters, name);
+  return f ? f : find_sequence_filter(name);
 }
 
 Value str_split(std::string_view s, const Value& sep, std::int64_t maxsplit) {

@@ -191,11 +191,7 @@ Value f_reject(Interp& in, const Value& v, const CallArgs& a) { return select_it
 Value f_selectattr(Interp& in, const Value& v, const CallArgs& a) { return select_items(in, v, a, true, true); }
 Value f_rejectattr(Interp& in, const Value& v, const CallArgs& a) { return select_items(in, v, a, false, true); }
 
-struct FilterEntry {
-  std::string_view name;
-  FilterFn fn;
-};
-constexpr FilterEntry kFilters[] = {
+constexpr Named<FilterFn> kFilters[] = {
     {"dictsort", f_dictsort},
     {"first", f_first},
     {"items", f_items},
@@ -217,10 +213,6 @@ constexpr FilterEntry kFilters[] = {
 
 }  // namespace
 
-FilterFn find_sequence_filter(std::string_view name) {
-  for (const FilterEntry& f : kFilters)
-    if (f.name == name) return f.fn;
-  return nullptr;
-}
+FilterFn find_sequence_filter(std::string_view name) { return find_named(kFilters, name); }
 
 }  // namespace kern::chat::jinja

@@ -14,7 +14,7 @@ namespace kern::chat::jinja {
 namespace {
 constexpr int kMaxPrintDepth = 200;
 
-void check_depth(int depth) {
+void check_print_depth(int depth) {
   if (depth > kMaxPrintDepth) fault(fmt::format("value nesting deeper than {} while printing", kMaxPrintDepth));
 }
 
@@ -71,7 +71,7 @@ void repr_dict(std::string& out, const Dict& d, int depth) {
 }
 
 void repr_at(std::string& out, const Value& v, int depth) {
-  check_depth(depth);
+  check_print_depth(depth);
   switch (v.kind()) {
     case Value::Kind::Undefined: out += "Undefined"; return;  // Jinja's Undefined.__repr__
     case Value::Kind::String: repr_string(out, v.str()); return;
@@ -212,7 +212,7 @@ void json_container(std::string& out, const JsonStyle& st, int depth, std::size_
 }
 
 void json_at(std::string& out, const Value& v, const JsonStyle& st, int depth) {
-  check_depth(depth);
+  check_print_depth(depth);
   switch (v.kind()) {
     case Value::Kind::None: out += "null"; return;
     case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;

@@ -84,11 +84,7 @@ bool t_sameas(Interp&, const Value& v, const CallArgs& a) {
   }
 }
 
-struct TestEntry {
-  std::string_view name;
-  TestFn fn;
-};
-constexpr TestEntry kTests[] = {
+constexpr Named<TestFn> kTests[] = {
     {"!=", t_ne},
     {"<", t_lt},
     {"<=", t_le},
@@ -129,10 +125,6 @@ constexpr TestEntry kTests[] = {
 
 }  // namespace
 
-TestFn find_test(std::string_view name) {
-  for (const TestEntry& t : kTests)
-    if (t.name == name) return t.fn;
-  return nullptr;
-}
+TestFn find_test(std::string_view name) { return find_named(kTests, name); }
 
 }  // namespace kern::chat::jinja

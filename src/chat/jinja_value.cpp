@@ -14,7 +14,7 @@ namespace {
 // made to hold itself; walks stop here instead of overflowing the stack.
 constexpr int kMaxValueDepth = Value::kMaxDepth;
 
-void check_depth(int depth) {
+void check_value_depth(int depth) {
   if (depth > kMaxValueDepth)
     fault(fmt::format("value nesting deeper than {} (a cycle through a namespace?)", kMaxValueDepth));
 }
@@ -172,7 +172,7 @@ bool truthy(const Value& v) {
 namespace {
 
 bool equals_at(const Value& a, const Value& b, int depth) {
-  check_depth(depth);
+  check_value_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
     return a.as_float() == b.as_float();
@@ -204,7 +204,7 @@ bool equals_at(const Value& a, const Value& b, int depth) {
 }
 
 bool less_at(const Value& a, const Value& b, int depth) {
-  check_depth(depth);
+  check_value_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() < b.as_int();
     return a.as_float() < b.as_float();
@@ -223,7 +223,7 @@ bool less_at(const Value& a, const Value& b, int depth) {
 }
 
 Value from_json_at(const nlohmann::ordered_json& j, int depth) {
-  check_depth(depth);
+  check_value_depth(depth);
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "kern/cuda/cuda.hpp"
+
 namespace kern::cuda::detail {
 
 // X(pretty name, exported symbol). The exported symbol is the versioned one cuda.h maps the
@@ -88,6 +90,9 @@ void warn_if_failed(CUresult r, std::string_view call);
 // no-op): Event and TimingEvent.
 void* create_event(unsigned flags);
 void destroy_event(void* e);
+
+// A Stream's driver handle (Stream holds it as void* so that its header names no CUDA type).
+inline CUstream raw(const Stream& s) { return static_cast<CUstream>(s.handle()); }
 
 }  // namespace kern::cuda::detail
 

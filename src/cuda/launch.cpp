@@ -11,9 +11,7 @@
 namespace kern::cuda {
 using detail::api;
 
-namespace {
-CUstream raw(const Stream& s) { return static_cast<CUstream>(s.handle()); }
-}  // namespace
+using detail::raw;
 
 void launch(const Function& f, const LaunchGeometry& g, void** params, const Stream& s) {
   if (!g.cluster && !g.pdl) {

@@ -8,9 +8,7 @@
 namespace kern::cuda {
 using detail::api;
 
-namespace {
-CUstream raw(const Stream& s) { return static_cast<CUstream>(s.handle()); }
-}  // namespace
+using detail::raw;
 
 DeviceMemory DeviceMemory::allocate(std::size_t bytes, std::string_view what) {
   DeviceMemory m;

@@ -25,8 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t nul = input.find('\0');
   const std::string_view source = input.substr(0, nul);
   const std::string_view request_text = nul == std::string_view::npos ? kDefaultRequest : input.substr(nul + 1);
-  nlohmann::ordered_json request = nlohmann::ordered_json::parse(request_text, nullptr, false);
-  if (request.is_discarded()) request = nlohmann::ordered_json::parse(kDefaultRequest);
+  static const nlohmann::ordered_json kDefault = nlohmann::ordered_json::parse(kDefaultRequest);
+  nlohmann::ordered_json request =
+      nul == std::string_view::npos ? kDefault : nlohmann::ordered_json::parse(request_text, nullptr, false);
+  if (request.is_discarded()) request = kDefault;
 
   std::optional<kern::chat::ChatTemplate> tmpl;
   try {

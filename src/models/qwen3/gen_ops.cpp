@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "models/qwen3/gen.hpp"
+#include "sample_layout.cuh"
 
 namespace kern::models::qwen3_gen {
 namespace {
@@ -106,18 +107,17 @@ OJ argmax_op(const Geo& g) {
             OJ::array({with_pdl(std::move(part), g), with_pdl(std::move(fin), g)}), std::move(sc));
 }
 
-// Sampling + log-probs (kernels/sample.cu): one 8-CTA cluster per row, the row's slice of the
-// scaled logits in dynamic shared memory (the kernel's formula; it traps on less).
+// Sampling + log-probs (kernels/sample.cu): one 8-CTA cluster per row, the row's slice in dynamic
+// shared memory (kernels/sample_layout.cuh; the kernel traps on less).
 std::uint64_t sample_shared_bytes(std::uint64_t vocab) {
-  const std::uint64_t chunk = (vocab + 7) / 8;
-  return 4 * 8 * ((chunk + 14) / 8) + 65536;
+  return static_cast<std::uint64_t>(kern_sample::shared_bytes(static_cast<std::int64_t>(vocab)));
 }
 
 OJ sample_op(const Geo& g) {
   const std::uint64_t vocab = g.c.vocab;
   OJ l = launch("kern_sample_bf16",
                 OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(vocab), i32(sample_history_stride(g))}),
-                OJ::array({8, "seqs", 1}), 256);
+                OJ::array({kern_sample::kCluster, "seqs", 1}), kern_sample::kThreads);
   return op({"in buffer<bf16>", "in buffer<f32>", "in buffer<i64>", "in buffer<i32>", "out buffer<i64>",
              "out buffer<f32>", "out buffer<i32>", "i32"},
             OJ::array({with_pdl(with_shared(std::move(l), sample_shared_bytes(vocab)), g)}));

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "harness.hpp"
+#include "sample_layout.cuh"
 
 namespace kern_gpu_test {
 namespace {
@@ -141,8 +142,7 @@ double graph_median_us(const std::function<void(cudaStream_t)>& enqueue, int per
 TEST(PerfGpu, Sample) {
   std::mt19937_64 rng(104);
   Fatbin sample("sample"), argmax("argmax");
-  const int chunk = (kVocab + 7) / 8;
-  sample.set_dynamic_shared("kern_sample_bf16", 4 * 8 * ((chunk + 14) / 8) + 65536);
+  sample.set_dynamic_shared("kern_sample_bf16", static_cast<int>(kern_sample::shared_bytes(kVocab)));
   struct Setting {
     const char* name;
     float temperature, top_p, min_p;
@@ -182,8 +182,9 @@ TEST(PerfGpu, Sample) {
       Device<float> d_fp(fp);
       Device<int64_t> d_ip(ip);
       const double us = graph_median_us([&](cudaStream_t st) {
-        sample.enqueue("kern_sample_bf16", st, dim3(8, rows), dim3(256), logits.get(), d_fp.get(), d_ip.get(),
-                       history.get(), tokens.get(), logprobs.get(), top_ids.get(), rows, kVocab, 8);
+        sample.enqueue("kern_sample_bf16", st, dim3(kern_sample::kCluster, rows), dim3(kern_sample::kThreads),
+                       logits.get(), d_fp.get(), d_ip.get(), history.get(), tokens.get(), logprobs.get(), top_ids.get(),
+                       rows, kVocab, 8);
       });
       check_cuda(cudaDeviceSynchronize(), "sample timing");
       report(std::string("sample ") + s.name + b, us);
@@ -196,7 +197,8 @@ TEST(PerfGpu, Sample) {
              argmax.enqueue("kern_argmax_final", st, dim3(rows), dim3(64), pm.get(), pi.get(), tokens.get(), rows, 64);
            }));
     report("logits D2D copy (read once)" + b, graph_median_us([&](cudaStream_t st) {
-             check_cuda(cudaMemcpyAsync(copy.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToDevice, st), "copy");
+             check_cuda(cudaMemcpyAsync(copy.get(), logits.get(), logits.bytes(), cudaMemcpyDeviceToDevice, st),
+                        "copy");
            }));
   }
 }

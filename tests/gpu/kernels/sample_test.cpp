@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "harness.hpp"
+#include "sample_layout.cuh"
 #include "sample_reference.hpp"
 
 namespace kern_gpu_test {
@@ -28,10 +29,7 @@ constexpr int kLp = 21, kTop = 20;
 constexpr int kQwenVocab = 151936;
 constexpr const char* kEntry = "kern_sample_bf16";
 
-int sample_smem(int vocab) {
-  const int chunk = (vocab + 7) / 8;
-  return 4 * 8 * ((chunk + 14) / 8) + 65536;
-}
+int sample_smem(int vocab) { return static_cast<int>(kern_sample::shared_bytes(vocab)); }
 
 struct RowIn {
   SampleParams p;
@@ -74,8 +72,8 @@ class Sampler {
     Device<float> d_lp(static_cast<size_t>(rows) * kLp);
     Device<int32_t> d_top(static_cast<size_t>(rows) * kTop);
     fb_.set_dynamic_shared(kEntry, sample_smem(vocab));
-    fb_.launch(kEntry, dim3(8, rows), dim3(256), d_logits, d_fp.get(), d_ip.get(), d_hist.get(), d_tok.get(),
-               d_lp.get(), d_top.get(), rows, vocab, hist_stride);
+    fb_.launch(kEntry, dim3(kern_sample::kCluster, rows), dim3(kern_sample::kThreads), d_logits, d_fp.get(), d_ip.get(),
+               d_hist.get(), d_tok.get(), d_lp.get(), d_top.get(), rows, vocab, hist_stride);
     return {d_tok.download(), d_lp.download(), d_top.download()};
   }
 
@@ -120,7 +118,9 @@ void check_row(const Outputs& o, int r, const std::vector<float>& logits, const 
   }
   const float* lp = &o.logprobs[static_cast<size_t>(r) * kLp];
   const int32_t* ids = &o.top_ids[static_cast<size_t>(r) * kTop];
-  auto near = [](double got, double want) { return std::isnan(want) ? std::isnan(got) : std::fabs(got - want) <= 1e-3; };
+  auto near = [](double got, double want) {
+    return std::isnan(want) ? std::isnan(got) : std::fabs(got - want) <= 1e-3;
+  };
   EXPECT_TRUE(near(lp[0], ref.logprobs[tok])) << lp[0] << " vs " << ref.logprobs[tok];
   for (int j = 0; j < ref.n_logprobs; ++j) {
     EXPECT_EQ(ids[j], ref.top_ids[j]) << "top " << j;
@@ -207,14 +207,24 @@ TEST(SampleGpu, GreedyMatchesReferenceAndArgmax) {
 // Moves top_p (and min_p) to the middle of the gap around its float64 decision (between the
 // cumulative masses, resp. log-probability ratios, of the tokens either side), so that a kernel
 // deciding in f32 cannot decide differently; the setting's meaning is unchanged up to that gap.
-SampleParams center_decisions(const std::vector<float>& logits, SampleParams p) {
+// The reference distribution with top-k (and penalties, temperature) only, and its ids by
+// descending probability (ties in id order).
+struct Ranked {
+  SampleReference base;
+  std::vector<int32_t> order;
+};
+Ranked rank_before_cutoffs(const std::vector<float>& logits, const SampleParams& p) {
   SampleParams q = p;
   q.top_p = 1.0f;
   q.min_p = 0.0f;
-  const SampleReference base = sample_reference(logits, q);  // top-k (and penalties, temperature) only
-  std::vector<int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return base.probs[a] > base.probs[b]; });
+  Ranked r{sample_reference(logits, q), std::vector<int32_t>(logits.size())};
+  std::iota(r.order.begin(), r.order.end(), 0);
+  std::stable_sort(r.order.begin(), r.order.end(), [&](int a, int b) { return r.base.probs[a] > r.base.probs[b]; });
+  return r;
+}
+
+SampleParams center_decisions(const std::vector<float>& logits, SampleParams p) {
+  const auto [base, order] = rank_before_cutoffs(logits, p);
   if (p.top_p < 1.0f && p.top_p > 0.0f) {
     double cum = 0.0;
     for (int32_t i : order) {
@@ -246,13 +256,7 @@ SampleParams center_decisions(const std::vector<float>& logits, SampleParams p) 
 // The smallest distance of the float64 decision points (top-p crossing, min-p threshold) from the
 // row's values, relative: a kernel in f32 decides the same as the reference when it is large.
 double decision_margin(const std::vector<float>& logits, const SampleParams& p) {
-  SampleParams q = p;
-  q.top_p = 1.0f;
-  q.min_p = 0.0f;
-  const SampleReference base = sample_reference(logits, q);  // top-k (and penalties, temperature) only
-  std::vector<int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return base.probs[a] > base.probs[b]; });
+  const auto [base, order] = rank_before_cutoffs(logits, p);
   double margin = 1.0;
   if (p.top_p < 1.0f) {
     double cum = 0.0;
@@ -294,7 +298,8 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
   int kept = 0;
   for (double pr : ref.probs) kept += pr > 0.0 ? 1 : 0;
   std::vector<bf16_bits> all(static_cast<size_t>(rows_per_launch) * c.vocab);
-  for (int r = 0; r < rows_per_launch; ++r) std::copy(c.row.begin(), c.row.end(), all.begin() + static_cast<size_t>(r) * c.vocab);
+  for (int r = 0; r < rows_per_launch; ++r)
+    std::copy(c.row.begin(), c.row.end(), all.begin() + static_cast<size_t>(r) * c.vocab);
   Device<bf16_bits> d(all);
   Sampler s;
   std::vector<int64_t> counts(c.vocab, 0);
@@ -486,23 +491,38 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
   row([](RowIn& r) { r.p.top_k = 20; });
   row([](RowIn& r) { r.p.top_p = 0.7f; });
   row([](RowIn& r) { r.p.min_p = 0.2f; });
-  row([](RowIn& r) { r.p.top_k = 2500; });  // fallback
-  row([&](RowIn& r) { r.p.temperature = nan; });                        // greedy
-  row([](RowIn& r) { r.p.top_k = -5; });                                // off
-  row([](RowIn& r) { r.p.top_k = 1 << 20; });                           // >= vocab: off
-  row([&](RowIn& r) { r.p.top_p = nan; r.p.min_p = nan; });             // off
-  row([](RowIn& r) { r.p.min_p = 3.0f; });                              // clamped to 1
-  row([](RowIn& r) { r.p.n_logprobs = 1000; });                         // clamped to 20
-  row([](RowIn& r) { r.p.n_logprobs = -4; });                           // 0
-  row([&](RowIn& r) { r.p.repetition = nan; r.p.presence = INFINITY; r.p.temperature = 0.0f; r.p.history = {3}; });
+  row([](RowIn& r) { r.p.top_k = 2500; });        // fallback
+  row([&](RowIn& r) { r.p.temperature = nan; });  // greedy
+  row([](RowIn& r) { r.p.top_k = -5; });          // off
+  row([](RowIn& r) { r.p.top_k = 1 << 20; });     // >= vocab: off
+  row([&](RowIn& r) {
+    r.p.top_p = nan;
+    r.p.min_p = nan;
+  });                                            // off
+  row([](RowIn& r) { r.p.min_p = 3.0f; });       // clamped to 1
+  row([](RowIn& r) { r.p.n_logprobs = 1000; });  // clamped to 20
+  row([](RowIn& r) { r.p.n_logprobs = -4; });    // 0
+  row([&](RowIn& r) {
+    r.p.repetition = nan;
+    r.p.presence = INFINITY;
+    r.p.temperature = 0.0f;
+    r.p.history = {3};
+  });
   row([](RowIn& r) {  // ids out of range ignored; history_len past the stride clamped
     r.p.temperature = 0.0f;
     r.p.repetition = 1e6f;
     r.p.history = {-1, vocab + 3, 1 << 30, 11, 12, 13};
     r.history_len = 1000;
   });
-  row([](RowIn& r) { r.p.temperature = 0.0f; r.history_len = -9; r.p.history = {}; });
-  row([](RowIn& r) { r.p.temperature = 1e-6f; r.p.top_k = 3; });      // huge scaled logits
+  row([](RowIn& r) {
+    r.p.temperature = 0.0f;
+    r.history_len = -9;
+    r.p.history = {};
+  });
+  row([](RowIn& r) {
+    r.p.temperature = 1e-6f;
+    r.p.top_k = 3;
+  });  // huge scaled logits
   std::vector<bf16_bits> logits;
   for (size_t r = 0; r < in.size(); ++r) {
     const std::vector<bf16_bits> one = llm_row(rng, vocab);
@@ -510,7 +530,8 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
   }
   // row 14 penalises its top tokens 11..13 by making them the maximum
   for (int i : {11, 12, 13}) logits[static_cast<size_t>(14) * vocab + i] = float_to_bf16(20.0f + i);
-  for (size_t r = 0; r < in.size(); ++r) in[r].p = center_decisions(row_floats(logits, vocab, static_cast<int>(r)), in[r].p);
+  for (size_t r = 0; r < in.size(); ++r)
+    in[r].p = center_decisions(row_floats(logits, vocab, static_cast<int>(r)), in[r].p);
   Sampler s;
   const Outputs o = s.run(logits, vocab, in, stride);
   for (size_t r = 0; r < in.size(); ++r) {

@@ -26,6 +26,16 @@ std::string axpy_manifest(const char* n_type, const char* extra_op = "") {
 })";
 }
 
+// Runs axpy_manifest's program on random x: y = 2 x exactly (y starts at zero).
+void expect_axpy_doubles(runtime::Runtime& rt, std::uint64_t seed) {
+  rt.load_weights(weights::HostTensors{});
+  std::vector<float> x = random_f32(1024, seed);
+  rt.write_input("x", as_bytes(x));
+  rt.run("main", {{"n", 1024}});
+  auto y = from_bytes<float>(rt.read_buffer("y"));
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(y[i], 2.0f * x[i]);
+}
+
 TEST(RuntimeGpuFailures, DeviceIsVisible) {
   cuda::ensure_driver();
   ASSERT_GE(cuda::device_count(), 1);
@@ -58,12 +68,7 @@ TEST(RuntimeGpuFailures, TamperedModuleIsKernelArtifact) {
   // the intact file in the same dir loads, by hash, whatever its name
   write_file((dir / "renamed.bin").string(), read_file(cubin_path()));
   auto rt = load(verified(axpy_manifest("i32")), {}, dir.string());
-  rt->load_weights(weights::HostTensors{});
-  std::vector<float> x = random_f32(1024, 5);
-  rt->write_input("x", as_bytes(x));
-  rt->run("main", {{"n", 1024}});
-  auto y = from_bytes<float>(rt->read_buffer("y"));
-  for (int i = 0; i < 1024; ++i) ASSERT_EQ(y[i], 2.0f * x[i]);
+  expect_axpy_doubles(*rt, 5);
   fs::remove_all(dir);
 }
 
@@ -94,12 +99,7 @@ TEST(RuntimeGpuFailures, CooperativeGridMustFitOnTheDevice) {
   expect_error([&] { load(verified(with_grid("[100000, 1, 1]"))); }, ErrorKind::Manifest,
                "ops.axpy.impl.launches[0]: cooperative grid of 100000 blocks exceeds the");
   auto rt = load(verified(with_grid(R"([{"ceil_div": ["n", 128]}, 1, 1])")));
-  rt->load_weights(weights::HostTensors{});
-  std::vector<float> x = random_f32(1024, 9);
-  rt->write_input("x", as_bytes(x));
-  rt->run("main", {{"n", 1024}});
-  auto y = from_bytes<float>(rt->read_buffer("y"));
-  for (int i = 0; i < 1024; ++i) ASSERT_EQ(y[i], 2.0f * x[i]);
+  expect_axpy_doubles(*rt, 9);
 }
 
 }  // namespace

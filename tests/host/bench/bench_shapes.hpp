@@ -11,16 +11,14 @@ inline models::Qwen3Shape qwen3_4b() { return models::qwen3_preset("4b"); }
 
 // hidden 8, intermediate 16, 2 layers, 4 / 2 heads of 2, vocab 10, untied.
 inline models::Qwen3Shape small_shape() {
-  models::Qwen3Shape s;
-  s.hidden = 8;
-  s.intermediate = 16;
-  s.layers = 2;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 2;
-  s.vocab = 10;
-  s.tied = false;
-  return s;
+  return {.hidden = 8,
+          .intermediate = 16,
+          .layers = 2,
+          .heads = 4,
+          .kv_heads = 2,
+          .head_dim = 2,
+          .vocab = 10,
+          .tied = false};
 }
 
 }  // namespace kern::bench::test

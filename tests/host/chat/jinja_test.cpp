@@ -2,7 +2,9 @@
 // tojson, scoping, undefined values, and the limits that keep hostile templates bounded.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "kern/base/error.hpp"
 #include "kern/chat/jinja.hpp"
@@ -38,6 +40,16 @@ std::string load_error(std::string_view tmpl) {
 }
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+// Each template (no globals) renders to the text beside it.
+void expect_renders(std::initializer_list<std::pair<const char*, const char*>> cases) {
+  for (const auto& [tmpl, text] : cases) EXPECT_EQ(render(tmpl), text) << tmpl;
+}
+
+// Each template renders to an Error(Template) whose message contains the text beside it.
+void expect_render_errors(std::initializer_list<std::pair<const char*, const char*>> cases) {
+  for (const auto& [tmpl, words] : cases) EXPECT_CONTAINS(error_of(tmpl), words);
+}
 
 TEST(JinjaLoad, UnsupportedThingsFailAtLoadWithLineAndColumn) {
   // (template, words of the load error)
@@ -110,21 +122,22 @@ TEST(JinjaWhitespace, TrimAndLstripBlocksAsTransformersConfiguresThem) {
 }
 
 TEST(JinjaPrint, PythonStrAndRepr) {
-  EXPECT_EQ(render("{{ true }} {{ false }} {{ none }} {{ undefined_thing }}|"), "True False None |");
-  EXPECT_EQ(render("{{ 2.0 }} {{ 3.5 }} {{ 1e20 }} {{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ -0.0 }}"),
-            "2.0 3.5 1e+20 1e+16 1000000000000000.0 0.0001 1e-05 -0.0");
-  EXPECT_EQ(render("{{ 0.1 + 0.2 }} {{ 1 / 3 }} {{ 10 / 2 }}"), "0.30000000000000004 0.3333333333333333 5.0");
-  EXPECT_EQ(render("{{ ['a', \"it's\", 'q\"', 1, 2.5, none, true] }}"), "['a', \"it's\", 'q\"', 1, 2.5, None, True]");
-  EXPECT_EQ(render("{{ ('b', 1) }} {{ (1,) }} {{ () }} {{ {} }} {{ [] }}"), "('b', 1) (1,) () {} []");
-  EXPECT_EQ(render("{{ ['tab\\there', 'nl\\n', 'back\\\\', '\\x01', 'é日本', '\\u00a0', '\\u200b'] }}"),
-            "['tab\\there', 'nl\\n', 'back\\\\', '\\x01', 'é日本', '\\xa0', '\\u200b']");
+  expect_renders({
+      {"{{ true }} {{ false }} {{ none }} {{ undefined_thing }}|", "True False None |"},
+      {"{{ 2.0 }} {{ 3.5 }} {{ 1e20 }} {{ 1e16 }} {{ 1e15 }} {{ 0.0001 }} {{ 0.00001 }} {{ -0.0 }}",
+       "2.0 3.5 1e+20 1e+16 1000000000000000.0 0.0001 1e-05 -0.0"},
+      {"{{ 0.1 + 0.2 }} {{ 1 / 3 }} {{ 10 / 2 }}", "0.30000000000000004 0.3333333333333333 5.0"},
+      {"{{ ['a', \"it's\", 'q\"', 1, 2.5, none, true] }}", "['a', \"it's\", 'q\"', 1, 2.5, None, True]"},
+      {"{{ ('b', 1) }} {{ (1,) }} {{ () }} {{ {} }} {{ [] }}", "('b', 1) (1,) () {} []"},
+      {"{{ ['tab\\there', 'nl\\n', 'back\\\\', '\\x01', 'é日本', '\\u00a0', '\\u200b'] }}",
+       "['tab\\there', 'nl\\n', 'back\\\\', '\\x01', 'é日本', '\\xa0', '\\u200b']"},
+      {"{% set ns = namespace(a=1) %}{{ ns }}", "<Namespace {'a': 1}>"},
+      {"{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2 ** 10 }} {{ 2 ** -1 }} {{ 7.5 // 2 }}",
+       "3 -4 2 -2 1024 0.5 3.0"},
+      {"{{ true + 1 }} {{ 'ab' * 3 }} {{ [0] * 2 }} {{ 'x' ~ 1.0 ~ none ~ true }}", "2 ababab [0, 0] x1.0NoneTrue"},
+  });
   EXPECT_EQ(render("{{ m }}", R"({"m": {"role": "user", "n": [1, {"x": null}]}})"),
             "{'role': 'user', 'n': [1, {'x': None}]}");
-  EXPECT_EQ(render("{% set ns = namespace(a=1) %}{{ ns }}"), "<Namespace {'a': 1}>");
-  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2 ** 10 }} {{ 2 ** -1 }} {{ 7.5 // 2 }}"),
-            "3 -4 2 -2 1024 0.5 3.0");
-  EXPECT_EQ(render("{{ true + 1 }} {{ 'ab' * 3 }} {{ [0] * 2 }} {{ 'x' ~ 1.0 ~ none ~ true }}"),
-            "2 ababab [0, 0] x1.0NoneTrue");
 }
 
 TEST(JinjaJson, TojsonIsPythonJsonDumps) {
@@ -144,26 +157,28 @@ TEST(JinjaUndefined, BehavesLikeJinjaDefaultUndefined) {
             "[]0Falsed");
   EXPECT_EQ(render("{{ m.missing is defined }} {{ none.attr is defined }} {{ 5.attr is defined }}", R"({"m": {}})"),
             "False False False");
-  EXPECT_CONTAINS(error_of("{{ x.y }}"), "t line 1 column 5: 'x' is undefined");
-  EXPECT_CONTAINS(error_of("{{ x['y'] }}"), "'x' is undefined");
-  EXPECT_CONTAINS(error_of("{{ x + 1 }}"), "'x' is undefined");
-  EXPECT_CONTAINS(error_of("{{ x < 1 }}"), "'x' is undefined");
-  EXPECT_CONTAINS(error_of("{% set x = none %}{{ x() }}"), "'NoneType' object is not callable");
+  expect_render_errors({{"{{ x.y }}", "t line 1 column 5: 'x' is undefined"},
+                        {"{{ x['y'] }}", "'x' is undefined"},
+                        {"{{ x + 1 }}", "'x' is undefined"},
+                        {"{{ x < 1 }}", "'x' is undefined"},
+                        {"{% set x = none %}{{ x() }}", "'NoneType' object is not callable"}});
   EXPECT_EQ(render("{{ 'a' in x }} {{ x == x }} {{ x == none }}"), "False True False");
 }
 
 TEST(JinjaErrors, PythonTypeErrorsAreRenderErrors) {
-  EXPECT_CONTAINS(error_of("{{ 'a' + 1 }}"), "can only concatenate str (not \"int\") to str");
-  EXPECT_CONTAINS(error_of("{{ 1 in 'abc' }}"), "'in <string>' requires string as left operand");
-  EXPECT_CONTAINS(error_of("{{ 'x' in none }}"), "argument of type 'NoneType' is not iterable");
-  EXPECT_CONTAINS(error_of("{% for x in 3 %}{% endfor %}"), "'int' object is not iterable");
-  EXPECT_CONTAINS(error_of("{{ 1 / 0 }}"), "division by zero");
-  EXPECT_CONTAINS(error_of("{{ 9223372036854775807 + 1 }}"), "does not fit in 64 bits");
-  EXPECT_CONTAINS(error_of("{{ raise_exception('no ' ~ 'way') }}"), "t line 1 column 4: no way");
-  EXPECT_CONTAINS(error_of("{% for a, b in [[1]] %}{% endfor %}"), "not enough values to unpack");
-  EXPECT_CONTAINS(error_of("{{ 'abc'[::0] }}"), "slice step cannot be zero");
-  EXPECT_CONTAINS(error_of("{{ none < 1 }}"), "'<' not supported between instances of 'NoneType' and 'int'");
-  EXPECT_CONTAINS(error_of("{{ range(200000) | length }}"), "range too big");
+  expect_render_errors({
+      {"{{ 'a' + 1 }}", "can only concatenate str (not \"int\") to str"},
+      {"{{ 1 in 'abc' }}", "'in <string>' requires string as left operand"},
+      {"{{ 'x' in none }}", "argument of type 'NoneType' is not iterable"},
+      {"{% for x in 3 %}{% endfor %}", "'int' object is not iterable"},
+      {"{{ 1 / 0 }}", "division by zero"},
+      {"{{ 9223372036854775807 + 1 }}", "does not fit in 64 bits"},
+      {"{{ raise_exception('no ' ~ 'way') }}", "t line 1 column 4: no way"},
+      {"{% for a, b in [[1]] %}{% endfor %}", "not enough values to unpack"},
+      {"{{ 'abc'[::0] }}", "slice step cannot be zero"},
+      {"{{ none < 1 }}", "'<' not supported between instances of 'NoneType' and 'int'"},
+      {"{{ range(200000) | length }}", "range too big"},
+  });
 }
 
 TEST(JinjaScope, SetInLoopsStaysInTheIterationNamespacesDoNot) {

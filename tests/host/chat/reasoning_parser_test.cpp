@@ -19,7 +19,7 @@ void PrintTo(const ReasoningDelta& d, std::ostream* os) {
 
 namespace {
 
-ReasoningDelta stream(const test::Pieces& pieces, const ReasoningOptions& options = {}) {
+ReasoningDelta stream_reasoning(const test::Pieces& pieces, const ReasoningOptions& options = {}) {
   ReasoningParser parser(options);
   ReasoningDelta all;
   for (std::string_view p : pieces) {
@@ -42,7 +42,7 @@ void expect_split(std::string_view text, const ReasoningDelta& expected, const R
   int failures = 0;
   test::for_each_split(text, [&](const test::Pieces& pieces) {
     if (failures > 3) return;
-    ReasoningDelta got = stream(pieces, options);
+    ReasoningDelta got = stream_reasoning(pieces, options);
     if (got != expected) {
       ++failures;
       std::string cut;
@@ -176,7 +176,7 @@ TEST(ReasoningParser, StreamingEqualsWholeTextForEverySplit) {
       test::for_each_split(
           text,
           [&](const test::Pieces& pieces) {
-            ASSERT_EQ(stream(pieces, options), whole) << "text {" << text << "} opened " << opened;
+            ASSERT_EQ(stream_reasoning(pieces, options), whole) << "text {" << text << "} opened " << opened;
           },
           40, 30);
     }

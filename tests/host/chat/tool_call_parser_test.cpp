@@ -20,7 +20,7 @@ void PrintTo(const ToolCallDelta& d, std::ostream* os) {
 
 namespace {
 
-ToolCallDelta stream(const test::Pieces& pieces, const ToolCallOptions& options = {}) {
+ToolCallDelta stream_tool_calls(const test::Pieces& pieces, const ToolCallOptions& options = {}) {
   ToolCallParser parser(options);
   ToolCallDelta all;
   auto add = [&](ToolCallDelta d) {
@@ -38,7 +38,7 @@ void expect_calls(std::string_view text, const ToolCallDelta& expected, const To
   int failures = 0;
   test::for_each_split(text, [&](const test::Pieces& pieces) {
     if (failures > 3) return;
-    ToolCallDelta got = stream(pieces, options);
+    ToolCallDelta got = stream_tool_calls(pieces, options);
     if (got != expected) {
       ++failures;
       std::string cut;
@@ -239,7 +239,9 @@ TEST(ToolCallParser, StreamingEqualsWholeTextForEverySplit) {
     with_calls += !whole.calls.empty();
     with_text_blocks += whole.content.find("</tool_call>") != std::string::npos;
     test::for_each_split(
-        text, [&](const test::Pieces& pieces) { ASSERT_EQ(stream(pieces), whole) << "text {" << text << "}"; }, 40, 30);
+        text,
+        [&](const test::Pieces& pieces) { ASSERT_EQ(stream_tool_calls(pieces), whole) << "text {" << text << "}"; }, 40,
+        30);
   }
   // The fragments do make calls, and blocks that stay text.
   EXPECT_GT(with_calls, 30);

@@ -19,7 +19,7 @@ using test::Event;
 using test::FakeExecutor;
 using Ints = std::vector<std::int64_t>;
 
-const core::Verified& toy() {
+const core::Verified& shadow_toy() {
   static const core::Verified v = core::verify(
       core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
   return v;
@@ -40,8 +40,8 @@ std::vector<std::byte> i64s(const Ints& v) {
 }
 
 TEST(InputShadow, WritesOnlyFromTheFirstChangedElement) {
-  FakeExecutor fake(toy().manifest());
-  InputShadow shadow(toy().manifest());
+  FakeExecutor fake(shadow_toy().manifest());
+  InputShadow shadow(shadow_toy().manifest());
   // First write: everything, as a prefix write.
   EXPECT_EQ(shadow.write(fake, "table", i32s({0, 1})), 8u);
   ASSERT_EQ(fake.events.size(), 1u);
@@ -71,8 +71,8 @@ TEST(InputShadow, WritesOnlyFromTheFirstChangedElement) {
 
 TEST(InputShadow, ElementsNotBytes) {
   // i64 1 -> 257 changes the second byte of element 1 (byte 9): the write starts at the element.
-  FakeExecutor fake(toy().manifest());
-  InputShadow shadow(toy().manifest());
+  FakeExecutor fake(shadow_toy().manifest());
+  InputShadow shadow(shadow_toy().manifest());
   shadow.write(fake, "pos", i64s({5, 1}));
   EXPECT_EQ(shadow.write(fake, "pos", i64s({5, 257})), 8u);
   EXPECT_EQ(fake.events.back().offset, 8u);
@@ -80,8 +80,8 @@ TEST(InputShadow, ElementsNotBytes) {
 }
 
 TEST(InputShadow, MonotoneInputsAreWrittenFromTheirStart) {
-  FakeExecutor fake(toy().manifest());
-  InputShadow shadow(toy().manifest());
+  FakeExecutor fake(shadow_toy().manifest());
+  InputShadow shadow(shadow_toy().manifest());
   shadow.write(fake, "cu", i32s({0, 2}));
   EXPECT_EQ(shadow.write(fake, "cu", i32s({0, 1})), 8u);  // element 1 changed, written from 0
   EXPECT_TRUE(fake.events.back().prefix);
@@ -89,8 +89,8 @@ TEST(InputShadow, MonotoneInputsAreWrittenFromTheirStart) {
 }
 
 TEST(InputShadow, RefusedWritesAreNotRememberedAndClearForgets) {
-  FakeExecutor fake(toy().manifest());
-  InputShadow shadow(toy().manifest());
+  FakeExecutor fake(shadow_toy().manifest());
+  InputShadow shadow(shadow_toy().manifest());
   shadow.write(fake, "table", i32s({0, 1}));
   // More entries than the whole table holds: the fake refuses (as the runtime does), the shadow
   // keeps {0, 1}.

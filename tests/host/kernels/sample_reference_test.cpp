@@ -13,7 +13,7 @@ namespace kern_sample_ref {
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kInfF = std::numeric_limits<float>::infinity();
 
 std::vector<float> logs(std::initializer_list<double> p) {
   std::vector<float> v;
@@ -51,8 +51,8 @@ TEST(SampleReference, TopKKeepsTiesAtTheThreshold) {
   expect_probs(sample_reference({1.0f, 2.0f, 3.0f}, p), {0.0, std::exp(2.0) / z2, std::exp(3.0) / z2});
   // [3, 2, 2, 1], k = 2: the threshold 2 is tied, both kept
   const double z3 = std::exp(3.0) + 2 * std::exp(2.0);
-  expect_probs(sample_reference({3.0f, 2.0f, 2.0f, 1.0f}, p), {std::exp(3.0) / z3, std::exp(2.0) / z3,
-                                                              std::exp(2.0) / z3, 0.0});
+  expect_probs(sample_reference({3.0f, 2.0f, 2.0f, 1.0f}, p),
+               {std::exp(3.0) / z3, std::exp(2.0) / z3, std::exp(2.0) / z3, 0.0});
   p.top_k = 4;  // >= vocab: off
   EXPECT_GT(sample_reference({3.0f, 2.0f, 2.0f, 1.0f}, p).probs[3], 0.0);
   p.top_k = -3;  // negative: off
@@ -116,7 +116,7 @@ TEST(SampleReference, Penalties) {
   expect_probs(sample_reference({2.0f, 1.0f, 0.8f}, p), {std::exp(0.75) / z, std::exp(0.25) / z, std::exp(0.8) / z});
   // non-finite / non-positive penalties are off
   p.repetition = kNaN;
-  p.frequency = kInf;
+  p.frequency = kInfF;
   p.presence = kNaN;
   p.temperature = 0.0f;
   EXPECT_EQ(sample_reference({2.0f, 1.0f, 0.8f}, p).greedy_token, 0);
@@ -130,18 +130,18 @@ TEST(SampleReference, GreedyTiesNaNAndSanitising) {
   EXPECT_EQ(sample_reference({1.0f, 3.0f, 3.0f}, p).greedy_token, 1);
   EXPECT_EQ(sample_reference({kNaN, 1.0f, 0.0f}, p).greedy_token, 1);
   EXPECT_EQ(sample_reference({kNaN, kNaN}, p).greedy_token, 0);
-  EXPECT_EQ(sample_reference({-kInf, kNaN, -kInf}, p).greedy_token, 0);
+  EXPECT_EQ(sample_reference({-kInfF, kNaN, -kInfF}, p).greedy_token, 0);
   p.temperature = -1.0f;
   EXPECT_TRUE(sample_reference({1.0f, 3.0f}, p).greedy);
   p.temperature = kNaN;
   EXPECT_TRUE(sample_reference({1.0f, 3.0f}, p).greedy);
   // sampling with nothing finite falls back to the greedy token
   p.temperature = 1.0f;
-  const auto r = sample_reference({-kInf, kNaN, -kInf}, p);
+  const auto r = sample_reference({-kInfF, kNaN, -kInfF}, p);
   EXPECT_TRUE(r.greedy);
   EXPECT_EQ(r.greedy_token, 0);
   // +inf scaled logits clamp to FLT_MAX: the infinite tokens share the mass
-  expect_probs(sample_reference({kInf, 1.0f, kInf}, p), {0.5, 0.0, 0.5});
+  expect_probs(sample_reference({kInfF, 1.0f, kInfF}, p), {0.5, 0.0, 0.5});
   // NaN logits are never drawn
   EXPECT_EQ(sample_reference({kNaN, 1.0f}, p).probs[0], 0.0);
 }

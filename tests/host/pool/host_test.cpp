@@ -9,19 +9,10 @@
 namespace kern::pool {
 namespace {
 
+using testing::make_pool;
 using testing::pure_kv;
 using testing::stateful;
-
-Pool make_pool(const PoolLayout& l, std::uint64_t tokens, std::uint64_t seqs) {
-  auto [pool, plan] = Pool::create(l, PoolConfig::from_capacity(l, 40, Capacity{tokens, seqs}));
-  return std::move(pool);
-}
-
-template <typename T>
-T take(Granted<T>&& g) {
-  if (!g.ok()) ADD_FAILURE() << "denied: " << g.denied().describe();
-  return std::move(g).value();
-}
+using testing::take;
 
 Checkpoint written_checkpoint(Pool& pool, Lease& lease, std::uint64_t len) {
   for (std::uint64_t p = lease.position(); p < len; ++p) lease.slot(p);

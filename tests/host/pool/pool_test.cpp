@@ -10,19 +10,10 @@
 namespace kern::pool {
 namespace {
 
+using testing::make_pool;
 using testing::pure_kv;
 using testing::stateful;
-
-Pool make_pool(const PoolLayout& l, std::uint64_t tokens, std::uint64_t seqs, std::uint64_t chunk = 40) {
-  auto [pool, plan] = Pool::create(l, PoolConfig::from_capacity(l, chunk, Capacity{tokens, seqs}));
-  return std::move(pool);
-}
-
-template <typename T>
-T take(Granted<T>&& g) {
-  if (!g.ok()) ADD_FAILURE() << "denied: " << g.denied().describe();
-  return std::move(g).value();
-}
+using testing::take;
 
 // A lease of `tokens` with its first `len` positions written.
 Lease written_lease(Pool& pool, std::uint64_t tokens, std::uint64_t len) {

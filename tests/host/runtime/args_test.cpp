@@ -14,7 +14,7 @@ namespace {
 
 using core::parse_manifest;
 
-const char* kManifest = R"({
+const char* kArgsManifest = R"({
   "schema_version": 5, "model": "args",
   "topology": {"groups": {"tp": 4}},
   "vars": {"tokens": {"max": 64}, "seqs": {"max": 8}},
@@ -39,7 +39,7 @@ const char* kManifest = R"({
 })";
 
 struct Fixture {
-  core::Manifest m = parse_manifest(kManifest);
+  core::Manifest m = parse_manifest(kArgsManifest);
   VarTable vars{m};
   ResolveContext ctx;
   Fixture() {

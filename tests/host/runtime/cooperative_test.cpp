@@ -55,7 +55,7 @@ TEST(CooperativeFit, NonsenseDriverFiguresAreCudaErrors) {
   }
 }
 
-core::Manifest two_vars() {
+core::Manifest peak_vars() {
   core::Manifest m;
   m.vars["seqs"].max = 64;
   m.vars["tokens"].max = 2048;
@@ -63,7 +63,7 @@ core::Manifest two_vars() {
 }
 
 TEST(CooperativePeak, WhenMaxClampsOnlyItsVar) {
-  const VarTable t(two_vars());
+  const VarTable t(peak_vars());
   const std::uint32_t tokens = *t.index("tokens"), seqs = *t.index("seqs");
   auto p = launch_peak_vars(t.at_max(), tokens, 16);
   EXPECT_EQ(p[tokens], 16u);
@@ -81,7 +81,7 @@ TEST(CooperativePeak, WhenMaxClampsOnlyItsVar) {
 core::Expr mul(core::Expr a, std::uint64_t f) { return core::Expr::mul(std::move(a), f); }
 
 TEST(CooperativePeak, GridBlocksAtThePeak) {
-  const VarTable t(two_vars());
+  const VarTable t(peak_vars());
   const std::array<CompiledExpr, 3> grid = {
       CompiledExpr::compile(core::Expr::ceil_div(core::Expr::variable("tokens"), 16), t),
       CompiledExpr::compile(core::Expr::variable("seqs"), t), CompiledExpr::constant(3)};
@@ -91,7 +91,7 @@ TEST(CooperativePeak, GridBlocksAtThePeak) {
 }
 
 TEST(CooperativePeak, OverflowingGridIsAManifestError) {
-  const VarTable t(two_vars());
+  const VarTable t(peak_vars());
   // Each axis fits u64, the product does not.
   const std::array<CompiledExpr, 3> grid = {CompiledExpr::compile(mul(core::Expr::variable("tokens"), 1ULL << 40), t),
                                             CompiledExpr::compile(mul(core::Expr::variable("seqs"), 1ULL << 20), t),

@@ -9,7 +9,7 @@
 namespace kern::runtime {
 namespace {
 
-const char* kManifest = R"({
+const char* kDomainManifest = R"({
   "schema_version": 5, "model": "dom",
   "vars": {"tokens": {"max": 100}, "seqs": {"max": 4}},
   "states": {"kv": {"bytes_per_token": 64}, "conv": {"bytes_per_seq": 1024}},
@@ -35,7 +35,7 @@ std::vector<std::byte> raw(std::vector<T> v) {
 }
 
 struct Doms {
-  core::Manifest m = core::parse_manifest(kManifest);
+  core::Manifest m = core::parse_manifest(kDomainManifest);
   Capacity cap{4096, 4};
   DomainRule rule(const char* name) { return resolve_domain(m, name, m.buffers.at(name), cap); }
 };

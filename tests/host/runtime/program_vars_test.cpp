@@ -7,7 +7,7 @@
 namespace kern::runtime {
 namespace {
 
-const char* kManifest = R"({
+const char* kProgramVarsManifest = R"({
   "schema_version": 5, "model": "keys",
   "vars": {"tokens": {"max": 64}, "seqs": {"max": 8}, "span": {"max": 4}, "ctx": {"max": 4096}, "unused_here": {"max": 2}},
   "buffers": {"x": {"dtype": "f32", "shape": ["tokens"], "kind": "input"}},
@@ -36,7 +36,7 @@ std::vector<std::string> names(const VarTable& t, const std::vector<std::uint32_
 }
 
 TEST(RuntimeGraphKey, OnlyVarsLaunchesReadAreKeyed) {
-  auto m = core::parse_manifest(kManifest);
+  auto m = core::parse_manifest(kProgramVarsManifest);
   VarTable t(m);
   // p1 passes seqs, but the launch replaces that param with a literal: only the grid's tokens
   EXPECT_EQ(names(t, program_read_vars(m, m.programs.at("p1"), t)), (std::vector<std::string>{"tokens"}));
@@ -47,7 +47,7 @@ TEST(RuntimeGraphKey, OnlyVarsLaunchesReadAreKeyed) {
 }
 
 TEST(RuntimeGraphKey, KeysIgnoreOtherVars) {
-  auto m = core::parse_manifest(kManifest);
+  auto m = core::parse_manifest(kProgramVarsManifest);
   VarTable t(m);
   auto read = program_read_vars(m, m.programs.at("p1"), t);
   std::vector<std::uint64_t> a(t.size(), 1), b(t.size(), 1);

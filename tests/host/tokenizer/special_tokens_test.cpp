@@ -6,7 +6,7 @@
 namespace kern::test {
 namespace {
 
-std::vector<tokenizer::TokenId> cat(std::initializer_list<std::vector<tokenizer::TokenId>> parts) {
+std::vector<tokenizer::TokenId> concat(std::initializer_list<std::vector<tokenizer::TokenId>> parts) {
   std::vector<tokenizer::TokenId> out;
   for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
   return out;
@@ -38,12 +38,12 @@ TEST(TokenizerSpecial, LookupByContent) {
 TEST(TokenizerSpecial, MatchedBeforeSplittingAnywhereInText) {
   KERN_REQUIRE_QWEN3(tok);
   const tokenizer::TokenId start = 151644, end = 151645, eot = 151643;
-  EXPECT_EQ(tok->encode("<|im_start|>user\nhi<|im_end|>"), cat({{start}, tok->encode("user\nhi"), {end}}));
-  EXPECT_EQ(tok->encode("abc<|endoftext|>def"), cat({tok->encode("abc"), {eot}, tok->encode("def")}));
+  EXPECT_EQ(tok->encode("<|im_start|>user\nhi<|im_end|>"), concat({{start}, tok->encode("user\nhi"), {end}}));
+  EXPECT_EQ(tok->encode("abc<|endoftext|>def"), concat({tok->encode("abc"), {eot}, tok->encode("def")}));
   EXPECT_EQ(tok->encode("<|im_end|><|im_end|>"), (std::vector<tokenizer::TokenId>{end, end}));
-  EXPECT_EQ(tok->encode(" <|im_end|> "), cat({tok->encode(" "), {end}, tok->encode(" ")}));  // no stripping
+  EXPECT_EQ(tok->encode(" <|im_end|> "), concat({tok->encode(" "), {end}, tok->encode(" ")}));  // no stripping
   const tokenizer::TokenId tool = tok->require_token_id("<tool_call>");
-  EXPECT_EQ(tok->encode("x<tool_call>y"), cat({tok->encode("x"), {tool}, tok->encode("y")}));
+  EXPECT_EQ(tok->encode("x<tool_call>y"), concat({tok->encode("x"), {tool}, tok->encode("y")}));
 }
 
 TEST(TokenizerSpecial, NearMissesAreOrdinaryText) {

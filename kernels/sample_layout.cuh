@@ -1,0 +1,27 @@
+// The sampling kernel's launch shape and dynamic shared memory (kernels/sample.cu), stated once:
+// the kernel checks what it was given against shared_bytes, the manifest generator asks for it
+// (src/models/qwen3/gen_ops.cpp), the GPU tests launch with it. Plain C++ (no CUDA type).
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define KERN_SAMPLE_FN __host__ __device__ __forceinline__ constexpr
+#else
+#define KERN_SAMPLE_FN inline constexpr
+#endif
+
+namespace kern_sample {
+
+constexpr int kCluster = 8;          // CTAs per row (a portable cluster size)
+constexpr int kThreads = 1024;       // per CTA
+constexpr int kRegionBytes = 65536;  // histogram columns, later the candidate lists
+
+// One CTA's chunk of a row: ceil(vocab / kCluster) elements.
+KERN_SAMPLE_FN int64_t chunk(int64_t vocab) { return (vocab + kCluster - 1) / kCluster; }
+// 8-element slots a CTA's slice may need: its chunk, up to 7 elements of alignment before it, rounded up.
+KERN_SAMPLE_FN int64_t slice_slots(int64_t vocab) { return (chunk(vocab) + 14) / 8; }
+// Dynamic shared memory per CTA: the raw bf16 slots, the f32 scaled logits of the same slots, the region.
+KERN_SAMPLE_FN int64_t shared_bytes(int64_t vocab) { return slice_slots(vocab) * 8 * (2 + 4) + kRegionBytes; }
+
+}  // namespace kern_sample

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Packs what a device round needs from a build made here into one xz tarball (the device tool
+# carries 64 MiB): ctest's files and the gtest lists, bin/kern and every GPU test executable
+# (stripped), the fatbins and cubins; no objects, no libraries, no host tests.
+# Usage (repo root): bash scripts/dev/pack.sh [build dir (build)] [tarball (.devrun/pack.txz)] [extra files...]
+# The tarball unpacks to the build dir's name; scripts/gpu-tests.sh runs from it.
+set -euo pipefail
+build=${1:-build}
+out=${2:-.devrun/pack.txz}
+shift $(($# > 2 ? 2 : $#))
+name=$(basename "$build")
+tmp=$(mktemp -d)
+stage=$tmp/$name
+mkdir -p "$stage" "$(dirname "$out")"
+(cd "$build" && find . \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \
+    -o -name CMakeCache.txt -o -name '*.fatbin' -o -name '*.cubin' \) -not -path '*/CMakeFiles/*' -print0 |
+  tar --null -T - -cf - | tar -xf - -C "$stage")
+for exe in bin/kern $(cd "$build" && find tests/gpu -type f -executable -not -path '*/CMakeFiles/*' -not -name '*.cmake') "$@"; do
+  [ -f "$build/$exe" ] || continue
+  mkdir -p "$stage/$(dirname "$exe")"
+  strip -o "$stage/$exe" "$build/$exe" 2>/dev/null || cp "$build/$exe" "$stage/$exe"
+done
+tar -C "$tmp" -cf - "$name" | xz -T2 -3 >"$out"
+rm -rf "$tmp"
+echo "pack: $out ($(du -h "$out" | cut -f1))"
