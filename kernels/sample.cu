@@ -179,39 +179,22 @@ __device__ __forceinline__ void block_best(float& bv, int32_t& bi, Smem& sm) {
 }
 // Inclusive prefix sum over the block in thread order (a warp scan, then the warps' totals scanned
 // by every warp alike).
-__device__ __forceinline__ float warp_scan_f(float v) {
+template <class T>
+__device__ __forceinline__ T warp_scan(T v) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const float y = __shfl_up_sync(kFull, v, o);
-    if (lane >= o) v += y;
-  }
-  return v;
-}
-__device__ __forceinline__ uint32_t warp_scan_u(uint32_t v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t y = __shfl_up_sync(kFull, v, o);
-    if (lane >= o) v += y;
-  }
-  return v;
-}
-__device__ __forceinline__ unsigned long long warp_scan_ull(unsigned long long v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const unsigned long long y = __shfl_up_sync(kFull, v, o);
+    const T y = __shfl_up_sync(kFull, v, o);
     if (lane >= o) v += y;
   }
   return v;
 }
 __device__ __forceinline__ float block_scan_f(float v, Smem& sm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_scan_f(v);
+  v = warp_scan(v);
   uint32_t a = __float_as_uint(__shfl_sync(kFull, v, 31)), b = 0;
   warp_words(a, b, __float_as_uint(0.0f), 0, sm);
-  const float incl = warp_scan_f(__uint_as_float(a));
+  const float incl = warp_scan(__uint_as_float(a));
   const float excl = __shfl_up_sync(kFull, incl, 1);
   const float off = __shfl_sync(kFull, lane == 0 ? 0.0f : excl, warp);  // the warps before this one
   return v + off;
@@ -660,8 +643,8 @@ __device__ void Sampler::histogram_pass() {
   // cumulative count (mass) reaches the bound, the last bin if none before it does.
   static_assert(kBins == 32, "one lane per bin");
   const int lane = t & 31;
-  const uint32_t cs = warp_scan_u(sm_.g[lane]), cr = warp_scan_u(sm_.g[kBins + lane]);
-  const unsigned long long ms = warp_scan_ull(sm_.gm[lane]);
+  const uint32_t cs = warp_scan(sm_.g[lane]), cr = warp_scan(sm_.g[kBins + lane]);
+  const unsigned long long ms = warp_scan(sm_.gm[lane]);
   zhist_ = mass_value(__shfl_sync(kFull, ms, kBins - 1));
   auto first_lane = [&](bool reached, uint32_t incl, int& bin) {
     const unsigned hit = __ballot_sync(kFull, reached && lane < kBins - 1);

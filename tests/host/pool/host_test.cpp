@@ -9,10 +9,7 @@
 namespace kern::pool {
 namespace {
 
-using testing::make_pool;
-using testing::pure_kv;
-using testing::stateful;
-using testing::take;
+using namespace kern::pool::testing;  // layouts.hpp: the layouts, make_pool, take
 
 Checkpoint written_checkpoint(Pool& pool, Lease& lease, std::uint64_t len) {
   for (std::uint64_t p = lease.position(); p < len; ++p) lease.slot(p);

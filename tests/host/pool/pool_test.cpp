@@ -10,10 +10,7 @@
 namespace kern::pool {
 namespace {
 
-using testing::make_pool;
-using testing::pure_kv;
-using testing::stateful;
-using testing::take;
+using namespace kern::pool::testing;  // layouts.hpp: the layouts, make_pool, take
 
 // A lease of `tokens` with its first `len` positions written.
 Lease written_lease(Pool& pool, std::uint64_t tokens, std::uint64_t len) {
