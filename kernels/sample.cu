@@ -41,7 +41,6 @@ constexpr int32_t kNoIndex = 0x7fffffff;
 constexpr unsigned kFull = 0xffffffffu;
 
 static_assert(kCap <= 8 * kThreads, "the prefix sums give each thread 8 candidates");
-static_assert(kThreads >= kBins, "one thread per bin sums the warps' columns");
 static_assert(kCluster == 8, "KERN_SAMPLE_CLUSTER spells the cluster size");
 static_assert(kWarps * kBins * (4 + 8) <= kRegionBytes, "histogram columns fit the region");
 static_assert(2 * kCap * 8 + kCap * 4 <= kRegionBytes, "candidate lists fit the region");
@@ -111,11 +110,6 @@ struct Smem {
 // broadcast step, and the order never depends on timing). O(log) steps per thread: with 32 warps
 // a loop over the warps' results would cost more than the tokens' own work.
 static_assert(kWarps <= 32, "the second tree level is one warp wide");
-__device__ __forceinline__ float tree_sum_f(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
 __device__ __forceinline__ uint32_t tree_sum_u(uint32_t v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
@@ -147,9 +141,9 @@ __device__ __forceinline__ void warp_words(uint32_t& a, uint32_t& b, uint32_t ia
   __syncthreads();  // red is free for the next reduction
 }
 __device__ __forceinline__ float block_sum_f(float v, Smem& sm) {
-  uint32_t a = __float_as_uint(tree_sum_f(v)), b = 0;
+  uint32_t a = __float_as_uint(warp_sum(v)), b = 0;
   warp_words(a, b, __float_as_uint(0.0f), 0, sm);
-  return tree_sum_f(__uint_as_float(a));
+  return warp_sum(__uint_as_float(a));
 }
 __device__ __forceinline__ uint32_t block_sum_u(uint32_t v, Smem& sm) {
   uint32_t a = tree_sum_u(v), b = 0;
@@ -177,8 +171,7 @@ __device__ __forceinline__ void block_best(float& bv, int32_t& bi, Smem& sm) {
   bi = static_cast<int32_t>(b);
   tree_best(bv, bi);
 }
-// Inclusive prefix sum over the block in thread order (a warp scan, then the warps' totals scanned
-// by every warp alike).
+// Inclusive prefix sum over a warp in lane order.
 template <class T>
 __device__ __forceinline__ T warp_scan(T v) {
   const int lane = threadIdx.x & 31;
@@ -189,6 +182,8 @@ __device__ __forceinline__ T warp_scan(T v) {
   }
   return v;
 }
+// Inclusive prefix sum over the block in thread order (a warp scan, then the warps' totals scanned
+// by every warp alike).
 __device__ __forceinline__ float block_scan_f(float v, Smem& sm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warp_scan(v);
