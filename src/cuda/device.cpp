@@ -90,7 +90,7 @@ Event::Event() : e_(detail::create_event(CU_EVENT_DISABLE_TIMING)) {}
 Event::~Event() { detail::destroy_event(e_); }
 
 void Event::record(const Stream& s) {
-  KERN_CU(cuEventRecord, static_cast<CUevent>(e_), static_cast<CUstream>(s.handle()));
+  KERN_CU(cuEventRecord, static_cast<CUevent>(e_), detail::raw(s));
   recorded_ = true;
 }
 

@@ -26,7 +26,7 @@ TimingEvent& TimingEvent::operator=(TimingEvent&& o) noexcept {
 }
 
 void TimingEvent::record(const Stream& s) {
-  KERN_CU(cuEventRecord, static_cast<CUevent>(e_), static_cast<CUstream>(s.handle()));
+  KERN_CU(cuEventRecord, static_cast<CUevent>(e_), detail::raw(s));
   recorded_ = true;
 }
 
