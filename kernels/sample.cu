@@ -1,7 +1,9 @@
-// Sampling + log-probs for a decode step (docs/kernels.md, "Sampling"): one thread-block cluster of
-// kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA stages its slice of the row's raw
-// logits into shared memory at once (cp.async) and keeps the penalized, temperature-scaled logits
-// beside them; the CTAs combine their partial results
+// Sampling + log-probs for a decode step (docs/kernels.md, "Sampling"): the op is two kernels.
+// kern_sample_race_bf16 (kernels/sample_race.cuh) takes the rows that need no ranking in one pass
+// over the whole GPU and marks them in route; kern_sample_bf16, below, takes the others (route 0):
+// one thread-block cluster of kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA stages
+// its slice of the row's raw logits into shared memory at once (cp.async) and keeps the penalized,
+// temperature-scaled logits beside them; the CTAs combine their partial results
 // through distributed shared memory. Every reduction runs in a fixed order (integer counts, f32 sums
 // in thread / warp / rank order), so a row's token depends only on the row's own inputs.
 //
@@ -12,8 +14,9 @@
 //   else  l_i = x_i * (1 / temperature), NaN -> -inf, clamped to <= FLT_MAX; e_i = exp(l_i - max l);
 //         kept = { l_i >= max(t_k, t_p, t_m) }: t_k the top_k-th largest l (ties at it kept),
 //         t_p the l at which the descending cumulative mass of the top-k set first reaches
-//         top_p · (its mass), t_m = max l + log(min_p); token drawn from kept ∝ e by inverse CDF
-//         with u = Philox4x32-10(key seed, counter (counter, 0)) (kernels/philox.cuh).
+//         top_p · (its mass), t_m = max l + log(min_p); token drawn from kept ∝ e: by the race
+//         (sample_race.cuh) for rows without top-k / top-p, else by inverse CDF here with
+//         u = Philox4x32-10(key seed, counter (counter, 0)) (kernels/philox.cuh).
 //   logprobs[r, 0] = log_softmax(raw logits)[token]; [1..n] and top_ids[r, 0..n) the n_logprobs
 //   largest raw logits (descending, ties to the lower id) and their log-probs.
 #include <cooperative_groups.h>
@@ -23,8 +26,10 @@
 #include "mma.cuh"
 #include "philox.cuh"
 #include "sample_layout.cuh"
+#include "sample_race.cuh"
 
 using namespace kern_dev;
+using namespace kern_sample_dev;
 using kern_sample::kCluster;
 using kern_sample::kRegionBytes;
 using kern_sample::kThreads;
@@ -36,9 +41,6 @@ namespace {
 constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 32;   // distance histogram bins
 constexpr int kCap = 2048;  // candidate list capacity (power of two, <= 8 * kThreads)
-constexpr int kMaxLogprobs = 20;
-constexpr int32_t kNoIndex = 0x7fffffff;
-constexpr unsigned kFull = 0xffffffffu;
 
 static_assert(kCap <= 8 * kThreads, "the prefix sums give each thread 8 candidates");
 static_assert(kCluster == 8, "KERN_SAMPLE_CLUSTER spells the cluster size");
@@ -72,20 +74,7 @@ __device__ __forceinline__ int dist_bin(float d) {
   return min(b, kBins - 1);
 }
 
-__device__ __forceinline__ void better(float& bv, int32_t& bi, float v, int32_t i) {
-  if (v > bv || (v == bv && i < bi)) {
-    bv = v;
-    bi = i;
-  }
-}
 
-// Online (max, sum of exp(x - max)) pairs; (-inf, 0) is the empty pair.
-__device__ __forceinline__ void merge_ms(float& m, float& s, float om, float os) {
-  const float nm = fmaxf(m, om);
-  if (nm == -INFINITY) return;  // both empty
-  s = (m == -INFINITY ? 0.0f : s * __expf(m - nm)) + (om == -INFINITY ? 0.0f : os * __expf(om - nm));
-  m = nm;
-}
 
 // Masses e = exp(l - max l) in [0, 1] as integers of 2^-40 (a row's total stays below 2^58): sums of
 // them are exact and so independent of the order they are made in.
@@ -119,14 +108,6 @@ __device__ __forceinline__ int tree_max_i(int v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFull, v, o));
   return v;
-}
-__device__ __forceinline__ void tree_ms(float& m, float& s) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) merge_ms(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
-}
-__device__ __forceinline__ void tree_best(float& bv, int32_t& bi) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) better(bv, bi, __shfl_xor_sync(kFull, bv, o), __shfl_xor_sync(kFull, bi, o));
 }
 // Writes this warp's (a, b) words, waits, and returns warp `lane`'s words (or the identity pair).
 __device__ __forceinline__ void warp_words(uint32_t& a, uint32_t& b, uint32_t ia, uint32_t ib, Smem& sm) {
@@ -228,41 +209,6 @@ struct Slice {
   __device__ void load(int q, float (&x)[8]) const { unpack_bf16x8(*reinterpret_cast<const uint4*>(xs + 8 * q), x); }
 };
 
-// The row's parameters, sanitised (every thread holds the same values).
-struct Params {
-  float temperature, top_p, min_p, repetition, presence, frequency;
-  int64_t top_k, seed, counter, history_len;
-  int n_logprobs;
-  bool greedy, penalties, use_topk, use_topp, use_minp;
-};
-
-__device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab, int32_t history_stride) {
-  Params p;
-  const float temperature = fp[0];
-  p.greedy = !(temperature > 0.0f);  // NaN too
-  p.temperature = p.greedy ? 0.0f : fminf(temperature, FLT_MAX);
-  p.top_p = fp[1];
-  p.min_p = fp[2];
-  p.repetition = fp[3];
-  p.presence = fp[4];
-  p.frequency = fp[5];
-  p.top_k = ip[0];
-  p.seed = ip[1];
-  p.counter = ip[2];
-  p.history_len = ip[3];
-  const int64_t n = ip[4];
-  if (!(p.repetition > 0.0f) || !isfinite(p.repetition)) p.repetition = 1.0f;
-  if (!isfinite(p.presence)) p.presence = 0.0f;
-  if (!isfinite(p.frequency)) p.frequency = 0.0f;
-  p.history_len = max(int64_t{0}, min(p.history_len, static_cast<int64_t>(max(history_stride, 0))));
-  p.penalties = p.history_len > 0 && (p.repetition != 1.0f || p.presence != 0.0f || p.frequency != 0.0f);
-  p.use_topk = p.top_k > 0 && p.top_k < vocab;
-  p.use_topp = p.top_p < 1.0f;
-  p.use_minp = p.min_p > 0.0f;
-  if (p.use_minp) p.min_p = fminf(p.min_p, 1.0f);
-  p.n_logprobs = static_cast<int>(max(int64_t{0}, min(n, static_cast<int64_t>(min(kMaxLogprobs, vocab)))));
-  return p;
-}
 
 class Sampler {
  public:
@@ -381,11 +327,8 @@ __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride)
   if (p_.penalties) {
     for (int i = threadIdx.x; i < 8 * sl_.nslots; i += kThreads) cnt[i] = 0;
     __syncthreads();
-    const int32_t* h = history + static_cast<int64_t>(row_) * history_stride;
-    for (int64_t j = threadIdx.x; j < p_.history_len; j += kThreads) {
-      const int32_t id = h[j];
-      if (id >= sl_.begin && id < sl_.begin + sl_.n) atomicAdd(&cnt[sl_.pad + id - sl_.begin], 1u);
-    }
+    count_history(history + static_cast<int64_t>(row_) * history_stride, p_.history_len, sl_.begin, sl_.n, sl_.pad,
+                  cnt);
     __syncthreads();
   }
   Slice::stage_wait();
@@ -411,14 +354,7 @@ __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride)
     // -inf below and hold no history count, so no validity test is needed here.
     if (p_.penalties) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const uint32_t c = cnt[8 * q + e];  // the count this thread's own position holds
-        if (c > 0) {
-          float& v = x[e];
-          v = v > 0.0f ? v / p_.repetition : v * p_.repetition;
-          v -= p_.frequency * static_cast<float>(c) + p_.presence;
-        }
-      }
+      for (int e = 0; e < 8; ++e) penalize(x[e], cnt[8 * q + e], p_);  // the count this thread's own position holds
     }
     const int32_t id0 = sl_.id(8 * q);
 #pragma unroll
@@ -934,12 +870,13 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
     kern_sample_bf16(const bf16* __restrict__ logits, const float* __restrict__ fparams,
                      const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
                      int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
-                     int32_t rows, int32_t vocab, int32_t history_stride) {
+                     const int32_t* __restrict__ route, int32_t rows, int32_t vocab, int32_t history_stride) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   wait_for_previous_grid();
   allow_next_grid();
   const int32_t row = blockIdx.y;
   if (row >= rows || vocab <= 0 || blockDim.x != kThreads) return;  // uniform over the cluster
+  if (route[row] != 0) return;                                     // the race kernel's row
   const int32_t chunk = static_cast<int32_t>(kern_sample::chunk(vocab));
   const int32_t slot_floats = static_cast<int32_t>(8 * kern_sample::slice_slots(vocab));
   uint32_t dyn;

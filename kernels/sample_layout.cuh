@@ -1,4 +1,4 @@
-// The sampling kernel's launch shape and dynamic shared memory (kernels/sample.cu), stated once:
+// The sampling kernels' launch shapes and the cluster kernel's dynamic shared memory (kernels/sample.cu), stated once:
 // the kernel checks what it was given against shared_bytes, the manifest generator asks for it
 // (src/models/qwen3/gen_ops.cpp), the GPU tests launch with it. Plain C++ (no CUDA type).
 #pragma once
@@ -23,5 +23,12 @@ KERN_SAMPLE_FN int64_t chunk(int64_t vocab) { return (vocab + kCluster - 1) / kC
 KERN_SAMPLE_FN int64_t slice_slots(int64_t vocab) { return (chunk(vocab) + 14) / 8; }
 // Dynamic shared memory per CTA: the raw bf16 slots, the f32 scaled logits of the same slots, the region.
 KERN_SAMPLE_FN int64_t shared_bytes(int64_t vocab) { return slice_slots(vocab) * 8 * (2 + 4) + kRegionBytes; }
+
+// The one-pass race kernel (kern_sample_race_bf16): kRaceThreads threads per CTA, 8 tokens each,
+// race_chunks(vocab) CTAs per row, each writing one kRaceWords-word partial result.
+constexpr int kRaceThreads = 256;
+constexpr int kRaceChunk = 8 * kRaceThreads;
+constexpr int kRaceWords = 8;
+KERN_SAMPLE_FN int64_t race_chunks(int64_t vocab) { return (vocab + kRaceChunk - 1) / kRaceChunk; }
 
 }  // namespace kern_sample

@@ -272,11 +272,26 @@ constexpr P kSample[] = {
     {"tokens", "out buffer<i64>"},    // [rows]
     {"logprobs", "out buffer<f32>"},  // [rows, 21]: chosen, then the top n_logprobs
     {"top_ids", "out buffer<i32>"},   // [rows, 20]
+    {"route", "in buffer<i32>"},      // [rows]: 1 where the race kernel took the row
     {"rows", "i32"},
     {"vocab", "i32"},
     {"history_stride", "i32"},
 };
-constexpr KernelEntry kSampleFamily[] = {{"kern_sample_bf16", kSample}};
+constexpr P kSampleRace[] = {
+    {"logits", "in buffer<bf16>"},
+    {"fparams", "in buffer<f32>"},
+    {"iparams", "in buffer<i64>"},
+    {"history", "in buffer<i32>"},
+    {"tokens", "out buffer<i64>"},
+    {"logprobs", "out buffer<f32>"},     // only [r, 0]
+    {"parts", "inout buffer<f32>"},      // [rows, race_chunks(vocab), 8]
+    {"arrivals", "inout buffer<i32>"},   // [rows], zero between launches
+    {"route", "out buffer<i32>"},        // [rows]
+    {"rows", "i32"},
+    {"vocab", "i32"},
+    {"history_stride", "i32"},
+};
+constexpr KernelEntry kSampleFamily[] = {{"kern_sample_race_bf16", kSampleRace}, {"kern_sample_bf16", kSample}};
 
 constexpr KernelFamily kFamilies[] = {
     {"activation", kActivation},

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "harness.hpp"
+#include "sample_launch.hpp"
 #include "sample_layout.cuh"
 
 namespace kern_gpu_test {
@@ -136,13 +137,15 @@ double graph_median_us(const std::function<void(cudaStream_t)>& enqueue, int per
   return us[us.size() / 2];
 }
 
-// kern_sample_bf16 (kernels/sample.cu) over the Qwen3 vocabulary at batch 1 and 64, per setting,
-// beside the argmax op (partial + final) and a device-to-device copy of the logits (reads them once).
+// The sampling op (kernels/sample.cu: the race kernel, then the cluster kernel) over the Qwen3
+// vocabulary at batch 1 and 64, per setting, beside the cluster kernel alone (the op before the
+// race kernel), the argmax op (partial + final) and a device-to-device copy of the logits (reads
+// them once).
 // Logits ~ N(0, 2) with a few boosted tokens (a peaked row, as a model's).
 TEST(PerfGpu, Sample) {
   std::mt19937_64 rng(104);
-  Fatbin sample("sample"), argmax("argmax");
-  sample.set_dynamic_shared("kern_sample_bf16", static_cast<int>(kern_sample::shared_bytes(kVocab)));
+  Fatbin argmax("argmax");
+  SampleOp sample(kVocab, 64);
   struct Setting {
     const char* name;
     float temperature, top_p, min_p;
@@ -181,13 +184,14 @@ TEST(PerfGpu, Sample) {
       }
       Device<float> d_fp(fp);
       Device<int64_t> d_ip(ip);
-      const double us = graph_median_us([&](cudaStream_t st) {
-        sample.enqueue("kern_sample_bf16", st, dim3(kern_sample::kCluster, rows), dim3(kern_sample::kThreads),
-                       logits.get(), d_fp.get(), d_ip.get(), history.get(), tokens.get(), logprobs.get(), top_ids.get(),
-                       rows, kVocab, 8);
-      });
-      check_cuda(cudaDeviceSynchronize(), "sample timing");
-      report(std::string("sample ") + s.name + b, us);
+      const SampleOp::Args args{logits.get(), d_fp.get(),     d_ip.get(), history.get(), tokens.get(),
+                                logprobs.get(), top_ids.get(), rows,      8};
+      for (SampleOp::Path path : {SampleOp::Path::Op, SampleOp::Path::ClusterOnly}) {
+        const double us = graph_median_us([&](cudaStream_t st) { sample.enqueue(st, args, path); });
+        check_cuda(cudaDeviceSynchronize(), "sample timing");
+        report(std::string(path == SampleOp::Path::Op ? "sample op " : "sample cluster kernel alone ") + s.name + b,
+               us);
+      }
     }
     Device<float> pm(static_cast<size_t>(rows) * 64);
     Device<int32_t> pi(static_cast<size_t>(rows) * 64);

@@ -10,10 +10,11 @@
 #include <cfloat>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "harness.hpp"
-#include "sample_layout.cuh"
+#include "sample_launch.hpp"
 #include "sample_reference.hpp"
 
 namespace kern_gpu_test {
@@ -27,10 +28,6 @@ using kern_sample_ref::SampleReference;
 
 constexpr int kLp = 21, kTop = 20;
 constexpr int kQwenVocab = 151936;
-constexpr const char* kEntry = "kern_sample_bf16";
-
-int sample_smem(int vocab) { return static_cast<int>(kern_sample::shared_bytes(vocab)); }
-
 struct RowIn {
   SampleParams p;
   int64_t history_len = -1;  // -1: p.history.size()
@@ -40,14 +37,17 @@ struct Outputs {
   std::vector<int64_t> tokens;
   std::vector<float> logprobs;   // [rows, 21]
   std::vector<int32_t> top_ids;  // [rows, 20]
+  std::vector<int32_t> route;    // [rows]: 1 where the race kernel took the row
 };
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-// One launch over `rows` rows of logits already on the device.
+using Path = SampleOp::Path;
+
+// One launch of the op (or the cluster kernel alone) over `rows` rows of logits already on the device.
 class Sampler {
  public:
-  Sampler() : fb_("sample") {}
+  explicit Sampler(Path path = Path::Op) : path_(path) {}
 
   Outputs run(const bf16_bits* d_logits, int vocab, const std::vector<RowIn>& in, int hist_stride) {
     const int rows = static_cast<int>(in.size());
@@ -71,10 +71,16 @@ class Sampler {
     Device<int64_t> d_tok(rows);
     Device<float> d_lp(static_cast<size_t>(rows) * kLp);
     Device<int32_t> d_top(static_cast<size_t>(rows) * kTop);
-    fb_.set_dynamic_shared(kEntry, sample_smem(vocab));
-    fb_.launch(kEntry, dim3(kern_sample::kCluster, rows), dim3(kern_sample::kThreads), d_logits, d_fp.get(), d_ip.get(),
-               d_hist.get(), d_tok.get(), d_lp.get(), d_top.get(), rows, vocab, hist_stride);
-    return {d_tok.download(), d_lp.download(), d_top.download()};
+    if (!op_ || vocab != vocab_ || rows > rows_) {
+      op_ = std::make_unique<SampleOp>(vocab, rows);
+      vocab_ = vocab;
+      rows_ = rows;
+    }
+    op_->enqueue(nullptr,
+                 {d_logits, d_fp.get(), d_ip.get(), d_hist.get(), d_tok.get(), d_lp.get(), d_top.get(), rows, hist_stride},
+                 path_);
+    check_cuda(cudaDeviceSynchronize(), "sample op");
+    return {d_tok.download(), d_lp.download(), d_top.download(), op_->route(rows)};
   }
 
   Outputs run(const std::vector<bf16_bits>& logits, int vocab, const std::vector<RowIn>& in, int hist_stride) {
@@ -83,7 +89,9 @@ class Sampler {
   }
 
  private:
-  Fatbin fb_;
+  Path path_;
+  std::unique_ptr<SampleOp> op_;
+  int vocab_ = 0, rows_ = 0;
 };
 
 std::vector<float> row_floats(const std::vector<bf16_bits>& logits, int vocab, int r) {
@@ -286,8 +294,13 @@ struct ChiCase {
   int hist_stride = 1;
 };
 
-void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches = 100) {
-  SCOPED_TRACE(c.name);
+// The race kernel takes the row (by its parameters; a min-p row may still be rejected to the cluster).
+bool race_row(const SampleParams& p, int vocab) {
+  return !(p.top_k > 0 && p.top_k < vocab) && !(p.top_p < 1.0f) && p.n_logprobs <= 0;
+}
+
+void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches = 100, Path path = Path::Op) {
+  SCOPED_TRACE(c.name + (path == Path::Op ? " (op)" : " (cluster kernel only)"));
   std::vector<float> logits(c.row.size());
   for (size_t i = 0; i < c.row.size(); ++i) logits[i] = bf16_to_float(c.row[i]);
   const SampleParams params = center_decisions(logits, c.p);
@@ -301,8 +314,10 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
   for (int r = 0; r < rows_per_launch; ++r)
     std::copy(c.row.begin(), c.row.end(), all.begin() + static_cast<size_t>(r) * c.vocab);
   Device<bf16_bits> d(all);
-  Sampler s;
+  Sampler s(path);
+  const int64_t draws = static_cast<int64_t>(rows_per_launch) * launches;
   std::vector<int64_t> counts(c.vocab, 0);
+  int64_t raced = 0;
   std::vector<RowIn> in(rows_per_launch);
   double worst_lp = 0.0;
   for (int l = 0; l < launches; ++l) {
@@ -317,12 +332,20 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
       ASSERT_TRUE(t >= 0 && t < c.vocab) << "token " << t;
       ++counts[t];
       worst_lp = std::max(worst_lp, std::fabs(o.logprobs[static_cast<size_t>(r) * kLp] - ref.logprobs[t]));
+      raced += o.route[r];
     }
   }
-  const int64_t draws = static_cast<int64_t>(rows_per_launch) * launches;
   const ChiSquare cs = chi_square(counts, ref.probs, draws);
-  std::printf("[chi-square] %s (top_p %.6g, min_p %.6g): %d kept tokens, %s\n", c.name.c_str(), params.top_p,
-              params.min_p, kept, cs.describe().c_str());
+  std::printf("[chi-square] %s%s (top_p %.6g, min_p %.6g): %d kept tokens, %.4f raced, %s\n", c.name.c_str(),
+              path == Path::Op ? "" : " (cluster only)", params.top_p, params.min_p, kept,
+              static_cast<double>(raced) / static_cast<double>(draws), cs.describe().c_str());
+  if (path == Path::ClusterOnly || !race_row(params, c.vocab)) {
+    EXPECT_EQ(raced, 0);
+  } else if (params.min_p <= 0.0f) {
+    EXPECT_EQ(raced, draws) << "temperature rows all taken by the race";
+  } else {
+    EXPECT_GT(raced, 0) << "min-p: some draws accepted by the race";
+  }
   EXPECT_EQ(cs.impossible, 0) << cs.describe();
   // a correct kernel fails one setting with probability 1e-6
   EXPECT_GT(cs.pvalue, 1e-6) << cs.describe();
@@ -402,15 +425,58 @@ std::vector<ChiCase> chi_cases() {
 
 constexpr int kChiCases = 10;
 
+// Every case through the cluster kernel alone (all its paths, whichever kernel production uses).
 class SampleChiSquare : public ::testing::TestWithParam<int> {};
 
 TEST_P(SampleChiSquare, MatchesTheExactDistribution) {
   static const std::vector<ChiCase> cases = chi_cases();
   ASSERT_EQ(cases.size(), static_cast<size_t>(kChiCases));
   const ChiCase& c = cases.at(GetParam());
-  chi_square_case(c, c.vocab > 100000 ? 500 : 1000, c.vocab > 100000 ? 200 : 100);
+  chi_square_case(c, c.vocab > 100000 ? 500 : 1000, c.vocab > 100000 ? 200 : 100, Path::ClusterOnly);
 }
 INSTANTIATE_TEST_SUITE_P(SampleGpu, SampleChiSquare, ::testing::Range(0, kChiCases));
+
+// The op as production runs it, on the settings the race kernel takes: its Gumbel-max draws, and
+// min-p by rejection with the cluster kernel drawing the rejected rows (the mixture must still be
+// exactly the min-p distribution).
+std::vector<ChiCase> race_cases() {
+  std::vector<ChiCase> cases;
+  for (const ChiCase& c : chi_cases())
+    if (race_row(c.p, c.vocab)) cases.push_back(c);
+  std::mt19937_64 rng(305);
+  SampleParams p;
+  p.temperature = 1.0f;
+  cases.push_back({"151936 temperature 1.0", kQwenVocab, llm_row(rng, kQwenVocab), p, 1});
+  p.temperature = 1.5f;
+  p.min_p = 0.1f;
+  cases.push_back({"151936 temperature 1.5 min-p 0.1", kQwenVocab, llm_row(rng, kQwenVocab), p, 1});
+  {  // most of the mass below the min-p threshold: most draws rejected to the cluster kernel
+    std::vector<bf16_bits> row = random_bf16(rng, 32003, -1.0f, 1.0f);
+    std::uniform_int_distribution<int> col(0, 32002);
+    for (int k = 0; k < 8; ++k) row[col(rng)] = float_to_bf16(6.0f + 0.25f * k);
+    p = {};
+    p.min_p = 0.2f;
+    cases.push_back({"heavy tail min-p 0.2", 32003, row, p, 1});
+  }
+  {  // a flat row: every token's noise matters
+    p = {};
+    p.temperature = 2.0f;
+    cases.push_back({"flat temperature 2.0", 32003, random_bf16(rng, 32003, -0.5f, 0.5f), p, 1});
+  }
+  return cases;
+}
+
+constexpr int kRaceCases = 7;
+
+class SampleChiSquareOp : public ::testing::TestWithParam<int> {};
+
+TEST_P(SampleChiSquareOp, MatchesTheExactDistribution) {
+  static const std::vector<ChiCase> cases = race_cases();
+  ASSERT_EQ(cases.size(), static_cast<size_t>(kRaceCases));
+  const ChiCase& c = cases.at(GetParam());
+  chi_square_case(c, c.vocab > 100000 ? 500 : 1000, c.vocab > 100000 ? 200 : 100, Path::Op);
+}
+INSTANTIATE_TEST_SUITE_P(SampleGpu, SampleChiSquareOp, ::testing::Range(0, kRaceCases));
 
 // A small vocabulary with a tiny last CTA (vocab 37: 5 tokens per CTA), every path.
 TEST(SampleGpu, ChiSquareTinyVocab) {
@@ -418,6 +484,7 @@ TEST(SampleGpu, ChiSquareTinyVocab) {
   std::vector<bf16_bits> row = random_bf16(rng, 37, -2.0f, 2.0f);
   SampleParams p;
   chi_square_case({"vocab 37 temperature", 37, row, p}, 1000, 100);
+  chi_square_case({"vocab 37 temperature", 37, row, p}, 1000, 100, Path::ClusterOnly);
   p.top_k = 7;
   chi_square_case({"vocab 37 top-k 7", 37, row, p}, 1000, 100);
   p.top_k = 0;
@@ -426,6 +493,7 @@ TEST(SampleGpu, ChiSquareTinyVocab) {
   p.top_p = 1.0f;
   p.min_p = 0.3f;
   chi_square_case({"vocab 37 min-p 0.3", 37, row, p}, 1000, 100);
+  chi_square_case({"vocab 37 min-p 0.3", 37, row, p}, 1000, 100, Path::ClusterOnly);
 }
 
 // ---- log-probs ------------------------------------------------------------------------------------
@@ -541,6 +609,22 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
     check_row(o, static_cast<int>(r), f, sample_reference(f, p), "mixed");
   }
   EXPECT_TRUE(o.tokens[14] < 11 || o.tokens[14] > 13) << "penalised tokens 11..13 still the maximum";
+  for (size_t r = 0; r < in.size(); ++r) {
+    const SampleParams& p = in[r].p;
+    if (!race_row(p, vocab)) {
+      EXPECT_EQ(o.route[r], 0) << "row " << r << " needs ranking: the cluster kernel's";
+    } else if (!(p.min_p > 0.0f)) {
+      EXPECT_EQ(o.route[r], 1) << "row " << r << ": the race kernel's";
+    }
+  }
+  // the same rows through the cluster kernel alone
+  const Outputs oc = Sampler(Path::ClusterOnly).run(logits, vocab, in, stride);
+  for (size_t r = 0; r < in.size(); ++r) {
+    SampleParams p = in[r].p;
+    if (p.history.size() > static_cast<size_t>(stride)) p.history.resize(stride);
+    const std::vector<float> f = row_floats(logits, vocab, static_cast<int>(r));
+    check_row(oc, static_cast<int>(r), f, sample_reference(f, p), "mixed, cluster only");
+  }
 }
 
 // ---- determinism ----------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+// Device code both sampling kernels share (kernels/sample.cu: the one-pass race kernel and the
+// cluster kernel): the sanitised row parameters, the penalty rule, and the fixed-order pairwise
+// folds (argmax with ties to the lower id; online (max, sum of exp) pairs).
+#pragma once
+
+#include <float.h>
+#include <stdint.h>
+
+#include "common.cuh"
+
+namespace kern_sample_dev {
+
+using namespace kern_dev;
+
+constexpr int kMaxLogprobs = 20;
+constexpr int32_t kNoIndex = 0x7fffffff;
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ void better(float& bv, int32_t& bi, float v, int32_t i) {
+  if (v > bv || (v == bv && i < bi)) {
+    bv = v;
+    bi = i;
+  }
+}
+
+// Online (max, sum of exp(x - max)) pairs; (-inf, 0) is the empty pair.
+__device__ __forceinline__ void merge_ms(float& m, float& s, float om, float os) {
+  const float nm = fmaxf(m, om);
+  if (nm == -INFINITY) return;  // both empty
+  s = (m == -INFINITY ? 0.0f : s * __expf(m - nm)) + (om == -INFINITY ? 0.0f : os * __expf(om - nm));
+  m = nm;
+}
+
+__device__ __forceinline__ void tree_ms(float& m, float& s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) merge_ms(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+}
+
+__device__ __forceinline__ void tree_best(float& bv, int32_t& bi) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) better(bv, bi, __shfl_xor_sync(kFull, bv, o), __shfl_xor_sync(kFull, bi, o));
+}
+
+// The row's parameters, sanitised (every thread holds the same values).
+struct Params {
+  float temperature, top_p, min_p, repetition, presence, frequency;
+  int64_t top_k, seed, counter, history_len;
+  int n_logprobs;
+  bool greedy, penalties, use_topk, use_topp, use_minp;
+};
+
+__device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab, int32_t history_stride) {
+  Params p;
+  const float temperature = fp[0];
+  p.greedy = !(temperature > 0.0f);  // NaN too
+  p.temperature = p.greedy ? 0.0f : fminf(temperature, FLT_MAX);
+  p.top_p = fp[1];
+  p.min_p = fp[2];
+  p.repetition = fp[3];
+  p.presence = fp[4];
+  p.frequency = fp[5];
+  p.top_k = ip[0];
+  p.seed = ip[1];
+  p.counter = ip[2];
+  p.history_len = ip[3];
+  const int64_t n = ip[4];
+  if (!(p.repetition > 0.0f) || !isfinite(p.repetition)) p.repetition = 1.0f;
+  if (!isfinite(p.presence)) p.presence = 0.0f;
+  if (!isfinite(p.frequency)) p.frequency = 0.0f;
+  p.history_len = max(int64_t{0}, min(p.history_len, static_cast<int64_t>(max(history_stride, 0))));
+  p.penalties = p.history_len > 0 && (p.repetition != 1.0f || p.presence != 0.0f || p.frequency != 0.0f);
+  p.use_topk = p.top_k > 0 && p.top_k < vocab;
+  p.use_topp = p.top_p < 1.0f;
+  p.use_minp = p.min_p > 0.0f;
+  if (p.use_minp) p.min_p = fminf(p.min_p, 1.0f);
+  p.n_logprobs = static_cast<int>(max(int64_t{0}, min(n, static_cast<int64_t>(min(kMaxLogprobs, vocab)))));
+  return p;
+}
+
+// History counts of the ids in [begin, begin + n), into cnt[pad + id - begin] (cnt zeroed by the
+// caller, every thread of the block calling; a __syncthreads() after it makes them visible).
+__device__ __forceinline__ void count_history(const int32_t* h, int64_t len, int32_t begin, int32_t n, int32_t pad,
+                                              uint32_t* cnt) {
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const int32_t id = h[j];
+    if (id >= begin && id < begin + n) atomicAdd(&cnt[pad + id - begin], 1u);
+  }
+}
+
+// The penalties of a token that occurs c > 0 times in the history (NaN stays NaN).
+__device__ __forceinline__ void penalize(float& v, uint32_t c, const Params& p) {
+  if (c == 0) return;
+  v = v > 0.0f ? v / p.repetition : v * p.repetition;
+  v -= p.frequency * static_cast<float>(c) + p.presence;
+}
+
+}  // namespace kern_sample_dev
