@@ -49,23 +49,6 @@ static_assert(2 * kCap * 8 + kCap * 4 <= kRegionBytes, "candidate lists fit the 
 
 namespace cg = cooperative_groups;
 
-// Order-preserving map of a non-NaN f32 to u32 (-0 maps as +0) and its inverse.
-__device__ __forceinline__ uint32_t fkey(float v) {
-  uint32_t b = __float_as_uint(v);
-  if (b == 0x80000000u) b = 0;
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-__device__ __forceinline__ float fkey_inv(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-// A candidate: value key above, ~id below (a larger key is a larger value, then a lower id).
-__device__ __forceinline__ uint64_t cand_key(float v, int32_t id) {
-  return (static_cast<uint64_t>(fkey(v)) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
-}
-__device__ __forceinline__ float cand_value(uint64_t k) { return fkey_inv(static_cast<uint32_t>(k >> 32)); }
-__device__ __forceinline__ int32_t cand_id(uint64_t k) {
-  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(k));
-}
 
 // Distance bin of d >= 0 (inf allowed): eight bins per octave of 1 + d, bin 0 = [0, 0.09), the last
 // bin everything from 1 + d = 16 on. Monotone non-decreasing in d (no rounding but fl(1 + d)).
@@ -874,9 +857,7 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   wait_for_previous_grid();
   allow_next_grid();
-  const int32_t row = blockIdx.y;
-  if (row >= rows || vocab <= 0 || blockDim.x != kThreads) return;  // uniform over the cluster
-  if (route[row] != 0) return;                                     // the race kernel's row
+  if (vocab <= 0 || blockDim.x != kThreads) return;  // uniform over the cluster
   const int32_t chunk = static_cast<int32_t>(kern_sample::chunk(vocab));
   const int32_t slot_floats = static_cast<int32_t>(8 * kern_sample::slice_slots(vocab));
   uint32_t dyn;
@@ -886,19 +867,24 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
   __shared__ Smem sm;
   cg::cluster_group cl = cg::this_cluster();
   const int rank = static_cast<int>(cl.block_rank());
-  Slice sl;
-  sl.row = logits + static_cast<int64_t>(row) * vocab;
-  sl.begin = min(vocab, rank * chunk);
-  sl.n = min(vocab, sl.begin + chunk) - sl.begin;
-  sl.pad = static_cast<int32_t>((reinterpret_cast<uintptr_t>(sl.row + sl.begin) & 15u) >> 1);
-  sl.nslots = (sl.pad + sl.n + 7) / 8;
-  sl.xs = reinterpret_cast<bf16*>(dyn_smem);
-  sl.stage();  // in flight while the parameters and the history are read
-  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
-                               history_stride);
-  unsigned char* lv = dyn_smem + 2 * slot_floats;  // after xs
-  Sampler s(cl, sm, reinterpret_cast<float*>(lv), lv + 4 * slot_floats, sl, p, row, vocab);
-  s.run(history, history_stride, sl.row, tokens, logprobs, top_ids);
+  // Rows y, y + gridDim.y, ...: the race kernel's rows (route 1) are skipped by the whole cluster.
+  for (int32_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    if (route[row] != 0) continue;
+    Slice sl;
+    sl.row = logits + static_cast<int64_t>(row) * vocab;
+    sl.begin = min(vocab, rank * chunk);
+    sl.n = min(vocab, sl.begin + chunk) - sl.begin;
+    sl.pad = static_cast<int32_t>((reinterpret_cast<uintptr_t>(sl.row + sl.begin) & 15u) >> 1);
+    sl.nslots = (sl.pad + sl.n + 7) / 8;
+    sl.xs = reinterpret_cast<bf16*>(dyn_smem);
+    sl.stage();  // in flight while the parameters and the history are read
+    const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8,
+                                 vocab, history_stride);
+    unsigned char* lv = dyn_smem + 2 * slot_floats;  // after xs
+    Sampler s(cl, sm, reinterpret_cast<float*>(lv), lv + 4 * slot_floats, sl, p, row, vocab);
+    s.run(history, history_stride, sl.row, tokens, logprobs, top_ids);
+    __syncthreads();  // rank 0's lists are read before the next row stages over this CTA's memory
+  }
 #else
   __trap();
 #endif

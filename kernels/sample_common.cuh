@@ -16,6 +16,24 @@ constexpr int kMaxLogprobs = 20;
 constexpr int32_t kNoIndex = 0x7fffffff;
 constexpr unsigned kFull = 0xffffffffu;
 
+// Order-preserving map of a non-NaN f32 to u32 (-0 maps as +0) and its inverse.
+__device__ __forceinline__ uint32_t fkey(float v) {
+  uint32_t b = __float_as_uint(v);
+  if (b == 0x80000000u) b = 0;
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float fkey_inv(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+// A candidate: value key above, ~id below (a larger key is a larger value, then a lower id).
+__device__ __forceinline__ uint64_t cand_key(float v, int32_t id) {
+  return (static_cast<uint64_t>(fkey(v)) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+}
+__device__ __forceinline__ float cand_value(uint64_t k) { return fkey_inv(static_cast<uint32_t>(k >> 32)); }
+__device__ __forceinline__ int32_t cand_id(uint64_t k) {
+  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(k));
+}
+
 __device__ __forceinline__ void better(float& bv, int32_t& bi, float v, int32_t i) {
   if (v > bv || (v == bv && i < bi)) {
     bv = v;

@@ -24,11 +24,15 @@ KERN_SAMPLE_FN int64_t slice_slots(int64_t vocab) { return (chunk(vocab) + 14) /
 // Dynamic shared memory per CTA: the raw bf16 slots, the f32 scaled logits of the same slots, the region.
 KERN_SAMPLE_FN int64_t shared_bytes(int64_t vocab) { return slice_slots(vocab) * 8 * (2 + 4) + kRegionBytes; }
 
-// The one-pass race kernel (kern_sample_race_bf16): kRaceThreads threads per CTA, 8 tokens each,
-// race_chunks(vocab) CTAs per row, each writing one kRaceWords-word partial result.
+// The one-pass race kernel (kern_sample_race_bf16): kRaceThreads threads per CTA, kRaceTokens
+// tokens each, race_chunks(vocab) CTAs per row, each writing one kRaceWords-word partial result.
 constexpr int kRaceThreads = 256;
-constexpr int kRaceChunk = 8 * kRaceThreads;
+constexpr int kRaceTokens = 32;  // four 16-byte loads per thread
+constexpr int kRaceChunk = kRaceTokens * kRaceThreads;
 constexpr int kRaceWords = 8;
 KERN_SAMPLE_FN int64_t race_chunks(int64_t vocab) { return (vocab + kRaceChunk - 1) / kRaceChunk; }
+// The cluster kernel's grid: kClusterRows clusters, each taking rows y, y + kClusterRows, ... (the
+// race kernel's rows return at once), so that a batch the race finished costs one wave.
+constexpr int kClusterRows = 16;
 
 }  // namespace kern_sample

@@ -284,8 +284,8 @@ constexpr P kSampleRace[] = {
     {"history", "in buffer<i32>"},
     {"tokens", "out buffer<i64>"},
     {"logprobs", "out buffer<f32>"},     // only [r, 0]
-    {"parts", "inout buffer<f32>"},      // [rows, race_chunks(vocab), 8]
-    {"arrivals", "inout buffer<i32>"},   // [rows], zero between launches
+    {"parts", "out buffer<f32>"},        // [rows, race_chunks(vocab), 8]: written, then read by the row's last CTA
+    {"arrivals", "inout buffer<i32>"},   // [rows]: zero at load, left zero by every launch
     {"route", "out buffer<i32>"},        // [rows]
     {"rows", "i32"},
     {"vocab", "i32"},

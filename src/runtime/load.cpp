@@ -126,9 +126,7 @@ void Runtime::Impl::allocate() {
       std::uint64_t bytes = 0;
       if (__builtin_mul_overflow(elems, dtype_size(sc.dtype), &bytes))
         fail(ErrorKind::Manifest, "ops.{}.impl.scratch.{}: byte size overflows", op_name, sname);
-      auto mem = cuda::DeviceMemory::allocate(bytes, "scratch " + sname + " of op " + op_name);
-      cuda::memset_d8_async(mem.ptr(), 0, bytes, *stream);  // zeroed once: counters kept there start at 0
-      mine.emplace(sname, std::move(mem));
+      mine.emplace(sname, cuda::DeviceMemory::allocate(bytes, "scratch " + sname + " of op " + op_name));
     }
   }
 }

@@ -98,6 +98,8 @@ OJ buffers(const Geo& g) {
   b["rope"] = plain("f32", OJ::array({g.max_pos, c.head_dim}), "carry");
   // The decode chain's grid-barrier words: zero at load, left zero by every launch.
   if (g.chain_rows > 0) b["chain_sync"] = plain("u32", OJ::array({2}), "carry");
+  // The sampling race kernel's arrival counts per row: the same rule.
+  if (g.o.sampling) b["sample_arrivals"] = plain("i32", OJ::array({"seqs"}), "carry");
   weight_buffers(g, b);
   return b;
 }

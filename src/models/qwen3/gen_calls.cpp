@@ -164,7 +164,8 @@ OJ forward_calls(const Geo& g, bool prefill) {
   if (g.o.sampling) {
     calls.push_back(call("sample", "sample",
                          OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"),
-                                    buf("next_token"), buf("logprobs"), buf("logprob_ids"), var("seqs")})));
+                                    buf("next_token"), buf("logprobs"), buf("logprob_ids"), var("seqs"),
+                                    buf("sample_arrivals")})));
   } else {
     calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
   }

@@ -14,7 +14,7 @@ SampleOp::SampleOp(int vocab, int max_rows)
       parts_(static_cast<size_t>(max_rows) * chunks_ * kern_sample::kRaceWords),
       arrivals_(static_cast<size_t>(max_rows)),
       route_(static_cast<size_t>(max_rows)) {
-  check_cuda(cudaMemset(arrivals_.get(), 0, arrivals_.bytes()), "cudaMemset arrivals");  // as op scratch is at load
+  check_cuda(cudaMemset(arrivals_.get(), 0, arrivals_.bytes()), "cudaMemset arrivals");  // as the carry buffer is at load
   fb_.set_dynamic_shared("kern_sample_bf16", static_cast<int>(kern_sample::shared_bytes(vocab)));
 }
 
@@ -27,7 +27,7 @@ void SampleOp::enqueue(cudaStream_t stream, const Args& a, Path path) {
   } else {
     check_cuda(cudaMemsetAsync(route_.get(), 0, route_.bytes(), stream), "cudaMemsetAsync route");
   }
-  fb_.enqueue("kern_sample_bf16", stream, dim3(kern_sample::kCluster, a.rows), dim3(kern_sample::kThreads), a.logits,
+  fb_.enqueue("kern_sample_bf16", stream, dim3(kern_sample::kCluster, kern_sample::kClusterRows), dim3(kern_sample::kThreads), a.logits,
               a.fparams, a.iparams, a.history, a.tokens, a.logprobs, a.top_ids, static_cast<const int32_t*>(route_.get()),
               a.rows, vocab_, a.history_stride);
 }
