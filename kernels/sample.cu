@@ -857,7 +857,9 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   wait_for_previous_grid();
   allow_next_grid();
-  if (vocab <= 0 || blockDim.x != kThreads) return;  // uniform over the cluster
+  const int32_t row = blockIdx.y;
+  if (row >= rows || vocab <= 0 || blockDim.x != kThreads) return;  // uniform over the cluster
+  if (route[row] != 0) return;                                     // the race kernel's row
   const int32_t chunk = static_cast<int32_t>(kern_sample::chunk(vocab));
   const int32_t slot_floats = static_cast<int32_t>(8 * kern_sample::slice_slots(vocab));
   uint32_t dyn;
@@ -867,24 +869,19 @@ extern "C" __global__ void KERN_SAMPLE_CLUSTER __launch_bounds__(kThreads)
   __shared__ Smem sm;
   cg::cluster_group cl = cg::this_cluster();
   const int rank = static_cast<int>(cl.block_rank());
-  // Rows y, y + gridDim.y, ...: the race kernel's rows (route 1) are skipped by the whole cluster.
-  for (int32_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    if (route[row] != 0) continue;
-    Slice sl;
-    sl.row = logits + static_cast<int64_t>(row) * vocab;
-    sl.begin = min(vocab, rank * chunk);
-    sl.n = min(vocab, sl.begin + chunk) - sl.begin;
-    sl.pad = static_cast<int32_t>((reinterpret_cast<uintptr_t>(sl.row + sl.begin) & 15u) >> 1);
-    sl.nslots = (sl.pad + sl.n + 7) / 8;
-    sl.xs = reinterpret_cast<bf16*>(dyn_smem);
-    sl.stage();  // in flight while the parameters and the history are read
-    const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8,
-                                 vocab, history_stride);
-    unsigned char* lv = dyn_smem + 2 * slot_floats;  // after xs
-    Sampler s(cl, sm, reinterpret_cast<float*>(lv), lv + 4 * slot_floats, sl, p, row, vocab);
-    s.run(history, history_stride, sl.row, tokens, logprobs, top_ids);
-    __syncthreads();  // rank 0's lists are read before the next row stages over this CTA's memory
-  }
+  Slice sl;
+  sl.row = logits + static_cast<int64_t>(row) * vocab;
+  sl.begin = min(vocab, rank * chunk);
+  sl.n = min(vocab, sl.begin + chunk) - sl.begin;
+  sl.pad = static_cast<int32_t>((reinterpret_cast<uintptr_t>(sl.row + sl.begin) & 15u) >> 1);
+  sl.nslots = (sl.pad + sl.n + 7) / 8;
+  sl.xs = reinterpret_cast<bf16*>(dyn_smem);
+  sl.stage();  // in flight while the parameters and the history are read
+  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
+                               history_stride);
+  unsigned char* lv = dyn_smem + 2 * slot_floats;  // after xs
+  Sampler s(cl, sm, reinterpret_cast<float*>(lv), lv + 4 * slot_floats, sl, p, row, vocab);
+  s.run(history, history_stride, sl.row, tokens, logprobs, top_ids);
 #else
   __trap();
 #endif

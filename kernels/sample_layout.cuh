@@ -27,12 +27,8 @@ KERN_SAMPLE_FN int64_t shared_bytes(int64_t vocab) { return slice_slots(vocab) *
 // The one-pass race kernel (kern_sample_race_bf16): kRaceThreads threads per CTA, kRaceTokens
 // tokens each, race_chunks(vocab) CTAs per row, each writing one kRaceWords-word partial result.
 constexpr int kRaceThreads = 256;
-constexpr int kRaceTokens = 32;  // four 16-byte loads per thread
+constexpr int kRaceTokens = 8;  // one 16-byte load per thread
 constexpr int kRaceChunk = kRaceTokens * kRaceThreads;
 constexpr int kRaceWords = 8;
 KERN_SAMPLE_FN int64_t race_chunks(int64_t vocab) { return (vocab + kRaceChunk - 1) / kRaceChunk; }
-// The cluster kernel's grid: kClusterRows clusters, each taking rows y, y + kClusterRows, ... (the
-// race kernel's rows return at once), so that a batch the race finished costs one wave.
-constexpr int kClusterRows = 16;
-
 }  // namespace kern_sample

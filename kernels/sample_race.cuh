@@ -107,7 +107,7 @@ __device__ __forceinline__ float log_exponential(uint32_t word) {
 
 }  // namespace kern_sample_dev
 
-extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 4)
+extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     kern_sample_race_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
                           const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
                           int64_t* __restrict__ tokens, float* __restrict__ logprobs, float* __restrict__ parts,

@@ -108,8 +108,8 @@ OJ argmax_op(const Geo& g) {
 }
 
 // Sampling + log-probs (kernels/sample.cu): the one-pass race kernel over race_chunks(vocab) CTAs
-// per row, then kClusterRows 8-CTA clusters taking the rows the race left (route 0) in turn, each
-// CTA's slice in dynamic shared memory (kernels/sample_layout.cuh; the kernel traps on less).
+// per row, then one 8-CTA cluster per row, returning at once where the race took the row (route 1),
+// each CTA's slice in dynamic shared memory (kernels/sample_layout.cuh; the kernel traps on less).
 std::uint64_t sample_shared_bytes(std::uint64_t vocab) {
   return static_cast<std::uint64_t>(kern_sample::shared_bytes(static_cast<std::int64_t>(vocab)));
 }
@@ -124,7 +124,7 @@ OJ sample_op(const Geo& g) {
                    OJ::array({chunks, "seqs", 1}), kern_sample::kRaceThreads);
   OJ cluster = launch("kern_sample_bf16",
                       OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("route"), p(7), tail[0], tail[1]}),
-                      OJ::array({kern_sample::kCluster, kern_sample::kClusterRows, 1}), kern_sample::kThreads);
+                      OJ::array({kern_sample::kCluster, "seqs", 1}), kern_sample::kThreads);
   OJ sc;
   sc["race_parts"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", chunks, kern_sample::kRaceWords})}};
   sc["route"] = {{"dtype", "i32"}, {"shape", OJ::array({"seqs"})}};

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "harness.hpp"
 #include "sample_launch.hpp"
@@ -186,11 +187,13 @@ TEST(PerfGpu, Sample) {
       Device<int64_t> d_ip(ip);
       const SampleOp::Args args{logits.get(), d_fp.get(),     d_ip.get(), history.get(), tokens.get(),
                                 logprobs.get(), top_ids.get(), rows,      8};
-      for (SampleOp::Path path : {SampleOp::Path::Op, SampleOp::Path::ClusterOnly}) {
+      const std::pair<SampleOp::Path, const char*> paths[] = {{SampleOp::Path::Op, "sample op "},
+                                                                {SampleOp::Path::RaceOnly, "sample race kernel alone "},
+                                                                {SampleOp::Path::ClusterOnly, "sample cluster kernel alone "}};
+      for (const auto& [path, what] : paths) {
         const double us = graph_median_us([&](cudaStream_t st) { sample.enqueue(st, args, path); });
         check_cuda(cudaDeviceSynchronize(), "sample timing");
-        report(std::string(path == SampleOp::Path::Op ? "sample op " : "sample cluster kernel alone ") + s.name + b,
-               us);
+        report(what + std::string(s.name) + b, us);
       }
     }
     Device<float> pm(static_cast<size_t>(rows) * 64);

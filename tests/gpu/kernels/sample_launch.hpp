@@ -1,6 +1,7 @@
 // The sampling op as kern gen's manifest runs it (src/models/qwen3/gen_ops.cpp: the race kernel,
 // then the cluster kernel for the rows it left), for the GPU tests and the timing; or the cluster
-// kernel alone (every row routed to it), so that its own paths stay tested for every setting.
+// kernel alone (every row routed to it), so that its own paths stay tested for every setting; or
+// the race kernel alone (timing).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@ namespace kern_gpu_test {
 
 class SampleOp {
  public:
-  enum class Path { Op, ClusterOnly };
+  enum class Path { Op, ClusterOnly, RaceOnly };  // RaceOnly: for timing (rows it leaves get no token)
   SampleOp(int vocab, int max_rows);
 
   struct Args {
