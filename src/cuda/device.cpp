@@ -14,7 +14,7 @@ int device_count() {
   return n;
 }
 
-namespace {
+namespace detail {
 CUdevice device_handle(int ordinal) {
   int n = device_count();
   if (ordinal < 0 || ordinal >= n)
@@ -28,7 +28,9 @@ int attribute(CUdevice d, CUdevice_attribute a) {
   KERN_CU(cuDeviceGetAttribute, &v, a, d);
   return v;
 }
-}  // namespace
+}  // namespace detail
+using detail::attribute;
+using detail::device_handle;
 
 DeviceInfo device_info(int ordinal) {
   CUdevice d = device_handle(ordinal);

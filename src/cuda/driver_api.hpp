@@ -58,7 +58,17 @@ namespace kern::cuda::detail {
   X(cuGraphInstantiate, cuGraphInstantiateWithFlags)                                          \
   X(cuGraphLaunch, cuGraphLaunch)                                                             \
   X(cuGraphDestroy, cuGraphDestroy)                                                           \
-  X(cuGraphExecDestroy, cuGraphExecDestroy)
+  X(cuGraphExecDestroy, cuGraphExecDestroy)                                                   \
+  X(cuMemGetInfo, cuMemGetInfo_v2)                                                            \
+  X(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity)                             \
+  X(cuMemCreate, cuMemCreate)                                                                 \
+  X(cuMemRelease, cuMemRelease)                                                               \
+  X(cuMemExportToShareableHandle, cuMemExportToShareableHandle)                               \
+  X(cuMemAddressReserve, cuMemAddressReserve)                                                 \
+  X(cuMemAddressFree, cuMemAddressFree)                                                       \
+  X(cuMemMap, cuMemMap)                                                                       \
+  X(cuMemUnmap, cuMemUnmap)                                                                   \
+  X(cuMemSetAccess, cuMemSetAccess)
 
 struct DriverApi {
 #define KERN_CUDA_FIELD(pretty, symbol) decltype(&::symbol) pretty = nullptr;
@@ -90,6 +100,10 @@ void warn_if_failed(CUresult r, std::string_view call);
 // no-op): Event and TimingEvent.
 void* create_event(unsigned flags);
 void destroy_event(void* e);
+
+// The device of `ordinal` (Error(Api) when there is none) and one of its attributes.
+CUdevice device_handle(int ordinal);
+int attribute(CUdevice d, CUdevice_attribute a);
 
 // A Stream's driver handle (Stream holds it as void* so that its header names no CUDA type).
 inline CUstream raw(const Stream& s) { return static_cast<CUstream>(s.handle()); }

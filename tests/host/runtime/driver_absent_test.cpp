@@ -5,6 +5,7 @@
 
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
+#include "kern/cuda/vmm.hpp"
 #include "kern/base/error.hpp"
 
 namespace kern {
@@ -30,6 +31,8 @@ TEST(CudaShell, NoDriverIsOneDriverSentence) {
     }
   }
   EXPECT_THROW(cuda::device_count(), Error);
+  EXPECT_THROW(cuda::vmm_info(0), Error);
+  EXPECT_THROW(cuda::mem_info(), Error);
 }
 
 }  // namespace
