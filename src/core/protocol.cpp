@@ -7,6 +7,7 @@
 
 #include "kern/base/error.hpp"
 #include "kern/base/json.hpp"
+#include "kern/core/state_tables.hpp"
 
 namespace kern::core {
 
@@ -76,34 +77,13 @@ struct ProtocolBuilder {
       add("buffers", "P.axes", "row and group axes are the same var '" + p.row_var_ + "'");
   }
 
+  // The tables come from core::state_tables, the definition the pool's layout reads too; its
+  // shape findings are this pass's, in the order the scan found them.
   void collect_tables() {
-    for (const auto& [name, b] : m.buffers) {
-      if (b.kind != BufferKind::Input || b.fill || !b.domain || !b.domain->index_into) continue;
-      auto st = m.states.find(b.domain->index_into->target);
-      if (st == m.states.end()) continue;
-      const State& s = st->second;
-      if (s.bytes_per_token != 0) {
-        PageTable t{name, st->first, b.dtype, b.domain->index_into->stride, 1, {}};
-        if (!b.shape.empty()) {
-          t.axis = b.shape[0].var;
-          if (b.shape.size() > 1)
-            t.width = b.shape.back().is_var() ? var_max(b.shape.back().var) : b.shape.back().value;
-        }
-        if (b.shape.size() > 2)
-          add(json_path_key(bpath(name), "shape"), "P.table_shape", "a page table is [seqs] or [seqs, entries]");
-        p.page_tables_.push_back(std::move(t));
-      } else if (s.bytes_per_seq != 0) {
-        const std::uint64_t stride = b.domain->index_into->stride;
-        LineTable t{name, st->first, b.dtype, stride, stride ? s.bytes_per_seq / stride : 0, b.shape};
-        if (stride == 0 || s.bytes_per_seq % stride != 0)
-          add(json_path_key(json_path_key(bpath(name), "domain"), "stride"), "P.table_shape",
-              "line stride must divide the state's bytes_per_seq");
-        if (b.shape.empty() || b.shape.size() > 3)
-          add(json_path_key(bpath(name), "shape"), "P.table_shape",
-              "a line table is [lines], [lines, seqs] or [lines, seqs, w]");
-        p.line_tables_.push_back(std::move(t));
-      }
-    }
+    StateTables tables = state_tables(m);
+    p.page_tables_ = std::move(tables.page_tables);
+    p.line_tables_ = std::move(tables.line_tables);
+    for (auto& v : tables.violations) out.push_back(std::move(v));
   }
 
   void derive_tray() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kern/core/state_tables.hpp"  // PageTable, LineTable
 #include "kern/core/verify.hpp"
 
 namespace kern::core {
@@ -29,26 +30,6 @@ struct FillSlot {
   std::string axis;          // var of the outermost dim ("" when it is a constant)
   std::uint64_t extent = 0;  // outermost dim when constant (e.g. cu_seqlens: groups+1), else its var max
   std::uint64_t width = 1;   // elements per outermost index (product of the inner dims)
-};
-
-// An input whose domain index_into a paged (bytes_per_token) state: entries are page indices
-// when stride = page size, else token-slot indices.
-struct PageTable {
-  std::string buffer, state;
-  DType dtype = DType::I32;
-  std::uint64_t stride = 1;  // tokens per entry (the page size)
-  std::uint64_t width = 1;   // entries per sequence (innermost extent; 1 for a 1-D table)
-  std::string axis;          // var of the outermost dim ("" when constant)
-};
-
-// An input whose domain index_into a bytes_per_seq state: entries are line indices,
-// slot × (bytes_per_seq / stride) + line.
-struct LineTable {
-  std::string buffer, state;
-  DType dtype = DType::I32;
-  std::uint64_t stride = 1;          // bytes per line
-  std::uint64_t lines_per_slot = 1;  // bytes_per_seq / stride
-  std::vector<Dim> shape;            // [lines] | [lines, seqs] | [lines, seqs, w]
 };
 
 // A batch program seen as a step shape.
