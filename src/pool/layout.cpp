@@ -78,18 +78,16 @@ void PoolLayout::validate() const {
            t.name, t.rows, s->name, lines);
     if (t.seq_width == 0) fail(ErrorKind::Manifest, "pool layout: line table '{}' has seq_width 0", t.name);
   }
-  if (!paged.empty() && page_tables.empty())
-    fail(ErrorKind::Manifest, "pool layout: paged state '{}' has no page table, so there is no page unit",
-         paged.front().name);
   const std::uint64_t u = unit();
   for (const auto& s : paged) mul_checked(u, s.bytes_per_token, "page bytes");
-  if (!paged.empty() && row_pages() == 0)
+  const std::optional<std::uint64_t> row = row_pages();  // nullopt without page tables: no row limit
+  if (!paged.empty() && row && *row == 0)
     fail(ErrorKind::Manifest, "pool layout: the narrowest page-table row holds less than one page of {} tokens", u);
 }
 
 std::uint64_t PoolLayout::unit() const { return core::page_unit(page_tables); }
 
-std::uint64_t PoolLayout::row_pages() const { return core::row_pages(page_tables, unit()).value_or(0); }
+std::optional<std::uint64_t> PoolLayout::row_pages() const { return core::row_pages(page_tables, unit()); }
 
 std::uint64_t PoolLayout::bytes_per_token() const {
   std::uint64_t sum = 0;

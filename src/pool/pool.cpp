@@ -1,6 +1,7 @@
 #include "kern/pool/pool.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "kern/base/error.hpp"
@@ -54,7 +55,8 @@ std::pair<Pool, Remap> Pool::create(const PoolLayout& layout, const PoolConfig& 
   detail::PoolCore& c = *ref.get();
   c.layout = layout;
   c.unit = layout.unit();
-  c.row_pages = layout.row_pages();
+  // Without page tables a row has no limit of its own: the clamp to pages_max below is its limit.
+  c.row_pages = layout.row_pages().value_or(std::numeric_limits<std::uint64_t>::max());
   c.has_paged = !layout.paged.empty();
   c.has_seq = !layout.per_seq.empty();
   c.page_arenas = static_cast<std::uint32_t>(layout.paged.size());

@@ -1,5 +1,5 @@
 // The pool's view of a model: which states are pooled and which tables index them.
-// A plain description, built from a verified manifest by an adapter outside this layer.
+// A plain description; pool::layout_of (kern/pool/manifest_layout.hpp) builds one from a manifest.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +40,12 @@ struct PoolLayout {
   // Throws kern::Error(ErrorKind::Manifest) naming the first table or state that disagrees.
   void validate() const;
 
-  // Page unit and the pages one row of every page table can reference (0 without tables), by
-  // the rule of kern/core/pages.hpp.
+  // Page unit and the pages one row of every page table can reference, by the rule of
+  // kern/core/pages.hpp. Without page tables (a paged state addressed only by token slots, as in
+  // the toy manifests) the unit is 1 and rows have no limit (nullopt): a pool then caps a row at
+  // the pages it has (Pool::row_pages() = pages_max()).
   std::uint64_t unit() const;
-  std::uint64_t row_pages() const;
+  std::optional<std::uint64_t> row_pages() const;
   std::uint64_t bytes_per_token() const;  // sum over paged states
   std::uint64_t bytes_per_seq() const;    // sum over per-seq states
   // Lines one slot holds in the line table's state: bytes_per_seq / stride.

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "kern/base/error.hpp"
 #include "kern/pool/layout.hpp"
 #include "kern/pool/pool.hpp"
@@ -26,10 +28,39 @@ TEST(PoolLayout, UnitIsLcmOfStridesAndRowIsNarrowestTable) {
   l.page_tables = {{"a", "k", 16, 100}, {"b", "v", 6, 1000}};
   EXPECT_EQ(l.unit(), 48u);
   // a: 100*16/48 = 33 pages; b: 6000/48 = 125 pages.
-  EXPECT_EQ(l.row_pages(), 33u);
+  EXPECT_EQ(l.row_pages(), std::optional<std::uint64_t>(33));
   EXPECT_NO_THROW(l.validate());
   EXPECT_EQ(stateful().unit(), 4u);
-  EXPECT_EQ(pure_kv().row_pages(), 32u);
+  EXPECT_EQ(pure_kv().row_pages(), std::optional<std::uint64_t>(32));
+}
+
+// A paged state addressed by token slots alone (the toy manifests): unit 1, no row limit of the
+// layout's own, so a pool's row is every page it has.
+TEST(PoolLayout, PagedStatesWithoutPageTables) {
+  PoolLayout l = pure_kv();
+  l.page_tables.clear();
+  EXPECT_NO_THROW(l.validate());
+  EXPECT_EQ(l.unit(), 1u);
+  EXPECT_EQ(l.row_pages(), std::nullopt);
+
+  // k: 8 B pages, v: 24 B pages; 64-byte chunks, 10 tokens: k 80 B -> 2 chunks, v 240 B -> 4.
+  auto [pool, plan] = Pool::create(l, PoolConfig::from_capacity(l, 64, Capacity{10, 1}));
+  EXPECT_EQ(pool.unit(), 1u);
+  EXPECT_GE(pool.pages_max(), 10u);
+  EXPECT_EQ(pool.row_pages(), pool.pages_max());
+  EXPECT_EQ(pool.max_seq_tokens(), pool.pages_max());
+  Lease whole = testing::take(pool.lease(10));
+  EXPECT_EQ(whole.page_ids().size(), 10u);
+  EXPECT_EQ(whole.capacity(), 10u);
+  auto over = pool.lease(pool.pages_max() + 1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.denied().kind, DeniedKind::ExceedsRow);
+  EXPECT_EQ(over.denied().limit, pool.pages_max());
+
+  l = stateful();  // with per-seq states too
+  l.page_tables.clear();
+  EXPECT_NO_THROW(l.validate());
+  EXPECT_EQ(l.unit(), 1u);
 }
 
 TEST(PoolLayout, RejectsTablesThatDisagreeWithStates) {
@@ -60,10 +91,6 @@ TEST(PoolLayout, RejectsTablesThatDisagreeWithStates) {
   l = stateful();
   l.per_seq.push_back({"kv", 8});
   expect_manifest_error(l, "mixes per-token and per-seq sizes");
-
-  l = pure_kv();
-  l.page_tables.clear();
-  expect_manifest_error(l, "has no page table");
 
   l = pure_kv();
   l.page_tables[0].width = 0;
