@@ -6,6 +6,7 @@
 #include "kern/base/log.hpp"
 #include "kern/registry/registry.hpp"
 #include "runtime/cooperative.hpp"
+#include "runtime/pooled_state_memory.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern::runtime {
@@ -118,7 +119,7 @@ void Runtime::Impl::allocate() {
     }
     buffers.emplace(name, std::move(s));
   }
-  states = std::make_unique<rt::ContiguousStateMemory>(*m, options.capacity, *stream);
+  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, context->ordinal(), *stream);
   for (const auto& [op_name, op] : m->ops) {
     auto& mine = scratch[op_name];
     for (const auto& [sname, sc] : op.impl.scratch) {

@@ -1,0 +1,71 @@
+#include "runtime/pooled_state_memory.hpp"
+
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
+#include "kern/pool/manifest_layout.hpp"
+
+namespace kern::runtime {
+
+PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& capacity, int ordinal,
+                                     const cuda::Stream& stream) {
+  for (const auto& [name, s] : m.states) {
+    if (s.host) fail(ErrorKind::Manifest, "state {} is host-provided; host states are not supported yet", name);
+    if (s.bytes_per_token && capacity.tokens == 0)
+      fail(ErrorKind::Api, "state {} is paged: load needs Capacity.tokens > 0", name);
+    if (s.bytes_per_seq && capacity.seqs == 0)
+      fail(ErrorKind::Api, "state {} is per-sequence: load needs Capacity.seqs > 0", name);
+    if (!s.bytes) continue;
+    auto mem = cuda::DeviceMemory::allocate(s.bytes, "state " + name);
+    cuda::memset_d8_async(mem.ptr(), 0, s.bytes, stream);
+    fixed_.emplace(name, std::move(mem));
+  }
+  const pool::PoolLayout layout = pool::layout_of(m);
+  if (layout.paged.empty() && layout.per_seq.empty()) return;
+  const cuda::VmmInfo vmm = cuda::vmm_info(ordinal);
+  if (!vmm.supported)
+    fail(ErrorKind::Driver, "GPU {} has no virtual memory management (cuMemCreate): the state pool needs it", ordinal);
+  chunk_bytes_ = pool::chunk_bytes_for(layout, vmm.granularity);
+  // Every token the domains admit (capacity.tokens) must lie on a page the pool makes.
+  const std::uint64_t unit = layout.unit();
+  std::uint64_t tokens = 0;
+  if (!layout.paged.empty() && __builtin_mul_overflow((capacity.tokens + unit - 1) / unit, unit, &tokens))
+    fail(ErrorKind::Api, "Capacity.tokens {} overflows when rounded up to the page unit {}", capacity.tokens, unit);
+  const pool::PoolConfig config =
+      pool::PoolConfig::from_capacity(layout, chunk_bytes_, pool::Capacity{tokens, capacity.seqs});
+  auto [p, plan] = pool::Pool::create(layout, config);
+  chunks_.reserve(config.chunks);
+  for (std::uint64_t c = 0; c < config.chunks; ++c)
+    chunks_.push_back(cuda::PhysicalChunk::create(chunk_bytes_, ordinal, /*want_fabric=*/true, "the state pool"));
+  for (const pool::ArenaInfo& a : p.arenas())
+    arenas_.push_back(cuda::VirtualRange::reserve(a.positions * chunk_bytes_, chunk_bytes_, "state " + a.state));
+  for (const pool::Map& mp : plan.maps) {
+    arenas_.at(mp.arena).map(mp.pos * chunk_bytes_, chunks_.at(mp.chunk));
+  }
+  for (const pool::Access& ac : plan.access)
+    arenas_.at(ac.arena).set_access(ac.first * chunk_bytes_, ac.count * chunk_bytes_, ordinal);
+  for (const pool::Map& mp : plan.maps)
+    cuda::memset_d8_async(arenas_[mp.arena].base() + mp.pos * chunk_bytes_, 0, chunk_bytes_, stream);
+  // The objects alive at load, counted from id 0 while they exist (a fresh pool makes them in order).
+  std::uint64_t pages = 0, slots = 0;
+  while (pages < p.pages_max() && p.page_status(static_cast<pool::PageId>(pages)) != pool::ObjectStatus::Absent) ++pages;
+  while (slots < p.slots_max() && p.slot_status(static_cast<pool::SlotId>(slots)) != pool::ObjectStatus::Absent) ++slots;
+  const auto& arenas = p.arenas();
+  for (std::size_t a = 0; a < arenas.size(); ++a)
+    pooled_.emplace(arenas[a].state,
+                    Pointer{arenas_[a].base(), (arenas[a].paged ? pages : slots) * arenas[a].object_bytes});
+  log().info("state pool: {} chunks of {} MiB ({} handles), {} arenas, {} pages of {} tokens, {} slots", config.chunks,
+             chunk_bytes_ >> 20, cuda::handle_kind_name(handle_kind()), arenas.size(), pages, unit, slots);
+  pool_.emplace(std::move(p));
+}
+
+Pointer PooledStateMemory::region(std::string_view state) const {
+  if (auto it = fixed_.find(state); it != fixed_.end()) return Pointer{it->second.ptr(), it->second.size()};
+  if (auto it = pooled_.find(state); it != pooled_.end()) return it->second;
+  fail(ErrorKind::Manifest, "unknown state '{}'", state);
+}
+
+cuda::HandleKind PooledStateMemory::handle_kind() const {
+  return chunks_.empty() ? cuda::HandleKind::PosixFd : chunks_.front().kind();
+}
+
+}  // namespace kern::runtime

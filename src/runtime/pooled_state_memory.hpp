@@ -1,0 +1,42 @@
+// States in the pool (issue 16, step one of the runtime wiring): every paged and per-sequence state
+// is an arena of VMM address space reserved once for its whole reach, backed by physical chunks
+// created at load and mapped where the pool's initial plan says (kern/pool: the decisions; this
+// class only executes them). Fixed-size states stay plain allocations. Addresses never move, so
+// argument images and captured graphs stay valid across later remaps.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kern/cuda/vmm.hpp"
+#include "kern/pool/pool.hpp"
+#include "runtime/state_memory.hpp"
+
+namespace kern::runtime {
+
+class PooledStateMemory final : public StateMemory {
+ public:
+  // The pool's budget is Capacity {tokens rounded up to the page unit, seqs}; everything mapped is
+  // zeroed on `stream`. Error(Api) for a paged state without tokens or a per-seq state without
+  // seqs, Error(Driver) when the device has no VMM.
+  PooledStateMemory(const core::Manifest& m, const Capacity& capacity, int ordinal, const cuda::Stream& stream);
+  // Fixed states: their allocation. Pooled states: the arena's base and the bytes of the objects
+  // alive at load (pages 0.. or slots 0.., contiguous from the base).
+  Pointer region(std::string_view state) const override;
+  // The pool's bookkeeping (none when the manifest has no pooled state).
+  const pool::Pool* pool() const { return pool_ ? &*pool_ : nullptr; }
+  std::uint64_t chunk_bytes() const { return chunk_bytes_; }
+  cuda::HandleKind handle_kind() const;
+
+ private:
+  std::map<std::string, cuda::DeviceMemory, std::less<>> fixed_;
+  std::optional<pool::Pool> pool_;
+  std::uint64_t chunk_bytes_ = 0;
+  std::vector<cuda::PhysicalChunk> chunks_;  // index: the pool's chunk number
+  std::vector<cuda::VirtualRange> arenas_;   // index: the pool's arena number (destroyed first: unmaps)
+  std::map<std::string, Pointer, std::less<>> pooled_;
+};
+
+}  // namespace kern::runtime
