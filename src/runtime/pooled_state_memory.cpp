@@ -3,6 +3,7 @@
 #include "kern/base/error.hpp"
 #include "kern/base/log.hpp"
 #include "kern/pool/manifest_layout.hpp"
+#include "runtime/state_plan.hpp"
 
 namespace kern::runtime {
 
@@ -38,11 +39,15 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
     chunks_.push_back(cuda::PhysicalChunk::create(chunk_bytes_, ordinal, /*want_fabric=*/true, "the state pool"));
   for (const pool::ArenaInfo& a : p.arenas())
     arenas_.push_back(cuda::VirtualRange::reserve(a.positions * chunk_bytes_, chunk_bytes_, "state " + a.state));
-  for (const pool::Map& mp : plan.maps) {
-    arenas_.at(mp.arena).map(mp.pos * chunk_bytes_, chunks_.at(mp.chunk));
+  // The initial plan has no unmaps; nothing is live yet, so whole mapped chunks are zeroed.
+  for (const VmmOp& op : vmm_ops(plan, state_geometry(p, nullptr))) {
+    cuda::VirtualRange& arena = arenas_.at(op.arena);
+    switch (op.kind) {
+      case VmmOp::Kind::Unmap: arena.unmap(op.offset); break;
+      case VmmOp::Kind::Map: arena.map(op.offset, chunks_.at(op.chunk)); break;
+      case VmmOp::Kind::Access: arena.set_access(op.offset, op.bytes, ordinal); break;
+    }
   }
-  for (const pool::Access& ac : plan.access)
-    arenas_.at(ac.arena).set_access(ac.first * chunk_bytes_, ac.count * chunk_bytes_, ordinal);
   for (const pool::Map& mp : plan.maps)
     cuda::memset_d8_async(arenas_[mp.arena].base() + mp.pos * chunk_bytes_, 0, chunk_bytes_, stream);
   // The objects alive at load, counted from id 0 while they exist (a fresh pool makes them in order).
