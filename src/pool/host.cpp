@@ -79,6 +79,33 @@ std::uint64_t next_host_id() {
   return next++;
 }
 
+// wake() and restore() read a store parked on this host into the pool this host serves.
+void check_wakes_here(const detail::HostCore& h, const detail::HostRef& parked, const detail::CoreRef& pool_core,
+                      const char* verb) {
+  if (!parked || parked.get() != &h) fail(ErrorKind::Api, "host: {}() of a store parked elsewhere", verb);
+  if (!pool_core || pool_core.get() != h.pool.get()) fail(ErrorKind::Api, "host: {}() into another pool", verb);
+}
+
+// The fresh device pages[0, count) as a chain of nodes mirroring host nodes hchain[0, count),
+// each remembering its twin (so parking them again copies nothing); the host -> device copies
+// are appended. Returns the nodes, root first; the tail holds the one reference the caller owns.
+std::vector<std::uint32_t> twinned_chain(detail::HostCore& h, detail::PoolCore& c,
+                                         const std::vector<std::uint32_t>& hchain, const std::vector<PageId>& pages,
+                                         std::uint64_t count, WakeCopies& copies) {
+  std::vector<std::uint32_t> nodes;
+  nodes.reserve(count);
+  std::uint32_t prev = kNoNode;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint32_t node = c.make_node(pages[i], prev);
+    if (prev != kNoNode) c.release_node(prev);  // the hold moves to the new tail
+    prev = node;
+    c.nodes[node].twin = {h.id, hchain[i], h.nodes[hchain[i]].gen};
+    copies.pages.push_back({h.nodes[hchain[i]].first * h.grain, pages[i]});
+    nodes.push_back(node);
+  }
+  return nodes;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Parked
@@ -247,8 +274,7 @@ Granted<std::pair<Parked, ParkCopies>> Host::park(const Checkpoint& cp) {
 
 Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool& pool, std::uint64_t len) {
   auto& h = host_of(host_);
-  if (!parked.host_ || parked.host_.get() != &h) fail(ErrorKind::Api, "host: wake() of a store parked elsewhere");
-  if (!pool.core_ || pool.core_.get() != h.pool.get()) fail(ErrorKind::Api, "host: wake() into another pool");
+  check_wakes_here(h, parked.host_, pool.core_, "wake");
   auto& c = *h.pool.get();
   WakeCopies copies;
   Checkpoint cp;
@@ -258,18 +284,10 @@ Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool
   if (!c.fits(n, parked.slot_.has_value())) return Denied{DeniedKind::ExceedsPool};
   auto t = c.take(n, parked.slot_.has_value());
   if (!t) return t.denied();
-  const std::vector<std::uint32_t> hchain = h.nodes.chain(parked.tail_);
-  std::uint32_t prev = kNoNode;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const PageId page = t.value().pages[i];
-    const std::uint32_t node = c.make_node(page, prev);
-    if (prev != kNoNode) c.release_node(prev);
-    prev = node;
-    c.nodes[node].twin = {h.id, hchain[i], h.nodes[hchain[i]].gen};
-    copies.pages.push_back({h.nodes[hchain[i]].first * h.grain, page});
-  }
+  // Every page, the partial one too, is a frozen node: a checkpoint never writes.
+  const std::vector<std::uint32_t> nodes = twinned_chain(h, c, h.nodes.chain(parked.tail_), t.value().pages, n, copies);
   cp.core_ = h.pool;
-  cp.tail_ = prev;
+  cp.tail_ = nodes.empty() ? kNoNode : nodes.back();
   cp.len_ = len;
   cp.pages_ = n;
   if (parked.slot_) {
@@ -277,6 +295,48 @@ Granted<std::pair<Checkpoint, WakeCopies>> Host::wake(const Parked& parked, Pool
     copies.slot = {h.slots[*parked.slot_].first * h.grain, *cp.slot_};
   }
   return std::pair{std::move(cp), std::move(copies)};
+}
+
+Granted<std::pair<Lease, WakeCopies>> Host::restore(const Parked& parked, Pool& pool, std::uint64_t len,
+                                                    std::uint64_t tokens) {
+  auto& h = host_of(host_);
+  check_wakes_here(h, parked.host_, pool.core_, "restore");
+  auto& c = *h.pool.get();
+  WakeCopies copies;
+  if (parked.pages_ == 0) {  // slot-only: the slot moves into a slot-only lease
+    if (len != parked.len_)
+      fail(ErrorKind::Api, "host: a slot-only parked store restores only at its length {}, not {}", parked.len_, len);
+    if (!c.fits(0, true)) return Denied{DeniedKind::ExceedsPool};
+    auto t = c.take(0, true);
+    if (!t) return t.denied();
+    Lease l;
+    l.core_ = h.pool;
+    l.unit_ = c.unit;
+    l.slot_ = t.value().slot;
+    l.prefix_ = l.position_ = len;
+    copies.slot = {h.slots[*parked.slot_].first * h.grain, *l.slot_};
+    return std::pair{std::move(l), std::move(copies)};
+  }
+  detail::check_resume_len(len, parked.len_, c.unit, parked.slot_.has_value(), "host", "parked store", "restore");
+  if (tokens <= len)
+    fail(ErrorKind::Api, "host: restore to {} tokens must hold more than the {} restored", tokens, len);
+  // Unlike Pool::restore no page is held yet: the whole row is fresh, its first full pages
+  // become the shared chain.
+  const bool with_slot = parked.slot_.has_value();
+  auto t = c.take_row(tokens, 0, with_slot, with_slot);
+  if (!t) return t.denied();
+  const std::vector<PageId>& pages = t.value().pages;
+  const std::uint64_t full = len / c.unit;
+  const std::vector<std::uint32_t> hchain = h.nodes.chain(parked.tail_);
+  const std::vector<std::uint32_t> nodes = twinned_chain(h, c, hchain, pages, full, copies);
+  // The partial page is the lease's own: it writes on past len, so the page keeps no twin (a
+  // later park copies it again, as it must).
+  if (len % c.unit != 0) copies.pages.push_back({h.nodes[hchain[full]].first * h.grain, pages[full]});
+  if (with_slot) copies.slot = {h.slots[*parked.slot_].first * h.grain, *t.value().slot};
+  Lease l = pool.start_lease(
+      nodes, len, std::vector<PageId>(pages.begin() + static_cast<std::ptrdiff_t>(full), pages.end()), t.value().slot);
+  if (!nodes.empty()) c.release_node(nodes.back());  // the lease took its own hold of the tail
+  return std::pair{std::move(l), std::move(copies)};
 }
 
 std::uint64_t Host::grain() const { return host_of(host_).grain; }

@@ -93,6 +93,13 @@ class Host {
   // The first ceil(len/unit) pages copied into fresh device pages that remember their twins;
   // the slot copied when len is the full length (required with a slot).
   Granted<std::pair<Checkpoint, WakeCopies>> wake(const Parked& parked, Pool& pool, std::uint64_t len);
+  // Wakes straight into a lease of `tokens` (as Pool::restore of the woken checkpoint, without
+  // the checkpoint): the floor(len/unit) whole pages are copied into fresh device pages that join
+  // the lease's chain as sealed nodes remembering their twins; the partial page len ends in and
+  // the slot are copied into the lease's own page and slot, so each byte moves once. len as for
+  // wake; tokens > len, ignored for a slot-only store (a slot-only lease).
+  Granted<std::pair<Lease, WakeCopies>> restore(const Parked& parked, Pool& pool, std::uint64_t len,
+                                                std::uint64_t tokens);
 
   std::uint64_t grain() const;
   std::uint64_t page_bytes() const;   // unit * bytes_per_token

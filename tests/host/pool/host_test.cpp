@@ -114,6 +114,223 @@ TEST_F(StatefulHost, StatefulWakeOnlyAtFullLength) {
   EXPECT_TRUE(woken.has_slot());
 }
 
+using WakePairs = std::vector<CopyPair<HostOffset, std::uint64_t>>;
+
+TEST(Host, RestoreWakesStraightIntoALease) {
+  Pool pool = make_pool(pure_kv(), 64, 1);
+  Host host(pool, HostConfig{64 * 64, 64});  // host page: 4 * 32 B = 128 B = 2 grains
+  Parked parked;
+  {
+    Lease a = take(pool.lease(16));
+    Checkpoint cp = written_checkpoint(pool, a, 10);
+    parked = std::move(take(host.park(cp)).first);
+  }
+  ASSERT_EQ(pool.used(), 0u);
+  ASSERT_EQ(parked.offsets(), (std::vector<HostOffset>{0, 128, 256}));
+
+  // Inside a page: whole pages 0 and 1 become the lease's sealed chain, the page holding tokens
+  // 8 and 9 is its own; one copy per page, nothing else held.
+  auto [lease, copies] = take(host.restore(parked, pool, 10, 16));
+  EXPECT_EQ(copies.pages, (WakePairs{{0, 0}, {128, 1}, {256, 2}}));
+  EXPECT_FALSE(copies.slot);
+  EXPECT_EQ(std::vector<PageId>(lease.page_ids().begin(), lease.page_ids().end()), (std::vector<PageId>{0, 1, 2, 3}));
+  EXPECT_EQ(lease.shared(), 2u);
+  EXPECT_EQ(lease.prefix(), 10u);
+  EXPECT_EQ(lease.position(), 10u);
+  EXPECT_EQ(lease.capacity(), 16u);
+  EXPECT_EQ(pool.used(), 4u);
+  EXPECT_EQ(pool.live_nodes(), 2u);
+  EXPECT_THROW(lease.slot(9), Error);  // below the prefix
+  EXPECT_EQ(lease.slot(10), 2u * 4 + 2);
+  pool.check_invariants();
+  host.check_invariants();
+
+  // Re-parking the lease: pages 0 and 1 have live twins; page 2 was written past 10, so it moves
+  // again, with the checkpoint's copy of the partial page 3.
+  for (std::uint64_t p = 11; p < 14; ++p) lease.slot(p);
+  Checkpoint c14 = std::move(take(pool.checkpoint(lease, 14)).first);
+  auto [p14, pc14] = take(host.park(c14));
+  ASSERT_EQ(pc14.pages.size(), 2u);
+  EXPECT_EQ(pc14.pages[0], (CopyPair<std::uint64_t, HostOffset>{2, 384}));
+  EXPECT_EQ(pc14.pages[1], (CopyPair<std::uint64_t, HostOffset>{c14.page_ids()[3], 512}));
+  EXPECT_EQ(p14.offsets(), (std::vector<HostOffset>{0, 128, 384, 512}));
+  // A checkpoint at the whole pages it woke with is all twins: parking it copies nothing.
+  Checkpoint c8 = std::move(take(pool.checkpoint(lease, 8)).first);
+  auto [p8, pc8] = take(host.park(c8));
+  EXPECT_TRUE(pc8.empty());
+  EXPECT_EQ(p8.offsets(), (std::vector<HostOffset>{0, 128}));
+
+  // At a page boundary: whole pages only, fresh pages after.
+  auto [b, bc] = take(host.restore(parked, pool, 8, 12));
+  EXPECT_EQ(bc.pages, (WakePairs{{0, 5}, {128, 6}}));
+  EXPECT_EQ(std::vector<PageId>(b.page_ids().begin(), b.page_ids().end()), (std::vector<PageId>{5, 6, 7}));
+  EXPECT_EQ(b.shared(), 2u);
+  EXPECT_EQ(b.prefix(), 8u);
+  EXPECT_THROW(host.restore(parked, pool, 7, 12), Error);   // not a whole page below the length
+  EXPECT_THROW(host.restore(parked, pool, 11, 16), Error);  // beyond the length
+  EXPECT_THROW(host.restore(parked, pool, 10, 10), Error);  // a lease must hold more than it restores
+  pool.check_invariants();
+  host.check_invariants();
+  lease = Lease();
+  b = Lease();
+  c14 = Checkpoint();
+  c8 = Checkpoint();
+  EXPECT_EQ(pool.used(), 0u);
+  EXPECT_EQ(pool.live_nodes(), 0u);
+}
+
+TEST_F(StatefulHost, RestoreCopiesTheSlotOnceStraightIntoTheLease) {
+  Parked parked;
+  {
+    Lease a = take(pool.lease(12));
+    Checkpoint cp = written_checkpoint(pool, a, 9);
+    parked = std::move(take(host.park(cp)).first);
+  }
+  const HostOffset slot_at = 64 * 40 - 192;
+  ASSERT_EQ(parked.slot_offset(), slot_at);
+  ASSERT_EQ(pool.slots_used(), 0u);
+
+  auto [lease, copies] = take(host.restore(parked, pool, 9, 16));
+  EXPECT_EQ(copies.pages, (WakePairs{{0, 0}, {64, 1}, {128, 2}}));
+  ASSERT_TRUE(copies.slot);
+  EXPECT_EQ(*copies.slot, (CopyPair<HostOffset, std::uint64_t>{slot_at, 1}));
+  EXPECT_EQ(lease.seq_slot(), std::optional<SlotId>(1));
+  EXPECT_EQ(pool.slots_used(), 1u);  // no checkpoint slot in between
+  EXPECT_EQ(lease.shared(), 2u);
+  EXPECT_EQ(lease.prefix(), 9u);
+  EXPECT_EQ(lease.position(), 9u);
+  EXPECT_EQ(pool.used(), 4u);
+  EXPECT_THROW(host.restore(parked, pool, 8, 16), Error);  // per-seq state: exactly its length
+
+  // wake then Pool::restore moves the slot twice (host -> checkpoint slot -> lease slot).
+  {
+    auto [woken, wc] = take(host.wake(parked, pool, 9));
+    auto [via, rc] = take(pool.restore(woken, 9, 12));
+    EXPECT_TRUE(wc.slot && rc.slot);
+  }
+
+  // Re-parking at the lease's position: the twinned pages stay, the checkpoint's copy of the
+  // partial page and the slot move.
+  lease.slot(9);
+  lease.slot(10);
+  Checkpoint c11 = std::move(take(pool.checkpoint(lease, 11)).first);
+  auto [p11, pc11] = take(host.park(c11));
+  ASSERT_EQ(pc11.pages.size(), 1u);
+  EXPECT_EQ(pc11.pages[0].src, c11.page_ids()[2]);
+  EXPECT_TRUE(pc11.slot);
+  EXPECT_EQ(p11.offsets(), (std::vector<HostOffset>{0, 64, 192}));
+  pool.check_invariants();
+  host.check_invariants();
+}
+
+TEST_F(StatefulHost, RestoreAtAPageBoundaryAndOfASlotOnlyStore) {
+  Parked p8, slot_only;
+  {
+    Lease a = take(pool.lease(12));
+    Checkpoint cp = written_checkpoint(pool, a, 8);
+    p8 = std::move(take(host.park(cp)).first);
+  }
+  {
+    Lease s = take(pool.lease_slot());
+    Checkpoint scp = std::move(take(pool.checkpoint(s, 5)).first);
+    slot_only = std::move(take(host.park(scp)).first);
+  }
+  auto [lease, copies] = take(host.restore(p8, pool, 8, 12));
+  EXPECT_EQ(copies.pages, (WakePairs{{0, 0}, {64, 1}}));
+  ASSERT_TRUE(copies.slot);
+  EXPECT_EQ(copies.slot->src, *p8.slot_offset());
+  EXPECT_EQ(lease.shared(), 2u);
+  EXPECT_EQ(lease.page_ids().size(), 3u);
+  // A checkpoint at the lease's position right away is all twins but the slot.
+  Checkpoint again = std::move(take(pool.checkpoint(lease, 8)).first);
+  auto [pa, pac] = take(host.park(again));
+  EXPECT_TRUE(pac.pages.empty());
+  EXPECT_TRUE(pac.slot);
+
+  auto [sl, sc] = take(host.restore(slot_only, pool, 5, 0));
+  EXPECT_FALSE(sl.paged());
+  EXPECT_EQ(sl.prefix(), 5u);
+  EXPECT_TRUE(sc.pages.empty());
+  ASSERT_TRUE(sc.slot);
+  EXPECT_EQ(sc.slot->src, *slot_only.slot_offset());
+  EXPECT_EQ(sc.slot->dst, *sl.seq_slot());
+  EXPECT_THROW(host.restore(slot_only, pool, 4, 0), Error);
+  pool.check_invariants();
+  host.check_invariants();
+}
+
+TEST(Host, RestoreDenialsKeepNothing) {
+  Pool pool = make_pool(pure_kv(), 16, 1);  // four pages, and a row of four
+  Host host(pool, HostConfig{128 * 8, 64});
+  ASSERT_EQ(pool.pages_max(), 4u);
+  Parked parked;
+  {
+    Lease a = take(pool.lease(8));
+    Checkpoint cp = written_checkpoint(pool, a, 8);
+    parked = std::move(take(host.park(cp)).first);
+  }
+  const std::uint64_t host_used = host.used();
+  Lease hog = take(pool.lease(4));  // one page held: three free
+  auto expect_unchanged = [&] {
+    EXPECT_EQ(pool.used(), 1u);
+    EXPECT_EQ(pool.live_nodes(), 0u);
+    EXPECT_EQ(host.used(), host_used);
+    pool.check_invariants();
+    host.check_invariants();
+  };
+  auto busy = host.restore(parked, pool, 8, 16);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.denied().kind, DeniedKind::Busy);
+  expect_unchanged();
+  auto row = host.restore(parked, pool, 8, 17);
+  ASSERT_FALSE(row.ok());
+  EXPECT_EQ(row.denied(), (Denied{DeniedKind::ExceedsRow, 16}));
+  expect_unchanged();
+  EXPECT_TRUE(host.restore(parked, pool, 8, 12).ok());  // three pages fit
+  hog = Lease();
+  EXPECT_TRUE(host.restore(parked, pool, 8, 16).ok());
+  EXPECT_EQ(pool.used(), 0u);
+}
+
+TEST_F(StatefulHost, RestoreDeniedWhenThePoolCannotHoldPagesAndSlot) {
+  Parked parked;
+  {
+    Lease a = take(pool.lease(12));
+    Checkpoint cp = written_checkpoint(pool, a, 9);
+    parked = std::move(take(host.park(cp)).first);
+  }
+  // The longest row with a slot beside slot 0 does not fit the budget.
+  auto never = host.restore(parked, pool, 9, pool.max_seq_tokens());
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.denied().kind, DeniedKind::ExceedsPool);
+  // Every slot held (remaps turning free pages into slots landed): the restore waits for one.
+  std::vector<Lease> holders;
+  for (;;) {
+    auto g = pool.lease_slot();
+    if (g.ok()) {
+      holders.push_back(std::move(g).value());
+      continue;
+    }
+    if (g.denied().kind != DeniedKind::Remapping) break;
+    if (auto plan = pool.take_pending()) pool.complete(*plan);
+  }
+  const std::uint64_t slots_used = pool.slots_used();
+  auto busy = host.restore(parked, pool, 9, 12);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.denied().kind, DeniedKind::Busy);
+  EXPECT_EQ(pool.slots_used(), slots_used);
+  EXPECT_EQ(pool.used(), 0u);
+  EXPECT_EQ(pool.live_nodes(), 0u);
+  pool.check_invariants();
+  holders.clear();
+  auto again = host.restore(parked, pool, 9, 12);
+  for (int i = 0; i < 4 && !again.ok() && again.denied().kind == DeniedKind::Remapping; ++i) {
+    if (auto plan = pool.take_pending()) pool.complete(*plan);  // slots back into pages
+    again = host.restore(parked, pool, 9, 12);
+  }
+  EXPECT_TRUE(again.ok());
+}
+
 TEST(Host, RoomBeforeParkAndHostFull) {
   Pool pool = make_pool(pure_kv(), 64, 1);
   Host host(pool, HostConfig{128 * 3, 64});  // three host pages

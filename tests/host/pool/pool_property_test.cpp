@@ -69,6 +69,7 @@ class Sim {
   std::uint64_t granted() const { return granted_; }
   std::uint64_t denied(DeniedKind k) const { return denials_[static_cast<int>(k)]; }
   std::uint64_t remaps() const { return pool_.remapped(); }
+  std::uint64_t host_restores() const { return host_restores_; }
 
  private:
   static Pool make(const PoolLayout& l, std::uint64_t tokens, std::uint64_t seqs) {
@@ -305,8 +306,10 @@ class Sim {
       do_fork();
     else if (op < 71)
       do_park();
-    else if (op < 75)
+    else if (op < 73)
       do_wake();
+    else if (op < 75)
+      do_restore_parked();
     else if (op < 76)
       do_room();
     else if (op < 82)
@@ -496,6 +499,38 @@ class Sim {
     cps_.push_back(std::move(m));
     check(cps_.back());
   }
+  // Host::restore: a lease straight from the host. Exactly one copy per page up to len and one
+  // of the slot; the whole row is fresh, its full pages sealed into the chain.
+  void do_restore_parked() {
+    if (parked_.empty()) return;
+    ParkM& p = parked_[rand(parked_.size())];
+    std::uint64_t len = p.h.tokens();
+    if (!p.h.has_slot() && p.h.pages() > 0 && rand(2) == 0 && len / unit_ > 0) len = (1 + rand(len / unit_)) * unit_;
+    const std::uint64_t tokens = p.h.pages() == 0 ? 0 : len + 1 + rand(3 * unit_);
+    const std::uint64_t used = pool_.used(), slots_used = pool_.slots_used(), nodes = pool_.live_nodes();
+    auto g = host_.restore(p.h, pool_, len, tokens);
+    if (!note(g)) {
+      ASSERT_EQ(pool_.used(), used);  // a denial keeps nothing
+      ASSERT_EQ(pool_.slots_used(), slots_used);
+      ASSERT_EQ(pool_.live_nodes(), nodes);
+      return;
+    }
+    auto [lease, copies] = std::move(g).value();
+    const std::uint64_t woken = p.h.pages() == 0 ? 0 : (len + unit_ - 1) / unit_;
+    ASSERT_EQ(copies.pages.size(), woken);
+    ASSERT_EQ(copies.slot.has_value(), p.h.has_slot());
+    ASSERT_EQ(lease.shared(), p.h.pages() == 0 ? 0 : len / unit_);
+    ASSERT_EQ(lease.prefix(), len);
+    ASSERT_EQ(pool_.used(), used + lease.page_ids().size());
+    ASSERT_EQ(pool_.slots_used(), slots_used + (p.h.has_slot() ? 1 : 0));
+    run_wake(copies);
+    ++host_restores_;
+    LeaseM m = new_lease(std::move(lease));
+    for (std::uint64_t t = 0; t < len && t < m.tok.size(); ++t) m.tok[t] = p.tok[t];
+    m.state = p.state;
+    leases_.push_back(std::move(m));
+    check(leases_.back());
+  }
   void do_drop() {
     const std::uint64_t total = leases_.size() + cps_.size() + parked_.size();
     if (total == 0) return;
@@ -518,7 +553,7 @@ class Sim {
   Pool pool_;
   Host host_;
   std::mt19937_64 rng_;
-  std::uint64_t unit_ = 1, chunk_ = 1, stamp_ = 0, granted_ = 0;
+  std::uint64_t unit_ = 1, chunk_ = 1, stamp_ = 0, granted_ = 0, host_restores_ = 0;
   std::uint64_t denials_[5] = {};
   bool stateful_ = false;
   std::vector<std::uint64_t> chunk_mem_, host_mem_;
@@ -536,18 +571,20 @@ void run_seed(const PoolLayout& layout, std::uint64_t tokens, std::uint64_t seqs
   Sim a(layout, tokens, seqs, host_grains, seed);
   a.run(kOps);
   std::printf(
-      "seed %lu: granted %lu, denied row %lu pool %lu busy %lu remapping %lu hostfull %lu, remaps %lu, trace %zu\n",
+      "seed %lu: granted %lu, denied row %lu pool %lu busy %lu remapping %lu hostfull %lu, remaps %lu, "
+      "host restores %lu, trace %zu\n",
       static_cast<unsigned long>(seed), static_cast<unsigned long>(a.granted()),
       static_cast<unsigned long>(a.denied(DeniedKind::ExceedsRow)),
       static_cast<unsigned long>(a.denied(DeniedKind::ExceedsPool)),
       static_cast<unsigned long>(a.denied(DeniedKind::Busy)),
       static_cast<unsigned long>(a.denied(DeniedKind::Remapping)),
       static_cast<unsigned long>(a.denied(DeniedKind::HostFull)), static_cast<unsigned long>(a.remaps()),
-      a.trace().size());
+      static_cast<unsigned long>(a.host_restores()), a.trace().size());
   EXPECT_GT(a.granted(), kOps / 10);
   EXPECT_GT(a.denied(DeniedKind::Busy) + a.denied(DeniedKind::Remapping), 0u);
   EXPECT_GT(a.denied(DeniedKind::ExceedsRow), 0u);
   EXPECT_GT(a.denied(DeniedKind::HostFull), 0u);
+  EXPECT_GT(a.host_restores(), 0u);
   if (layout.per_seq.size()) {
     EXPECT_GT(a.remaps(), 0u);
   }
