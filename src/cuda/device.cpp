@@ -100,4 +100,12 @@ void Event::synchronize() const {
   if (recorded_) KERN_CU(cuEventSynchronize, static_cast<CUevent>(e_));
 }
 
+bool Event::query() const {
+  if (!recorded_) return true;
+  const CUresult r = api().cuEventQuery(static_cast<CUevent>(e_));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  detail::check(r, "cuEventQuery");
+  return true;
+}
+
 }  // namespace kern::cuda

@@ -35,6 +35,7 @@ namespace kern::cuda::detail {
   X(cuEventDestroy, cuEventDestroy_v2)                                                        \
   X(cuEventRecord, cuEventRecord)                                                             \
   X(cuEventSynchronize, cuEventSynchronize)                                                   \
+  X(cuEventQuery, cuEventQuery)                                                               \
   X(cuEventElapsedTime, cuEventElapsedTime_v2)                                                \
   X(cuMemAlloc, cuMemAlloc_v2)                                                                \
   X(cuMemFree, cuMemFree_v2)                                                                  \

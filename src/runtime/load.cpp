@@ -119,7 +119,7 @@ void Runtime::Impl::allocate() {
     }
     buffers.emplace(name, std::move(s));
   }
-  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, context->ordinal(), *stream);
+  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, *context, *stream);
   for (const auto& [op_name, op] : m->ops) {
     auto& mine = scratch[op_name];
     for (const auto& [sname, sc] : op.impl.scratch) {

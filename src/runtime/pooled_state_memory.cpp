@@ -7,8 +7,9 @@
 
 namespace kern::runtime {
 
-PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& capacity, int ordinal,
-                                     const cuda::Stream& stream) {
+PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& capacity,
+                                     const cuda::Context& context, const cuda::Stream& stream) {
+  const int ordinal = context.ordinal();
   for (const auto& [name, s] : m.states) {
     if (s.host) fail(ErrorKind::Manifest, "state {} is host-provided; host states are not supported yet", name);
     if (s.bytes_per_token && capacity.tokens == 0)
@@ -60,8 +61,11 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
                     Pointer{arenas_[a].base(), (arenas[a].paged ? pages : slots) * arenas[a].object_bytes});
   log().info("state pool: {} chunks of {} MiB ({} handles), {} arenas, {} pages of {} tokens, {} slots", config.chunks,
              chunk_bytes_ >> 20, cuda::handle_kind_name(handle_kind()), arenas.size(), pages, unit, slots);
-  pool_.emplace(std::move(p));
+  device_ = std::make_unique<CudaStateDevice>(context, stream, arenas_, chunks_);
+  state_pool_ = std::make_unique<StatePool>(std::move(p), *device_);
 }
+
+PooledStateMemory::~PooledStateMemory() = default;
 
 Pointer PooledStateMemory::region(std::string_view state) const {
   if (auto it = fixed_.find(state); it != fixed_.end()) return Pointer{it->second.ptr(), it->second.size()};

@@ -6,13 +6,15 @@
 #pragma once
 
 #include <map>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kern/cuda/vmm.hpp"
 #include "kern/pool/pool.hpp"
+#include "runtime/cuda_state_device.hpp"
 #include "runtime/state_memory.hpp"
+#include "runtime/state_pool.hpp"
 
 namespace kern::runtime {
 
@@ -21,22 +23,26 @@ class PooledStateMemory final : public StateMemory {
   // The pool's budget is Capacity {tokens rounded up to the page unit, seqs}; everything mapped is
   // zeroed on `stream`. Error(Api) for a paged state without tokens or a per-seq state without
   // seqs, Error(Driver) when the device has no VMM.
-  PooledStateMemory(const core::Manifest& m, const Capacity& capacity, int ordinal, const cuda::Stream& stream);
+  PooledStateMemory(const core::Manifest& m, const Capacity& capacity, const cuda::Context& context,
+                    const cuda::Stream& stream);
+  ~PooledStateMemory() override;
   // Fixed states: their allocation. Pooled states: the arena's base and the bytes of the objects
   // alive at load (pages 0.. or slots 0.., contiguous from the base).
   Pointer region(std::string_view state) const override;
-  // The pool's bookkeeping (none when the manifest has no pooled state).
-  const pool::Pool* pool() const { return pool_ ? &*pool_ : nullptr; }
+  // The pool, executing on this memory (none when the manifest has no pooled state).
+  StatePool* state_pool() { return state_pool_.get(); }
+  const pool::Pool* pool() const { return state_pool_ ? &state_pool_->pool() : nullptr; }
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
   cuda::HandleKind handle_kind() const;
 
  private:
   std::map<std::string, cuda::DeviceMemory, std::less<>> fixed_;
-  std::optional<pool::Pool> pool_;
   std::uint64_t chunk_bytes_ = 0;
   std::vector<cuda::PhysicalChunk> chunks_;  // index: the pool's chunk number
-  std::vector<cuda::VirtualRange> arenas_;   // index: the pool's arena number (destroyed first: unmaps)
+  std::vector<cuda::VirtualRange> arenas_;   // index: the pool's arena number (destroyed before the chunks)
   std::map<std::string, Pointer, std::less<>> pooled_;
+  std::unique_ptr<CudaStateDevice> device_;
+  std::unique_ptr<StatePool> state_pool_;  // destroyed first: its worker stops before the arenas go
 };
 
 }  // namespace kern::runtime

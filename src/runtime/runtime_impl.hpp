@@ -20,7 +20,7 @@
 #include "kern/runtime/program_vars.hpp"
 #include "kern/runtime/vars.hpp"
 #include "kern/runtime/weight_loader.hpp"
-#include "runtime/state_memory.hpp"
+#include "runtime/pooled_state_memory.hpp"
 
 namespace kern::runtime {
 
@@ -91,7 +91,7 @@ struct Runtime::Impl {
   std::vector<std::vector<cuda::Module>> modules_storage;
   std::map<std::string, std::vector<cuda::Module>*, std::less<>> modules;
   std::map<std::string, BufferSlot, std::less<>> buffers;
-  std::unique_ptr<rt::StateMemory> states;
+  std::unique_ptr<rt::PooledStateMemory> states;
   std::map<std::string, std::map<std::string, cuda::DeviceMemory, std::less<>>, std::less<>> scratch;  // op -> name
   std::map<std::string, ProgramExec, std::less<>> programs;  // batch / plain programs (resolved at load)
   std::map<std::string, std::uint64_t> ranks;

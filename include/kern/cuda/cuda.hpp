@@ -73,6 +73,7 @@ class Event {
   Event& operator=(const Event&) = delete;
   void record(const Stream& s);
   void synchronize() const;
+  bool query() const;  // the recorded point has run (true when never recorded)
   bool recorded() const { return recorded_; }
 
  private:

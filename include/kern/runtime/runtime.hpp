@@ -18,11 +18,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kern/pool/pool.hpp"
 #include "kern/runtime/domain.hpp"
 #include "kern/runtime/vars.hpp"
 #include "kern/weights/tensors.hpp"
@@ -120,6 +122,21 @@ class Runtime {
   std::vector<CallTime> time_calls(std::string_view program, const Vars& vars, std::size_t reps = 5);
   // Fills every state with one 16-bit pattern (e.g. a small bf16 value) and waits.
   void fill_states(std::uint16_t pattern);
+
+  // The state pool (docs/pool.md, runtime/state_pool.hpp): leases of pages and slots of the
+  // pooled states, whose page-table rows and slots the caller writes into the protocol's inputs.
+  // Denials are values; device copies run on the stream; a remap the pool plans runs on a
+  // background thread and lands at a later call (settle() waits for it). Api error when the
+  // manifest has no paged or per-seq state. Not yet used by kern run / kern bench (issue 16).
+  pool::Granted<pool::Lease> lease(std::uint64_t tokens);
+  pool::Granted<pool::Lease> lease_slot();
+  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens);
+  pool::Granted<pool::Checkpoint> checkpoint(pool::Lease& lease, std::uint64_t len);
+  pool::Checkpoint retire(pool::Lease&& lease, std::uint64_t len);
+  pool::Granted<pool::Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t tokens);
+  pool::Granted<pool::Lease> fork(pool::Lease& parent, std::uint64_t len, std::uint64_t tokens);
+  void settle();
+  const pool::Pool* state_pool() const;  // observation; null without pooled states
   int gpu() const;
 
   const RuntimeStats& stats() const;
