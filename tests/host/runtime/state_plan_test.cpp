@@ -6,11 +6,13 @@
 
 #include "kern/pool/host.hpp"
 #include "kern/pool/pool.hpp"
+#include "granted.hpp"
 
 namespace kern::runtime {
 namespace {
 
 using End = CopyOp::End;
+using testing::granted;
 using pool::Capacity;
 using pool::Checkpoint;
 using pool::Host;
@@ -27,12 +29,6 @@ PoolLayout plan_layout() {
   l.per_seq = {{"conv", 48}};
   l.page_tables = {{"block_table", "k", 4, 32}};
   return l;
-}
-
-template <typename T>
-T granted(pool::Granted<T>&& g) {
-  if (!g.ok()) ADD_FAILURE() << "denied: " << g.denied().describe();
-  return std::move(g).value();
 }
 
 Checkpoint written(Pool& p, Lease& lease, std::uint64_t len) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "granted.hpp"
 #include "sim_device.hpp"
 
 namespace kern::runtime {
@@ -20,6 +21,7 @@ using pool::Lease;
 using pool::Pool;
 using pool::PoolConfig;
 using pool::PoolLayout;
+using testing::granted;
 using testing::SimDevice;
 
 // One paged state (pages of 4 tokens × 16 bytes) and one per-seq state of 48 bytes.
@@ -53,12 +55,6 @@ struct Pooled {
   std::unique_ptr<SimDevice> device;
   std::unique_ptr<StatePool> state;  // after the device: destroyed first
 };
-
-template <typename T>
-T granted(pool::Granted<T>&& g) {
-  if (!g.ok()) ADD_FAILURE() << "denied: " << g.denied().describe();
-  return std::move(g).value();
-}
 
 TEST(StatePool, FreshSlotsReadZeroEvenAfterAnotherLeaseWroteThem) {
   Pooled t;
