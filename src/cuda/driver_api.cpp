@@ -53,6 +53,8 @@ void check(CUresult r, std::string_view call) {
   throw Error(ErrorKind::Cuda, describe(r, call));
 }
 
+std::string describe_failure(CUresult r, std::string_view call) { return describe(r, call); }
+
 void warn_if_failed(CUresult r, std::string_view call) {
   if (r == CUDA_SUCCESS) return;
   log().warn("{}", describe(r, call));

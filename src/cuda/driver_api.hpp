@@ -4,9 +4,14 @@
 
 #include <cuda.h>
 
-#include <mutex>
-#include <string_view>
+#include <fmt/format.h>
 
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "kern/base/error.hpp"
 #include "kern/cuda/cuda.hpp"
 
 namespace kern::cuda::detail {
@@ -96,6 +101,15 @@ const DriverApi& api();
 void check(CUresult r, std::string_view call);
 // The same message without throwing (for destructors).
 void warn_if_failed(CUresult r, std::string_view call);
+// "<call> failed: <NAME> (<string>)" for a result that is not CUDA_SUCCESS.
+std::string describe_failure(CUresult r, std::string_view call);
+// Throws Error(kind) "<what the caller was doing>: <call> failed: ..." unless r == CUDA_SUCCESS
+// (the description is formatted only on failure).
+template <class... Args>
+void check_while(CUresult r, std::string_view call, ErrorKind kind, fmt::format_string<Args...> doing, Args&&... args) {
+  if (r == CUDA_SUCCESS) return;
+  fail(kind, "{}: {}", fmt::format(doing, std::forward<Args>(args)...), describe_failure(r, call));
+}
 
 // A new event with these CU_EVENT_* flags, and its destruction (a warning if it fails; null is a
 // no-op): Event and TimingEvent.

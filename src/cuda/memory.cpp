@@ -14,14 +14,8 @@ DeviceMemory DeviceMemory::allocate(std::size_t bytes, std::string_view what) {
   DeviceMemory m;
   if (bytes == 0) return m;
   CUdeviceptr p = 0;
-  CUresult r = api().cuMemAlloc(&p, bytes);
-  if (r != CUDA_SUCCESS) {
-    try {
-      detail::check(r, "cuMemAlloc");
-    } catch (const Error& e) {
-      fail(ErrorKind::Cuda, "allocating {} bytes of device memory for {}: {}", bytes, what, e.message());
-    }
-  }
+  detail::check_while(api().cuMemAlloc(&p, bytes), "cuMemAlloc", ErrorKind::Cuda,
+                      "allocating {} bytes of device memory for {}", bytes, what);
   m.ptr_ = p;
   m.size_ = bytes;
   return m;
@@ -47,14 +41,8 @@ PinnedMemory PinnedMemory::allocate(std::size_t bytes, std::string_view what) {
   PinnedMemory m;
   if (bytes == 0) return m;
   void* p = nullptr;
-  CUresult r = api().cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-  if (r != CUDA_SUCCESS) {
-    try {
-      detail::check(r, "cuMemHostAlloc");
-    } catch (const Error& e) {
-      fail(ErrorKind::Cuda, "allocating {} bytes of pinned host memory for {}: {}", bytes, what, e.message());
-    }
-  }
+  detail::check_while(api().cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                      "cuMemHostAlloc", ErrorKind::Cuda, "allocating {} bytes of pinned host memory for {}", bytes, what);
   m.data_ = static_cast<std::byte*>(p);
   m.size_ = bytes;
   return m;

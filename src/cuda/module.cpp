@@ -11,14 +11,8 @@ using detail::api;
 Module Module::load(std::span<const std::byte> image, std::string_view what) {
   Module m;
   CUmodule h = nullptr;
-  CUresult r = api().cuModuleLoadData(&h, image.data());
-  if (r != CUDA_SUCCESS) {
-    try {
-      detail::check(r, "cuModuleLoadData");
-    } catch (const Error& e) {
-      fail(ErrorKind::KernelArtifact, "loading {}: {}", what, e.message());
-    }
-  }
+  detail::check_while(api().cuModuleLoadData(&h, image.data()), "cuModuleLoadData", ErrorKind::KernelArtifact,
+                      "loading {}", what);
   m.m_ = h;
   return m;
 }

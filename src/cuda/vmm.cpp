@@ -80,14 +80,8 @@ PhysicalChunk PhysicalChunk::create(std::uint64_t bytes, int ordinal, bool want_
   }
   if (!info.posix_fd) fail(ErrorKind::Driver, "GPU {} offers neither fabric nor POSIX file-descriptor handles", ordinal);
   const CUmemAllocationProp prop = device_prop(ordinal, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  const CUresult r = api().cuMemCreate(&h, bytes, &prop, 0);
-  if (r != CUDA_SUCCESS) {
-    try {
-      detail::check(r, "cuMemCreate");
-    } catch (const Error& e) {
-      fail(ErrorKind::Cuda, "creating a {}-byte chunk for {}: {}", bytes, what, e.message());
-    }
-  }
+  detail::check_while(api().cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate", ErrorKind::Cuda,
+                      "creating a {}-byte chunk for {}", bytes, what);
   c.handle_ = h;
   c.kind_ = HandleKind::PosixFd;
   return c;
@@ -121,14 +115,8 @@ VirtualRange VirtualRange::reserve(std::uint64_t bytes, std::uint64_t alignment,
   VirtualRange v;
   if (bytes == 0) return v;
   CUdeviceptr p = 0;
-  const CUresult r = api().cuMemAddressReserve(&p, bytes, alignment, 0, 0);
-  if (r != CUDA_SUCCESS) {
-    try {
-      detail::check(r, "cuMemAddressReserve");
-    } catch (const Error& e) {
-      fail(ErrorKind::Cuda, "reserving {} bytes of addresses for {}: {}", bytes, what, e.message());
-    }
-  }
+  detail::check_while(api().cuMemAddressReserve(&p, bytes, alignment, 0, 0), "cuMemAddressReserve", ErrorKind::Cuda,
+                      "reserving {} bytes of addresses for {}", bytes, what);
   v.base_ = p;
   v.bytes_ = bytes;
   return v;

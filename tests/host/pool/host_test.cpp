@@ -16,6 +16,14 @@ Checkpoint written_checkpoint(Pool& pool, Lease& lease, std::uint64_t len) {
   return std::move(take(pool.checkpoint(lease, len)).first);
 }
 
+// A parked store of `len` written tokens from a lease of `tokens` that is gone again (the device
+// keeps nothing of it).
+Parked parked_store(Pool& pool, Host& host, std::uint64_t tokens, std::uint64_t len) {
+  Lease a = take(pool.lease(tokens));
+  Checkpoint cp = written_checkpoint(pool, a, len);
+  return std::move(take(host.park(cp)).first);
+}
+
 // A stateful pool (32 tokens, 2 seqs) and a host of 40 pages of 64 bytes over it.
 struct StatefulHost : ::testing::Test {
   Pool pool = make_pool(stateful(), 32, 2);
@@ -119,12 +127,7 @@ using WakePairs = std::vector<CopyPair<HostOffset, std::uint64_t>>;
 TEST(Host, RestoreWakesStraightIntoALease) {
   Pool pool = make_pool(pure_kv(), 64, 1);
   Host host(pool, HostConfig{64 * 64, 64});  // host page: 4 * 32 B = 128 B = 2 grains
-  Parked parked;
-  {
-    Lease a = take(pool.lease(16));
-    Checkpoint cp = written_checkpoint(pool, a, 10);
-    parked = std::move(take(host.park(cp)).first);
-  }
+  Parked parked = parked_store(pool, host, 16, 10);
   ASSERT_EQ(pool.used(), 0u);
   ASSERT_EQ(parked.offsets(), (std::vector<HostOffset>{0, 128, 256}));
 
@@ -180,12 +183,7 @@ TEST(Host, RestoreWakesStraightIntoALease) {
 }
 
 TEST_F(StatefulHost, RestoreCopiesTheSlotOnceStraightIntoTheLease) {
-  Parked parked;
-  {
-    Lease a = take(pool.lease(12));
-    Checkpoint cp = written_checkpoint(pool, a, 9);
-    parked = std::move(take(host.park(cp)).first);
-  }
+  Parked parked = parked_store(pool, host, 12, 9);
   const HostOffset slot_at = 64 * 40 - 192;
   ASSERT_EQ(parked.slot_offset(), slot_at);
   ASSERT_EQ(pool.slots_used(), 0u);
@@ -263,12 +261,7 @@ TEST(Host, RestoreDenialsKeepNothing) {
   Pool pool = make_pool(pure_kv(), 16, 1);  // four pages, and a row of four
   Host host(pool, HostConfig{128 * 8, 64});
   ASSERT_EQ(pool.pages_max(), 4u);
-  Parked parked;
-  {
-    Lease a = take(pool.lease(8));
-    Checkpoint cp = written_checkpoint(pool, a, 8);
-    parked = std::move(take(host.park(cp)).first);
-  }
+  Parked parked = parked_store(pool, host, 8, 8);
   const std::uint64_t host_used = host.used();
   Lease hog = take(pool.lease(4));  // one page held: three free
   auto expect_unchanged = [&] {
@@ -293,12 +286,7 @@ TEST(Host, RestoreDenialsKeepNothing) {
 }
 
 TEST_F(StatefulHost, RestoreDeniedWhenThePoolCannotHoldPagesAndSlot) {
-  Parked parked;
-  {
-    Lease a = take(pool.lease(12));
-    Checkpoint cp = written_checkpoint(pool, a, 9);
-    parked = std::move(take(host.park(cp)).first);
-  }
+  Parked parked = parked_store(pool, host, 12, 9);
   // The longest row with a slot beside slot 0 does not fit the budget.
   auto never = host.restore(parked, pool, 9, pool.max_seq_tokens());
   ASSERT_FALSE(never.ok());
