@@ -346,8 +346,7 @@ __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride)
       float l[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float v = x[e] * inv_t;
-        l[e] = isnan(v) ? -INFINITY : fminf(v, FLT_MAX);
+        l[e] = scaled(x[e], inv_t);
       }
       float4* dst = reinterpret_cast<float4*>(lv_ + 8 * q);
       dst[0] = make_float4(l[0], l[1], l[2], l[3]);

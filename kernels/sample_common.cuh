@@ -95,6 +95,12 @@ __device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab,
   return p;
 }
 
+// The scaled logit the kernels sample from: x / temperature, NaN -> -inf, at most FLT_MAX.
+__device__ __forceinline__ float scaled(float x, float inv_t) {
+  const float v = x * inv_t;
+  return isnan(v) ? -INFINITY : fminf(v, FLT_MAX);
+}
+
 // History counts of the ids in [begin, begin + n), into cnt[pad + id - begin] (cnt zeroed by the
 // caller, every thread of the block calling; a __syncthreads() after it makes them visible).
 __device__ __forceinline__ void count_history(const int32_t* h, int64_t len, int32_t begin, int32_t n, int32_t pad,

@@ -87,12 +87,6 @@ __device__ __forceinline__ float block_max_f(float v, float* red) {
   return b;
 }
 
-// The scaled logit the kernels sample from: x / temperature, NaN -> -inf, at most FLT_MAX.
-__device__ __forceinline__ float scaled(float x, float inv_t) {
-  const float v = x * inv_t;
-  return isnan(v) ? -INFINITY : fminf(v, FLT_MAX);
-}
-
 // log E for an Exp(1) draw E = -log(1 - w), w = (k + 1/2) 2^-24 with k the word's top 24 bits.
 // Small E (the draws that win races) is computed from w by its series, where -log(1 - w) in f32
 // would lose w's digits; from w = 1/64 on, 1 - w is formed from k exactly enough for __logf.

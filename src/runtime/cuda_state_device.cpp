@@ -23,11 +23,7 @@ CudaStateDevice::CudaStateDevice(const cuda::Context& context, const cuda::Strea
     : context_(context), stream_(stream), arenas_(arenas), chunks_(chunks) {}
 
 void CudaStateDevice::vmm(const VmmOp& op) {
-  thread_local const cuda::Context* current = nullptr;  // the worker's thread: once
-  if (current != &context_) {
-    context_.make_current();
-    current = &context_;
-  }
+  context_.make_current();  // on the remap worker's thread (cheap; remaps are rare)
   cuda::VirtualRange& arena = arenas_.at(op.arena);
   switch (op.kind) {
     case VmmOp::Kind::Unmap: arena.unmap(op.offset); break;

@@ -40,17 +40,11 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
     chunks_.push_back(cuda::PhysicalChunk::create(chunk_bytes_, ordinal, /*want_fabric=*/true, "the state pool"));
   for (const pool::ArenaInfo& a : p.arenas())
     arenas_.push_back(cuda::VirtualRange::reserve(a.positions * chunk_bytes_, chunk_bytes_, "state " + a.state));
-  // The initial plan has no unmaps; nothing is live yet, so whole mapped chunks are zeroed.
-  for (const VmmOp& op : vmm_ops(plan, state_geometry(p, nullptr))) {
-    cuda::VirtualRange& arena = arenas_.at(op.arena);
-    switch (op.kind) {
-      case VmmOp::Kind::Unmap: arena.unmap(op.offset); break;
-      case VmmOp::Kind::Map: arena.map(op.offset, chunks_.at(op.chunk)); break;
-      case VmmOp::Kind::Access: arena.set_access(op.offset, op.bytes, ordinal); break;
-    }
-  }
-  for (const pool::Map& mp : plan.maps)
-    cuda::memset_d8_async(arenas_[mp.arena].base() + mp.pos * chunk_bytes_, 0, chunk_bytes_, stream);
+  // The initial plan, executed here on the caller's thread; nothing is live yet, so whole mapped
+  // chunks are zeroed.
+  device_ = std::make_unique<CudaStateDevice>(context, stream, arenas_, chunks_);
+  for (const VmmOp& op : vmm_ops(plan, state_geometry(p, nullptr))) device_->vmm(op);
+  for (const pool::Map& mp : plan.maps) device_->zero({mp.arena, mp.pos * chunk_bytes_, chunk_bytes_});
   // The objects alive at load, counted from id 0 while they exist (a fresh pool makes them in order).
   std::uint64_t pages = 0, slots = 0;
   while (pages < p.pages_max() && p.page_status(static_cast<pool::PageId>(pages)) != pool::ObjectStatus::Absent) ++pages;
@@ -61,7 +55,6 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
                     Pointer{arenas_[a].base(), (arenas[a].paged ? pages : slots) * arenas[a].object_bytes});
   log().info("state pool: {} chunks of {} MiB ({} handles), {} arenas, {} pages of {} tokens, {} slots", config.chunks,
              chunk_bytes_ >> 20, cuda::handle_kind_name(handle_kind()), arenas.size(), pages, unit, slots);
-  device_ = std::make_unique<CudaStateDevice>(context, stream, arenas_, chunks_);
   state_pool_ = std::make_unique<StatePool>(std::move(p), *device_);
 }
 
