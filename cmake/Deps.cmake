@@ -84,6 +84,14 @@ find_library(UTF8PROC_STATIC NAMES libutf8proc.a REQUIRED)
 find_path(UTF8PROC_INCLUDE utf8proc.h REQUIRED)
 kern_require_in_deps_root("PCRE2" ${PCRE2_STATIC} ${PCRE2_INCLUDE})
 kern_require_in_deps_root("utf8proc" ${UTF8PROC_STATIC} ${UTF8PROC_INCLUDE})
+# libnuma (set_mempolicy for the host tier's pinned block), linked statically: the binary needs no libnuma.so.
+if(KERN_DEPS_ROOT)
+  find_library(KERN_NUMA_LIBRARY NAMES libnuma.a PATHS ${kern_deps_libdir} NO_DEFAULT_PATH REQUIRED)
+  find_path(NUMA_INCLUDE numaif.h PATHS ${kern_deps_include} NO_DEFAULT_PATH REQUIRED)
+endif()
+find_library(KERN_NUMA_LIBRARY NAMES libnuma.a REQUIRED)
+find_path(NUMA_INCLUDE numaif.h REQUIRED)
+kern_require_in_deps_root("libnuma" ${KERN_NUMA_LIBRARY} ${NUMA_INCLUDE})
 
 # The CUDA toolkit is used for headers only (cuda.h, cublasLt.h, nccl.h); nothing links it.
 find_path(CUDA_DRIVER_INCLUDE cuda.h PATHS /usr/local/cuda/include /usr/local/cuda/targets/x86_64-linux/include)

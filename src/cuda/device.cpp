@@ -50,6 +50,13 @@ DeviceInfo device_info(int ordinal) {
   return info;
 }
 
+std::string pci_bus_id(int ordinal) {
+  CUdevice d = device_handle(ordinal);
+  char id[64] = {};
+  KERN_CU(cuDeviceGetPCIBusId, id, static_cast<int>(sizeof id - 1), d);
+  return id;
+}
+
 Context::Context(int ordinal) : ordinal_(ordinal) {
   CUdevice d = device_handle(ordinal);
   device_ = d;
@@ -76,6 +83,11 @@ Stream::~Stream() {
 }
 
 void Stream::synchronize() const { KERN_CU(cuStreamSynchronize, static_cast<CUstream>(s_)); }
+
+void Stream::wait(const Event& e) const {
+  if (!e.recorded()) return;
+  KERN_CU(cuStreamWaitEvent, static_cast<CUstream>(s_), static_cast<CUevent>(e.handle()), 0);
+}
 
 void* detail::create_event(unsigned flags) {
   CUevent e = nullptr;

@@ -28,12 +28,14 @@ namespace kern::cuda::detail {
   X(cuDeviceGetName, cuDeviceGetName)                                                         \
   X(cuDeviceGetAttribute, cuDeviceGetAttribute)                                               \
   X(cuDeviceTotalMem, cuDeviceTotalMem_v2)                                                    \
+  X(cuDeviceGetPCIBusId, cuDeviceGetPCIBusId)                                                 \
   X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)                                       \
   X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)                                  \
   X(cuCtxSetCurrent, cuCtxSetCurrent)                                                         \
   X(cuStreamCreate, cuStreamCreate)                                                           \
   X(cuStreamDestroy, cuStreamDestroy_v2)                                                      \
   X(cuStreamSynchronize, cuStreamSynchronize)                                                 \
+  X(cuStreamWaitEvent, cuStreamWaitEvent)                                                     \
   X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                            \
   X(cuStreamEndCapture, cuStreamEndCapture)                                                   \
   X(cuEventCreate, cuEventCreate)                                                             \

@@ -108,4 +108,19 @@ void copy_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src_host, D
   KERN_CU(cuMemcpy2DAsync, &c, raw(s));
 }
 
+void copy_2d_d2h_async(void* dst_host, std::size_t dst_pitch, DevicePtr src, std::size_t src_pitch, std::size_t width,
+                       std::size_t height, const Stream& s) {
+  if (!width || !height) return;
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c.dstHost = dst_host;
+  c.dstPitch = dst_pitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  KERN_CU(cuMemcpy2DAsync, &c, raw(s));
+}
+
 }  // namespace kern::cuda

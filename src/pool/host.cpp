@@ -175,6 +175,15 @@ void Room::reset() noexcept {
 
 // ---------------------------------------------------------------- Host
 
+HostConfig HostConfig::for_objects(const Pool& pool, std::uint64_t pages, std::uint64_t slots, std::uint64_t grain) {
+  const Host empty(pool, HostConfig{0, grain});  // its strides are the rule
+  std::uint64_t a = 0, b = 0, bytes = 0;
+  if (__builtin_mul_overflow(pages, empty.page_stride(), &a) || __builtin_mul_overflow(slots, empty.slot_stride(), &b) ||
+      __builtin_add_overflow(a, b, &bytes))
+    fail(ErrorKind::Api, "host: {} pages and {} slots overflow the host block's size", pages, slots);
+  return HostConfig{bytes, grain};
+}
+
 Host::Host(const Pool& pool, const HostConfig& config) {
   if (!pool.core_) fail(ErrorKind::Api, "host: built from a moved-from Pool");
   if (config.grain == 0) fail(ErrorKind::Api, "host: grain is 0");

@@ -131,7 +131,7 @@ std::vector<std::byte> Runtime::read_buffer(std::string_view name) {
     }
     p = {it->second.addr, it->second.bytes};
   } else if (r.m->states.count(std::string(name))) {
-    p = r.states->region(name);
+    return read_state(name);
   } else {
     fail(ErrorKind::Api, "unknown buffer or state '{}'", name);
   }
@@ -139,6 +139,49 @@ std::vector<std::byte> Runtime::read_buffer(std::string_view name) {
   cuda::copy_d2h_async(out.data(), p.address, p.bytes, *r.stream);
   r.wait();
   return out;
+}
+
+std::vector<std::byte> Runtime::read_state(std::string_view name) {
+  Impl& r = *impl_;
+  r.wait();
+  const rt::Pointer p = r.states->loaded(name);
+  std::vector<std::byte> out(p.bytes);
+  cuda::copy_d2h_async(out.data(), p.address, p.bytes, *r.stream);
+  r.wait();
+  return out;
+}
+
+void Runtime::read_state_at(std::string_view name, std::uint64_t offset, std::span<std::byte> out) {
+  Impl& r = *impl_;
+  const rt::Pointer p = r.states->loaded(name);
+  if (offset > p.bytes || out.size() > p.bytes - offset)
+    fail(ErrorKind::Api, "read_state_at: bytes [{}, {}) are outside state {}'s {} bytes alive at load", offset,
+         offset + out.size(), name, p.bytes);
+  if (out.empty()) return;
+  r.wait();
+  cuda::copy_d2h_async(out.data(), p.address + offset, out.size(), *r.stream);
+  r.wait();
+}
+
+void Runtime::write_state_at(std::string_view name, std::uint64_t offset, std::span<const std::byte> bytes) {
+  Impl& r = *impl_;
+  const rt::Pointer p = r.states->loaded(name);
+  if (offset > p.bytes || bytes.size() > p.bytes - offset)
+    fail(ErrorKind::Api, "write_state_at: bytes [{}, {}) are outside state {}'s {} bytes alive at load", offset,
+         offset + bytes.size(), name, p.bytes);
+  if (bytes.empty()) return;
+  r.wait();  // pageable source: the copy is done when the stream is
+  cuda::copy_h2d_async(p.address + offset, bytes.data(), bytes.size(), *r.stream);
+  r.wait();
+}
+
+void Runtime::zero_states() {
+  Impl& r = *impl_;
+  for (const auto& [name, decl] : r.m->states) {
+    const rt::Pointer p = r.states->loaded(name);
+    if (p.bytes) cuda::memset_d8_async(p.address, 0, p.bytes, *r.stream);
+  }
+  r.wait();
 }
 
 std::uint64_t Runtime::buffer_bytes(std::string_view name) const {

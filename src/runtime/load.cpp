@@ -115,11 +115,9 @@ void Runtime::Impl::allocate() {
     if (b.kind == core::BufferKind::Input) {
       s.staging = cuda::PinnedMemory::allocate(s.bytes, "input staging " + name);
       s.staged = std::make_unique<cuda::Event>();
-      s.domain = rt::resolve_domain(*m, name, b, options.capacity);
     }
     buffers.emplace(name, std::move(s));
   }
-  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, *context, *stream);
   for (const auto& [op_name, op] : m->ops) {
     auto& mine = scratch[op_name];
     for (const auto& [sname, sc] : op.impl.scratch) {
@@ -130,6 +128,11 @@ void Runtime::Impl::allocate() {
       mine.emplace(sname, cuda::DeviceMemory::allocate(bytes, "scratch " + sname + " of op " + op_name));
     }
   }
+  // The pool last: with no token capacity it takes what the buffers and scratch left. Input
+  // domains then admit every page and slot its arenas reach (a remap may make any of them).
+  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, *context, *stream);
+  for (auto& [name, slot] : buffers)
+    if (slot.decl->kind == core::BufferKind::Input) slot.domain = rt::resolve_domain(*m, name, *slot.decl, states->reach());
 }
 
 rt::Pointer Runtime::Impl::pointer_of(const core::CallArg& a) const {

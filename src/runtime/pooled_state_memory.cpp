@@ -12,8 +12,6 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
   const int ordinal = context.ordinal();
   for (const auto& [name, s] : m.states) {
     if (s.host) fail(ErrorKind::Manifest, "state {} is host-provided; host states are not supported yet", name);
-    if (s.bytes_per_token && capacity.tokens == 0)
-      fail(ErrorKind::Api, "state {} is paged: load needs Capacity.tokens > 0", name);
     if (s.bytes_per_seq && capacity.seqs == 0)
       fail(ErrorKind::Api, "state {} is per-sequence: load needs Capacity.seqs > 0", name);
     if (!s.bytes) continue;
@@ -32,8 +30,23 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
   std::uint64_t tokens = 0;
   if (!layout.paged.empty() && __builtin_mul_overflow((capacity.tokens + unit - 1) / unit, unit, &tokens))
     fail(ErrorKind::Api, "Capacity.tokens {} overflows when rounded up to the page unit {}", capacity.tokens, unit);
-  const pool::PoolConfig config =
-      pool::PoolConfig::from_capacity(layout, chunk_bytes_, pool::Capacity{tokens, capacity.seqs});
+  pool::PoolConfig config = pool::PoolConfig::from_capacity(layout, chunk_bytes_, pool::Capacity{tokens, capacity.seqs});
+  if (!layout.paged.empty() && capacity.tokens == 0) {
+    // No tokens given: every whole chunk of what is free now, less 1 GiB of headroom, with the
+    // pages the chunks hold after the first slots.
+    constexpr std::uint64_t kHeadroom = 1ull << 30;
+    const cuda::MemInfo mem = cuda::mem_info();
+    const std::uint64_t room = mem.free > kHeadroom ? mem.free - kHeadroom : 0;
+    const std::uint64_t budget = room / chunk_bytes_;
+    if (budget <= config.chunks)
+      fail(ErrorKind::Api,
+           "state pool: {} MiB free on GPU {} leaves no room for pages after {} MiB of slots and 1 GiB of headroom",
+           mem.free >> 20, ordinal, (config.chunks * chunk_bytes_) >> 20);
+    config.chunks = budget;
+    config.tokens.reset();
+    log().info("state pool: no token capacity given: {} chunks of {} MiB from {} MiB free (1 GiB headroom)", budget,
+               chunk_bytes_ >> 20, mem.free >> 20);
+  }
   auto [p, plan] = pool::Pool::create(layout, config);
   chunks_.reserve(config.chunks);
   for (std::uint64_t c = 0; c < config.chunks; ++c)
@@ -50,9 +63,14 @@ PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& ca
   while (pages < p.pages_max() && p.page_status(static_cast<pool::PageId>(pages)) != pool::ObjectStatus::Absent) ++pages;
   while (slots < p.slots_max() && p.slot_status(static_cast<pool::SlotId>(slots)) != pool::ObjectStatus::Absent) ++slots;
   const auto& arenas = p.arenas();
-  for (std::size_t a = 0; a < arenas.size(); ++a)
-    pooled_.emplace(arenas[a].state,
+  for (std::size_t a = 0; a < arenas.size(); ++a) {
+    const std::uint64_t reach = arenas[a].paged ? p.pages_max() : p.slots_max();
+    pooled_.emplace(arenas[a].state, Pointer{arenas_[a].base(), reach * arenas[a].object_bytes});
+    loaded_.emplace(arenas[a].state,
                     Pointer{arenas_[a].base(), (arenas[a].paged ? pages : slots) * arenas[a].object_bytes});
+  }
+  // Slot 0 is the null slot: the domains count seqs + 1 slots.
+  reach_ = Capacity{p.pages_max() * unit, p.slots_max() > 0 ? p.slots_max() - 1 : 0};
   log().info("state pool: {} chunks of {} MiB ({} handles), {} arenas, {} pages of {} tokens, {} slots", config.chunks,
              chunk_bytes_ >> 20, cuda::handle_kind_name(handle_kind()), arenas.size(), pages, unit, slots);
   state_pool_ = std::make_unique<StatePool>(std::move(p), *device_);
@@ -65,6 +83,21 @@ Pointer PooledStateMemory::region(std::string_view state) const {
   if (auto it = pooled_.find(state); it != pooled_.end()) return it->second;
   fail(ErrorKind::Manifest, "unknown state '{}'", state);
 }
+
+Pointer PooledStateMemory::loaded(std::string_view state) const {
+  if (auto it = fixed_.find(state); it != fixed_.end()) return Pointer{it->second.ptr(), it->second.size()};
+  auto it = loaded_.find(state);
+  if (it == loaded_.end()) fail(ErrorKind::Manifest, "unknown state '{}'", state);
+  const pool::Pool& p = state_pool_->pool();
+  if (p.remapped() > 0 || p.remapping())
+    fail(ErrorKind::Api,
+         "state {}: whole-state reads and writes address the pages and slots made at load, and the pool has "
+         "remapped since ({} plan{} landed{}): read and write through leases' rows and slots instead",
+         state, p.remapped(), p.remapped() == 1 ? "" : "s", p.remapping() ? ", one in flight" : "");
+  return it->second;
+}
+
+Capacity PooledStateMemory::reach() const { return reach_; }
 
 cuda::HandleKind PooledStateMemory::handle_kind() const {
   return chunks_.empty() ? cuda::HandleKind::PosixFd : chunks_.front().kind();

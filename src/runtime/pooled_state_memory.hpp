@@ -20,15 +20,21 @@ namespace kern::runtime {
 
 class PooledStateMemory final : public StateMemory {
  public:
-  // The pool's budget is Capacity {tokens rounded up to the page unit, seqs}; everything mapped is
-  // zeroed on `stream`. Error(Api) for a paged state without tokens or a per-seq state without
-  // seqs, Error(Driver) when the device has no VMM.
+  // The pool's budget is Capacity {tokens rounded up to the page unit, seqs}, or with tokens 0
+  // every chunk that fits in the device's free memory less 1 GiB of headroom (buffers and scratch
+  // are allocated before this). Everything mapped is zeroed on `stream`. Error(Api) for a per-seq
+  // state without seqs, Error(Driver) when the device has no VMM.
   PooledStateMemory(const core::Manifest& m, const Capacity& capacity, const cuda::Context& context,
                     const cuda::Stream& stream);
   ~PooledStateMemory() override;
-  // Fixed states: their allocation. Pooled states: the arena's base and the bytes of the objects
-  // alive at load (pages 0.. or slots 0.., contiguous from the base).
+  // Fixed states: their allocation. Pooled states: the arena's whole reach (every page or slot a
+  // remap can ever make), so argument images and graphs built at load address them all.
   Pointer region(std::string_view state) const override;
+  // The bytes alive at load: fixed states whole, pooled states pages 0.. or slots 0.. up to what
+  // the pool made first (contiguous from the base). Api error once the pool has remapped.
+  Pointer loaded(std::string_view state) const;
+  // The tokens and sequences the domains admit: every page and slot the arenas reach.
+  Capacity reach() const;
   // The pool, executing on this memory (none when the manifest has no pooled state).
   StatePool* state_pool() { return state_pool_.get(); }
   const pool::Pool* pool() const { return state_pool_ ? &state_pool_->pool() : nullptr; }
@@ -40,7 +46,9 @@ class PooledStateMemory final : public StateMemory {
   std::uint64_t chunk_bytes_ = 0;
   std::vector<cuda::PhysicalChunk> chunks_;  // index: the pool's chunk number
   std::vector<cuda::VirtualRange> arenas_;   // index: the pool's arena number (destroyed before the chunks)
-  std::map<std::string, Pointer, std::less<>> pooled_;
+  std::map<std::string, Pointer, std::less<>> pooled_;  // the reach
+  std::map<std::string, Pointer, std::less<>> loaded_;  // alive at load
+  Capacity reach_;
   std::unique_ptr<CudaStateDevice> device_;
   std::unique_ptr<StatePool> state_pool_;  // destroyed first: its worker stops before the arenas go
 };

@@ -100,7 +100,7 @@ void Runtime::fill_states(std::uint16_t pattern) {
   cuda::PinnedMemory host = cuda::PinnedMemory::allocate(kChunk, "state fill pattern");
   for (std::size_t i = 0; i < kChunk / 2; ++i) std::memcpy(host.data() + 2 * i, &pattern, 2);
   for (const auto& [name, decl] : r.m->states) {
-    const rt::Pointer region = r.states->region(name);
+    const rt::Pointer region = r.states->loaded(name);
     const std::size_t first = std::min<std::size_t>(kChunk, region.bytes);
     if (first == 0) continue;
     cuda::copy_h2d_async(region.address, host.data(), first & ~std::size_t{1}, *r.stream);

@@ -34,6 +34,8 @@ struct DeviceInfo {
   int driver_version = 0;  // e.g. 13000
 };
 DeviceInfo device_info(int ordinal);
+// The device's PCI address as the driver spells it ("0000:19:00.0").
+std::string pci_bus_id(int ordinal);
 
 // The primary context of one device, retained for the object's life and made current.
 class Context {
@@ -51,6 +53,8 @@ class Context {
   void* ctx_ = nullptr;
 };
 
+class Event;
+
 // A non-default (non-blocking) stream of the current context.
 class Stream {
  public:
@@ -59,6 +63,7 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   void synchronize() const;
+  void wait(const Event& e) const;  // work enqueued after this starts after e's point
   void* handle() const { return s_; }
 
  private:
@@ -75,6 +80,7 @@ class Event {
   void synchronize() const;
   bool query() const;  // the recorded point has run (true when never recorded)
   bool recorded() const { return recorded_; }
+  void* handle() const { return e_; }
 
  private:
   void* e_ = nullptr;
@@ -122,6 +128,9 @@ void memset_d8_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, const
 // src_host: the source is host memory (pinned for async), else a device address.
 void copy_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src_host, DevicePtr src_dev, std::size_t src_pitch,
                    std::size_t width, std::size_t height, const Stream& s);
+// Row-wise copy from the device to (pinned) host memory.
+void copy_2d_d2h_async(void* dst_host, std::size_t dst_pitch, DevicePtr src, std::size_t src_pitch, std::size_t width,
+                       std::size_t height, const Stream& s);
 
 struct ParamInfo {
   std::uint64_t offset = 0;

@@ -24,6 +24,10 @@ using HostRef = Ref<HostCore>;
 struct HostConfig {
   std::uint64_t bytes = 0;            // the pinned block
   std::uint64_t grain = 64ull << 10;  // allocation unit
+
+  // The block that holds `pages` host pages and `slots` host slots of this pool's layout.
+  static HostConfig for_objects(const Pool& pool, std::uint64_t pages, std::uint64_t slots,
+                                std::uint64_t grain = 64ull << 10);
 };
 
 // A checkpoint on the host. Clones are further holders; host pages return with the last one.

@@ -22,11 +22,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
+#include "kern/pool/host.hpp"
 #include "kern/pool/pool.hpp"
 #include "kern/runtime/domain.hpp"
 #include "kern/runtime/vars.hpp"
+#include "kern/runtime/waking.hpp"
 #include "kern/weights/tensors.hpp"
 #include "kern/core/verify.hpp"
 
@@ -127,7 +130,7 @@ class Runtime {
   // pooled states, whose page-table rows and slots the caller writes into the protocol's inputs.
   // Denials are values; device copies run on the stream; a remap the pool plans runs on a
   // background thread and lands at a later call (settle() waits for it). Api error when the
-  // manifest has no paged or per-seq state. Not yet used by kern run / kern bench (issue 16).
+  // manifest has no paged or per-seq state.
   pool::Granted<pool::Lease> lease(std::uint64_t tokens);
   pool::Granted<pool::Lease> lease_slot();
   std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens);
@@ -137,6 +140,31 @@ class Runtime {
   pool::Granted<pool::Lease> fork(pool::Lease& parent, std::uint64_t len, std::uint64_t tokens);
   void settle();
   const pool::Pool* state_pool() const;  // observation; null without pooled states
+
+  // The host tier: one pinned block (NUMA-bound to the GPU's node) for `pages` host pages and
+  // `slots` host slots, reserved once. park / wake copy on a transfer stream that starts after
+  // what the compute stream has enqueued and that the compute stream never waits for; a Waking
+  // holds its lease until its copies land (awake never blocks). park_now / wake_now copy on the
+  // compute stream, in order. park_if_room is the prefix index's evict() callback.
+  void reserve_host(std::uint64_t pages, std::uint64_t slots);
+  const pool::Host* host_tier() const;  // null before reserve_host
+  std::variant<pool::Room, pool::Checkpoint> room(pool::Checkpoint cp);  // the checkpoint back when full
+  pool::Parked park(pool::Room&& room);
+  std::variant<pool::Parked, pool::Checkpoint> park_if_room(pool::Checkpoint cp);
+  pool::Granted<Waking> wake(const pool::Parked& parked, std::uint64_t len, std::uint64_t tokens);
+  std::variant<pool::Lease, Waking> awake(Waking&& waking);
+  bool landed(const Waking& waking) const;
+  void wait_transfers();  // blocks until every park / wake copy issued so far has landed
+  pool::Granted<pool::Parked> park_now(const pool::Checkpoint& cp);
+  pool::Granted<pool::Lease> wake_now(const pool::Parked& parked, std::uint64_t len, std::uint64_t tokens);
+
+  // State bytes for tests: the objects alive at load (fixed states whole; pooled states from
+  // page / slot 0 up to what the pool made at load). Api error once the pool has remapped (the
+  // bytes are no longer one contiguous run): write through leases' rows and slots instead.
+  std::vector<std::byte> read_state(std::string_view state);
+  void read_state_at(std::string_view state, std::uint64_t offset, std::span<std::byte> out);
+  void write_state_at(std::string_view state, std::uint64_t offset, std::span<const std::byte> bytes);
+  void zero_states();
   int gpu() const;
 
   const RuntimeStats& stats() const;

@@ -20,9 +20,9 @@ namespace kern::runtime::testing {
 
 class SimDevice final : public StateDevice {
  public:
-  SimDevice(const pool::Pool& p, const StateGeometry& g, const pool::Remap& initial, std::uint64_t host_bytes = 0)
+  SimDevice(const pool::Pool& p, const StateGeometry& g, const pool::Remap& initial)
       : g_(g), chunks_(p.chunks(), std::vector<std::byte>(g.chunk_bytes)), maps_(g.arenas.size()),
-        access_(g.arenas.size()), host_(host_bytes) {
+        access_(g.arenas.size()) {
     for (const VmmOp& op : vmm_ops(initial, g)) vmm(op);
   }
 
@@ -60,10 +60,19 @@ class SimDevice final : public StateDevice {
       }
     ++copies_;
   }
-  std::shared_ptr<Fence> record() override {
-    auto f = std::make_shared<SimFence>(*this, hold_);
-    return f;
+  std::shared_ptr<Fence> record() override { return std::make_shared<SimFence>(*this, released_, hold_); }
+  void reserve_host(std::uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!host_.empty()) throw std::runtime_error("host block reserved twice");
+    host_.assign(bytes, std::byte{0});
   }
+  // The simulated transfer stream runs at once, like the compute stream; only its fences can be held.
+  void transfer_after_compute() override { ++transfer_waits_; }
+  void transfer(const CopyOp& op) override {
+    copy(op);
+    ++transfers_;
+  }
+  std::shared_ptr<Fence> record_transfer() override { return std::make_shared<SimFence>(*this, released_transfers_, hold_transfers_); }
 
   // Test side.
   void hold_fences(bool hold) {
@@ -74,6 +83,17 @@ class SimDevice final : public StateDevice {
     }
     fence_cv_.notify_all();
   }
+  void hold_transfers(bool hold) {
+    {
+      std::lock_guard<std::mutex> lock(fence_mu_);
+      hold_transfers_ = hold;
+      if (!hold) ++released_transfers_;
+    }
+    fence_cv_.notify_all();
+  }
+  std::vector<std::byte>& host_bytes() { return host_; }
+  std::uint64_t transfers_run() const { return transfers_; }
+  std::uint64_t transfer_waits() const { return transfer_waits_; }
   void write(std::uint32_t arena, std::uint64_t offset, const std::vector<std::byte>& bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::size_t i = 0; i < bytes.size(); ++i) *at(arena, offset + i) = bytes[i];
@@ -90,18 +110,20 @@ class SimDevice final : public StateDevice {
  private:
   class SimFence final : public Fence {
    public:
-    SimFence(SimDevice& d, bool held) : d_(d), epoch_(held ? d.released_ + 1 : 0) {}
+    SimFence(SimDevice& d, const std::uint64_t& released, bool held)
+        : d_(d), released_(released), epoch_(held ? released + 1 : 0) {}
     bool done() const override {
       std::lock_guard<std::mutex> lock(d_.fence_mu_);
-      return d_.released_ >= epoch_;
+      return released_ >= epoch_;
     }
     void wait() override {
       std::unique_lock<std::mutex> lock(d_.fence_mu_);
-      d_.fence_cv_.wait(lock, [&] { return d_.released_ >= epoch_; });
+      d_.fence_cv_.wait(lock, [&] { return released_ >= epoch_; });
     }
 
    private:
     SimDevice& d_;
+    const std::uint64_t& released_;
     std::uint64_t epoch_;
   };
 
@@ -119,11 +141,11 @@ class SimDevice final : public StateDevice {
   std::vector<std::map<std::uint64_t, std::uint32_t>> maps_;
   std::vector<std::set<std::uint64_t>> access_;
   std::vector<std::byte> host_;
-  std::atomic<std::uint64_t> vmm_ops_{0}, copies_{0};
+  std::atomic<std::uint64_t> vmm_ops_{0}, copies_{0}, transfers_{0}, transfer_waits_{0};
   std::mutex fence_mu_;
   std::condition_variable fence_cv_;
-  bool hold_ = false;
-  std::uint64_t released_ = 0;
+  bool hold_ = false, hold_transfers_ = false;
+  std::uint64_t released_ = 0, released_transfers_ = 0;
 };
 
 }  // namespace kern::runtime::testing
