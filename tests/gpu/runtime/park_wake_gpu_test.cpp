@@ -28,27 +28,48 @@ struct Shape {
   std::uint64_t tokens;  // the parked sequence's length
 };
 
+// A manifest whose only program touches every state and input once (the verifier refuses unused
+// ones): fill_u32 with n = 0 writes nothing.
 std::string manifest_for(const Shape& s, std::uint64_t row_pages) {
-  std::string states, first;
+  std::string states, first, calls;
+  const auto touch = [&](const std::string& name) {
+    calls += fmt::format(", {{\"op\": \"touch_state\", \"args\": [{{\"state\": \"{}\"}}, {{\"i32\": 0}}, {{\"i32\": 0}}]}}", name);
+  };
   for (const auto& [name, bpt] : s.paged) {
     states += fmt::format("{}\"{}\": {{\"bytes_per_token\": {}}}", states.empty() ? "" : ", ", name, bpt);
     if (first.empty()) first = name;
+    touch(name);
   }
-  if (s.per_seq) states += fmt::format(", \"{}\": {{\"bytes_per_seq\": {}}}", s.per_seq->first, s.per_seq->second);
+  if (s.per_seq) {
+    states += fmt::format(", \"{}\": {{\"bytes_per_seq\": {}}}", s.per_seq->first, s.per_seq->second);
+    touch(s.per_seq->first);
+  }
   return fmt::format(R"({{
   "schema_version": 5,
   "model": "park-wake-{}",
   "vars": {{"tokens": {{"max": 64}}, "seqs": {{"max": 4}}}},
   "states": {{{}}},
   "buffers": {{
-    "slot_mapping": {{"dtype": "i64", "shape": ["tokens"], "kind": "input", "fill": "slot", "domain": {{"index_into": "{}"}}}},
+    "slot_mapping": {{"dtype": "i64", "shape": ["tokens"], "kind": "input", "domain": {{"index_into": "{}"}}}},
     "block_table": {{"dtype": "i32", "shape": ["seqs", {}], "kind": "input", "domain": {{"index_into": "{}", "stride": 16}}}}
   }},
-  "modules": {{}},
-  "ops": {{}},
-  "programs": {{}}
+  "modules": {{"k": {{"source": "runtime_test_kernels", "sha256": "@SHA@"}}}},
+  "ops": {{
+    "touch_i64": {{"params": ["in buffer<i64>", "i32", "i32"],
+                  "impl": {{"launches": [{{"module": "k", "entry": "fill_u32", "block": [32, 1, 1], "grid": [1, 1, 1]}}]}}}},
+    "touch_i32": {{"params": ["in buffer<i32>", "i32", "i32"],
+                  "impl": {{"launches": [{{"module": "k", "entry": "fill_u32", "block": [32, 1, 1], "grid": [1, 1, 1]}}]}}}},
+    "touch_state": {{"params": ["inout state", "i32", "i32"],
+                    "impl": {{"launches": [{{"module": "k", "entry": "fill_u32", "block": [32, 1, 1], "grid": [1, 1, 1]}}]}}}}
+  }},
+  "programs": {{
+    "touch": {{"calls": [
+      {{"op": "touch_i64", "args": [{{"buf": "slot_mapping"}}, {{"i32": 0}}, {{"i32": 0}}]}},
+      {{"op": "touch_i32", "args": [{{"buf": "block_table"}}, {{"i32": 0}}, {{"i32": 0}}]}}{}
+    ]}}
+  }}
 }})",
-                     s.name, states, first, row_pages, first);
+                     s.name, states, first, row_pages, first, calls);
 }
 
 // The pattern's 64-bit word w of a sequence's bytes in one state.
@@ -230,6 +251,7 @@ TEST(ParkWakeGpu, HostFullIsADenialAndKeepsNothing) {
 
 TEST(ParkWakeGpu, WithoutTokensThePoolTakesFreeMemoryLessOneGiB) {
   const Shape s{"budget", {{"kv", 147456}}, std::nullopt, 16};
+  const cuda::Context context(0);  // current, for the free-memory query before the load
   const std::uint64_t free_before = cuda::mem_info().free;
   runtime::RuntimeOptions o;
   o.capacity = {0, 2};
