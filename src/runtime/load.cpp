@@ -115,11 +115,20 @@ void Runtime::Impl::allocate() {
     if (b.kind == core::BufferKind::Input) {
       s.staging = cuda::PinnedMemory::allocate(s.bytes, "input staging " + name);
       s.staged = std::make_unique<cuda::Event>();
-      s.domain = rt::resolve_domain(*m, name, b, options.capacity);
     }
     buffers.emplace(name, std::move(s));
   }
   states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, *context, *stream);
+  // Index domains into pooled states are bounded by the pool's reach (every page or slot id a
+  // remap can make: its arenas' extents), not by the capacity mapped at load, so that a page-table
+  // entry or a line naming an object a later remap made is accepted (docs/design/pool-on-gpu.md §2).
+  rt::Capacity reach = options.capacity;
+  if (const pool::Pool* p = states->pool()) {
+    if (p->pages_max() > 0) reach.tokens = p->pages_max() * p->unit();
+    if (p->slots_max() > 0) reach.seqs = p->slots_max() - 1;  // resolve_domain counts seqs + 1 slots
+  }
+  for (auto& [name, s] : buffers)
+    if (s.decl->kind == core::BufferKind::Input) s.domain = rt::resolve_domain(*m, name, *s.decl, reach);
   for (const auto& [op_name, op] : m->ops) {
     auto& mine = scratch[op_name];
     for (const auto& [sname, sc] : op.impl.scratch) {
