@@ -116,4 +116,108 @@ __global__ void gather_rows(const long long* ids, const unsigned short* table, u
   if (c < width) out[static_cast<long long>(t) * width + c] = table[ids[t] * width + c];
 }
 
+// ---- state pool tests (pool_gpu_test.cpp). A state row is `row_words` u32 words; row r starts at
+// word r * row_words. A paged row is the token slot of position pos through a page-table row:
+// table[pos / unit] * unit + pos % unit (entries name pages: the table's stride is the unit). The
+// word w of a row stamped with value v is pool_pattern(v, w) (0 for v == 0: a zeroed row).
+__device__ inline unsigned pool_pattern(unsigned v, unsigned w) {
+  if (v == 0) return 0;
+  unsigned x = v * 0x9e3779b1u + w * 0x85ebca77u + 0x6a09e667u;
+  x ^= x >> 15;
+  x *= 0x2c1b3c6du;
+  x ^= x >> 12;
+  return x;
+}
+__device__ inline long long paged_row(const long long* table, long long pos, int unit) {
+  return table[pos / unit] * unit + pos % unit;
+}
+
+// Block i stamps row i (n blocks): positions pos[i] through the page-table row `table`.
+__global__ void stamp_paged_u32(const long long* table, const long long* pos, const unsigned* vals, unsigned* state,
+                                int unit, int row_words, int n) {
+  const int i = blockIdx.x;
+  if (i >= n) return;
+  unsigned* row = state + paged_row(table, pos[i], unit) * row_words;
+  for (int w = threadIdx.x; w < row_words; w += blockDim.x) row[w] = pool_pattern(vals[i], static_cast<unsigned>(w));
+}
+// Block i stamps row rows[i] (a slot's line, or any row index).
+__global__ void stamp_rows_u32(const long long* rows, const unsigned* vals, unsigned* state, int row_words, int n) {
+  const int i = blockIdx.x;
+  if (i >= n) return;
+  unsigned* row = state + rows[i] * row_words;
+  for (int w = threadIdx.x; w < row_words; w += blockDim.x) row[w] = pool_pattern(vals[i], static_cast<unsigned>(w));
+}
+// out[i, :] = the row of position pos[i] / of row rows[i].
+__global__ void gather_paged_u32(const long long* table, const long long* pos, const unsigned* state, unsigned* out,
+                                 int unit, int row_words, int n) {
+  const int i = blockIdx.x;
+  if (i >= n) return;
+  const unsigned* row = state + paged_row(table, pos[i], unit) * row_words;
+  for (int w = threadIdx.x; w < row_words; w += blockDim.x) out[static_cast<long long>(i) * row_words + w] = row[w];
+}
+__global__ void gather_rows_u32(const long long* rows, const unsigned* state, unsigned* out, int row_words, int n) {
+  const int i = blockIdx.x;
+  if (i >= n) return;
+  const unsigned* row = state + rows[i] * row_words;
+  for (int w = threadIdx.x; w < row_words; w += blockDim.x) out[static_cast<long long>(i) * row_words + w] = row[w];
+}
+
+// Compares row i with pool_pattern(vals[i], w) for every word; report[i, :] = {mismatched words,
+// the first mismatched word (0xffffffff: none), the word found there, the word expected there}.
+// One block per row, up to 1024 threads.
+__device__ void check_row(const unsigned* row, unsigned v, unsigned* report, int row_words) {
+  __shared__ unsigned count[1024];
+  __shared__ unsigned first[1024];
+  unsigned c = 0, f = 0xffffffffu;
+  for (int w = threadIdx.x; w < row_words; w += blockDim.x)
+    if (row[w] != pool_pattern(v, static_cast<unsigned>(w))) {
+      ++c;
+      if (f == 0xffffffffu) f = static_cast<unsigned>(w);
+    }
+  count[threadIdx.x] = c;
+  first[threadIdx.x] = f;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  unsigned total = 0, lowest = 0xffffffffu;
+  for (unsigned t = 0; t < blockDim.x; ++t) {
+    total += count[t];
+    lowest = min(lowest, first[t]);
+  }
+  report[0] = total;
+  report[1] = lowest;
+  report[2] = lowest == 0xffffffffu ? 0 : row[lowest];
+  report[3] = lowest == 0xffffffffu ? 0 : pool_pattern(v, lowest);
+}
+__global__ void check_paged_u32(const long long* table, const long long* pos, const unsigned* vals,
+                                const unsigned* state, unsigned* report, int unit, int row_words, int n) {
+  const int i = blockIdx.x;
+  if (i >= n) return;
+  check_row(state + paged_row(table, pos[i], unit) * row_words, vals[i], report + 4ll * i, row_words);
+}
+__global__ void check_rows_u32(const long long* rows, const unsigned* vals, const unsigned* state, unsigned* report,
+                               int row_words, int n) {
+  const int i = blockIdx.x;
+  if (i >= n) return;
+  check_row(state + rows[i] * row_words, vals[i], report + 4ll * i, row_words);
+}
+
+// Spins one thread for about `ns` nanoseconds of the global timer (keeps the stream busy, so
+// an event recorded behind it stays pending), then writes the nanoseconds it spun.
+__global__ void spin_ns(unsigned long long* out, long long ns) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < static_cast<unsigned long long>(ns));
+  out[0] = now - start;
+}
+
+// out[0], out[1] = the addresses the call resolved for its two state arguments.
+__global__ void state_addresses(const unsigned* a, const unsigned* b, unsigned long long* out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  out[0] = reinterpret_cast<unsigned long long>(a);
+  out[1] = reinterpret_cast<unsigned long long>(b);
+}
+
 }  // extern "C"
