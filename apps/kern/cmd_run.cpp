@@ -99,9 +99,11 @@ std::string launch_summary(const core::Manifest& m, const std::string& program) 
   return s;
 }
 
-// The runtime's executor, bound once it is loaded (the generator checks everything before).
+// The runtime's executor, bound once it is loaded (the generator checks everything before). Until
+// then its sequence limits are those of a pure pool sized like the runtime's (driver::sized_pool).
 class LateExecutor final : public driver::Executor {
  public:
+  LateExecutor(const core::Manifest& m, const pool::Capacity& capacity) : planned_(driver::sized_pool(m, capacity)) {}
   void bind(runtime::Runtime& rt) { inner_.emplace(rt); }
   void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
     get().write_input(b, bytes, prefix);
@@ -119,12 +121,23 @@ class LateExecutor final : public driver::Executor {
   std::vector<std::byte> read_output_prefix(std::string_view b, std::uint64_t bytes) override {
     return get().read_output_prefix(b, bytes);
   }
+  std::optional<driver::SeqLimits> seq_limits() const override {
+    if (inner_) return inner_->seq_limits();
+    if (!planned_) return std::nullopt;
+    return driver::limits_of(*planned_);
+  }
+  pool::Granted<pool::Lease> lease(std::uint64_t tokens) override { return get().lease(tokens); }
+  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) override {
+    return get().extend(lease, tokens);
+  }
+  void settle() override { get().settle(); }
 
  private:
   driver::RuntimeExecutor& get() {
     if (!inner_) fail(ErrorKind::Api, "the runtime is not loaded yet");
     return *inner_;
   }
+  std::optional<pool::Pool> planned_;
   std::optional<driver::RuntimeExecutor> inner_;
 };
 
@@ -268,7 +281,7 @@ int run() {
   gopt.steps = steps;
   gopt.chunk = opt.chunk;
   gopt.stop_tokens = stops;
-  gopt.capacity_tokens = opt.capacity ? *opt.capacity : driver::capacity_for(protocol, prompt.size() + steps);
+  const std::uint64_t capacity = opt.capacity ? *opt.capacity : driver::capacity_for(protocol, prompt.size() + steps);
   gopt.sampling = opt.sampling;
   if (!opt.logprobs_file.empty()) gopt.sampling.chosen_logprob = true;
   if (!opt.dump_logits.empty()) {
@@ -287,11 +300,11 @@ int run() {
   // Checks the protocol and the options before anything touches the GPU.
   runtime::RuntimeOptions ropt;
   ropt.gpu = opt.gpu.value_or(0);
-  ropt.capacity.tokens = gopt.capacity_tokens;
+  ropt.capacity.tokens = capacity;
   ropt.capacity.seqs = 1;
   ropt.eager = opt.eager;
 
-  LateExecutor exec;
+  LateExecutor exec(m, pool::Capacity{capacity, 1});
   driver::Generator gen(protocol, exec, gopt);
   gen.check_fits(prompt.size());
   const std::unique_ptr<runtime::Runtime> rt = runtime::Runtime::load(verified, opt.kernels, ropt);
@@ -321,7 +334,7 @@ int run() {
                "weights: %.3f GB bound in %.0f ms (%.2f GB/s) from %zu file(s); load total %.0f ms; "
                "capacity %llu tokens; prompt %zu tokens; stop tokens %zu\n",
                st0.weight_bytes / 1e9, weights_ms, weights_ms > 0 ? st0.weight_bytes / 1e6 / weights_ms : 0.0,
-               weights->files().size(), load_ms, static_cast<unsigned long long>(gopt.capacity_tokens), prompt.size(),
+               weights->files().size(), load_ms, static_cast<unsigned long long>(capacity), prompt.size(),
                stops.size());
   if (opt.chunk > gen.chunk_rows())
     std::fprintf(stderr, "note: --chunk %llu capped to %llu rows (the chunk program's bound)\n",

@@ -7,7 +7,6 @@
 #include "kern/driver/driver.hpp"
 #include "kern/bench/bench.hpp"
 #include "kern/driver/input_shadow.hpp"
-#include "kern/driver/sequence_pages.hpp"
 #include "kern/base/error.hpp"
 #include "kern/core/protocol.hpp"
 
@@ -18,9 +17,44 @@ using core::Fill;
 struct DecodeInputs::State {
   const core::Protocol& protocol;
   driver::Executor& exec;
-  driver::SequencePages pages;
   core::Forward step;
   driver::InputShadow shadow;  // what each input starts with: only changed elements are written
+  bool paged = false;          // the manifest has paged states: positions live in `lease`
+  driver::SeqLimits limits;    // the pool's, when paged
+  pool::Lease lease;           // the sequence's pages (invalid until the first write)
+  std::vector<std::vector<std::int64_t>> rows;  // per page table: its row as the lease fills it
+  std::vector<std::size_t> filled;              // per page table: entries of rows filled
+
+  State(const core::Protocol& p, driver::Executor& e, core::Forward f)
+      : protocol(p), exec(e), step(std::move(f)), shadow(p.verified().manifest()) {
+    const core::Manifest& m = p.verified().manifest();
+    paged = std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
+    if (paged) {
+      const std::optional<driver::SeqLimits> l = exec.seq_limits();
+      if (!l) fail(ErrorKind::Api, "kern bench: the manifest has paged states and the executor has no state pool");
+      limits = *l;
+    }
+    for (const core::PageTable& t : p.page_tables()) rows.emplace_back(t.width);
+    filled.assign(rows.size(), 0);
+  }
+
+  void reset() {
+    lease = pool::Lease();  // the pages go back to the pool
+    std::fill(filled.begin(), filled.end(), 0);
+    shadow.clear();
+  }
+  // Holds pages for positions [0, tokens) and writes the page-table entries that changed.
+  void hold(std::uint64_t tokens) {
+    if (!paged || (lease.valid() && lease.capacity() >= tokens)) return;
+    if (const std::optional<pool::Denied> denied = driver::hold_tokens(exec, lease, tokens))
+      driver::fail_positions(limits, !protocol.page_tables().empty(), tokens, *denied);
+    for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
+      const core::PageTable& pt = protocol.page_tables()[t];
+      filled[t] = lease.extend_row(pt.buffer, rows[t], filled[t]);
+      const std::span<const std::int64_t> held(rows[t].data(), filled[t]);
+      shadow.write(exec, pt.buffer, driver::encode_ints(pt.dtype, held, pt.buffer));
+    }
+  }
 
   void fill(Fill role, const std::vector<std::int64_t>& values) {
     if (const core::FillSlot* f = protocol.fill(role))
@@ -33,13 +67,10 @@ struct DecodeInputs::State {
   }
   // The same but the token (what the previous step writes ahead, while it runs).
   void inputs_but_token(std::uint64_t pos) {
-    if (pages.reserve(pos + 1) > 0)
-      for (std::size_t t = 0; t < protocol.page_tables().size(); ++t) {
-        const core::PageTable& pt = protocol.page_tables()[t];
-        shadow.write(exec, pt.buffer, driver::encode_ints(pt.dtype, pages.row(t), pt.buffer));
-      }
+    hold(pos + 1);
     fill(Fill::Position, {static_cast<std::int64_t>(pos)});
-    if (protocol.fill(Fill::Slot)) fill(Fill::Slot, {static_cast<std::int64_t>(pages.slot(pos))});
+    if (protocol.fill(Fill::Slot))  // without paged states a slot is its position
+      fill(Fill::Slot, {static_cast<std::int64_t>(paged ? lease.slot(pos) : pos)});
     if (protocol.fill(Fill::Valid)) fill(Fill::Valid, {1});
     fill(Fill::SeqLen, {static_cast<std::int64_t>(pos + 1)});
     fill(Fill::CuSeqlens, {0, 1});
@@ -64,9 +95,11 @@ core::Forward decode_step(const core::Protocol& protocol) {
 
 }  // namespace
 
-DecodeInputs::DecodeInputs(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t capacity_tokens)
-    : s_(new State{protocol, executor, driver::SequencePages(protocol.page_tables(), capacity_tokens),
-                   decode_step(protocol), driver::InputShadow(protocol.verified().manifest())}) {}
+DecodeInputs::DecodeInputs(const core::Protocol& protocol, driver::Executor& executor)
+    : s_(new State(protocol, executor, decode_step(protocol))) {}
+
+DecodeInputs::DecodeInputs(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t)
+    : DecodeInputs(protocol, executor) {}
 
 DecodeInputs::~DecodeInputs() { delete s_; }
 
@@ -78,8 +111,7 @@ std::map<std::string, std::uint64_t> DecodeInputs::step_vars(std::uint64_t conte
 
 void DecodeInputs::start(std::uint64_t context, std::int64_t token) {
   if (context == 0) fail(ErrorKind::Api, "kern bench: a decode context is at least 1 token");
-  s_->pages.clear();
-  s_->shadow.clear();
+  s_->reset();
   s_->inputs(context - 1, token);
 }
 

@@ -47,6 +47,16 @@ std::vector<std::byte> ProfilingExecutor::read_output_prefix(std::string_view bu
   return inner_.read_output_prefix(buffer, bytes);
 }
 
+std::optional<driver::SeqLimits> ProfilingExecutor::seq_limits() const { return inner_.seq_limits(); }
+
+pool::Granted<pool::Lease> ProfilingExecutor::lease(std::uint64_t tokens) { return inner_.lease(tokens); }
+
+std::optional<pool::Denied> ProfilingExecutor::extend(pool::Lease& lease, std::uint64_t tokens) {
+  return inner_.extend(lease, tokens);
+}
+
+void ProfilingExecutor::settle() { inner_.settle(); }
+
 std::string one_call_prefill_program(const core::Protocol& protocol, std::uint64_t tokens) {
   if (tokens < 2)
     fail(ErrorKind::Api,

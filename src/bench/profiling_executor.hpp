@@ -27,6 +27,10 @@ class ProfilingExecutor final : public driver::Executor {
   std::vector<std::byte> read_output(std::string_view buffer) override;
   std::vector<std::byte> read_buffer(std::string_view name) override;
   std::vector<std::byte> read_output_prefix(std::string_view buffer, std::uint64_t bytes) override;
+  std::optional<driver::SeqLimits> seq_limits() const override;
+  pool::Granted<pool::Lease> lease(std::uint64_t tokens) override;
+  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) override;
+  void settle() override;
 
   // Whether the hook has run.
   bool fired() const { return fired_; }

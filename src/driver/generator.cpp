@@ -7,6 +7,7 @@
 #include "kern/driver/driver.hpp"
 #include "kern/base/error.hpp"
 #include "kern/core/pages.hpp"
+#include "kern/pool/manifest_layout.hpp"
 
 namespace kern::driver {
 
@@ -23,6 +24,42 @@ std::string_view to_string(StopReason r) {
 std::uint64_t capacity_for(const core::Protocol& protocol, std::uint64_t tokens) {
   const std::uint64_t unit = core::page_unit(protocol.page_tables());
   return (tokens + unit - 1) / unit * unit;
+}
+
+SeqLimits limits_of(const pool::Pool& pool) { return {pool.unit(), pool.row_pages(), pool.total()}; }
+
+std::optional<pool::Pool> sized_pool(const core::Manifest& manifest, const pool::Capacity& capacity) {
+  const pool::PoolLayout layout = pool::layout_of(manifest);
+  if ((layout.paged.empty() && layout.per_seq.empty()) || !capacity.tokens || *capacity.tokens == 0)
+    return std::nullopt;
+  std::uint64_t smallest = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& s : layout.paged) smallest = std::min(smallest, layout.unit() * s.bytes_per_token);
+  for (const auto& s : layout.per_seq) smallest = std::min(smallest, s.bytes_per_seq);
+  return pool::Pool::create(layout, pool::PoolConfig::from_capacity(layout, smallest, capacity)).first;
+}
+
+std::optional<pool::Denied> hold_tokens(Executor& exec, pool::Lease& lease, std::uint64_t tokens) {
+  auto grow = [&]() -> std::optional<pool::Denied> {
+    if (lease.valid()) return exec.extend(lease, tokens);
+    pool::Granted<pool::Lease> got = exec.lease(tokens);
+    if (!got) return got.denied();
+    lease = std::move(got).value();
+    return std::nullopt;
+  };
+  std::optional<pool::Denied> denied = grow();
+  if (denied && denied->kind == pool::DeniedKind::Remapping) {
+    exec.settle();
+    denied = grow();
+  }
+  return denied;
+}
+
+void fail_positions(const SeqLimits& limits, bool page_tables, std::uint64_t tokens, const pool::Denied& denied) {
+  if (denied.kind == pool::DeniedKind::ExceedsRow && page_tables)
+    fail(ErrorKind::Api, "{} positions do not fit one page-table row ({} pages of {} tokens = {} positions)", tokens,
+         limits.row_pages, limits.unit, limits.row_pages * limits.unit);
+  fail(ErrorKind::Api, "{} positions do not fit the KV capacity of {} tokens ({} pages of {}); the pool said {}",
+       tokens, limits.total_pages * limits.unit, limits.total_pages, limits.unit, denied.describe());
 }
 
 std::optional<std::string> find_logits_output(const core::Protocol& protocol) {
@@ -94,7 +131,6 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
     : protocol_(protocol),
       exec_(executor),
       options_(std::move(options)),
-      pages_(protocol.page_tables(), options_.capacity_tokens),
       inputs_(protocol.verified().manifest()) {
   if (options_.steps == 0) fail(ErrorKind::Api, "steps must be at least 1");
   if (options_.chunk == 0) fail(ErrorKind::Api, "chunk must be at least 1 row");
@@ -107,11 +143,18 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
   require_fill(protocol_, Fill::Position);
   require_fill(protocol_, Fill::SeqLen);
   const core::Manifest& m = protocol_.verified().manifest();
-  const bool paged =
-      std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
-  if (paged) require_fill(protocol_, Fill::Slot);
-  if (paged && options_.capacity_tokens == 0)
-    fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed");
+  paged_ = std::any_of(m.states.begin(), m.states.end(), [](const auto& s) { return s.second.bytes_per_token > 0; });
+  if (paged_) {
+    require_fill(protocol_, Fill::Slot);
+    const std::optional<SeqLimits> limits = exec_.seq_limits();
+    if (!limits)
+      fail(ErrorKind::Api, "the manifest has paged states: a token capacity is needed (the executor has no state pool)");
+    limits_ = *limits;
+  }
+  for (const core::PageTable& t : protocol_.page_tables()) {
+    rows_.emplace_back(t.width);
+    row_filled_.push_back(0);
+  }
 
   std::optional<core::Forward> step = step_forward(protocol_);
   if (!step) fail(ErrorKind::Manifest, "no batch program accepts one sequence of one row (a decode step)");
@@ -154,12 +197,12 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
 
   // How far one sequence can go.
   max_positions_ = std::numeric_limits<std::uint64_t>::max();
-  if (paged || !protocol_.page_tables().empty()) {
-    max_positions_ = pages_.max_tokens();
+  if (paged_) {
+    max_positions_ = limits_.max_tokens();
     max_positions_why_ =
-        pages_.row_pages() * pages_.unit() < pages_.total_pages() * pages_.unit() && !protocol_.page_tables().empty()
-            ? fmt::format("one page-table row reaches {} pages of {} tokens", pages_.row_pages(), pages_.unit())
-            : fmt::format("the KV capacity is {} tokens", pages_.total_pages() * pages_.unit());
+        limits_.row_pages < limits_.total_pages && !protocol_.page_tables().empty()
+            ? fmt::format("one page-table row reaches {} pages of {} tokens", limits_.row_pages, limits_.unit)
+            : fmt::format("the KV capacity is {} tokens", limits_.total_pages * limits_.unit);
   }
   if (auto pmax = domain_max(m, protocol_.fill(Fill::Position)->buffer); pmax && *pmax + 1 < max_positions_) {
     max_positions_ = *pmax + 1;
@@ -214,10 +257,16 @@ void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
 }
 
 void Generator::write_pages(std::uint64_t end) {
-  if (pages_.reserve(end) == 0) return;                             // no new page: the table rows are as they were
-  for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t)  // only the new entries are written
-    inputs_.write(exec_, protocol_.page_tables()[t].buffer,
-                  encode_ints(protocol_.page_tables()[t].dtype, pages_.row(t), protocol_.page_tables()[t].buffer));
+  if (!paged_ || (lease_.valid() && lease_.capacity() >= end)) return;  // no new page: the rows are as they were
+  // A lease at the first call, then one more page at a time.
+  if (const std::optional<pool::Denied> denied = hold_tokens(exec_, lease_, end))
+    fail_positions(limits_, !protocol_.page_tables().empty(), end, *denied);
+  for (std::size_t t = 0; t < protocol_.page_tables().size(); ++t) {  // only the new entries are written
+    const core::PageTable& table = protocol_.page_tables()[t];
+    row_filled_[t] = lease_.extend_row(table.buffer, rows_[t], row_filled_[t]);
+    const std::span<const std::int64_t> held(rows_[t].data(), row_filled_[t]);
+    inputs_.write(exec_, table.buffer, encode_ints(table.dtype, held, table.buffer));
+  }
 }
 
 void Generator::write_rows(std::uint64_t first, std::uint64_t rows) {
@@ -227,7 +276,8 @@ void Generator::write_rows(std::uint64_t first, std::uint64_t rows) {
   for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(first + r);
   write_fill(Fill::Position, values);
   if (protocol_.fill(Fill::Slot)) {
-    for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(pages_.slot(first + r));
+    if (paged_)  // else no paged state: a slot is its position (values already hold them)
+      for (std::uint64_t r = 0; r < rows; ++r) values[r] = static_cast<std::int64_t>(lease_.slot(first + r));
     write_fill(Fill::Slot, values);
   }
   if (protocol_.fill(Fill::Valid)) {
@@ -316,7 +366,8 @@ void Generator::check_fits(std::uint64_t n) const {
 GenerationResult Generator::generate(std::span<const std::int64_t> prompt, GenerationObserver* observer) {
   check_fits(prompt.size());
   const std::uint64_t n = prompt.size();
-  pages_.clear();
+  lease_ = pool::Lease();  // the previous sequence's pages go back to the pool
+  std::fill(row_filled_.begin(), row_filled_.end(), 0);
   inputs_.clear();
   generated_.clear();
 

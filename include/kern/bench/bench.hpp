@@ -151,12 +151,16 @@ namespace kern::bench {
 
 // One sequence's decode step at any context without a prefill: writes the protocol's inputs
 // directly (token, position, that position's slot, the page-table rows covering the positions,
-// seq_len, cu_seqlens) as changed prefixes, the way kern run's generator does per step.
+// seq_len, cu_seqlens) as changed prefixes, the way kern run's generator does per step. The
+// pages come from one lease of the executor's state pool, extended a page at a time.
 class DecodeInputs {
  public:
   // Error(Manifest) without a one-row program writing the 'tokens' fill, without token /
-  // position / seq_len fills, or with line tables or a tray axis. capacity_tokens: the
-  // executor's KV token slots.
+  // position / seq_len fills, or with line tables or a tray axis; Error(Api) with paged states
+  // and an executor without a state pool.
+  DecodeInputs(const core::Protocol& protocol, driver::Executor& executor);
+  // The same; capacity_tokens is unused (the limits are the executor's pool's). Kept only while
+  // src/bench/bench_measure.cpp passes it.
   DecodeInputs(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t capacity_tokens);
   ~DecodeInputs();
   DecodeInputs(const DecodeInputs&) = delete;
@@ -165,8 +169,9 @@ class DecodeInputs {
   const std::string& step_program() const;
   // The var table of one step whose sequence holds `context` tokens.
   std::map<std::string, std::uint64_t> step_vars(std::uint64_t context) const;
-  // Forgets the held pages and what the inputs hold, then writes the inputs of a step at
-  // position context − 1. Error(Api) for context 0 or past the capacity / a table row.
+  // Drops the lease (the pages go back to the pool) and forgets what the inputs hold, then writes
+  // the inputs of a step at position context − 1. Error(Api) for context 0 or past the capacity /
+  // a table row.
   void start(std::uint64_t context, std::int64_t token);
   // Writes the inputs of a step at position `pos` (≥ the last position written) that changed:
   // token, position, slot, seq_len, and the new page-table entry when a page begins.

@@ -9,7 +9,8 @@
 // the next step's position, slot, seq_len (and page entry) are written while it runs, so only the
 // token is written between one step's wait and the next launch. Greedy argmax runs on the device: the driver reads the
 // `tokens` fill output after each call. The driver names nothing itself: every buffer and program comes from
-// manifest::Protocol.
+// manifest::Protocol. The sequence's pages come from the executor's state pool (one pool::Lease,
+// extended a page at a time): its page-table rows and token slots are the lease's.
 #pragma once
 
 #include <algorithm>
@@ -25,12 +26,29 @@
 
 #include "kern/driver/input_shadow.hpp"
 #include "kern/driver/sampling.hpp"
-#include "kern/driver/sequence_pages.hpp"
 #include "kern/base/error.hpp"
 #include "kern/core/protocol.hpp"
+#include "kern/pool/pool.hpp"
 #include "kern/runtime/vars.hpp"
 
 namespace kern::driver {
+
+// What one sequence can hold in a state pool (pool::Pool's unit(), row_pages(), total()).
+struct SeqLimits {
+  std::uint64_t unit = 1;         // tokens per page
+  std::uint64_t row_pages = 0;    // pages one page-table row lists (the pool's pages without page tables)
+  std::uint64_t total_pages = 0;  // live pages of the pool
+  // Tokens one sequence can reach: min(row_pages, total_pages) * unit.
+  std::uint64_t max_tokens() const { return std::min(row_pages, total_pages) * unit; }
+};
+SeqLimits limits_of(const pool::Pool& pool);
+
+// A pure pool::Pool for `manifest` sized for `capacity` (pool::PoolConfig::from_capacity) with
+// chunks of the smallest pooled object (one id per page): what a runtime loaded with that
+// capacity grants a sequence (the same unit, row reach and pages). For a check made before the
+// runtime loads (kern run) and for fake executors. nullopt when the manifest has no pooled state
+// or capacity.tokens is absent or 0.
+std::optional<pool::Pool> sized_pool(const core::Manifest& manifest, const pool::Capacity& capacity);
 
 // What the driver needs from an executor (kern::Runtime through RuntimeExecutor; fakes in tests).
 class Executor {
@@ -62,12 +80,32 @@ class Executor {
     if (bytes < all.size()) all.resize(bytes);
     return all;
   }
+
+  // ---- the state pool (kern::runtime::Runtime's lease API): a sequence's pages come from a lease
+  // The pool's limits for one sequence; nullopt when the executor has no pool (no pooled states).
+  virtual std::optional<SeqLimits> seq_limits() const = 0;
+  // Fresh pages for `tokens` positions (Denied when they cannot be had now or ever).
+  virtual pool::Granted<pool::Lease> lease(std::uint64_t tokens) = 0;
+  // Grows `lease` to hold `tokens` positions; nullopt when granted.
+  virtual std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) = 0;
+  // Waits until no remap is planned or in flight (after a Denied{Remapping}).
+  virtual void settle() = 0;
 };
+
+// Makes `lease` hold `tokens` positions: a lease from `exec` when it holds none, else an extend;
+// a Denied{Remapping} is answered by exec.settle() and one more try. nullopt when held.
+std::optional<pool::Denied> hold_tokens(Executor& exec, pool::Lease& lease, std::uint64_t tokens);
+// Error(Api) for `tokens` positions a pool with `limits` denied: one page-table row's reach for
+// ExceedsRow (when there are page tables), else the KV capacity (ExceedsPool, Busy, ...).
+[[noreturn]] void fail_positions(const SeqLimits& limits, bool page_tables, std::uint64_t tokens,
+                                 const pool::Denied& denied);
 
 struct GeneratorOptions {
   std::uint64_t steps = 32;               // tokens to generate at most (≥ 1)
   std::uint64_t chunk = 512;              // prefill rows per call; capped by the chunk program's bound
-  std::uint64_t capacity_tokens = 0;      // KV token slots the executor was loaded with (paged states)
+  // Unused: how far a sequence can go comes from Executor::seq_limits() (the state pool). Kept only
+  // because src/bench/bench_measure.cpp still sets it; to be removed with that line.
+  std::uint64_t capacity_tokens = 0;
   std::vector<std::int64_t> stop_tokens;  // generation stops after emitting one of these
   std::string logits_buffer;              // non-empty: read this output after every token-producing call
   SamplingParams sampling;                // greedy by default; anything else needs the sampling fills
@@ -110,12 +148,14 @@ std::optional<std::string> find_logits_output(const core::Protocol& protocol);
 class Generator {
  public:
   // Checks that the protocol can be driven for one sequence (token, position and seq_len fills,
-  // a (1, 1) program emitting tokens, no per-sequence line tables, no tray axis) and that the
-  // options make sense. Error(Manifest) / Error(Api) otherwise.
+  // a (1, 1) program emitting tokens, no per-sequence line tables, no tray axis), that the options
+  // make sense and, with paged states, that the executor has a state pool (its seq_limits() are
+  // read here, once). Error(Manifest) / Error(Api) otherwise.
   Generator(const core::Protocol& protocol, Executor& executor, GeneratorOptions options);
 
   // Runs one prompt (≥ 1 token) from an empty sequence. Error(Api) when prompt + steps cannot fit
-  // the capacity, a page-table row or the position domain. May be called again for a new prompt.
+  // the capacity, a page-table row or the position domain. May be called again for a new prompt
+  // (the previous sequence's lease is dropped first).
   GenerationResult generate(std::span<const std::int64_t> prompt, GenerationObserver* observer = nullptr);
   // The Error(Api) generate() would raise for a prompt of this length (≥ 1), without running.
   void check_fits(std::uint64_t prompt_tokens) const;
@@ -123,12 +163,13 @@ class Generator {
   std::uint64_t chunk_rows() const { return chunk_rows_; }
   const core::Forward& step_program() const { return step_; }
   const std::optional<core::Forward>& chunk_program() const { return chunk_; }
-  // Positions a sequence can reach (capacity, page-table reach and position domain).
+  // Positions a sequence can reach (the pool's pages, page-table reach and position domain).
   std::uint64_t max_positions() const { return max_positions_; }
 
  private:
   void write_fill(core::Fill role, const std::vector<std::int64_t>& values);
-  // Holds pages for `end` positions and writes the page-table entries that changed.
+  // Holds pages for `end` positions (leases at the first call, then extends) and writes the
+  // page-table entries that changed.
   void write_pages(std::uint64_t end);
   // Writes the inputs of rows at positions [first, first + rows) but their tokens: positions,
   // slots, valid flags, seq_len and cu_seqlens (only what changed).
@@ -151,7 +192,11 @@ class Generator {
   std::uint64_t chunk_rows_ = 1;
   std::uint64_t max_positions_ = 0;
   std::string max_positions_why_;
-  SequencePages pages_;
+  bool paged_ = false;                     // the manifest has paged states: positions live in a lease
+  SeqLimits limits_;                       // the pool's, when paged_
+  pool::Lease lease_;                      // this sequence's pages (invalid until the first call)
+  std::vector<std::vector<std::int64_t>> rows_;  // per page table: its row as the lease fills it
+  std::vector<std::size_t> row_filled_;          // per page table: entries of rows_ filled
   std::uint64_t logits_width_ = 0;
   DType logits_dtype_ = DType::BF16;
   InputShadow inputs_;                // what each input buffer starts with; writes only what changed

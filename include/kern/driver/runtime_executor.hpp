@@ -27,6 +27,16 @@ class RuntimeExecutor final : public Executor {
     rt_.read_output(buffer, 0, out);
     return out;
   }
+  std::optional<SeqLimits> seq_limits() const override {
+    const pool::Pool* p = rt_.state_pool();
+    if (!p) return std::nullopt;
+    return limits_of(*p);
+  }
+  pool::Granted<pool::Lease> lease(std::uint64_t tokens) override { return rt_.lease(tokens); }
+  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) override {
+    return rt_.extend(lease, tokens);
+  }
+  void settle() override { rt_.settle(); }
 
  private:
   runtime::Runtime& rt_;

@@ -30,7 +30,7 @@ using Ints = std::vector<std::int64_t>;
 
 TEST(BenchInputs, StartWritesOneStepAtTheContextWithoutAPrefill) {
   FakeExecutor fake(toy().verified.manifest());
-  DecodeInputs in(toy().protocol, fake, 16);
+  DecodeInputs in(toy().protocol, fake);  // the fake's pool holds 16 tokens
   EXPECT_EQ(in.step_program(), "decode");
   in.start(10, 42);
   const auto w = writes_since(fake, 0);
@@ -50,7 +50,7 @@ TEST(BenchInputs, StartWritesOneStepAtTheContextWithoutAPrefill) {
 
 TEST(BenchInputs, StepsWriteOnlyWhatChangedAndReturnTheDevicesToken) {
   FakeExecutor fake(toy().verified.manifest());
-  DecodeInputs in(toy().protocol, fake, 16);
+  DecodeInputs in(toy().protocol, fake);  // the fake's pool holds 16 tokens
   in.start(10, 42);
   std::size_t mark = fake.events.size();
   // The first step at the context's last position: its inputs are already there (not ahead).
@@ -106,7 +106,7 @@ TEST(BenchInputs, StepsWriteOnlyWhatChangedAndReturnTheDevicesToken) {
 
 TEST(BenchInputs, StartForgetsThePreviousSequence) {
   FakeExecutor fake(toy().verified.manifest());
-  DecodeInputs in(toy().protocol, fake, 16);
+  DecodeInputs in(toy().protocol, fake);  // the fake's pool holds 16 tokens
   in.start(16, 1);
   const std::size_t mark = fake.events.size();
   in.start(3, 1);  // every input is written again (even an unchanged token), the table from page 0
@@ -119,9 +119,25 @@ TEST(BenchInputs, StartForgetsThePreviousSequence) {
   EXPECT_EQ(w.at("cu"), (Ints{0, 1}));
 }
 
+TEST(BenchInputs, ItsPagesAreOneLeaseDroppedAtEachStart) {
+  FakeExecutor fake(toy().verified.manifest());
+  DecodeInputs in(toy().protocol, fake);
+  in.start(10, 1);  // 3 pages at once
+  EXPECT_EQ(fake.leases, 1);
+  EXPECT_EQ(fake.the_pool().used(), 3u);
+  in.step(9, 1);  // position 10's inputs ahead: still page 2
+  in.step(10, 1);  // position 11 ahead: page 2
+  in.step(11, 1);  // position 12 ahead: page 3, one extend
+  EXPECT_EQ(fake.extends, 1);
+  EXPECT_EQ(fake.the_pool().used(), 4u);
+  in.start(3, 1);  // the old lease goes back first
+  EXPECT_EQ(fake.leases, 2);
+  EXPECT_EQ(fake.the_pool().used(), 1u);
+}
+
 TEST(BenchInputs, RefusesContextsItCannotHold) {
   FakeExecutor fake(toy().verified.manifest());
-  DecodeInputs in(toy().protocol, fake, 16);
+  DecodeInputs in(toy().protocol, fake);  // the fake's pool holds 16 tokens
   EXPECT_THROW(in.start(0, 1), Error);
   try {
     in.start(17, 1);  // 16 token slots

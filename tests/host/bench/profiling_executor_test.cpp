@@ -17,8 +17,7 @@ using driver::test::toy;
 driver::GeneratorOptions one_token(std::uint64_t chunk) {
   driver::GeneratorOptions o;
   o.steps = 1;
-  o.chunk = chunk;
-  o.capacity_tokens = 16;
+  o.chunk = chunk;  // the fake's pool holds 16 tokens
   return o;
 }
 

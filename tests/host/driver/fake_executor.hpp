@@ -2,11 +2,15 @@
 // applies (prefix) writes, records every write, run and read, and on run acts like a tiny model:
 // it stores each row's (position, token) in a KV map at the row's slot, checks that the page
 // table finds every earlier position of the sequence there, and emits a deterministic next token
-// (plus a logits row) from the last row.
+// (plus a logits row) from the last row. The sequence's pages come from a real pure pool::Pool
+// made for the manifest's layout and a token capacity, as the runtime's state pool would be.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,8 @@
 #include "kern/core/manifest.hpp"
 #include "kern/core/protocol.hpp"
 #include "kern/core/verify.hpp"
+#include "kern/pool/manifest_layout.hpp"
+#include "kern/pool/pool.hpp"
 
 namespace kern::driver::test {
 
@@ -45,12 +51,45 @@ inline std::int64_t toy_next(std::int64_t token, std::uint64_t position) {
 
 class FakeExecutor final : public Executor {
  public:
-  explicit FakeExecutor(const core::Manifest& m, std::uint64_t page = 4) : m_(m), page_(page) {
+  // capacity_tokens: the KV tokens of its pool (0: no pool, as an executor without pages);
+  // page: the tokens per page-table entry the tiny model reads the table with.
+  explicit FakeExecutor(const core::Manifest& m, std::uint64_t capacity_tokens = 16, std::uint64_t page = 4)
+      : m_(m), page_(page) {
     std::map<std::string, std::uint64_t> vmax;
     for (const auto& [n, v] : m.vars) vmax[n] = v.max;
     for (const auto& [n, b] : m.buffers)
       if (b.kind == core::BufferKind::Input || b.kind == core::BufferKind::Output)
         bytes_[n].assign(core::shape_elements(b.shape, core::lookup_in(vmax)) * dtype_size(b.dtype), std::byte{0xEE});
+    const pool::PoolLayout layout = pool::layout_of(m);
+    if (capacity_tokens == 0 || (layout.paged.empty() && layout.per_seq.empty())) return;
+    // Chunks of the smallest object (one page of the toy: 4 tokens x 64 bytes), not the 64 MiB
+    // cap, so the pool makes one id per page instead of a million.
+    std::uint64_t chunk = std::numeric_limits<std::uint64_t>::max();
+    for (const auto& s : layout.paged) chunk = std::min(chunk, layout.unit() * s.bytes_per_token);
+    for (const auto& s : layout.per_seq) chunk = std::min(chunk, s.bytes_per_seq);
+    pool_.emplace(
+        pool::Pool::create(layout, pool::PoolConfig::from_capacity(layout, chunk, {capacity_tokens, 1})).first);
+  }
+
+  std::optional<SeqLimits> seq_limits() const override {
+    if (!pool_) return std::nullopt;
+    return limits_of(*pool_);
+  }
+  pool::Granted<pool::Lease> lease(std::uint64_t tokens) override {
+    ++leases;
+    return the_pool().lease(tokens);
+  }
+  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) override {
+    ++extends;
+    return the_pool().extend(lease, tokens);
+  }
+  void settle() override {
+    ++settles;
+    while (std::optional<pool::Remap> plan = the_pool().take_pending()) the_pool().complete(*plan);
+  }
+  pool::Pool& the_pool() {
+    if (!pool_) fail(ErrorKind::Api, "fake: no state pool (capacity 0 or no pooled states)");
+    return *pool_;
   }
 
   void write_input(std::string_view buffer, std::span<const std::byte> bytes, bool prefix) override {
@@ -161,11 +200,13 @@ class FakeExecutor final : public Executor {
   std::vector<Event> events;
   std::vector<std::string> violations;
   std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> kv;  // slot -> (position, token)
+  int leases = 0, extends = 0, settles = 0;                           // pool calls
 
  private:
   const core::Manifest& m_;
   std::uint64_t page_;
   std::map<std::string, std::vector<std::byte>> bytes_;
+  std::optional<pool::Pool> pool_;
 };
 
 }  // namespace kern::driver::test

@@ -65,11 +65,11 @@ std::vector<const Event*> writes_before_run(const FakeExecutor& f, std::size_t i
   return w;
 }
 
-GeneratorOptions options(std::uint64_t steps, std::uint64_t chunk, std::uint64_t capacity = 16) {
+// (The fake's state pool holds 16 tokens unless a test gives it another capacity.)
+GeneratorOptions options(std::uint64_t steps, std::uint64_t chunk) {
   GeneratorOptions o;
   o.steps = steps;
   o.chunk = chunk;
-  o.capacity_tokens = capacity;
   return o;
 }
 
@@ -228,9 +228,9 @@ TEST(Generator, OneTokenPromptSkipsPrefill) {
 }
 
 TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
-  FakeExecutor fake(toy().verified.manifest());
   {
-    Generator gen(toy().protocol, fake, options(4, 4, 8));  // capacity 8 tokens
+    FakeExecutor fake(toy().verified.manifest(), 8);  // capacity 8 tokens
+    Generator gen(toy().protocol, fake, options(4, 4));
     gen.generate(iota_prompt(5));                           // 8 positions: fits exactly
     try {
       gen.generate(iota_prompt(6));  // 9 positions
@@ -242,7 +242,8 @@ TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
     }
   }
   {
-    Generator gen(toy().protocol, fake, options(8, 4, 64));  // 16 pages, but a row lists 4 pages
+    FakeExecutor fake(toy().verified.manifest(), 64);
+    Generator gen(toy().protocol, fake, options(8, 4));  // 16 pages, but a row lists 4 pages
     EXPECT_EQ(gen.max_positions(), 16u);
     try {
       gen.check_fits(10);  // 17 positions
@@ -253,10 +254,12 @@ TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
           << e.what();
     }
   }
+  FakeExecutor fake(toy().verified.manifest(), 64);
   const std::size_t before = fake.events.size();
-  Generator gen(toy().protocol, fake, options(8, 4, 64));
+  Generator gen(toy().protocol, fake, options(8, 4));
   EXPECT_THROW(gen.generate(iota_prompt(10)), Error);
   EXPECT_EQ(fake.events.size(), before);  // refused before touching the executor
+  EXPECT_EQ(fake.leases, 0);
   EXPECT_THROW(gen.generate({}), Error);
 }
 
@@ -264,7 +267,8 @@ TEST(Generator, RefusesBadOptions) {
   FakeExecutor fake(toy().verified.manifest());
   EXPECT_THROW(Generator(toy().protocol, fake, options(0, 4)), Error);
   EXPECT_THROW(Generator(toy().protocol, fake, options(4, 0)), Error);
-  EXPECT_THROW(Generator(toy().protocol, fake, options(4, 4, 0)), Error);  // paged state, no capacity
+  FakeExecutor no_pool(toy().verified.manifest(), 0);
+  EXPECT_THROW(Generator(toy().protocol, no_pool, options(4, 4)), Error);  // paged state, no capacity
   GeneratorOptions o = options(4, 4);
   o.logits_buffer = "lens";  // an input
   EXPECT_THROW(Generator(toy().protocol, fake, o), Error);
@@ -307,6 +311,106 @@ TEST(Generator, ReadsLogitsAfterEveryTokenProducingCall) {
   }
 }
 
+TEST(Generator, TakesItsPagesThroughOneLease) {
+  FakeExecutor fake(toy().verified.manifest());  // 16 tokens: 4 pages of 4
+  Generator gen(toy().protocol, fake, options(12, 1));
+  gen.generate(iota_prompt(3));  // positions 0..13: a lease for page 0, then one extend per new page
+  EXPECT_EQ(fake.leases, 1);
+  EXPECT_EQ(fake.extends, 3);
+  EXPECT_EQ(fake.the_pool().used(), 4u);
+  gen.generate(iota_prompt(2));  // the previous sequence's lease is dropped first: 4 pages again
+  EXPECT_EQ(fake.leases, 2);
+  EXPECT_EQ(fake.the_pool().used(), 4u);
+  EXPECT_EQ(fake.settles, 0);
+  EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
+}
+
+// Forwards to a FakeExecutor, answering the first extend with Denied{Remapping}.
+class RemapOnce final : public Executor {
+ public:
+  explicit RemapOnce(FakeExecutor& f) : f_(f) {}
+  void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
+    f_.write_input(b, bytes, prefix);
+  }
+  void write_input_at(std::string_view b, std::uint64_t offset, std::span<const std::byte> bytes) override {
+    f_.write_input_at(b, offset, bytes);
+  }
+  void run(std::string_view program, const core::Vars& vars) override { f_.run(program, vars); }
+  std::vector<std::byte> read_output(std::string_view b) override { return f_.read_output(b); }
+  std::vector<std::byte> read_buffer(std::string_view n) override { return f_.read_buffer(n); }
+  std::optional<SeqLimits> seq_limits() const override { return f_.seq_limits(); }
+  pool::Granted<pool::Lease> lease(std::uint64_t tokens) override { return f_.lease(tokens); }
+  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) override {
+    if (!denied_) {
+      denied_ = true;
+      return pool::Denied{pool::DeniedKind::Remapping};
+    }
+    return f_.extend(lease, tokens);
+  }
+  void settle() override { f_.settle(); }
+
+ private:
+  FakeExecutor& f_;
+  bool denied_ = false;
+};
+
+TEST(Generator, ARemapInTheWayIsSettledAndTheExtendTriedOnceMore) {
+  const auto prompt = iota_prompt(3);
+  FakeExecutor plain(toy().verified.manifest());
+  const GenerationResult want = Generator(toy().protocol, plain, options(6, 1)).generate(prompt);
+  FakeExecutor fake(toy().verified.manifest());
+  RemapOnce remap(fake);
+  const GenerationResult got = Generator(toy().protocol, remap, options(6, 1)).generate(prompt);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(fake.settles, 1);
+  EXPECT_EQ(fake.extends, plain.extends);
+  ASSERT_EQ(fake.events.size(), plain.events.size());  // the same writes, runs and reads
+  for (std::size_t i = 0; i < fake.events.size(); ++i) {
+    EXPECT_EQ(fake.events[i].name, plain.events[i].name) << i;
+    EXPECT_EQ(fake.events[i].values, plain.events[i].values) << i;
+    EXPECT_EQ(fake.events[i].offset, plain.events[i].offset) << i;
+  }
+  EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
+}
+
+TEST(Generator, PagesHeldByAnotherLeaseAreRefusedInTheCapacitysWords) {
+  FakeExecutor fake(toy().verified.manifest());                       // 4 pages
+  pool::Lease other = std::move(fake.the_pool().lease(8)).value();  // 2 of them held elsewhere
+  Generator gen(toy().protocol, fake, options(4, 4));
+  gen.generate(iota_prompt(4));  // 7 positions: 2 pages
+  try {
+    gen.generate(iota_prompt(6));  // 9 positions: a third page is Busy
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Api);
+    EXPECT_NE(std::string(e.what()).find("9 positions do not fit the KV capacity of 16 tokens"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Busy"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Generator, SizedPoolHasTheLimitsOfTheRuntimesPool) {
+  const core::Manifest& m = toy().verified.manifest();
+  const std::optional<pool::Pool> p = sized_pool(m, {64, 1});
+  ASSERT_TRUE(p);
+  const SeqLimits l = limits_of(*p);
+  EXPECT_EQ(l.unit, 4u);
+  EXPECT_EQ(l.row_pages, 4u);
+  EXPECT_EQ(l.total_pages, 16u);
+  EXPECT_EQ(l.max_tokens(), 16u);
+  EXPECT_EQ(limits_of(*sized_pool(m, {10, 1})).total_pages, 2u);  // rounded down to the unit
+  EXPECT_FALSE(sized_pool(m, {0, 1}));
+  EXPECT_FALSE(sized_pool(m, {std::nullopt, 1}));
+  // A paged state without page tables (examples/toy.json): unit 1 and no row limit of its own.
+  const core::Verified toy_example =
+      core::verify(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/examples/toy.json"));
+  const SeqLimits t = limits_of(*sized_pool(toy_example.manifest(), {100, 1}));
+  EXPECT_EQ(t.unit, 1u);
+  EXPECT_EQ(t.total_pages, 100u);
+  EXPECT_GE(t.row_pages, 100u);
+  EXPECT_EQ(t.max_tokens(), 100u);
+}
+
 TEST(Generator, CapacityForRoundsUpToThePageUnit) {
   EXPECT_EQ(capacity_for(toy().protocol, 1), 4u);
   EXPECT_EQ(capacity_for(toy().protocol, 8), 8u);
@@ -343,7 +447,6 @@ GeneratorOptions sampling_options(std::uint64_t steps) {
   GeneratorOptions o;
   o.steps = steps;
   o.chunk = 8;
-  o.capacity_tokens = 16;
   return o;
 }
 
@@ -424,8 +527,8 @@ TEST(GeneratorSampling, LogprobsComeBackPerToken) {
 }
 
 TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
-  auto message = [](const core::Protocol& p, const GeneratorOptions& o) {
-    FakeExecutor fake(p.verified().manifest());
+  auto message = [](const core::Protocol& p, const GeneratorOptions& o, std::uint64_t capacity = 16) {
+    FakeExecutor fake(p.verified().manifest(), capacity);
     try {
       Generator g(p, fake, o);
     } catch (const Error& e) {
@@ -447,11 +550,11 @@ TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
     EXPECT_NE(message(*protocol, o).find(words), std::string::npos) << words;
   }
   GeneratorOptions o = sampling_options(18);  // 17 tokens fed back, the history holds 16
-  o.capacity_tokens = 32;
   o.sampling.frequency_penalty = 0.5;
-  EXPECT_NE(message(sampling_toy().protocol, o).find("penalties see at most 16 generated tokens"), std::string::npos);
+  EXPECT_NE(message(sampling_toy().protocol, o, 32).find("penalties see at most 16 generated tokens"),
+            std::string::npos);
   o.sampling.frequency_penalty = 0.0;
-  EXPECT_EQ(message(sampling_toy().protocol, o), "");
+  EXPECT_EQ(message(sampling_toy().protocol, o, 32), "");
 }
 
 }  // namespace
