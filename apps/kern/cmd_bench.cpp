@@ -2,6 +2,7 @@
 // PyTorch peer in the same run (docs/perf.md).
 //   kern bench --weights DIR [--kernels DIR] [--json FILE] [--peer bench/torch_peer.py | --no-peer]
 //              [--contexts 128,1024,8192,32768] [--prefill 512,2048,8192] [--replays 200] [--quick]
+//              [--pinned-mib 2048] [--no-pool] [--pool-contexts 1024,32768] [--remap-mib 1024]
 // Progress goes to stderr, the table to stdout, the JSON document to --json.
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "kern/core/manifest.hpp"
 #include "kern/models/qwen3_gen.hpp"
 #include "kern/core/protocol.hpp"
+#include "kern/pool/pool.hpp"
 #include "kern/runtime/runtime.hpp"
 #include "kern/weights/tensors.hpp"
 #include "kern/core/verify.hpp"
@@ -57,6 +59,10 @@ struct Options {
   std::uint64_t gemv_prefetch_bytes = 0;  // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;           // kern gen's --gemv-fused-norm
   std::uint64_t gemv_max_blocks = 0;      // kern gen's --gemv-max-blocks
+  std::uint64_t pinned_mib = 2048;        // pinned host <-> device copy ceilings (0: none)
+  bool no_pool = false;                   // skip the state pool's figures (issue 16)
+  std::string pool_contexts = "1024,32768";
+  std::uint64_t remap_mib = 1024;         // the per-seq slot a remap moves between arenas
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -172,6 +178,57 @@ bench::Peer run_peer(const std::string& tmp, const std::vector<std::uint64_t>& c
   return p;
 }
 
+// Issue 16's figures on the model's own pool: the pool's shape and the host cost of its calls.
+void measure_pool(runtime::Runtime& rt, const std::vector<std::uint64_t>& contexts, bench::PoolFigures& out) {
+  const pool::Pool* p = rt.state_pool();
+  if (!p) {
+    out.note = "the manifest has no pooled state";
+    return;
+  }
+  out.measured = true;
+  out.unit = p->unit();
+  out.chunk_bytes = p->chunk_bytes();
+  out.pages = p->total();
+  out.row_tokens = p->max_seq_tokens();
+  for (const pool::ArenaInfo& a : p->arenas())
+    if (a.paged) out.page_bytes += a.object_bytes;
+  out.host_note = "park / wake are not in this build yet (the runtime's host tier, issue 16 step 9)";
+  progress(fmt::format("state pool: host cost of lease / checkpoint / lease_from / fork at {}", opt.pool_contexts));
+  try {
+    out.ops = bench::measure_pool_ops(rt, contexts, opt.quick ? 10 : 50, out.note);
+    for (const bench::PoolOpCost& o : out.ops)
+      progress(fmt::format("state pool: {} at {}: {:.1f} us", o.op, o.context, o.us));
+  } catch (const std::exception& e) {
+    out.note += (out.note.empty() ? "" : "; ") + fmt::format("pool calls failed: {}", e.what());
+    progress("state pool: " + out.note);
+  }
+}
+
+// A remap of --remap-mib between the page arena and a slot arena. The bench's model has no per-seq
+// state, so this runs on its manifest with one added (with_seq_state), loaded without weights.
+void measure_remap(const core::Verified& model, const nlohmann::ordered_json& manifest, bench::PoolFigures& out) {
+  const std::string state = "bench_seq", program = "bench_remap";
+  const bool has_seq = std::any_of(model.manifest().states.begin(), model.manifest().states.end(),
+                                   [](const auto& s) { return s.second.bytes_per_seq > 0; });
+  out.remap_note = fmt::format("{}the model's manifest with a per-seq state '{}' of {} MiB (named by one call of "
+                               "program '{}', which nothing runs), loaded without weights",
+                               has_seq ? "" : "the model has no per-seq state: ", state, opt.remap_mib, program);
+  progress(fmt::format("state pool: remap of a {} MiB slot between the page and slot arenas", opt.remap_mib));
+  try {
+    const core::Verified verified = core::verify(core::parse_manifest(
+        bench::with_seq_state(manifest, state, opt.remap_mib << 20, program).dump(), "remap manifest"));
+    out.remap = bench::measure_remap(verified, opt.kernels, opt.gpu, opt.remap_mib << 20, opt.quick ? 2 : 5,
+                                     out.remap_note);
+    out.remap_measured = true;
+    for (const bench::RemapFigure& r : out.remap)
+      progress(fmt::format("state pool: remap {}: {} chunks in {:.2f} ms ({:.0f} chunks/s)", r.direction,
+                           r.chunks_mapped, r.ms, r.chunks_per_s));
+  } catch (const std::exception& e) {
+    out.remap_note += fmt::format("; failed: {}", e.what());
+    progress("state pool: remap " + out.remap_note);
+  }
+}
+
 int run() {
   if (opt.quick) {  // smaller defaults; explicit flags still win
     if (!contexts_flag->count()) opt.contexts = "128,1024";
@@ -180,6 +237,7 @@ int run() {
   }
   const std::vector<std::uint64_t> contexts = bench::parse_sizes(opt.contexts, "--contexts");
   const std::vector<std::uint64_t> prefill = bench::parse_sizes(opt.prefill, "--prefill");
+  const std::vector<std::uint64_t> pool_contexts = bench::parse_sizes(opt.pool_contexts, "--pool-contexts");
   if (opt.weights.empty()) {
     std::fprintf(stderr, "error: kern bench needs --weights DIR (a Qwen3 checkpoint directory)\n");
     return 2;
@@ -226,7 +284,8 @@ int run() {
   gen.model = fs::path(opt.weights).filename().string();
   gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
   const std::string manifest_path = tmp + "/manifest.json";
-  write_file(manifest_path, models::generate_qwen3_manifest(shape, gen).dump(1) + "\n");
+  const nlohmann::ordered_json manifest_json = models::generate_qwen3_manifest(shape, gen);
+  write_file(manifest_path, manifest_json.dump(1) + "\n");
   const core::Verified verified = core::verify(core::parse_manifest_file(manifest_path));
   const core::Protocol protocol = core::check_protocol(verified);
 
@@ -248,12 +307,21 @@ int run() {
                                      : "start-up not measured: " + report.startup.note);
   }
 
-  progress(fmt::format("ceilings: {} MiB device copy, bf16 GEMM {}^3", opt.copy_mib, opt.gemm_size));
-  report.ceilings = bench::measure_ceilings(opt.gpu, opt.copy_mib << 20, opt.gemm_size, opt.quick ? 10 : 20);
-  progress(fmt::format("ceilings: copy {:.0f} GB/s, GEMM {:.1f} TFLOP/s", report.ceilings.copy_gbps,
-                       report.ceilings.gemm_tflops));
+  progress(fmt::format("ceilings: {} MiB device copy, bf16 GEMM {}^3, {} MiB pinned host <-> device copies",
+                       opt.copy_mib, opt.gemm_size, opt.pinned_mib));
+  report.ceilings =
+      bench::measure_ceilings(opt.gpu, opt.copy_mib << 20, opt.gemm_size, opt.quick ? 10 : 20, opt.pinned_mib << 20);
+  progress(fmt::format("ceilings: copy {:.0f} GB/s, GEMM {:.1f} TFLOP/s, pinned H2D {:.1f} / D2H {:.1f} GB/s",
+                       report.ceilings.copy_gbps, report.ceilings.gemm_tflops, report.ceilings.h2d.gbps,
+                       report.ceilings.d2h.gbps));
 
-  const std::uint64_t capacity = driver::capacity_for(protocol, std::max(max_context + e2e_steps, max_prefill + 1));
+  // KV tokens: the decode contexts and their host loops, the prompts, and (issue 16) a sequence at
+  // the longest --pool-contexts beside its fork's or continuation's next page.
+  std::uint64_t kv_tokens = std::max(max_context + e2e_steps, max_prefill + 1);
+  const std::uint64_t unit = driver::capacity_for(protocol, 1);
+  if (!opt.no_pool)
+    kv_tokens = std::max(kv_tokens, *std::max_element(pool_contexts.begin(), pool_contexts.end()) + 2 * unit);
+  const std::uint64_t capacity = driver::capacity_for(protocol, kv_tokens);
   runtime::RuntimeOptions ropt;
   ropt.gpu = opt.gpu;
   ropt.capacity.tokens = capacity;
@@ -311,7 +379,13 @@ int run() {
     p.ops = bench::op_shares(bench::prefill_call_ms(protocol, *rt, capacity, n, shape.vocab, 5));
     report.prefill_ops.push_back(std::move(p));
   }
-  rt.reset();  // the peer gets the GPU to itself
+  if (opt.no_pool) {
+    report.pool.note = "--no-pool";
+  } else {
+    measure_pool(*rt, pool_contexts, report.pool);
+  }
+  rt.reset();  // the remap's runtime and then the peer get the GPU to themselves
+  if (!opt.no_pool) measure_remap(verified, manifest_json, report.pool);
 
   report.peer = run_peer(tmp, contexts, prefill);
 
@@ -355,6 +429,14 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("--gemv-fused-norm", opt.gemv_fused_norm, "kern gen --gemv-fused-norm");
   cmd->add_option("--gemv-max-blocks", opt.gemv_max_blocks, "kern gen --gemv-max-blocks (0: one block per tile)")
       ->check(CLI::Range(0, 0x7fffffff));
+  cmd->add_option("--pinned-mib", opt.pinned_mib,
+                  "Pinned host <-> device copy size for the H2D / D2H ceilings (MiB, 0: none)")
+      ->check(CLI::Range(0, 65536));
+  cmd->add_flag("--no-pool", opt.no_pool, "Skip the state pool's figures (issue 16)");
+  cmd->add_option("--pool-contexts", opt.pool_contexts,
+                  "Contexts of the pool calls' host costs a,b (default 1024,32768)");
+  cmd->add_option("--remap-mib", opt.remap_mib, "Slot size the remap moves between the arenas (MiB)")
+      ->check(CLI::Range(64, 65536));
   cmd->add_flag("--quick", opt.quick,
                 "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions, no prefill per-op profile");
   return [] { return run(); };

@@ -49,7 +49,8 @@ double median_event_ms(const cuda::Stream& s, std::size_t reps, Body body) {
 
 }  // namespace
 
-Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_size, std::size_t reps) {
+Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_size, std::size_t reps,
+                          std::uint64_t pinned_bytes) {
   cuda::Context ctx(gpu);
   cuda::Stream stream;
   double copy_ms = 0;
@@ -74,8 +75,34 @@ Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_
     blas.prepare(shape);
     gemm_ms = median_event_ms(stream, reps, [&] { blas.gemm_bf16_tn(shape, a.ptr(), w.ptr(), c.ptr(), stream); });
   }
+  // One large block of pinned host memory each way (what a park or a wake of a long sequence is).
+  std::vector<double> h2d_ms, d2h_ms;
+  if (pinned_bytes > 0) {
+    cuda::PinnedMemory host = cuda::PinnedMemory::allocate(pinned_bytes, "bench pinned copy block");
+    std::memset(host.data(), 0x3c, pinned_bytes);  // touched: every page resident before the first copy
+    cuda::DeviceMemory dev = cuda::DeviceMemory::allocate(pinned_bytes, "bench pinned copy device side");
+    cuda::TimingEvent start, end;
+    for (int dir = 0; dir < 2; ++dir) {
+      std::vector<double>& ms = dir == 0 ? h2d_ms : d2h_ms;
+      for (std::size_t i = 0; i < reps + 1; ++i) {  // the first one warms up
+        start.record(stream);
+        if (dir == 0)
+          cuda::copy_h2d_async(dev.ptr(), host.data(), pinned_bytes, stream);
+        else
+          cuda::copy_d2h_async(host.data(), dev.ptr(), pinned_bytes, stream);
+        end.record(stream);
+        const double t = cuda::elapsed_ms(start, end);
+        if (i > 0) ms.push_back(t);
+      }
+    }
+  }
   stream.synchronize();
-  return make_ceilings(copy_bytes, copy_ms, gemm_size, gemm_size, gemm_size, gemm_ms);
+  Ceilings c = make_ceilings(copy_bytes, copy_ms, gemm_size, gemm_size, gemm_size, gemm_ms);
+  if (pinned_bytes > 0) {
+    c.h2d = make_copy_ceiling(pinned_bytes, h2d_ms);
+    c.d2h = make_copy_ceiling(pinned_bytes, d2h_ms);
+  }
+  return c;
 }
 
 // ---- DecodeBench ----

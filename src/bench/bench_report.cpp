@@ -116,6 +116,7 @@ std::vector<Target> evaluate_targets(const Report& r) {
         t.push_back(at_least(fmt::format("prefill {}: kern tok/s / peer tok/s", p.tokens),
                              p.tokens_per_s / q->tokens_per_s, 1.1));
   }
+  pool_targets(r.pool, t);
   return t;
 }
 
@@ -137,6 +138,9 @@ std::string format_table(const Report& r) {
                    gib(r.ceilings.copy_bytes), r.ceilings.copy_ms, r.ceilings.copy_gbps));
   line(fmt::format("  bf16 GEMM {}x{}x{}   {:.3f} ms  -> {:.1f} TFLOP/s", r.ceilings.gemm_m, r.ceilings.gemm_n,
                    r.ceilings.gemm_k, r.ceilings.gemm_ms, r.ceilings.gemm_tflops));
+  for (const auto& [name, c] : {std::pair{"host -> device", &r.ceilings.h2d}, std::pair{"device -> host", &r.ceilings.d2h}})
+    if (c->bytes > 0)
+      line(fmt::format("  pinned {}  {} copied, {:.3f} ms  -> {:.1f} GB/s", name, gib(c->bytes), c->ms, c->gbps));
   line("");
   line("decode (batch 1; GPU step = median graph replay; e2e = host loop per token)");
   line(fmt::format("  {:>8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8} {:>12}", "context", "GPU step us", "e2e us",
@@ -181,12 +185,14 @@ std::string format_table(const Report& r) {
     op_lines(p.ops);
     line("");
   }
+  s += format_pool(r.pool);
+  line("");
   line(r.peer.ran ? fmt::format("PyTorch peer: {} (\"peer x\" = how many times faster kern is)", r.peer.note)
                   : fmt::format("PyTorch peer: not run ({})", r.peer.note));
   line("");
   const std::vector<Target> targets = evaluate_targets(r);
   if (!targets.empty()) {
-    line("targets (issue 5, for the Qwen3-4B shape)");
+    line("targets (issues 5 and 16, for the Qwen3-4B shape)");
     for (const Target& t : targets)
       line(fmt::format("  {:<52} {:>12.3f}  {:<10} {}", t.name, t.measured, t.rule, t.pass ? "PASS" : "MISS"));
   }
@@ -210,6 +216,12 @@ nlohmann::ordered_json to_json(const Report& r) {
                    {"gemm_shape", OJ::array({r.ceilings.gemm_m, r.ceilings.gemm_n, r.ceilings.gemm_k})},
                    {"gemm_ms", r.ceilings.gemm_ms},
                    {"gemm_tflops", r.ceilings.gemm_tflops}};
+  if (r.ceilings.h2d.bytes > 0)
+    for (const auto& [key, c] : {std::pair{"h2d", &r.ceilings.h2d}, std::pair{"d2h", &r.ceilings.d2h}}) {
+      j["ceilings"][fmt::format("pinned_{}_bytes", key)] = c->bytes;
+      j["ceilings"][fmt::format("pinned_{}_ms", key)] = c->ms;
+      j["ceilings"][fmt::format("pinned_{}_gbps", key)] = c->gbps;
+    }
   OJ decode = OJ::array();
   for (const DecodePoint& d : r.decode)
     decode.push_back({{"context", d.context},
@@ -245,6 +257,7 @@ nlohmann::ordered_json to_json(const Report& r) {
       prefill_ops.push_back({{"tokens", p.tokens}, {"rows", p.rows}, {"per_op", per_op_json(p.ops)}});
     j["prefill_ops"] = std::move(prefill_ops);
   }
+  j["pool"] = pool_json(r.pool);
   OJ peer;
   peer["ran"] = r.peer.ran;
   peer["note"] = r.peer.note;

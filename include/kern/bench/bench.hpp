@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kern/base/json.hpp"
+#include "kern/bench/pool_bench.hpp"
 #include "kern/models/qwen3_shape.hpp"
 
 namespace kern::bench {
@@ -42,6 +43,7 @@ struct Ceilings {
   std::uint64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   double gemm_ms = 0;
   double gemm_tflops = 0;
+  CopyCeiling h2d, d2h;  // pinned host -> device and device -> host (bytes 0: not measured)
 };
 // Ceilings from measured medians. Error(Api) for a zero time or size.
 Ceilings make_ceilings(std::uint64_t copy_bytes, double copy_ms, std::uint64_t m, std::uint64_t n, std::uint64_t k,
@@ -123,10 +125,12 @@ struct Report {
   std::vector<OpShare> ops;
   std::uint64_t op_context = 0;         // context of the per-op profile
   std::vector<PrefillOps> prefill_ops;  // per-op profiles of prefills (none: no section, no JSON key)
+  PoolFigures pool;                     // issue 16 (not measured: a note, no targets)
   Peer peer;
 };
 
-// Issue 5's targets for what the report holds (a target whose figure is missing is left out).
+// Issue 5's targets, then issue 16's (pool_targets), for what the report holds (a target whose
+// figure is missing is left out).
 std::vector<Target> evaluate_targets(const Report& r);
 // The human table (stdout).
 std::string format_table(const Report& r);
@@ -202,9 +206,11 @@ class Runtime;
 
 namespace kern::bench {
 
-// Device-to-device copy of `copy_bytes` and a bf16 GEMM m = n = k = `gemm_size` on GPU `gpu`,
-// each timed with events, `reps` times after a warm-up; medians.
-Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_size, std::size_t reps);
+// Device-to-device copy of `copy_bytes`, a bf16 GEMM m = n = k = `gemm_size`, and (pinned_bytes
+// > 0) a host -> device and a device -> host copy of `pinned_bytes` of pinned host memory
+// (cuMemHostAlloc) on GPU `gpu`, each timed with events, `reps` times after a warm-up; medians.
+Ceilings measure_ceilings(int gpu, std::uint64_t copy_bytes, std::uint64_t gemm_size, std::size_t reps,
+                          std::uint64_t pinned_bytes = 0);
 
 // Median µs per token of each host-loop phase (DecodeBench::phases).
 struct HostPhases {
