@@ -3,6 +3,7 @@
 //   kern bench --weights DIR [--kernels DIR] [--json FILE] [--peer bench/torch_peer.py | --no-peer]
 //              [--contexts 128,1024,8192,32768] [--prefill 512,2048,8192] [--replays 200] [--quick]
 //              [--pinned-mib 2048] [--no-pool] [--pool-contexts 1024,32768] [--remap-mib 1024]
+//              [--park-mib 1024,2048,5632] [--issue-pages 2500] [--overlap-mib 5120]
 // Progress goes to stderr, the table to stdout, the JSON document to --json.
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "kern/base/log.hpp"
 #include "kern/core/manifest.hpp"
 #include "kern/models/qwen3_gen.hpp"
+#include "kern/core/pages.hpp"
 #include "kern/core/protocol.hpp"
 #include "kern/pool/pool.hpp"
 #include "kern/runtime/runtime.hpp"
@@ -63,6 +65,9 @@ struct Options {
   bool no_pool = false;                   // skip the state pool's figures (issue 16)
   std::string pool_contexts = "1024,32768";
   std::uint64_t remap_mib = 1024;         // the per-seq slot a remap moves between arenas
+  std::string park_mib = "1024,2048,5632";  // KV sizes of the park / wake figures
+  std::uint64_t issue_pages = 2500;       // the issue-cost size (0: none)
+  std::uint64_t overlap_mib = 5120;       // the park / wake the decode step runs beside (0: none)
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -179,7 +184,9 @@ bench::Peer run_peer(const std::string& tmp, const std::vector<std::uint64_t>& c
 }
 
 // Issue 16's figures on the model's own pool: the pool's shape and the host cost of its calls.
-void measure_pool(runtime::Runtime& rt, const std::vector<std::uint64_t>& contexts, bench::PoolFigures& out) {
+void measure_pool(runtime::Runtime& rt, const core::Protocol& protocol, std::uint64_t capacity,
+                  const std::vector<std::uint64_t>& contexts, const bench::HostTierPlan& host, const bench::Report& r,
+                  bench::PoolFigures& out) {
   const pool::Pool* p = rt.state_pool();
   if (!p) {
     out.note = "the manifest has no pooled state";
@@ -192,7 +199,6 @@ void measure_pool(runtime::Runtime& rt, const std::vector<std::uint64_t>& contex
   out.row_tokens = p->max_seq_tokens();
   for (const pool::ArenaInfo& a : p->arenas())
     if (a.paged) out.page_bytes += a.object_bytes;
-  out.host_note = "park / wake are not in this build yet (the runtime's host tier, issue 16 step 9)";
   progress(fmt::format("state pool: host cost of lease / checkpoint / lease_from / fork at {}", opt.pool_contexts));
   try {
     out.ops = bench::measure_pool_ops(rt, contexts, opt.quick ? 10 : 50, out.note);
@@ -201,6 +207,22 @@ void measure_pool(runtime::Runtime& rt, const std::vector<std::uint64_t>& contex
   } catch (const std::exception& e) {
     out.note += (out.note.empty() ? "" : "; ") + fmt::format("pool calls failed: {}", e.what());
     progress("state pool: " + out.note);
+  }
+  progress(fmt::format("state pool: park / wake of {} MiB, issue of {} pages, decode at {} beside a {} MiB park / wake",
+                       opt.park_mib, opt.issue_pages, host.context, opt.overlap_mib));
+  try {
+    bench::measure_host_tier(protocol, rt, capacity, host, r.ceilings.h2d.gbps, r.ceilings.d2h.gbps, out);
+    out.host_measured = true;
+    for (const auto* v : {&out.transfers, &out.issue})
+      for (const bench::TransferPoint& t : *v)
+        progress(fmt::format("state pool: {} of {} pages: {:.2f} ms ({:.1f} GB/s, {:.3f} of the ceiling), issue {:.0f} us",
+                             t.direction, t.pages, t.ms, t.gbps, t.of_ceiling, t.issue_us));
+    for (const bench::OverlapPoint& o : out.overlap)
+      progress(fmt::format("state pool: decode at {} during a {}: {:.1f} us vs {:.1f} us alone ({:+.2f} %)", o.context,
+                           o.direction, o.during_us, o.base_us, 100 * o.slowdown));
+  } catch (const std::exception& e) {
+    out.host_note += (out.host_note.empty() ? "" : "; ") + fmt::format("failed: {}", e.what());
+    progress("state pool: host tier " + out.host_note);
   }
 }
 
@@ -238,6 +260,12 @@ int run() {
   const std::vector<std::uint64_t> contexts = bench::parse_sizes(opt.contexts, "--contexts");
   const std::vector<std::uint64_t> prefill = bench::parse_sizes(opt.prefill, "--prefill");
   const std::vector<std::uint64_t> pool_contexts = bench::parse_sizes(opt.pool_contexts, "--pool-contexts");
+  bench::HostTierPlan host_plan;
+  for (std::uint64_t mib : bench::parse_sizes(opt.park_mib, "--park-mib")) host_plan.park_bytes.push_back(mib << 20);
+  host_plan.issue_pages = opt.issue_pages;
+  host_plan.overlap_bytes = opt.overlap_mib << 20;
+  host_plan.reps = opt.quick ? 1 : 3;
+  host_plan.overlap_rounds = opt.quick ? 2 : 5;
   if (opt.weights.empty()) {
     std::fprintf(stderr, "error: kern bench needs --weights DIR (a Qwen3 checkpoint directory)\n");
     return 2;
@@ -319,8 +347,25 @@ int run() {
   // the longest --pool-contexts beside its fork's or continuation's next page.
   std::uint64_t kv_tokens = std::max(max_context + e2e_steps, max_prefill + 1);
   const std::uint64_t unit = driver::capacity_for(protocol, 1);
-  if (!opt.no_pool)
+  const std::uint64_t op_context =
+      std::find(contexts.begin(), contexts.end(), 1024) != contexts.end() ? 1024 : contexts.front();
+  host_plan.context = op_context;
+  host_plan.replays = opt.replays;
+  if (!opt.no_pool) {
     kv_tokens = std::max(kv_tokens, *std::max_element(pool_contexts.begin(), pool_contexts.end()) + 2 * unit);
+    // The host tier's largest size in whole pages, one row per store and one page more each for
+    // the wake's next token, beside the decode step's sequence (and a lease of its own for it).
+    std::uint64_t kv_bytes_per_token = 0;
+    for (const auto& [name, st] : verified.manifest().states) kv_bytes_per_token += st.bytes_per_token;
+    if (kv_bytes_per_token > 0) {
+      const std::uint64_t page_bytes = kv_bytes_per_token * unit;
+      std::uint64_t pages = std::max(host_plan.issue_pages, bench::pages_for_bytes(host_plan.overlap_bytes, page_bytes));
+      for (std::uint64_t b : host_plan.park_bytes) pages = std::max(pages, bench::pages_for_bytes(b, page_bytes));
+      const std::uint64_t row = core::row_pages(protocol.page_tables(), unit).value_or(pages);
+      const std::uint64_t stores = row > 0 ? (pages + row - 1) / row : 1;
+      kv_tokens = std::max(kv_tokens, (pages + stores) * unit + 2 * (op_context + opt.replays) + unit);
+    }
+  }
   const std::uint64_t capacity = driver::capacity_for(protocol, kv_tokens);
   runtime::RuntimeOptions ropt;
   ropt.gpu = opt.gpu;
@@ -351,7 +396,7 @@ int run() {
       progress(fmt::format("decode at {}: GPU step {:.1f} us, e2e {:.1f} us, floor {:.1f} us ({:.3f}x)", c,
                            d.gpu_step_us, d.e2e_us, d.floor_us, d.ratio));
     }
-    report.op_context = std::find(contexts.begin(), contexts.end(), 1024) != contexts.end() ? 1024 : contexts.front();
+    report.op_context = op_context;
     progress(fmt::format("per-op times at context {} (eager)", report.op_context));
     decode.set_context(report.op_context, 1);
     report.ops = bench::op_shares(decode.call_ms(opt.quick ? 3 : 10));
@@ -382,7 +427,7 @@ int run() {
   if (opt.no_pool) {
     report.pool.note = "--no-pool";
   } else {
-    measure_pool(*rt, pool_contexts, report.pool);
+    measure_pool(*rt, protocol, capacity, pool_contexts, host_plan, report, report.pool);
   }
   rt.reset();  // the remap's runtime and then the peer get the GPU to themselves
   if (!opt.no_pool) measure_remap(verified, manifest_json, report.pool);
@@ -437,6 +482,12 @@ Runner setup(CLI::App& app) {
                   "Contexts of the pool calls' host costs a,b (default 1024,32768)");
   cmd->add_option("--remap-mib", opt.remap_mib, "Slot size the remap moves between the arenas (MiB)")
       ->check(CLI::Range(64, 65536));
+  cmd->add_option("--park-mib", opt.park_mib, "KV sizes of the park / wake figures a,b,c (MiB; default 1024,2048,5632)");
+  cmd->add_option("--issue-pages", opt.issue_pages, "Pages of the park / wake issue-cost figure (0: none)")
+      ->check(CLI::Range(0, 100000000));
+  cmd->add_option("--overlap-mib", opt.overlap_mib,
+                  "The park / wake the decode step at 1k runs beside (MiB, 0: none; default 5120)")
+      ->check(CLI::Range(0, 1048576));
   cmd->add_flag("--quick", opt.quick,
                 "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions, no prefill per-op profile");
   return [] { return run(); };

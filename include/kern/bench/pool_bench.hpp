@@ -127,6 +127,7 @@ namespace kern::runtime {
 class Runtime;
 }
 namespace kern::core {
+class Protocol;
 class Verified;
 }
 
@@ -148,5 +149,26 @@ std::vector<PoolOpCost> measure_pool_ops(runtime::Runtime& runtime, const std::v
 // chunk map before and after.
 std::vector<RemapFigure> measure_remap(const core::Verified& verified, const std::string& kernels_dir, int gpu,
                                        std::uint64_t slot_bytes, std::size_t reps, std::string& note);
+
+struct HostTierPlan {
+  std::vector<std::uint64_t> park_bytes;  // KV sizes park / wake run at (1, 2, 5.5 GiB)
+  std::uint64_t issue_pages = 0;          // the issue-cost size (2,500 pages; 0: none)
+  std::uint64_t overlap_bytes = 0;        // the park / wake the decode step runs beside (5 GiB; 0: none)
+  std::uint64_t context = 1024;           // that decode step's context
+  std::size_t replays = 200;              // at most this many replays per round
+  std::size_t overlap_rounds = 5;         // rounds of (alone, during a park, alone, during a wake)
+  std::size_t reps = 3;                   // park / wake repetitions per size, after a warm-up
+};
+
+// The host tier on `runtime`'s pool (reserve_host once, for the largest size). For each size and
+// the issue-cost size: whole-page checkpoints of one row each (fresh leases, retired), then reps
+// times (after a warm-up): every room + park issued (the host µs of that), wait_transfers() (ms
+// from the first call to it returning); the last parked set then woken reps times (after a
+// warm-up) into leases one token longer: every wake issued, wait_transfers(), awake, dropped.
+// Then, with a DecodeBench at `context` (its sequence's own lease): overlap_rounds times, replays alone, then a park of overlap_bytes issued and replays
+// right behind it, wait_transfers(); the same for a wake of what was parked. Replays per turn:
+// 80 % of the transfer's expected time (bytes / the ceiling) over the step, at most `replays`.
+void measure_host_tier(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t capacity_tokens,
+                       const HostTierPlan& plan, double h2d_gbps, double d2h_gbps, PoolFigures& out);
 
 }  // namespace kern::bench
