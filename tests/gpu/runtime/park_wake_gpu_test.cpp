@@ -47,16 +47,13 @@ std::string manifest_for(const Shape& s, std::uint64_t row_pages) {
   return fmt::format(R"({{
   "schema_version": 5,
   "model": "park-wake-{}",
-  "vars": {{"tokens": {{"max": 64}}, "seqs": {{"max": 4}}}},
+  "vars": {{"seqs": {{"max": 4}}}},
   "states": {{{}}},
   "buffers": {{
-    "slot_mapping": {{"dtype": "i64", "shape": ["tokens"], "kind": "input", "domain": {{"index_into": "{}"}}}},
     "block_table": {{"dtype": "i32", "shape": ["seqs", {}], "kind": "input", "domain": {{"index_into": "{}", "stride": 16}}}}
   }},
   "modules": {{"k": {{"source": "runtime_test_kernels", "sha256": "@SHA@"}}}},
   "ops": {{
-    "touch_i64": {{"params": ["in buffer<i64>", "i32", "i32"],
-                  "impl": {{"launches": [{{"module": "k", "entry": "fill_u32", "block": [32, 1, 1], "grid": [1, 1, 1]}}]}}}},
     "touch_i32": {{"params": ["in buffer<i32>", "i32", "i32"],
                   "impl": {{"launches": [{{"module": "k", "entry": "fill_u32", "block": [32, 1, 1], "grid": [1, 1, 1]}}]}}}},
     "touch_state": {{"params": ["inout state", "i32", "i32"],
@@ -64,12 +61,11 @@ std::string manifest_for(const Shape& s, std::uint64_t row_pages) {
   }},
   "programs": {{
     "touch": {{"calls": [
-      {{"op": "touch_i64", "args": [{{"buf": "slot_mapping"}}, {{"i32": 0}}, {{"i32": 0}}]}},
       {{"op": "touch_i32", "args": [{{"buf": "block_table"}}, {{"i32": 0}}, {{"i32": 0}}]}}{}
     ]}}
   }}
 }})",
-                     s.name, states, first, row_pages, first, calls);
+                     s.name, states, row_pages, first, calls);
 }
 
 // The pattern's 64-bit word w of a sequence's bytes in one state.

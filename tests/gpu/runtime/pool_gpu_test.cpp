@@ -143,6 +143,7 @@ struct PoolRig {
     o.capacity.tokens = tokens;
     o.capacity.seqs = seqs;
     rt = load(verified(pool_manifest(entries, slot_bytes)), o);
+    rt->load_weights(weights::HostTensors{});  // no weights; programs may run after this
     EXPECT_NE(rt->state_pool(), nullptr);
     const pool::Pool& p = pool();
     std::printf("[pool] chunk %llu MiB, %llu chunks (%llu free), pages %llu of %llu (unit %llu, row %llu pages), slots %llu of %llu\n",
