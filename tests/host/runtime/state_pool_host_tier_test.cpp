@@ -62,12 +62,15 @@ struct Tier {
     if (l.seq_slot()) device->write(2, *l.seq_slot() * slot_bytes(), pattern(slot_bytes(), seed));
   }
   void expect(const Lease& l, std::uint64_t from, std::uint64_t to, std::uint64_t seed, bool slot = true) {
-    for (std::uint64_t pos = from; pos < to; ++pos)
-      for (std::uint32_t a = 0; a < 2; ++a)
+    for (std::uint64_t pos = from; pos < to; ++pos) {
+      for (std::uint32_t a = 0; a < 2; ++a) {
         EXPECT_EQ(device->read(a, offset(l, a, pos), bpt(a)), pattern(bpt(a), seed * 1000 + pos))
             << "state " << a << " position " << pos;
-    if (slot && l.seq_slot())
+      }
+    }
+    if (slot && l.seq_slot()) {
       EXPECT_EQ(device->read(2, *l.seq_slot() * slot_bytes(), slot_bytes()), pattern(slot_bytes(), seed)) << "slot";
+    }
   }
   std::unique_ptr<SimDevice> device;
   std::unique_ptr<StatePool> state;
