@@ -184,7 +184,7 @@ bench::Peer run_peer(const std::string& tmp, const std::vector<std::uint64_t>& c
 }
 
 // Issue 16's figures on the model's own pool: the pool's shape and the host cost of its calls.
-void measure_pool(runtime::Runtime& rt, const core::Protocol& protocol, std::uint64_t capacity,
+void measure_pool(runtime::Runtime& rt, const core::Protocol& protocol,
                   const std::vector<std::uint64_t>& contexts, const bench::HostTierPlan& host, const bench::Report& r,
                   bench::PoolFigures& out) {
   const pool::Pool* p = rt.state_pool();
@@ -211,7 +211,7 @@ void measure_pool(runtime::Runtime& rt, const core::Protocol& protocol, std::uin
   progress(fmt::format("state pool: park / wake of {} MiB, issue of {} pages, decode at {} beside a {} MiB park / wake",
                        opt.park_mib, opt.issue_pages, host.context, opt.overlap_mib));
   try {
-    bench::measure_host_tier(protocol, rt, capacity, host, r.ceilings.h2d.gbps, r.ceilings.d2h.gbps, out);
+    bench::measure_host_tier(protocol, rt, host, r.ceilings.h2d.gbps, r.ceilings.d2h.gbps, out);
     out.host_measured = true;
     for (const auto* v : {&out.transfers, &out.issue})
       for (const bench::TransferPoint& t : *v)
@@ -385,7 +385,7 @@ int run() {
   rt->fill_states(0x3c24);  // bf16 ≈ 0.01 everywhere in the KV cache: finite, non-zero attention inputs
 
   {
-    bench::DecodeBench decode(protocol, *rt, capacity);
+    bench::DecodeBench decode(protocol, *rt);
     for (std::uint64_t c : contexts) {
       progress(fmt::format("decode at context {}: {} graph replays, {} host-loop steps", c, opt.replays, e2e_steps));
       decode.set_context(c, static_cast<std::int64_t>(c % shape.vocab));
@@ -408,7 +408,7 @@ int run() {
     for (std::uint64_t c : chunks) {
       progress(fmt::format("prefill {} tokens, chunk {}", n, c));
       const std::vector<double> ms =
-          bench::measure_prefill_ms(protocol, *rt, capacity, n, c, shape.vocab, opt.quick ? 2 : 5);
+          bench::measure_prefill_ms(protocol, *rt, n, c, shape.vocab, opt.quick ? 2 : 5);
       report.prefill.push_back(bench::make_prefill_point(shape, n, c, ms, report.ceilings.gemm_tflops));
       progress(fmt::format("prefill {} / chunk {}: {:.2f} ms, {:.0f} tok/s", n, c, report.prefill.back().ms,
                            report.prefill.back().tokens_per_s));
@@ -421,13 +421,13 @@ int run() {
     bench::PrefillOps p;
     p.tokens = n;
     p.rows = n - 1;
-    p.ops = bench::op_shares(bench::prefill_call_ms(protocol, *rt, capacity, n, shape.vocab, 5));
+    p.ops = bench::op_shares(bench::prefill_call_ms(protocol, *rt, n, shape.vocab, 5));
     report.prefill_ops.push_back(std::move(p));
   }
   if (opt.no_pool) {
     report.pool.note = "--no-pool";
   } else {
-    measure_pool(*rt, protocol, capacity, pool_contexts, host_plan, report, report.pool);
+    measure_pool(*rt, protocol, pool_contexts, host_plan, report, report.pool);
   }
   rt.reset();  // the remap's runtime and then the peer get the GPU to themselves
   if (!opt.no_pool) measure_remap(verified, manifest_json, report.pool);

@@ -88,8 +88,7 @@ void awake_all(runtime::Runtime& rt, std::vector<runtime::Waking>& w) {
 
 }  // namespace
 
-void measure_host_tier(const core::Protocol& protocol, runtime::Runtime& rt, std::uint64_t capacity_tokens,
-                       const HostTierPlan& plan, double h2d_gbps, double d2h_gbps, PoolFigures& out) {
+void measure_host_tier(const core::Protocol& protocol, runtime::Runtime& rt, const HostTierPlan& plan, double h2d_gbps, double d2h_gbps, PoolFigures& out) {
   const pool::Pool* pp = rt.state_pool();
   if (!pp) fail(ErrorKind::Api, "kern bench: the manifest has no pooled state");
   const pool::Pool& p = *pp;
@@ -147,7 +146,7 @@ void measure_host_tier(const core::Protocol& protocol, runtime::Runtime& rt, std
   if (plan.overlap_bytes == 0 || plan.overlap_rounds == 0) return;
   const std::uint64_t pages = pages_for_bytes(plan.overlap_bytes, s.page_bytes);
   // The decode sequence holds its own lease (DecodeInputs): its pages are none of a store's.
-  DecodeBench decode(protocol, rt, capacity_tokens);
+  DecodeBench decode(protocol, rt);
   decode.set_context(plan.context, 1);
   const std::vector<double> warm = decode.gpu_step_ms(plan.replays);  // graph captured, clocks up
   // Replays per round: about 80 % of the transfer's expected time (from the measured ceiling), so

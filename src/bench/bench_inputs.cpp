@@ -98,8 +98,6 @@ core::Forward decode_step(const core::Protocol& protocol) {
 DecodeInputs::DecodeInputs(const core::Protocol& protocol, driver::Executor& executor)
     : s_(new State(protocol, executor, decode_step(protocol))) {}
 
-DecodeInputs::DecodeInputs(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t)
-    : DecodeInputs(protocol, executor) {}
 
 DecodeInputs::~DecodeInputs() { delete s_; }
 

@@ -114,8 +114,7 @@ struct DecodeBench::State {
   std::uint64_t context = 0;
   std::int64_t token = 0;
 
-  State(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t capacity_tokens)
-      : rt(runtime), exec(runtime), inputs(protocol, exec, capacity_tokens) {}
+  State(const core::Protocol& protocol, runtime::Runtime& runtime) : rt(runtime), exec(runtime), inputs(protocol, exec) {}
   core::Vars vars() const {
     const auto table = inputs.step_vars(context);
     return core::Vars(table.begin(), table.end());
@@ -125,8 +124,8 @@ struct DecodeBench::State {
   }
 };
 
-DecodeBench::DecodeBench(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t capacity_tokens)
-    : s_(new State(protocol, runtime, capacity_tokens)) {}
+DecodeBench::DecodeBench(const core::Protocol& protocol, runtime::Runtime& runtime)
+    : s_(new State(protocol, runtime)) {}
 
 DecodeBench::~DecodeBench() { delete s_; }
 
@@ -261,21 +260,19 @@ std::vector<std::int64_t> bench_prompt(std::uint64_t tokens, std::uint64_t vocab
   return prompt;
 }
 
-driver::GeneratorOptions first_token_only(std::uint64_t chunk, std::uint64_t capacity_tokens) {
+driver::GeneratorOptions first_token_only(std::uint64_t chunk) {
   driver::GeneratorOptions o;
   o.steps = 1;
   o.chunk = chunk;
-  o.capacity_tokens = capacity_tokens;
   return o;
 }
 
 }  // namespace
 
-std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
-                                       std::uint64_t capacity_tokens, std::uint64_t tokens, std::uint64_t chunk,
-                                       std::uint64_t vocab, std::size_t reps) {
+std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
+                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps) {
   driver::RuntimeExecutor exec(runtime);
-  driver::Generator gen(protocol, exec, first_token_only(chunk, capacity_tokens));
+  driver::Generator gen(protocol, exec, first_token_only(chunk));
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
   std::vector<double> ms;
   for (std::size_t r = 0; r < reps + 1; ++r) {
@@ -300,12 +297,11 @@ std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::
 // values to the same places, and the real call that follows reads nothing the profiling runs left.
 // The first token of an unprofiled prefill is taken first and compared: a difference is logged.
 std::vector<std::pair<std::string, double>> prefill_call_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
-                                                            std::uint64_t capacity_tokens, std::uint64_t tokens,
-                                                            std::uint64_t vocab, std::size_t reps) {
+                                                            std::uint64_t tokens, std::uint64_t vocab, std::size_t reps) {
   const std::string program = one_call_prefill_program(protocol, tokens);
   if (reps == 0) fail(ErrorKind::Api, "kern bench: a prefill profile needs at least one repetition");
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
-  const driver::GeneratorOptions options = first_token_only(tokens, capacity_tokens);
+  const driver::GeneratorOptions options = first_token_only(tokens);
   driver::RuntimeExecutor exec(runtime);
   const std::int64_t reference = driver::Generator(protocol, exec, options).generate(prompt).tokens.at(0);
 

@@ -163,9 +163,6 @@ class DecodeInputs {
   // position / seq_len fills, or with line tables or a tray axis; Error(Api) with paged states
   // and an executor without a state pool.
   DecodeInputs(const core::Protocol& protocol, driver::Executor& executor);
-  // The same; capacity_tokens is unused (the limits are the executor's pool's). Kept only while
-  // src/bench/bench_measure.cpp passes it.
-  DecodeInputs(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t capacity_tokens);
   ~DecodeInputs();
   DecodeInputs(const DecodeInputs&) = delete;
   DecodeInputs& operator=(const DecodeInputs&) = delete;
@@ -227,9 +224,9 @@ struct HostPhases {
 // covering the context, seq_len = context).
 class DecodeBench {
  public:
-  // Error(Manifest) when the protocol has no one-row token-emitting program; capacity_tokens is
-  // what the runtime was loaded with.
-  DecodeBench(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t capacity_tokens);
+  // Error(Manifest) when the protocol has no one-row token-emitting program. How far the context
+  // can go is the runtime's state pool's (Executor::seq_limits).
+  DecodeBench(const core::Protocol& protocol, runtime::Runtime& runtime);
   ~DecodeBench();
   DecodeBench(const DecodeBench&) = delete;
   DecodeBench& operator=(const DecodeBench&) = delete;
@@ -268,9 +265,8 @@ class DecodeBench {
 
 // Wall ms of `reps` prefills of `tokens` tokens (after one warm-up) through kern run's generator
 // (chunks of `chunk` rows, then the one-row call that yields the first token).
-std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
-                                       std::uint64_t capacity_tokens, std::uint64_t tokens, std::uint64_t chunk,
-                                       std::uint64_t vocab, std::size_t reps);
+std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
+                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps);
 
 // (op, ms) per call of the prefill program's call in a prefill of `tokens` tokens with chunk =
 // tokens, as measure_prefill_ms runs it: just before that call runs (its inputs written by kern
@@ -278,8 +274,7 @@ std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::
 // around each call; then the generation goes on as usual. Error(Api) / Error(Manifest) when the
 // prompt's tokens − 1 rows do not fit one call of the prefill program (one_call_prefill_program).
 std::vector<std::pair<std::string, double>> prefill_call_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
-                                                            std::uint64_t capacity_tokens, std::uint64_t tokens,
-                                                            std::uint64_t vocab, std::size_t reps);
+                                                            std::uint64_t tokens, std::uint64_t vocab, std::size_t reps);
 
 // Runs `argv` (argv[0] = the executable) and returns the wall ms from just before the fork to
 // the child's first stdout byte; the rest of its output is read and dropped, its stderr goes to

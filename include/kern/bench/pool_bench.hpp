@@ -168,7 +168,7 @@ struct HostTierPlan {
 // Then, with a DecodeBench at `context` (its sequence's own lease): overlap_rounds times, replays alone, then a park of overlap_bytes issued and replays
 // right behind it, wait_transfers(); the same for a wake of what was parked. Replays per turn:
 // 80 % of the transfer's expected time (bytes / the ceiling) over the step, at most `replays`.
-void measure_host_tier(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t capacity_tokens,
-                       const HostTierPlan& plan, double h2d_gbps, double d2h_gbps, PoolFigures& out);
+void measure_host_tier(const core::Protocol& protocol, runtime::Runtime& runtime, const HostTierPlan& plan,
+                       double h2d_gbps, double d2h_gbps, PoolFigures& out);
 
 }  // namespace kern::bench

@@ -103,9 +103,6 @@ std::optional<pool::Denied> hold_tokens(Executor& exec, pool::Lease& lease, std:
 struct GeneratorOptions {
   std::uint64_t steps = 32;               // tokens to generate at most (≥ 1)
   std::uint64_t chunk = 512;              // prefill rows per call; capped by the chunk program's bound
-  // Unused: how far a sequence can go comes from Executor::seq_limits() (the state pool). Kept only
-  // because src/bench/bench_measure.cpp still sets it; to be removed with that line.
-  std::uint64_t capacity_tokens = 0;
   std::vector<std::int64_t> stop_tokens;  // generation stops after emitting one of these
   std::string logits_buffer;              // non-empty: read this output after every token-producing call
   SamplingParams sampling;                // greedy by default; anything else needs the sampling fills

@@ -7,11 +7,13 @@
 //   reads the slots and pages the remaps made; made objects read zero; state addresses unchanged;
 // - checkpoint / lease_from / fork at a mid-page length give the child its own partial page;
 // - ExceedsRow, ExceedsPool, Busy, and Remapping while a plan waits behind a spinning kernel;
-// - 10,000 random operations (pool_soak.hpp) with byte checks, ending with every object returned.
+// - 10,000 random operations (tests/common/pool_soak.hpp: pool and host-tier operations) with
+//   byte checks, ending with every object and every host page returned.
 // Chunks: pool::chunk_bytes_for gives 2 MiB on a 2 MiB granule here (the smallest object, a
 // 4 MiB page, is two granules); objects under 4 MiB would get 64 MiB chunks.
 #include <chrono>
 #include <cstdio>
+#include <variant>
 
 #include "gpu_fixture.hpp"
 #include "kern/pool/pool.hpp"
@@ -164,6 +166,13 @@ struct PoolRig {
   pool::Granted<Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t t) { return rt->lease_from(cp, t); }
   pool::Granted<Lease> fork(Lease& parent, std::uint64_t len, std::uint64_t t) { return rt->fork(parent, len, t); }
   void settle() { rt->settle(); }
+  const pool::Host* host() const { return rt->host_tier(); }
+  std::variant<pool::Room, pool::Checkpoint> room(pool::Checkpoint cp) { return rt->room(std::move(cp)); }
+  pool::Parked park(pool::Room&& room) { return rt->park(std::move(room)); }
+  pool::Granted<runtime::Waking> wake(const pool::Parked& p, std::uint64_t len, std::uint64_t t) { return rt->wake(p, len, t); }
+  std::variant<Lease, runtime::Waking> awake(runtime::Waking&& w) { return rt->awake(std::move(w)); }
+  pool::Granted<pool::Parked> park_now(const pool::Checkpoint& cp) { return rt->park_now(cp); }
+  pool::Granted<Lease> wake_now(const pool::Parked& p, std::uint64_t len, std::uint64_t t) { return rt->wake_now(p, len, t); }
 
   // The page-table row naming `pages` (entry i = page i: stride == unit), padded with the first.
   void write_row(std::span<const PageId> pages) {
@@ -642,6 +651,7 @@ TEST_P(PoolGpuSoak, TenThousandOperationsKeepEveryByteAndReturnEveryObject) {
   const std::uint64_t chunks = p.chunks(), free_chunks = p.free_chunks(), used = p.used(), slots_used = p.slots_used(),
                       nodes = p.live_nodes();
   const auto t0 = std::chrono::steady_clock::now();
+  r.rt->reserve_host(24, 2);  // 24 host pages and 2 host slots: HostFull happens
   pooltest::PoolSoak<PoolRig> s(r, 1);
   for (int i = 0; i < 10000; ++i) {
     s.step();
@@ -650,23 +660,22 @@ TEST_P(PoolGpuSoak, TenThousandOperationsKeepEveryByteAndReturnEveryObject) {
       s.check_all();
       if (::testing::Test::HasFatalFailure()) FAIL() << "at operation " << i;
       p.check_invariants();
+      r.host()->check_invariants();
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("[soak] slots of %llu MiB: %.1f s, %llu remaps landed\n", static_cast<unsigned long long>(slot_bytes >> 20),
               secs, static_cast<unsigned long long>(p.remapped()));
-  std::printf("[soak] granted: %llu leases, %llu positions written, %llu checkpoints, %llu retires, %llu lease_from, %llu forks\n",
-              static_cast<unsigned long long>(s.done[0]), static_cast<unsigned long long>(s.done[1]),
-              static_cast<unsigned long long>(s.done[2]), static_cast<unsigned long long>(s.done[3]),
-              static_cast<unsigned long long>(s.done[4]), static_cast<unsigned long long>(s.done[5]));
-  std::printf("[soak] denied: %llu ExceedsRow, %llu ExceedsPool, %llu Busy, %llu Remapping\n",
-              static_cast<unsigned long long>(s.denied[0]), static_cast<unsigned long long>(s.denied[1]),
-              static_cast<unsigned long long>(s.denied[2]), static_cast<unsigned long long>(s.denied[3]));
+  s.print();
   EXPECT_GT(p.remapped(), 0u) << "the soak exercised remaps";
   for (std::uint64_t n : s.done) EXPECT_GT(n, 100u) << "every kind of operation was granted often";
-  s.leases.clear();
-  s.stored.clear();
+  for (int i = 0; i < 5; ++i) EXPECT_GT(s.parks[i], 50u) << "every host-tier operation was granted often (" << i << ")";
+  EXPECT_GT(s.denied[static_cast<int>(DeniedKind::HostFull)], 0u) << "the host tier filled";
+  s.clear();
   r.settle();
+  r.rt->wait_transfers();
+  EXPECT_EQ(r.host()->used(), 0u) << "every host page and slot returned";
+  r.host()->check_invariants();
   EXPECT_EQ(p.used(), used);
   EXPECT_EQ(p.slots_used(), slots_used);
   EXPECT_EQ(p.live_nodes(), nodes);

@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <variant>
 
 #include "granted.hpp"
+#include "pool_soak.hpp"
 #include "sim_device.hpp"
 
 namespace kern::runtime {
@@ -171,186 +174,93 @@ TEST(StatePool, DenialsAreValues) {
   EXPECT_GE(a.capacity(), 16u);
 }
 
-}  // namespace
-}  // namespace kern::runtime
 
-namespace kern::runtime {
-namespace {
+// The soak's backend over the simulated device: kv positions hold their value in each of their
+// four words, a slot in each of its twelve.
+struct SimBackend {
+  SimBackend() : t(160, 3, 128) { t.state->reserve_host(12, 2); }
 
-// 10,000 random lease / write / extend / checkpoint / retire / lease_from / fork / drop / settle
-// operations per seed over a small pool (remaps happen as slots and pages compete for chunks),
-// with every live lease's and checkpoint's bytes checked against a reference model, ending with
-// every object returned.
-struct Soak {
-  struct Live {
-    Lease lease;
-    std::vector<std::uint8_t> tok;  // the byte each written position holds
-    std::uint8_t slot = 0;
-  };
-  struct Stored {
-    pool::Checkpoint cp;
-    std::vector<std::uint8_t> tok;
-    std::uint8_t slot = 0;
-  };
-  explicit Soak(std::uint64_t seed) : rng(seed), t(160, 3, 128) {}
+  pool::Granted<Lease> lease(std::uint64_t n) { return t.state->lease(n); }
+  pool::Granted<Lease> lease_slot() { return t.state->lease_slot(); }
+  std::optional<pool::Denied> extend(Lease& l, std::uint64_t n) { return t.state->extend(l, n); }
+  pool::Granted<pool::Checkpoint> checkpoint(Lease& l, std::uint64_t len) { return t.state->checkpoint(l, len); }
+  pool::Checkpoint retire(Lease&& l, std::uint64_t len) { return t.state->retire(std::move(l), len); }
+  pool::Granted<Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t n) { return t.state->lease_from(cp, n); }
+  pool::Granted<Lease> fork(Lease& parent, std::uint64_t len, std::uint64_t n) { return t.state->fork(parent, len, n); }
+  void settle() { t.state->settle(); }
+  const Pool& pool() const { return t.state->pool(); }
+  const pool::Host* host() const { return t.state->host(); }
+  std::variant<pool::Room, pool::Checkpoint> room(pool::Checkpoint cp) { return t.state->room(std::move(cp)); }
+  pool::Parked park(pool::Room&& r) { return t.state->park(std::move(r)); }
+  pool::Granted<Waking> wake(const pool::Parked& p, std::uint64_t len, std::uint64_t n) { return t.state->wake(p, len, n); }
+  std::variant<Lease, Waking> awake(Waking&& w) { return t.state->awake(std::move(w)); }
+  pool::Granted<pool::Parked> park_now(const pool::Checkpoint& cp) { return t.state->park_now(cp); }
+  pool::Granted<Lease> wake_now(const pool::Parked& p, std::uint64_t len, std::uint64_t n) { return t.state->wake_now(p, len, n); }
 
-  // A denial for want of room drops the oldest checkpoint, else the oldest lease (as a server evicts).
-  template <typename G>
-  bool granted_or_evict(const G& g) {
-    if (g.ok()) return true;
-    if (g.denied().kind == DeniedKind::Busy) {
-      if (!stored.empty()) {
-        stored.erase(stored.begin());
-      } else if (!leases.empty()) {
-        leases.erase(leases.begin());
-      }
-    }
-    return false;
+  static std::vector<std::byte> words(std::uint64_t bytes, std::uint32_t v) {
+    std::vector<std::byte> out(bytes);
+    for (std::uint64_t i = 0; i < bytes; i += 4) std::memcpy(out.data() + i, &v, 4);
+    return out;
   }
-
-  std::uint64_t pick(std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(rng); }
-  std::uint8_t value() { return static_cast<std::uint8_t>(1 + pick(255)); }
-
-  void check_tokens(std::span<const pool::PageId> pages, const std::vector<std::uint8_t>& tok) {
-    for (std::uint64_t pos = 0; pos < tok.size(); ++pos) {
-      const std::uint64_t off = pages[pos / 4] * t.page_bytes() + (pos % 4) * 16;
-      ASSERT_EQ(t.device->read(0, off, 16), bytes_of(16, tok[pos])) << "position " << pos;
-    }
+  std::uint64_t offset(std::span<const pool::PageId> pages, std::uint64_t pos) const {
+    return pages[pos / 4] * t.page_bytes() + (pos % 4) * 16;
   }
-  void check_slot(std::optional<pool::SlotId> s, std::uint8_t v) {
-    ASSERT_TRUE(s);
-    ASSERT_EQ(t.device->read(1, *s * t.slot_bytes(), t.slot_bytes()), bytes_of(t.slot_bytes(), v)) << "slot " << *s;
+  void stamp(std::span<const pool::PageId> pages, std::uint64_t first, std::span<const std::uint32_t> values) {
+    for (std::size_t i = 0; i < values.size(); ++i) t.device->write(0, offset(pages, first + i), words(16, values[i]));
   }
-  void check(const Live& l) {
-    check_tokens(l.lease.page_ids(), l.tok);
-    check_slot(l.lease.seq_slot(), l.slot);
+  std::string check(std::span<const pool::PageId> pages, std::span<const std::uint32_t> values) {
+    for (std::size_t pos = 0; pos < values.size(); ++pos)
+      if (t.device->read(0, offset(pages, pos), 16) != words(16, values[pos]))
+        return "position " + std::to_string(pos) + " does not hold " + std::to_string(values[pos]);
+    return "";
   }
-  void check(const Stored& s) {
-    const std::vector<pool::PageId> pages = s.cp.page_ids();
-    check_tokens(pages, s.tok);
-    check_slot(s.cp.seq_slot(), s.slot);
+  void stamp_slot(pool::SlotId s, std::uint32_t v) { t.device->write(1, s * t.slot_bytes(), words(t.slot_bytes(), v)); }
+  std::string check_slot(pool::SlotId s, std::uint32_t v) {
+    if (t.device->read(1, s * t.slot_bytes(), t.slot_bytes()) == words(t.slot_bytes(), v)) return "";
+    return "does not hold " + std::to_string(v);
   }
-  // A new lease's slot reads zero; it gets its own pattern.
-  void adopt(Lease l, std::vector<std::uint8_t> tok, std::optional<std::uint8_t> slot) {
-    Live live{std::move(l), std::move(tok), 0};
-    if (slot) {
-      live.slot = *slot;
-    } else {
-      check_slot(live.lease.seq_slot(), 0);
-      live.slot = value();
-      t.device->write(1, *live.lease.seq_slot() * t.slot_bytes(), bytes_of(t.slot_bytes(), live.slot));
-    }
-    leases.push_back(std::move(live));
-  }
-
-  void step() {
-    const std::uint64_t op = pick(10);
-    if (op == 0 || leases.empty()) {
-      auto g = t.state->lease(1 + pick(24));
-      if (granted_or_evict(g)) {
-        adopt(std::move(g).value(), {}, std::nullopt);
-        ++done[0];
-      }
-    } else if (op == 1 || op == 2) {  // write a few positions
-      Live& l = leases[pick(leases.size())];
-      for (std::uint64_t k = pick(6); k > 0 && l.lease.position() < l.lease.capacity(); --k) {
-        const std::uint64_t pos = l.lease.position();
-        const std::uint64_t token_slot = l.lease.slot(pos);
-        const std::uint8_t v = value();
-        t.device->write(0, token_slot * 16, bytes_of(16, v));
-        l.tok.push_back(v);
-        ++done[1];
-      }
-    } else if (op == 3) {
-      Live& l = leases[pick(leases.size())];
-      (void)t.state->extend(l.lease, l.lease.capacity() + 1 + pick(8));
-    } else if (op == 4) {
-      Live& l = leases[pick(leases.size())];
-      if (l.tok.empty()) return;
-      auto g = t.state->checkpoint(l.lease, l.tok.size());
-      if (granted_or_evict(g)) {
-        stored.push_back({std::move(g).value(), l.tok, l.slot});
-        ++done[2];
-      }
-    } else if (op == 5) {
-      const std::size_t i = pick(leases.size());
-      if (leases[i].tok.empty()) return;
-      Live l = std::move(leases[i]);
-      leases.erase(leases.begin() + static_cast<std::ptrdiff_t>(i));
-      const std::uint64_t len = l.tok.size();
-      stored.push_back({t.state->retire(std::move(l.lease), len), std::move(l.tok), l.slot});
-      ++done[3];
-    } else if (op == 6 && !stored.empty()) {
-      const Stored s = stored[pick(stored.size())];
-      auto g = t.state->lease_from(s.cp, s.cp.tokens() + 1 + pick(8));
-      if (granted_or_evict(g)) {
-        adopt(std::move(g).value(), s.tok, s.slot);
-        ++done[4];
-      }
-    } else if (op == 7) {
-      Live& p = leases[pick(leases.size())];
-      if (p.tok.empty()) return;
-      std::vector<std::uint8_t> tok = p.tok;
-      const std::uint8_t slot = p.slot;
-      auto g = t.state->fork(p.lease, p.tok.size(), p.tok.size() + 1 + pick(8));
-      if (granted_or_evict(g)) {
-        adopt(std::move(g).value(), std::move(tok), slot);
-        ++done[5];
-      }
-    } else if (op == 8) {
-      if (pick(2) == 0) {
-        leases.erase(leases.begin() + static_cast<std::ptrdiff_t>(pick(leases.size())));
-      } else if (!stored.empty()) {
-        stored.erase(stored.begin() + static_cast<std::ptrdiff_t>(pick(stored.size())));
-      }
-    } else {
-      t.state->settle();
-    }
-    while (leases.size() > 5) leases.erase(leases.begin());
-    while (stored.size() > 5) stored.erase(stored.begin());
-  }
-
-  std::mt19937_64 rng;
   Pooled t;
-  std::vector<Live> leases;
-  std::vector<Stored> stored;
-  std::uint64_t done[6] = {};  // granted: leases, positions written, checkpoints, retires, lease_from, forks
 };
 
+// 10,000 random operations per seed over a small pool (remaps happen as slots and pages compete
+// for chunks; the host tier holds 12 pages and 2 slots, so HostFull happens), every live lease's
+// and checkpoint's bytes checked against the soak's model, ending with every object returned.
 class StatePoolSoak : public ::testing::TestWithParam<int> {};
 
 TEST_P(StatePoolSoak, TenThousandOperationsKeepEveryByteAndReturnEveryObject) {
-  Soak s(static_cast<std::uint64_t>(GetParam()));
-  const pool::Pool& p = s.t.state->pool();
+  SimBackend backend;
+  pooltest::PoolSoak<SimBackend> s(backend, static_cast<std::uint64_t>(GetParam()));
+  const pool::Pool& p = backend.pool();
   const std::uint64_t chunks = p.chunks(), free_chunks = p.free_chunks();
   for (int i = 0; i < 10000; ++i) {
     s.step();
     if (::testing::Test::HasFatalFailure()) FAIL() << "at operation " << i;
-    if (i % 97 == 0) {
-      for (const auto& l : s.leases) s.check(l);
-      for (const auto& c : s.stored) s.check(c);
+    if (i % 97 == 0 || i == 9999) {
+      s.check_all();
       if (::testing::Test::HasFatalFailure()) FAIL() << "at operation " << i;
       p.check_invariants();
+      backend.host()->check_invariants();
     }
   }
   std::printf("[soak] seed %d: %llu remaps started, %llu landed\n", GetParam(),
-              static_cast<unsigned long long>(s.t.state->remaps_started()),
+              static_cast<unsigned long long>(backend.t.state->remaps_started()),
               static_cast<unsigned long long>(p.remapped()));
-  std::printf("[soak] granted: %llu leases, %llu positions written, %llu checkpoints, %llu retires, %llu lease_from, %llu forks\n",
-              static_cast<unsigned long long>(s.done[0]), static_cast<unsigned long long>(s.done[1]),
-              static_cast<unsigned long long>(s.done[2]), static_cast<unsigned long long>(s.done[3]),
-              static_cast<unsigned long long>(s.done[4]), static_cast<unsigned long long>(s.done[5]));
-  EXPECT_GT(s.t.state->remaps_started(), 0u) << "the soak exercised remaps";
+  s.print();
+  EXPECT_GT(backend.t.state->remaps_started(), 0u) << "the soak exercised remaps";
   for (std::uint64_t n : s.done) EXPECT_GT(n, 100u) << "every kind of operation was granted often";
-  s.leases.clear();
-  s.stored.clear();
-  s.t.state->settle();
+  for (int i = 0; i < 5; ++i) EXPECT_GT(s.parks[i], 50u) << "every host-tier operation was granted often (" << i << ")";
+  EXPECT_GT(s.denied[static_cast<int>(DeniedKind::HostFull)], 0u) << "the host tier filled";
+  s.clear();
+  backend.settle();
   EXPECT_EQ(p.used(), 0u);
   EXPECT_EQ(p.slots_used(), 0u);
   EXPECT_EQ(p.live_nodes(), 0u);
   EXPECT_EQ(p.chunks(), chunks);
   EXPECT_EQ(p.free_chunks(), free_chunks);
+  EXPECT_EQ(backend.host()->used(), 0u);
+  EXPECT_EQ(backend.t.state->parks_in_flight(), 0u);
   p.check_invariants();
+  backend.host()->check_invariants();
 }
 INSTANTIATE_TEST_SUITE_P(Seeds3, StatePoolSoak, ::testing::Values(1, 2, 3));
 

@@ -1,12 +1,14 @@
-// The state pool's random soak (pool_gpu_test.cpp), written against a backend so that the same
-// driver can run over any executor of the pool's decisions. Mirrors
-// tests/host/runtime/state_pool_test.cpp's Soak (lease / write / extend / checkpoint / retire /
-// lease_from / fork / drop / settle, a denial for want of room evicts the oldest store, else the
-// oldest lease), with positions scaled by unit / 4 and every written position holding its own
-// value (a per-(sequence, position) pattern: the backend stamps whole token rows from it).
+// The state pool's random soak, written against a backend so that one driver runs over the
+// simulated device (tests/host/runtime/state_pool_test.cpp) and over the GPU
+// (tests/gpu/runtime/pool_gpu_test.cpp): lease / write / extend / checkpoint / retire /
+// lease_from / fork / park / wake / awake / park_now / wake_now / drop / settle. A denial for
+// want of room evicts the oldest store, else the oldest lease; HostFull drops the oldest parked
+// store. Positions scale by unit / 4 and every written position holds its own value (the backend
+// stamps whole token rows from it). Parked stores are checked by waking them: a woken lease must
+// hold every byte the store held when it was parked.
 //
 // A backend provides the pool operations (lease, lease_slot, extend, checkpoint, retire,
-// lease_from, fork, settle, pool()) and the bytes:
+// lease_from, fork, settle, pool(); room, park, wake, awake, park_now, wake_now, host()) and the bytes:
 //   void stamp(std::span<const pool::PageId> pages, std::uint64_t first, std::span<const std::uint32_t> values);
 //   std::string check(std::span<const pool::PageId> pages, std::span<const std::uint32_t> values);  // "" = all equal
 //   void stamp_slot(pool::SlotId slot, std::uint32_t value);
@@ -17,12 +19,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <random>
 #include <span>
+#include <utility>
+#include <variant>
 #include <string>
 #include <vector>
 
+#include "kern/pool/host.hpp"
 #include "kern/pool/pool.hpp"
 
 namespace kern::pooltest {
@@ -39,6 +45,18 @@ struct PoolSoak {
     std::vector<std::uint32_t> tok;
     std::uint32_t slot = 0;
   };
+  struct OnHost {
+    pool::Parked parked;
+    std::vector<std::uint32_t> tok;
+    std::uint32_t slot = 0;
+  };
+  template <typename W>
+  struct InFlight {
+    W waking;
+    std::vector<std::uint32_t> tok;
+    std::uint32_t slot = 0;
+  };
+  using Waking = std::remove_cvref_t<decltype(std::declval<Backend&>().wake(std::declval<const pool::Parked&>(), 0, 0).value())>;
 
   PoolSoak(Backend& backend, std::uint64_t seed) : b(backend), rng(seed), k(backend.pool().unit() < 4 ? 1 : backend.pool().unit() / 4) {}
 
@@ -46,7 +64,9 @@ struct PoolSoak {
   bool granted_or_evict(const G& g) {
     if (g.ok()) return true;
     ++denied[static_cast<int>(g.denied().kind)];
-    if (g.denied().kind == pool::DeniedKind::Busy) {
+    if (g.denied().kind == pool::DeniedKind::HostFull) {
+      if (!parked.empty()) parked.erase(parked.begin());
+    } else if (g.denied().kind == pool::DeniedKind::Busy) {
       if (!stored.empty()) {
         stored.erase(stored.begin());
       } else if (!leases.empty()) {
@@ -91,8 +111,76 @@ struct PoolSoak {
     leases.push_back(std::move(live));
   }
 
+  // Park a stored checkpoint (the store stays or goes, as a prefix cache keeps or evicts it).
+  void park_one() {
+    const std::size_t i = pick(stored.size());
+    Stored s = stored[i];
+    if (pick(2) == 0) stored.erase(stored.begin() + static_cast<std::ptrdiff_t>(i));
+    if (pick(4) == 0) {
+      auto g = b.park_now(s.cp);
+      if (granted_or_evict(g)) {
+        parked.push_back({std::move(g).value(), std::move(s.tok), s.slot});
+        ++parks[1];
+      }
+      return;
+    }
+    auto r = b.room(std::move(s.cp));
+    if (std::holds_alternative<pool::Checkpoint>(r)) {  // host full: the checkpoint came back
+      ++denied[static_cast<int>(pool::DeniedKind::HostFull)];
+      if (!parked.empty()) parked.erase(parked.begin());
+      return;
+    }
+    parked.push_back({b.park(std::get<pool::Room>(std::move(r))), std::move(s.tok), s.slot});
+    ++parks[0];
+  }
+  void wake_one() {
+    const OnHost h = parked[pick(parked.size())];
+    const std::uint64_t len = h.parked.tokens();
+    const std::uint64_t tokens = len + 1 + pick(8 * k);
+    if (pick(4) == 0) {
+      auto g = b.wake_now(h.parked, len, tokens);
+      if (granted_or_evict(g)) {
+        adopt(std::move(g).value(), h.tok, h.slot);
+        check(leases.back());
+        ++parks[3];
+      }
+      return;
+    }
+    auto g = b.wake(h.parked, len, tokens);
+    if (granted_or_evict(g)) {
+      waking.push_back({std::move(g).value(), h.tok, h.slot});
+      ++parks[2];
+    }
+  }
+  void awake_one() {
+    const std::size_t i = pick(waking.size());
+    InFlight<Waking> w = std::move(waking[i]);
+    waking.erase(waking.begin() + static_cast<std::ptrdiff_t>(i));
+    auto r = b.awake(std::move(w.waking));
+    if (std::holds_alternative<Waking>(r)) {  // still in flight
+      ++parks[5];
+      w.waking = std::get<Waking>(std::move(r));
+      waking.push_back(std::move(w));
+      return;
+    }
+    adopt(std::get<pool::Lease>(std::move(r)), std::move(w.tok), w.slot);
+    check(leases.back());
+    ++parks[4];
+  }
+
   void step() {
-    const std::uint64_t op = pick(10);
+    std::uint64_t op = pick(13);
+    if (op >= 10) {  // the host tier
+      if (op == 10 && !stored.empty()) {
+        park_one();
+      } else if (op == 11 && !parked.empty()) {
+        wake_one();
+      } else if (!waking.empty()) {
+        awake_one();
+      }
+      trim();
+      return;
+    }
     if (op == 0 || leases.empty()) {
       auto g = b.lease(1 + pick(24 * k));
       if (granted_or_evict(g)) {
@@ -147,16 +235,33 @@ struct PoolSoak {
         ++done[5];
       }
     } else if (op == 8) {
-      if (pick(2) == 0) {
+      const std::uint64_t which = pick(4);
+      if (which == 0) {
         leases.erase(leases.begin() + static_cast<std::ptrdiff_t>(pick(leases.size())));
-      } else if (!stored.empty()) {
+      } else if (which == 1 && !stored.empty()) {
         stored.erase(stored.begin() + static_cast<std::ptrdiff_t>(pick(stored.size())));
+      } else if (which == 2 && !parked.empty()) {
+        parked.erase(parked.begin() + static_cast<std::ptrdiff_t>(pick(parked.size())));
+      } else if (which == 3 && !waking.empty()) {  // a dropped wake waits for its copies
+        waking.erase(waking.begin() + static_cast<std::ptrdiff_t>(pick(waking.size())));
       }
     } else {
       b.settle();
     }
+    trim();
+  }
+  void trim() {
     while (leases.size() > 5) leases.erase(leases.begin());
     while (stored.size() > 5) stored.erase(stored.begin());
+    while (parked.size() > 6) parked.erase(parked.begin());
+    while (waking.size() > 2) waking.erase(waking.begin());
+  }
+  // Drops everything the soak holds (a dropped wake waits for its copies).
+  void clear() {
+    waking.clear();
+    leases.clear();
+    stored.clear();
+    parked.clear();
   }
 
   // Every live lease and checkpoint, bytes and slot; plus one deliberate mismatch, which the
@@ -181,13 +286,26 @@ struct PoolSoak {
     }
   }
 
+  void print() const {
+    auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+    std::printf("[soak] granted: %llu leases, %llu positions written, %llu checkpoints, %llu retires, %llu lease_from, %llu forks\n",
+                u(done[0]), u(done[1]), u(done[2]), u(done[3]), u(done[4]), u(done[5]));
+    std::printf("[soak] host tier: %llu parks, %llu park_now, %llu wakes, %llu wake_now, %llu awake, %llu still waking\n",
+                u(parks[0]), u(parks[1]), u(parks[2]), u(parks[3]), u(parks[4]), u(parks[5]));
+    std::printf("[soak] denied: %llu ExceedsRow, %llu ExceedsPool, %llu Busy, %llu Remapping, %llu HostFull\n",
+                u(denied[0]), u(denied[1]), u(denied[2]), u(denied[3]), u(denied[4]));
+  }
+
   Backend& b;
   std::mt19937_64 rng;
   std::uint64_t k;  // positions scale: unit / 4 (the host soak's unit is 4)
   std::vector<Live> leases;
   std::vector<Stored> stored;
+  std::vector<OnHost> parked;
+  std::vector<InFlight<Waking>> waking;
   std::uint32_t next_value = 1;
   std::uint64_t done[6] = {};    // granted: leases, positions written, checkpoints, retires, lease_from, forks
+  std::uint64_t parks[6] = {};   // park, park_now, wake, wake_now, awake (landed), awake (still in flight)
   std::uint64_t denied[5] = {};  // by DeniedKind
 };
 
