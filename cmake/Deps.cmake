@@ -66,6 +66,9 @@ if(KERN_DEPS_ROOT)
   find_library(OPENSSL_SSL_LIBRARY NAMES libssl.a PATHS ${kern_deps_libdir} NO_DEFAULT_PATH REQUIRED)
 endif()
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# Boost.Beast + Boost.Asio (kern serve's HTTP server): headers only, nothing linked.
+find_package(boost_headers 1.81 REQUIRED CONFIG)
+kern_require_in_deps_root("Boost headers" ${boost_headers_DIR})
 if(KERN_DEPS_ROOT)
   kern_require_in_deps_root("OpenSSL" ${OPENSSL_INCLUDE_DIR} ${OPENSSL_CRYPTO_LIBRARY})
   # Debian keeps openssl/configuration.h in the multiarch include directory.

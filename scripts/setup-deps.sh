@@ -94,7 +94,7 @@ use_offline_debs() {
 
 pkgs=(cmake ninja-build g++ pkg-config git nodejs
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libtomlplusplus-dev
-      libssl-dev libpcre2-dev libutf8proc-dev libnuma-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libssl-dev libpcre2-dev libutf8proc-dev libnuma-dev libboost1.81-dev libgtest-dev libgmock-dev libbenchmark-dev
       clang-14 libclang-rt-14-dev)
 
 offline=0

