@@ -30,6 +30,9 @@ pool::Checkpoint Runtime::retire(pool::Lease&& lease, std::uint64_t len) {
 pool::Granted<pool::Lease> Runtime::lease_from(const pool::Checkpoint& cp, std::uint64_t tokens) {
   return pool_of(*impl_).lease_from(cp, tokens);
 }
+pool::Granted<pool::Lease> Runtime::lease_from(const pool::Checkpoint& cp, std::uint64_t len, std::uint64_t tokens) {
+  return pool_of(*impl_).lease_from(cp, len, tokens);
+}
 pool::Granted<pool::Lease> Runtime::fork(pool::Lease& parent, std::uint64_t len, std::uint64_t tokens) {
   return pool_of(*impl_).fork(parent, len, tokens);
 }

@@ -86,8 +86,12 @@ pool::Checkpoint StatePool::retire(pool::Lease&& lease, std::uint64_t len) {
 }
 
 pool::Granted<pool::Lease> StatePool::lease_from(const pool::Checkpoint& cp, std::uint64_t tokens) {
+  return lease_from(cp, cp.tokens(), tokens);
+}
+
+pool::Granted<pool::Lease> StatePool::lease_from(const pool::Checkpoint& cp, std::uint64_t len, std::uint64_t tokens) {
   collect();
-  auto g = answered(pool_.restore(cp, cp.tokens(), tokens));
+  auto g = answered(pool_.restore(cp, len, tokens));
   if (!g.ok()) return g.denied();
   auto [lease, copies] = std::move(g).value();
   run_copies(copies);

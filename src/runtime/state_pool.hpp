@@ -39,6 +39,9 @@ class StatePool {
   pool::Granted<pool::Checkpoint> checkpoint(pool::Lease& lease, std::uint64_t len);
   pool::Checkpoint retire(pool::Lease&& lease, std::uint64_t len);
   pool::Granted<pool::Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t tokens);
+  // From the checkpoint's first `len` tokens (its length, or a whole-page multiple below it for a
+  // checkpoint without a slot: a prefix-index hit).
+  pool::Granted<pool::Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t len, std::uint64_t tokens);
   pool::Granted<pool::Lease> fork(pool::Lease& parent, std::uint64_t len, std::uint64_t tokens);
   // Blocks until no remap is planned or in flight (each landed plan collected).
   void settle();

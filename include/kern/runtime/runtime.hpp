@@ -137,6 +137,9 @@ class Runtime {
   pool::Granted<pool::Checkpoint> checkpoint(pool::Lease& lease, std::uint64_t len);
   pool::Checkpoint retire(pool::Lease&& lease, std::uint64_t len);
   pool::Granted<pool::Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t tokens);
+  // From the checkpoint's first `len` tokens (a whole-page multiple below its length when it has no
+  // slot: what a prefix-index hit serves).
+  pool::Granted<pool::Lease> lease_from(const pool::Checkpoint& cp, std::uint64_t len, std::uint64_t tokens);
   pool::Granted<pool::Lease> fork(pool::Lease& parent, std::uint64_t len, std::uint64_t tokens);
   void settle();
   const pool::Pool* state_pool() const;  // observation; null without pooled states
