@@ -302,6 +302,9 @@ std::vector<Emitted> Scheduler::commit(const Plan& plan, std::span<const std::in
 }
 
 const pool::Lease& Scheduler::lease(SeqId seq) const { return at(seq).lease; }
+std::vector<std::uint64_t> Scheduler::slots(SeqId seq, std::uint64_t first, std::uint64_t count) {
+  return at(seq).lease.slots(first, count);
+}
 std::span<const pool::Token> Scheduler::tokens(SeqId seq) const { return at(seq).tokens; }
 std::uint64_t Scheduler::prompt_len(SeqId seq) const { return at(seq).prompt_len; }
 std::uint64_t Scheduler::generated(SeqId seq) const {

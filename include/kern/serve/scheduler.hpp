@@ -116,6 +116,9 @@ class Scheduler {
 
   // ---- what the engine reads about live sequences (Error(Api) for an unknown id)
   const pool::Lease& lease(SeqId seq) const;
+  // Token slots of positions [first, first + count) in its lease (Lease::slots: they must be the
+  // lease's to write).
+  std::vector<std::uint64_t> slots(SeqId seq, std::uint64_t first, std::uint64_t count);
   std::span<const pool::Token> tokens(SeqId seq) const;
   std::uint64_t prompt_len(SeqId seq) const;
   std::uint64_t generated(SeqId seq) const;

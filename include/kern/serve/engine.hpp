@@ -1,0 +1,106 @@
+// The engine: one thread that owns the model (a StepRunner over the Runtime) and the scheduler.
+// HTTP threads only submit requests and read what their TokenSink is told; the engine thread
+// plans a step, runs its prefill chunks and its decode call, commits the sampled tokens and tells
+// each request's sink, in order. A sink whose client went away is noticed once per step and its
+// sequences end (their pages go back) before the next step is planned.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kern/driver/sampling.hpp"
+#include "kern/serve/scheduler.hpp"
+#include "kern/serve/step_runner.hpp"
+
+namespace kern::serve {
+
+// Told, on the engine thread, what happens to a request's samples. Must not block.
+class TokenSink {
+ public:
+  virtual ~TokenSink() = default;
+  // A sample's next token. Returning false ends that sample now as End::Stopped (a stop string).
+  virtual bool on_token(std::uint64_t sample, std::int64_t token, const driver::TokenLogprobs* logprobs) = 0;
+  // A sample ended (after its last on_token, if any). `cached`: prompt tokens the prefix index served.
+  virtual void on_end(std::uint64_t sample, End why, std::uint64_t cached) = 0;
+  // The engine failed; no more calls follow for this request.
+  virtual void on_error(const std::string& message) = 0;
+  // Polled once per step: true when the client went away (every sample then ends Cancelled).
+  virtual bool cancelled() const = 0;
+};
+
+struct EngineRequest {
+  SeqSpec spec;
+  driver::SamplingParams sampling;  // sample i of n draws with seed + i
+  std::shared_ptr<TokenSink> sink;
+};
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  std::uint64_t idle_wait_ms = 50;  // how long the idle thread sleeps between looks at its queues
+};
+
+struct EngineMetrics {
+  std::uint64_t running = 0, waiting = 0;
+  double kv_usage = 0.0;  // held pages / live pages
+  std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, cached_tokens = 0;
+  std::uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, prefill_rows = 0;
+  std::uint64_t pages_used = 0, pages_total = 0;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, Pages& pages, StepRunner& runner);
+  ~Engine();  // stops the thread (open requests get on_error)
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  enum class Submitted { Queued, QueueFull, Stopping };
+  // Thread-safe. Error(Api) for a request the model cannot serve (sampling it cannot do).
+  Submitted submit(EngineRequest request);
+  void start();
+  // Ends every open request with on_error(`why`) and joins the thread. Idempotent.
+  void stop(const std::string& why = "the server is shutting down");
+  std::uint64_t open_requests() const;  // submitted and not yet ended (thread-safe)
+  EngineMetrics metrics() const;         // a snapshot taken after the last step (thread-safe)
+  const SchedulerConfig& scheduler_config() const { return config_.scheduler; }
+
+ private:
+  struct Open {
+    std::shared_ptr<TokenSink> sink;
+    driver::SamplingParams sampling;
+    std::uint64_t samples = 0;  // still live
+    std::vector<SeqId> seqs;
+  };
+  void loop();
+  void step();
+  void take_submissions();
+  void end_seq(SeqId seq, End why);
+
+  EngineConfig config_;
+  Pages& pages_;
+  StepRunner& runner_;
+  Scheduler scheduler_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<EngineRequest> inbox_;
+  bool stopping_ = false;
+  std::atomic<std::uint64_t> open_{0};
+  EngineMetrics metrics_;
+  std::map<std::uint64_t, Open> open_requests_;  // engine thread only
+  std::map<SeqId, std::pair<std::uint64_t, std::uint64_t>> seq_owner_;  // seq -> (request, sample)
+  std::map<SeqId, std::uint64_t> cached_;  // prompt tokens the prefix index served, once it decodes
+  std::uint64_t next_request_ = 1;
+  std::uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace kern::serve

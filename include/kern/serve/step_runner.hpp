@@ -1,0 +1,87 @@
+// What the engine asks of a model for one scheduler step: prefill chunks (one sequence each) and
+// one decode call over many sequences. ProtocolRunner drives a manifest's programs through
+// driver::Executor (the GPU); FakeRunner is a deterministic token source for tests without one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kern/core/protocol.hpp"
+#include "kern/driver/driver.hpp"
+#include "kern/driver/sampling.hpp"
+#include "kern/pool/lease.hpp"
+
+namespace kern::serve {
+
+struct ChunkCall {
+  const pool::Lease* lease = nullptr;
+  std::span<const std::uint64_t> slots;  // token slots of positions [first, first + tokens)
+  std::span<const std::int32_t> tokens;
+  std::uint64_t first = 0;
+};
+struct DecodeCall {
+  const pool::Lease* lease = nullptr;
+  std::uint64_t slot = 0;  // token slot of `position`
+  std::int32_t token = 0;  // fed at `position`
+  std::uint64_t position = 0;
+  const driver::SamplingParams* sampling = nullptr;
+};
+struct Sampled {
+  std::int64_t token = 0;
+  std::optional<driver::TokenLogprobs> logprobs;  // when the row's sampling asked for them
+};
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual void prefill(const ChunkCall& chunk) = 0;
+  // One token per row, in order.
+  virtual std::vector<Sampled> decode(std::span<const DecodeCall> rows) = 0;
+  virtual std::uint64_t max_rows() const = 0;   // sequences one decode call takes
+  virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes
+  // Error(Api) naming what the model cannot do for these settings (penalties without history, ...).
+  virtual void check(const driver::SamplingParams& sampling) const = 0;
+};
+
+// The manifest's chunk program for prefill and its batch program of one row per group for decode,
+// padded to a bucket of groups (powers of two up to the program's bound) so a graph is captured
+// per bucket, not per batch size; padding rows run a one-token dummy sequence in `pad`'s page.
+class ProtocolRunner final : public StepRunner {
+ public:
+  // `pad` must be a lease of at least one position; it stays the runner's.
+  ProtocolRunner(const core::Protocol& protocol, driver::Executor& exec, pool::Lease pad, std::uint64_t max_rows);
+  ~ProtocolRunner() override;
+  void prefill(const ChunkCall& chunk) override;
+  std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
+  std::uint64_t max_rows() const override;
+  std::uint64_t max_chunk() const override;
+  void check(const driver::SamplingParams& sampling) const override;
+  std::uint64_t bucket(std::uint64_t rows) const;  // the padded group count for `rows` rows
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// A model without a model: the token after `token` at `position` is fake_next(token, position)
+// (for sampled rows mixed with the seed), and every call takes `step_us` of wall time. Log-probs
+// are made up but well-formed (descending, the chosen one first).
+std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t vocab);
+class FakeRunner final : public StepRunner {
+ public:
+  FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us = 0);
+  void prefill(const ChunkCall& chunk) override;
+  std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
+  std::uint64_t max_rows() const override { return max_rows_; }
+  std::uint64_t max_chunk() const override { return max_chunk_; }
+  void check(const driver::SamplingParams& sampling) const override;
+  std::uint64_t prefill_rows() const { return prefill_rows_; }
+
+ private:
+  std::uint64_t vocab_, max_rows_, max_chunk_, step_us_, prefill_rows_ = 0;
+};
+
+}  // namespace kern::serve

@@ -1,0 +1,206 @@
+#include "kern/serve/engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "kern/base/error.hpp"
+
+namespace kern::serve {
+
+Engine::Engine(EngineConfig config, Pages& pages, StepRunner& runner)
+    : config_(config), pages_(pages), runner_(runner), scheduler_(config.scheduler, pages) {
+  if (config_.scheduler.max_running > runner_.max_rows())
+    fail(ErrorKind::Api, "serve: {} sequences per step, and the decode program takes {}", config_.scheduler.max_running,
+         runner_.max_rows());
+  if (config_.scheduler.chunk > runner_.max_chunk())
+    fail(ErrorKind::Api, "serve: prefill chunks of {} rows, and the chunk program takes {}", config_.scheduler.chunk,
+         runner_.max_chunk());
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The thread is gone: what is still open is told here.
+  for (auto& [id, o] : open_requests_) o.sink->on_error(why);
+  open_requests_.clear();
+  std::deque<EngineRequest> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(inbox_);
+  }
+  for (EngineRequest& r : left) r.sink->on_error(why);
+  open_ = 0;
+}
+
+Engine::Submitted Engine::submit(EngineRequest request) {
+  runner_.check(request.sampling);
+  if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Submitted::Stopping;
+  const std::uint64_t queued = metrics_.waiting + inbox_.size();
+  if (queued + request.spec.n > config_.scheduler.max_waiting) return Submitted::QueueFull;
+  inbox_.push_back(std::move(request));
+  ++open_;
+  cv_.notify_one();
+  return Submitted::Queued;
+}
+
+std::uint64_t Engine::open_requests() const { return open_.load(); }
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
+}
+
+void Engine::take_submissions() {
+  std::deque<EngineRequest> in;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in.swap(inbox_);
+  }
+  for (EngineRequest& r : in) {
+    const std::uint64_t n = r.spec.n;
+    const std::uint64_t prompt = r.spec.prompt.size();
+    std::optional<std::vector<SeqId>> ids = scheduler_.submit(std::move(r.spec));
+    if (!ids) {  // the queue filled between submit() and here
+      r.sink->on_error("the waiting queue is full");
+      --open_;
+      continue;
+    }
+    const std::uint64_t id = next_request_++;
+    Open o{r.sink, r.sampling, n, *ids};
+    for (std::uint64_t i = 0; i < ids->size(); ++i) seq_owner_[(*ids)[i]] = {id, i};
+    open_requests_.emplace(id, std::move(o));
+    prompt_tokens_ += prompt;
+  }
+}
+
+void Engine::end_seq(SeqId seq, End why) {
+  auto it = seq_owner_.find(seq);
+  if (it == seq_owner_.end()) return;
+  const auto [request, sample] = it->second;
+  seq_owner_.erase(it);
+  auto o = open_requests_.find(request);
+  if (o == open_requests_.end()) return;
+  auto c = cached_.find(seq);
+  const std::uint64_t cached = c == cached_.end() ? 0 : c->second;
+  if (c != cached_.end()) cached_.erase(c);
+  o->second.sink->on_end(sample, why, cached);
+  if (--o->second.samples == 0) {
+    open_requests_.erase(o);
+    --open_;
+  }
+}
+
+void Engine::step() {
+  // Clients that went away: their sequences end before anything is planned.
+  std::vector<std::uint64_t> gone;
+  for (auto& [id, o] : open_requests_)
+    if (o.sink->cancelled()) gone.push_back(id);
+  for (std::uint64_t id : gone) {
+    const std::vector<SeqId> seqs = open_requests_.at(id).seqs;
+    for (SeqId s : seqs)
+      if (scheduler_.end(s, End::Cancelled)) end_seq(s, End::Cancelled);
+  }
+
+  const Plan plan = scheduler_.plan();
+  for (const auto& [seq, why] : plan.ended) end_seq(seq, why);
+  for (const Chunk& c : plan.chunks) {
+    const std::vector<std::uint64_t> slots = scheduler_.slots(c.seq, c.first, c.count);
+    const std::span<const pool::Token> all = scheduler_.tokens(c.seq);
+    runner_.prefill({&scheduler_.lease(c.seq), slots, all.subspan(c.first, c.count), c.first});
+  }
+  std::vector<Sampled> sampled;
+  if (!plan.decode.empty()) {
+    std::vector<DecodeCall> rows(plan.decode.size());
+    std::vector<driver::SamplingParams> params(plan.decode.size());
+    for (std::size_t i = 0; i < plan.decode.size(); ++i) {
+      const Row& r = plan.decode[i];
+      const auto [request, sample] = seq_owner_.at(r.seq);
+      params[i] = open_requests_.at(request).sampling;
+      params[i].seed += sample;  // each of n samples draws its own tokens
+      cached_[r.seq] = scheduler_.cached(r.seq);
+      rows[i].lease = &scheduler_.lease(r.seq);
+      rows[i].slot = scheduler_.slots(r.seq, r.position, 1).at(0);
+      rows[i].token = scheduler_.tokens(r.seq)[r.position];
+      rows[i].position = r.position;
+      rows[i].sampling = &params[i];
+    }
+    sampled = runner_.decode(rows);
+  }
+  std::vector<std::int64_t> tokens(sampled.size());
+  for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;
+  const std::vector<Emitted> emitted = scheduler_.commit(plan, tokens);
+  generation_tokens_ += emitted.size();
+  for (std::size_t i = 0; i < emitted.size(); ++i) {
+    const Emitted& e = emitted[i];
+    auto owner = seq_owner_.find(e.seq);
+    if (owner == seq_owner_.end()) continue;
+    const auto [request, sample] = owner->second;
+    Open& o = open_requests_.at(request);
+    const bool more = o.sink->on_token(sample, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
+    if (e.end) {
+      end_seq(e.seq, *e.end);
+    } else if (!more && scheduler_.end(e.seq, End::Stopped)) {
+      end_seq(e.seq, End::Stopped);
+    }
+  }
+
+  const SchedulerStats& st = scheduler_.stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_.running = scheduler_.running();
+  metrics_.waiting = scheduler_.waiting();
+  metrics_.pages_used = pages_.pages_used();
+  metrics_.pages_total = pages_.pages_total();
+  metrics_.kv_usage = metrics_.pages_total ? static_cast<double>(metrics_.pages_used) / metrics_.pages_total : 0.0;
+  metrics_.preemptions = st.preemptions;
+  metrics_.prefix_queries = st.prefix_queries;
+  metrics_.prefix_hits = st.prefix_hits;
+  metrics_.cached_tokens = st.cached_tokens;
+  metrics_.prompt_tokens = prompt_tokens_;
+  metrics_.generation_tokens = generation_tokens_;
+  metrics_.steps = st.steps;
+  metrics_.prefill_rows = st.prefill_rows;
+}
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stopping_) return;
+      if (inbox_.empty() && scheduler_.live() == 0)
+        cv_.wait_for(lock, std::chrono::milliseconds(config_.idle_wait_ms));
+      if (stopping_) return;
+    }
+    try {
+      take_submissions();
+      if (scheduler_.live() > 0) step();
+    } catch (const std::exception& e) {
+      spdlog::error("engine: {}", e.what());
+      for (auto& [id, o] : open_requests_) {
+        for (SeqId s : o.seqs) scheduler_.end(s, End::Cancelled);
+        o.sink->on_error(e.what());
+      }
+      open_requests_.clear();
+      seq_owner_.clear();
+      cached_.clear();
+      open_ = 0;
+    }
+  }
+}
+
+}  // namespace kern::serve

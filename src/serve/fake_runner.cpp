@@ -1,0 +1,61 @@
+// FakeRunner: a deterministic token source with the StepRunner's shape, so kern serve's HTTP
+// path, scheduler and streaming can be tested without a GPU (kern serve --fake-engine).
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "kern/serve/step_runner.hpp"
+
+namespace kern::serve {
+
+std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t vocab) {
+  // Ids in [256, min(vocab, 20000)): ordinary word pieces of a BPE vocabulary, no special tokens.
+  const std::uint64_t span = std::min<std::uint64_t>(vocab, 20000) - 256;
+  std::uint64_t x = static_cast<std::uint64_t>(token) * 0x9e3779b97f4a7c15ull + position * 0xbf58476d1ce4e5b9ull + 1;
+  x ^= x >> 29;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 32;
+  return static_cast<std::int64_t>(256 + x % span);
+}
+
+FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us)
+    : vocab_(vocab), max_rows_(max_rows), max_chunk_(max_chunk), step_us_(step_us) {
+  if (vocab_ <= 512) fail(ErrorKind::Api, "fake engine: a vocabulary of {} ids is too small", vocab_);
+}
+
+void FakeRunner::check(const driver::SamplingParams& sampling) const {
+  driver::validate(sampling);
+  if (sampling.penalized())
+    fail(ErrorKind::Api, "repetition, presence and frequency penalties are not supported by kern serve yet");
+}
+
+void FakeRunner::prefill(const ChunkCall& chunk) {
+  if (chunk.tokens.empty() || chunk.tokens.size() > max_chunk_)
+    fail(ErrorKind::Api, "fake engine: a chunk of {} rows", chunk.tokens.size());
+  prefill_rows_ += chunk.tokens.size();
+  if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
+}
+
+std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
+  if (rows.size() > max_rows_) fail(ErrorKind::Api, "fake engine: {} rows over {}", rows.size(), max_rows_);
+  std::vector<Sampled> out(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const DecodeCall& r = rows[i];
+    std::int64_t t = r.token;
+    if (r.sampling && !r.sampling->greedy()) t ^= static_cast<std::int64_t>(r.sampling->seed & 0xffff);
+    out[i].token = fake_next(t, r.position, vocab_);
+    if (r.sampling && r.sampling->wants_logprobs()) {
+      driver::TokenLogprobs lp;
+      lp.chosen = -0.25f;
+      lp.top.emplace_back(static_cast<std::int32_t>(out[i].token), -0.25f);
+      for (std::uint32_t k = 1; k < r.sampling->logprobs; ++k)
+        lp.top.emplace_back(static_cast<std::int32_t>(fake_next(out[i].token, k, vocab_)), -0.25f - static_cast<float>(k));
+      if (r.sampling->logprobs == 0) lp.top.clear();
+      out[i].logprobs = lp;
+    }
+  }
+  if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
+  return out;
+}
+
+}  // namespace kern::serve

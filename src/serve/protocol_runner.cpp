@@ -1,0 +1,197 @@
+// ProtocolRunner: one scheduler step on a manifest's programs, through the serving protocol's
+// fills only (no buffer or program named here). Inputs go through driver::InputShadow, so a
+// decode step writes only what changed since the last one (positions, slots, lengths, and a
+// page-table entry where a sequence crossed into a new page).
+#include <algorithm>
+
+#include "kern/driver/encode.hpp"
+#include "kern/driver/input_shadow.hpp"
+#include "kern/serve/step_runner.hpp"
+
+namespace kern::serve {
+
+using core::Fill;
+
+struct ProtocolRunner::State {
+  State(const core::Protocol& p, driver::Executor& e, pool::Lease l)
+      : protocol(p), exec(e), inputs(p.verified().manifest()), pad(std::move(l)) {}
+  const core::Protocol& protocol;
+  driver::Executor& exec;
+  driver::InputShadow inputs;
+  pool::Lease pad;
+  std::uint64_t pad_slot = 0;
+  core::Forward step;                  // decode: groups x 1 row
+  std::optional<core::Forward> chunk;  // prefill: 1 group x var rows
+  std::uint64_t max_rows = 1, chunk_rows = 1;
+  bool sampling_op = false, logprobs = false;
+  std::vector<std::int64_t> values;
+
+  void write_ints(Fill role, std::span<const std::int64_t> v) {
+    const core::FillSlot* f = protocol.fill(role);
+    if (!f) return;
+    inputs.write(exec, f->buffer, driver::encode_ints(f->dtype, v, f->buffer));
+  }
+  // Page-table rows of `leases` (group order), each padded as Lease::extend_row pads.
+  void write_rows(std::span<const pool::Lease* const> leases) {
+    for (const core::PageTable& t : protocol.page_tables()) {
+      std::vector<std::int64_t> rows(leases.size() * t.width, 0);
+      for (std::size_t g = 0; g < leases.size(); ++g)
+        leases[g]->extend_row(t.buffer, std::span(rows).subspan(g * t.width, t.width), 0);
+      inputs.write(exec, t.buffer, driver::encode_ints(t.dtype, rows, t.buffer));
+    }
+  }
+  void check_error(std::string_view what) {
+    const core::FillSlot* err = protocol.fill(Fill::Error);
+    if (!err) return;
+    for (std::int64_t v : driver::decode_ints(err->dtype, exec.read_output(err->buffer), err->buffer))
+      if (v != 0) fail(ErrorKind::Call, "{} raised error flag {} in {}", what, v, err->buffer);
+  }
+};
+
+ProtocolRunner::ProtocolRunner(const core::Protocol& protocol, driver::Executor& exec, pool::Lease pad,
+                               std::uint64_t max_rows)
+    : s_(std::make_unique<State>(protocol, exec, std::move(pad))) {
+  if (!s_->pad.valid() || s_->pad.capacity() < 1) fail(ErrorKind::Api, "serve: the padding lease holds no position");
+  s_->pad_slot = s_->pad.slot(0);
+  for (Fill f : {Fill::Token, Fill::Position, Fill::SeqLen, Fill::Tokens})
+    if (!protocol.fill(f)) fail(ErrorKind::Manifest, "serve: the manifest has no '{}' fill", core::to_string(f));
+  if (!protocol.tray_var().empty() || !protocol.line_tables().empty())
+    fail(ErrorKind::Manifest, "serve drives paged states only (no tray axis, no per-sequence state tables)");
+  std::optional<core::Forward> step = protocol.forward(std::max<std::uint64_t>(max_rows, 1), 1);
+  if (!step) fail(ErrorKind::Manifest, "serve: no batch program takes {} sequences of one row", max_rows);
+  if (!step->emits_tokens) fail(ErrorKind::Manifest, "serve: the decode program does not write the 'tokens' fill");
+  s_->step = *step;
+  s_->max_rows = std::min<std::uint64_t>(max_rows, step->groups);
+  s_->chunk = protocol.chunk();
+  s_->chunk_rows = s_->chunk ? s_->chunk->rows : 1;
+  s_->sampling_op = protocol.fill(Fill::Sampling) && protocol.fill(Fill::SamplingKeys);
+  s_->logprobs = protocol.fill(Fill::Logprobs) && protocol.fill(Fill::LogprobIds);
+}
+
+ProtocolRunner::~ProtocolRunner() = default;
+
+std::uint64_t ProtocolRunner::max_rows() const { return s_->max_rows; }
+std::uint64_t ProtocolRunner::max_chunk() const { return s_->chunk_rows; }
+
+std::uint64_t ProtocolRunner::bucket(std::uint64_t rows) const {
+  std::uint64_t b = 1;
+  while (b < rows) b *= 2;
+  return std::min(b, s_->step.groups);
+}
+
+void ProtocolRunner::check(const driver::SamplingParams& sampling) const {
+  driver::validate(sampling);
+  if (!s_->sampling_op && !sampling.plain_greedy())
+    fail(ErrorKind::Api, "this manifest generates greedily only (it has no sampling op): temperature 0, no log-probs");
+  if (sampling.penalized())
+    fail(ErrorKind::Api, "repetition, presence and frequency penalties are not supported by kern serve yet");
+  if (sampling.wants_logprobs() && !s_->logprobs)
+    fail(ErrorKind::Api, "log-probs were asked for, and the manifest has no 'logprobs' outputs");
+}
+
+void ProtocolRunner::prefill(const ChunkCall& c) {
+  State& s = *s_;
+  const std::uint64_t rows = c.tokens.size();
+  if (rows == 0 || rows > s.chunk_rows || c.slots.size() != rows)
+    fail(ErrorKind::Api, "serve: a prefill chunk of {} rows ({} slots; the chunk program takes {})", rows,
+         c.slots.size(), s.chunk_rows);
+  const core::Forward& f = s.chunk ? *s.chunk : s.step;
+  const pool::Lease* leases[1] = {c.lease};
+  s.write_rows(leases);
+  s.values.assign(c.tokens.begin(), c.tokens.end());
+  s.write_ints(Fill::Token, s.values);
+  for (std::uint64_t r = 0; r < rows; ++r) s.values[r] = static_cast<std::int64_t>(c.first + r);
+  s.write_ints(Fill::Position, s.values);
+  s.values.assign(c.slots.begin(), c.slots.end());
+  s.write_ints(Fill::Slot, s.values);
+  s.values.assign(rows, 1);
+  s.write_ints(Fill::Valid, s.values);
+  const std::int64_t len[1] = {static_cast<std::int64_t>(c.first + rows)};
+  s.write_ints(Fill::SeqLen, len);
+  const std::int64_t cu[2] = {0, static_cast<std::int64_t>(rows)};
+  s.write_ints(Fill::CuSeqlens, cu);
+  const std::map<std::string, std::uint64_t> table = s.protocol.vars(f, 1, rows, c.first + rows);
+  s.exec.run(f.program, core::Vars(table.begin(), table.end()));
+  s.check_error("a prefill chunk");
+}
+
+std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
+  State& s = *s_;
+  if (rows.empty()) return {};
+  if (rows.size() > s.max_rows) fail(ErrorKind::Api, "serve: {} decode rows over the bound {}", rows.size(), s.max_rows);
+  const std::uint64_t groups = bucket(rows.size());
+  std::vector<const pool::Lease*> leases(groups, &s.pad);
+  std::vector<std::int64_t> token(groups, 0), position(groups, 0), slot(groups, static_cast<std::int64_t>(s.pad_slot)),
+      len(groups, 1), cu(groups + 1), valid(groups, 1);
+  std::uint64_t longest = 1;
+  bool want_logprobs = false;
+  for (std::size_t g = 0; g < rows.size(); ++g) {
+    const DecodeCall& r = rows[g];
+    leases[g] = r.lease;
+    token[g] = r.token;
+    position[g] = static_cast<std::int64_t>(r.position);
+    slot[g] = static_cast<std::int64_t>(r.slot);
+    len[g] = static_cast<std::int64_t>(r.position + 1);
+    longest = std::max(longest, r.position + 1);
+    want_logprobs = want_logprobs || (r.sampling && r.sampling->wants_logprobs());
+  }
+  for (std::uint64_t g = 0; g <= groups; ++g) cu[g] = static_cast<std::int64_t>(g);
+  s.write_rows(leases);
+  s.write_ints(Fill::Token, token);
+  s.write_ints(Fill::Position, position);
+  s.write_ints(Fill::Slot, slot);
+  s.write_ints(Fill::Valid, valid);
+  s.write_ints(Fill::SeqLen, len);
+  s.write_ints(Fill::CuSeqlens, cu);
+  if (s.sampling_op) {
+    const core::FillSlot* row = s.protocol.fill(Fill::Sampling);
+    const core::FillSlot* keys = s.protocol.fill(Fill::SamplingKeys);
+    std::vector<float> r(groups * core::kSamplingWidth, 0.0f);
+    std::vector<std::int64_t> k(groups * core::kSamplingWidth, 0);
+    const driver::SamplingParams greedy;
+    for (std::uint64_t g = 0; g < groups; ++g) {
+      const driver::SamplingParams& p = g < rows.size() && rows[g].sampling ? *rows[g].sampling : greedy;
+      const std::uint64_t counter = p.greedy() ? 0 : static_cast<std::uint64_t>(position[g]);
+      const auto a = driver::sampling_row(p);
+      const auto b = driver::sampling_keys_row(p, counter, 0);
+      std::copy(a.begin(), a.end(), r.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
+      std::copy(b.begin(), b.end(), k.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
+    }
+    s.inputs.write(s.exec, row->buffer, driver::encode_f32(r));
+    s.inputs.write(s.exec, keys->buffer, driver::encode_ints(keys->dtype, k, keys->buffer));
+  }
+  const std::map<std::string, std::uint64_t> table = s.protocol.vars(s.step, groups, 1, longest);
+  const core::Vars vars(table.begin(), table.end());
+  const core::FillSlot& out = *s.protocol.fill(Fill::Tokens);
+  std::vector<std::byte> raw(groups * dtype_size(out.dtype));
+  if (s.protocol.fill(Fill::Error)) {
+    s.exec.run(s.step.program, vars);
+    s.check_error("a decode step");
+    raw = s.exec.read_output_prefix(out.buffer, raw.size());
+  } else {
+    s.exec.run_and_read(s.step.program, vars, out.buffer, raw, {});
+  }
+  const std::vector<std::int64_t> produced = driver::decode_ints(out.dtype, raw, out.buffer);
+  if (produced.size() < rows.size()) fail(ErrorKind::Api, "serve: {} tokens for {} rows", produced.size(), rows.size());
+  std::vector<Sampled> result(rows.size());
+  for (std::size_t g = 0; g < rows.size(); ++g) {
+    if (produced[g] < 0) fail(ErrorKind::Call, "the device produced token {} at position {}", produced[g], position[g]);
+    result[g].token = produced[g];
+  }
+  if (want_logprobs) {
+    const core::FillSlot& lp = *s.protocol.fill(Fill::Logprobs);
+    const core::FillSlot& ids = *s.protocol.fill(Fill::LogprobIds);
+    const std::uint64_t lw = lp.width, iw = ids.width;
+    const std::vector<std::byte> lpb = s.exec.read_output_prefix(lp.buffer, rows.size() * lw * 4);
+    const std::vector<std::byte> idb = s.exec.read_output_prefix(ids.buffer, rows.size() * iw * 4);
+    for (std::size_t g = 0; g < rows.size(); ++g) {
+      if (!rows[g].sampling || !rows[g].sampling->wants_logprobs()) continue;
+      result[g].logprobs = driver::decode_logprobs(std::span(lpb).subspan(g * lw * 4, lw * 4),
+                                                   std::span(idb).subspan(g * iw * 4, iw * 4),
+                                                   rows[g].sampling->logprobs);
+    }
+  }
+  return result;
+}
+
+}  // namespace kern::serve

@@ -1,0 +1,151 @@
+// The engine thread over the fake runner and a pure pool: requests stream their tokens in order
+// and end, n samples each end, a sink returning false stops its sample, a client that goes away
+// frees its pages within a step, stop() tells what is still open.
+#include "kern/serve/engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "pool_pages.hpp"
+
+namespace kern::serve {
+namespace {
+
+using testing::PoolPages;
+
+struct Recorder final : TokenSink {
+  bool on_token(std::uint64_t sample, std::int64_t token, const driver::TokenLogprobs* lp) override {
+    std::lock_guard<std::mutex> l(mu);
+    tokens[sample].push_back(token);
+    if (lp) ++logprobs;
+    return !(stop_after && tokens[sample].size() >= stop_after);
+  }
+  void on_end(std::uint64_t sample, End why, std::uint64_t c) override {
+    std::lock_guard<std::mutex> l(mu);
+    ends[sample] = why;
+    cached = c;
+  }
+  void on_error(const std::string& m) override {
+    std::lock_guard<std::mutex> l(mu);
+    error = m;
+  }
+  bool cancelled() const override { return gone.load(); }
+  bool done(std::size_t n) {
+    std::lock_guard<std::mutex> l(mu);
+    return ends.size() == n || !error.empty();
+  }
+  std::mutex mu;
+  std::map<std::uint64_t, std::vector<std::int64_t>> tokens;
+  std::map<std::uint64_t, End> ends;
+  std::string error;
+  std::uint64_t cached = 0, logprobs = 0, stop_after = 0;
+  std::atomic<bool> gone{false};
+};
+
+bool wait_for(const std::function<bool()>& f, int ms = 5000) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!f()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+EngineRequest request(std::vector<pool::Token> prompt, std::uint64_t max_new, std::shared_ptr<Recorder> sink,
+                      std::uint64_t n = 1) {
+  EngineRequest r;
+  r.spec.prompt = std::move(prompt);
+  r.spec.max_new = max_new;
+  r.spec.n = n;
+  r.sink = std::move(sink);
+  return r;
+}
+
+struct Rig {
+  Rig() : pages(8192, 16), runner(50000, 8, 64), engine(config(), pages, runner) { engine.start(); }
+  static EngineConfig config() {
+    EngineConfig c;
+    c.scheduler.max_running = 8;
+    c.scheduler.chunk = 64;
+    c.scheduler.prefill_budget = 128;
+    c.idle_wait_ms = 5;
+    return c;
+  }
+  PoolPages pages;
+  FakeRunner runner;
+  Engine engine;
+};
+
+TEST(Engine, RequestsStreamTheFakeModelsTokensAndEnd) {
+  Rig r;
+  auto a = std::make_shared<Recorder>();
+  auto b = std::make_shared<Recorder>();
+  std::vector<pool::Token> pa(100, 5), pb = {1, 2, 3};
+  ASSERT_EQ(r.engine.submit(request(pa, 12, a)), Engine::Submitted::Queued);
+  ASSERT_EQ(r.engine.submit(request(pb, 5, b)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return a->done(1) && b->done(1); }));
+  EXPECT_EQ(a->tokens[0].size(), 12u);
+  EXPECT_EQ(b->tokens[0].size(), 5u);
+  EXPECT_EQ(a->ends[0], End::Length);
+  // The fake model's tokens: each the function of the one before and its position.
+  std::int64_t prev = pb.back();
+  for (std::size_t i = 0; i < b->tokens[0].size(); ++i) {
+    EXPECT_EQ(b->tokens[0][i], fake_next(prev, pb.size() - 1 + i, 50000)) << i;
+    prev = b->tokens[0][i];
+  }
+  EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  EXPECT_GE(r.runner.prefill_rows(), 99u + 2u);
+}
+
+TEST(Engine, SamplesEndOnTheirOwnAndASinkCanStopOne) {
+  Rig r;
+  auto a = std::make_shared<Recorder>();
+  a->stop_after = 3;
+  EngineRequest req = request(std::vector<pool::Token>(40, 9), 10, a, 3);
+  req.sampling.temperature = 0.7;
+  req.sampling.seed = 11;
+  ASSERT_EQ(r.engine.submit(std::move(req)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return a->done(3); }));
+  for (std::uint64_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(a->tokens[s].size(), 3u);
+    EXPECT_EQ(a->ends[s], End::Stopped);
+  }
+  EXPECT_NE(a->tokens[0], a->tokens[1]) << "each sample draws with its own seed";
+}
+
+TEST(Engine, AClientThatGoesAwayFreesItsPagesWithinAStep) {
+  Rig r;
+  auto a = std::make_shared<Recorder>();
+  ASSERT_EQ(r.engine.submit(request(std::vector<pool::Token>(300, 4), 100000, a)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] {
+    std::lock_guard<std::mutex> l(a->mu);
+    return a->tokens[0].size() > 5;
+  }));
+  EXPECT_GT(r.pages.pages_used(), 0u);
+  a->gone = true;
+  ASSERT_TRUE(wait_for([&] { return a->done(1); }));
+  EXPECT_EQ(a->ends[0], End::Cancelled);
+  EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  r.engine.stop();
+  // Only the prefix index may still hold pages (the prompt's whole pages).
+  EXPECT_LE(r.pages.pages_used(), 300u / 16);
+}
+
+TEST(Engine, StopTellsOpenRequests) {
+  Rig r;
+  auto a = std::make_shared<Recorder>();
+  ASSERT_EQ(r.engine.submit(request({1, 2}, 1000000, a)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] {
+    std::lock_guard<std::mutex> l(a->mu);
+    return !a->tokens[0].empty();
+  }));
+  r.engine.stop("draining");
+  EXPECT_EQ(a->error, "draining");
+  EXPECT_EQ(r.engine.submit(request({1}, 1, std::make_shared<Recorder>())), Engine::Submitted::Stopping);
+}
+
+}  // namespace
+}  // namespace kern::serve
