@@ -162,7 +162,7 @@ TEST_P(ParkWake, EveryByteSurvivesParkZeroAndWakeIntoOtherPages) {
   (void)seq.slots(0, s.tokens);  // the positions written (a lease with a slot retires at its position)
   const std::vector<pool::PageId> parked_pages(seq.page_ids().begin(), seq.page_ids().end());
 
-  rt->reserve_host(pages, 1);
+  rt->reserve_host(pages + 1, 2);  // a slot each for the parked store and its re-park below
   ASSERT_NE(rt->host_tier(), nullptr);
   const auto t0 = std::chrono::steady_clock::now();
   auto room = rt->room(rt->retire(std::move(seq), s.tokens));
