@@ -16,6 +16,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <deque>
@@ -194,9 +195,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     arm_timer(wait);
   }
 
+  // The socket reads into read_buf_, never into in_: the parser consumes from in_ while a read is
+  // pending, and a flat_buffer emptied by consume() rewinds, so a region prepared earlier goes stale.
   void read() {
-    auto buffer = in_.prepare(kReadSize);
-    socket_.async_read_some(buffer, [self = shared_from_this()](const ErrorCode& ec, std::size_t n) {
+    socket_.async_read_some(net::buffer(read_buf_), [self = shared_from_this()](const ErrorCode& ec, std::size_t n) {
       self->on_read(ec, n);
     });
   }
@@ -213,6 +215,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       return;
     }
+    net::buffer_copy(in_.prepare(n), net::buffer(read_buf_.data(), n));
     in_.commit(n);
     if (mode_ == Mode::Lingering || close_after_) {
       in_.consume(in_.size());  // nothing more will be served on this connection
@@ -410,7 +413,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
            });
   }
 
-  static constexpr std::size_t kReadSize = 16 << 10;
 
   tcp::socket socket_;
   net::steady_timer timer_;
@@ -419,7 +421,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string remote_;
 
   Mode mode_ = Mode::Reading;
-  boost::beast::flat_buffer in_;
+  std::array<char, 8 << 10> read_buf_;
+  boost::beast::flat_buffer in_;  // received, not yet parsed
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bool request_started_ = false;  // a byte of the request being parsed has arrived
   bool continue_sent_ = false;
