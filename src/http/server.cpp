@@ -575,7 +575,6 @@ void Exchange::on_close(std::function<void()> f) {
       s.on_close = std::move(f);
       return;
     }
-    if (s.phase == State::Phase::Finished && !s.closed) return;
   }
   if (f) f();
 }

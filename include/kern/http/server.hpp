@@ -76,8 +76,9 @@ class Exchange {
   std::shared_ptr<State> state_;
 };
 
-// Runs on an I/O thread: must not block (hand slow work to another thread with the Exchange).
-// An exception it throws answers 500 (or closes a stream already started).
+// Runs on an I/O thread, on several at once for different connections: must be thread-safe and
+// must not block (hand slow work to another thread with the Exchange). An exception it throws
+// answers 500 (or closes a stream already started).
 using Handler = std::function<void(Request, std::shared_ptr<Exchange>)>;
 
 struct Config {
