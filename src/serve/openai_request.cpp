@@ -1,0 +1,192 @@
+#include "kern/serve/openai_request.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "kern/base/json.hpp"
+#include "serve/chat_fields.hpp"
+#include "serve/request_fields.hpp"
+
+namespace kern::serve {
+
+namespace {
+
+using detail::field;
+using detail::reject;
+
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kInt64Min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+
+std::vector<std::string> read_stop(const RequestJson& body, const ParseLimits& limits) {
+  std::vector<std::string> stops;
+  const RequestJson* v = field(body, "stop");
+  if (!v) return stops;
+  auto take = [&](const RequestJson& s, const std::string& at) {
+    if (!s.is_string()) reject(at, fmt::format("'{}' must be a string", at));
+    const std::string& text = s.get_ref<const std::string&>();
+    if (text.empty()) reject(at, fmt::format("'{}' must not be an empty string", at));
+    if (text.size() > limits.max_stop_bytes)
+      reject(at, fmt::format("'{}' is {} bytes long, more than the limit of {}", at, text.size(), limits.max_stop_bytes));
+    stops.push_back(text);
+  };
+  if (v->is_string()) {
+    take(*v, "stop");
+  } else if (v->is_array()) {
+    if (v->size() > limits.max_stop_strings)
+      reject("stop", fmt::format("'stop' has {} strings, more than the limit of {}", v->size(), limits.max_stop_strings));
+    for (std::size_t i = 0; i < v->size(); ++i) take((*v)[i], base::json_path_index("stop", i));
+  } else {
+    reject("stop", "'stop' must be a string or an array of strings");
+  }
+  return stops;
+}
+
+// Fields OpenAI defines that kern does not implement, refused where ignoring them would change
+// the answer the client asked for.
+void refuse_unsupported(const RequestJson& body, int n) {
+  if (const RequestJson* v = field(body, "best_of")) {
+    if (detail::as_integer(*v, "best_of", 1, kInt32Max) != n)
+      reject("best_of", "'best_of' is not supported (it may only equal 'n')");
+  }
+  if (const RequestJson* v = field(body, "logit_bias")) {
+    if (!v->is_object()) reject("logit_bias", "'logit_bias' must be an object");
+    if (!v->empty()) reject("logit_bias", "'logit_bias' is not supported");
+  }
+  if (const RequestJson* v = field(body, "suffix")) {
+    if (!v->is_string()) reject("suffix", "'suffix' must be a string");
+    if (!v->get_ref<const std::string&>().empty()) reject("suffix", "'suffix' is not supported");
+  }
+  if (const RequestJson* v = field(body, "response_format")) {
+    auto type = v->is_object() ? v->find("type") : v->end();
+    if (!v->is_object() || type == v->end() || !type->is_string())
+      reject("response_format", "'response_format' must be an object with a string 'type'");
+    if (type->get_ref<const std::string&>() != "text")
+      reject("response_format", fmt::format("'response_format' of type \"{}\" is not supported (only \"text\")",
+                                            type->get_ref<const std::string&>()));
+  }
+}
+
+// Everything both endpoints share.
+void read_common(const RequestJson& body, const ParseLimits& limits, GenerationRequest& r) {
+  const RequestJson* model = field(body, "model");
+  if (!model) reject("model", "'model' is required");
+  if (!model->is_string()) reject("model", "'model' must be a string");
+  r.model = model->get<std::string>();
+  if (r.model.empty()) reject("model", "'model' must not be empty");
+
+  const auto max_tokens = detail::get_integer(body, "max_tokens", 1, kInt64Max);
+  const auto max_completion_tokens = detail::get_integer(body, "max_completion_tokens", 1, kInt64Max);
+  if (max_tokens && max_completion_tokens && *max_tokens != *max_completion_tokens)
+    reject("max_completion_tokens",
+           fmt::format("'max_tokens' ({}) and 'max_completion_tokens' ({}) disagree: give one", *max_tokens,
+                       *max_completion_tokens));
+  r.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+
+  r.stop = read_stop(body, limits);
+  if (const RequestJson* v = field(body, "stop_token_ids"))
+    r.stop_token_ids = detail::as_token_ids(*v, "stop_token_ids", limits.max_stop_token_ids, limits.vocab_size);
+
+  r.temperature = detail::get_number(body, "temperature", {0.0, 2.0});
+  r.top_p = detail::get_number(body, "top_p", {0.0, 1.0, true, false});
+  if (auto k = detail::get_integer(body, "top_k", -1, kInt32Max)) r.top_k = static_cast<std::int32_t>(std::max<std::int64_t>(*k, 0));
+  r.min_p = detail::get_number(body, "min_p", {0.0, 1.0});
+  r.presence_penalty = detail::get_number(body, "presence_penalty", {-2.0, 2.0});
+  r.frequency_penalty = detail::get_number(body, "frequency_penalty", {-2.0, 2.0});
+  r.repetition_penalty = detail::get_number(body, "repetition_penalty", {0.0, 10.0, true, false});
+  r.seed = detail::get_integer(body, "seed", kInt64Min, kInt64Max);
+  r.n = static_cast<int>(detail::get_integer(body, "n", 1, limits.max_n).value_or(1));
+
+  r.stream = detail::get_bool(body, "stream").value_or(false);
+  if (const RequestJson* so = field(body, "stream_options")) {
+    if (!so->is_object()) reject("stream_options", "'stream_options' must be an object");
+    if (!r.stream) reject("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    if (auto u = so->find("include_usage"); u != so->end() && !u->is_null()) {
+      if (!u->is_boolean()) reject("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+      r.include_usage = u->get<bool>();
+    }
+  }
+  r.ignore_eos = detail::get_bool(body, "ignore_eos").value_or(false);
+  r.skip_special_tokens = detail::get_bool(body, "skip_special_tokens").value_or(true);
+  r.user = detail::get_string(body, "user").value_or(std::string());
+  refuse_unsupported(body, r.n);
+}
+
+void read_prompt(const RequestJson& body, const ParseLimits& limits, GenerationRequest& r) {
+  const RequestJson* p = field(body, "prompt");
+  if (!p) reject("prompt", "'prompt' is required");
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+    if (r.prompt_text.empty()) reject("prompt", "'prompt' must not be empty");
+    return;
+  }
+  if (!p->is_array()) reject("prompt", "'prompt' must be a string or an array of token ids");
+  if (p->empty()) reject("prompt", "'prompt' must not be empty");
+  const RequestJson& first = p->front();
+  if (first.is_string()) {
+    if (p->size() > 1)
+      reject("prompt", fmt::format("'prompt' holds {} prompts: kern serves one prompt per request", p->size()));
+    r.prompt_text = first.get<std::string>();
+    if (r.prompt_text.empty()) reject("prompt", "'prompt' must not be empty");
+    return;
+  }
+  if (first.is_array())
+    reject("prompt", "'prompt' is an array of token-id arrays (a batch): kern serves one prompt per request");
+  r.prompt_tokens = detail::as_token_ids(*p, "prompt", limits.max_prompt_tokens, limits.vocab_size);
+  r.prompt_is_tokens = true;
+}
+
+GenerationRequest read_completion(std::string_view text, const ParseLimits& limits) {
+  const RequestJson body = detail::read_body(text, limits.max_json_depth);
+  GenerationRequest r;
+  r.kind = RequestKind::Completion;
+  read_common(body, limits, r);
+  read_prompt(body, limits, r);
+  if (auto k = detail::get_integer(body, "logprobs", 0, limits.max_logprobs)) {
+    r.logprobs = true;
+    r.top_logprobs = static_cast<int>(*k);
+  }
+  r.echo = detail::get_bool(body, "echo").value_or(false);
+  return r;
+}
+
+GenerationRequest read_chat(std::string_view text, const ParseLimits& limits) {
+  const RequestJson body = detail::read_body(text, limits.max_json_depth);
+  GenerationRequest r;
+  r.kind = RequestKind::Chat;
+  read_common(body, limits, r);
+  const RequestJson* messages = field(body, "messages");
+  if (!messages) reject("messages", "'messages' is required");
+  r.messages = detail::read_messages(*messages, limits.max_messages);
+  if (const RequestJson* t = field(body, "tools")) r.tools = detail::read_tools(*t);
+  if (const RequestJson* c = field(body, "tool_choice")) r.tool_choice = detail::read_tool_choice(*c, r.tools);
+  if (const RequestJson* k = field(body, "chat_template_kwargs"))
+    r.chat_template_kwargs = detail::read_chat_template_kwargs(*k);
+  r.add_generation_prompt = detail::get_bool(body, "add_generation_prompt").value_or(true);
+  r.logprobs = detail::get_bool(body, "logprobs").value_or(false);
+  if (auto k = detail::get_integer(body, "top_logprobs", 0, limits.max_logprobs)) {
+    if (!r.logprobs) reject("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    r.top_logprobs = static_cast<int>(*k);
+  }
+  return r;
+}
+
+}  // namespace
+
+ParseResult<GenerationRequest> parse_completion_request(std::string_view body, const ParseLimits& limits) {
+  return detail::guarded<GenerationRequest>([&] { return read_completion(body, limits); });
+}
+
+ParseResult<GenerationRequest> parse_chat_request(std::string_view body, const ParseLimits& limits) {
+  return detail::guarded<GenerationRequest>([&] { return read_chat(body, limits); });
+}
+
+std::optional<ApiError> check_model_served(std::string_view model, std::span<const std::string> served) {
+  if (std::find(served.begin(), served.end(), model) != served.end()) return std::nullopt;
+  return model_not_found(model);
+}
+
+}  // namespace kern::serve
