@@ -37,13 +37,6 @@ std::string render_chat(const chat::ChatTemplate& t, const ChatRequest& r) {
   return t.render(request);
 }
 
-bool opens_reasoning(const std::string& prompt, const chat::ReasoningOptions& tags) {
-  const std::size_t open = prompt.rfind(tags.start_tag);
-  if (open == std::string::npos) return false;
-  const std::size_t close = prompt.rfind(tags.end_tag);
-  return close == std::string::npos || close < open;
-}
-
 ReplyPrinter::ReplyPrinter(chat::ReasoningOptions options)
     : parser_(std::move(options)), dim_(isatty(fileno(stderr)) != 0) {}
 

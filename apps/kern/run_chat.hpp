@@ -24,9 +24,7 @@ chat::ChatTemplate find_chat_template(const std::string& explicit_path, const st
 // The rendered prompt (with the generation prompt).
 std::string render_chat(const chat::ChatTemplate& t, const ChatRequest& r);
 
-// Whether a rendered prompt leaves a reasoning block open (its last <think> after its last </think>):
-// then the reply starts inside the reasoning.
-bool opens_reasoning(const std::string& prompt, const chat::ReasoningOptions& tags = {});
+using chat::opens_reasoning;  // kern/chat/reasoning_parser.hpp
 
 // Writes reasoning to stderr and the answer to stdout as the reply streams.
 class ReplyPrinter {

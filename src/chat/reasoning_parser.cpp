@@ -137,4 +137,11 @@ ReasoningDelta ReasoningParser::finish() {
   return out;
 }
 
+bool opens_reasoning(std::string_view prompt, const ReasoningOptions& tags) {
+  const std::size_t open = prompt.rfind(tags.start_tag);
+  if (open == std::string_view::npos) return false;
+  const std::size_t close = prompt.rfind(tags.end_tag);
+  return close == std::string_view::npos || close < open;
+}
+
 }  // namespace kern::chat

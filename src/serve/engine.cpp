@@ -119,6 +119,16 @@ void Engine::step() {
 
   const Plan plan = scheduler_.plan();
   for (const auto& [seq, why] : plan.ended) end_seq(seq, why);
+  auto scheduled = [&](SeqId seq) {
+    auto owner = seq_owner_.find(seq);
+    if (owner == seq_owner_.end()) return;
+    Open& o = open_requests_.at(owner->second.first);
+    if (o.scheduled) return;
+    o.scheduled = true;
+    o.sink->on_scheduled();
+  };
+  for (const Chunk& c : plan.chunks) scheduled(c.seq);
+  for (const Row& r : plan.decode) scheduled(r.seq);
   for (const Chunk& c : plan.chunks) {
     const std::vector<std::uint64_t> slots = scheduler_.slots(c.seq, c.first, c.count);
     const std::span<const pool::Token> all = scheduler_.tokens(c.seq);

@@ -115,6 +115,18 @@ void ProtocolRunner::prefill(const ChunkCall& c) {
   s.check_error("a prefill chunk");
 }
 
+std::vector<std::uint64_t> ProtocolRunner::warm_up() {
+  std::vector<std::uint64_t> buckets;
+  for (std::uint64_t b = 1;; b *= 2) {
+    const std::uint64_t groups = std::min(b, s_->max_rows);
+    buckets.push_back(bucket(groups));
+    std::vector<DecodeCall> rows(groups, DecodeCall{&s_->pad, s_->pad_slot, 0, 0, nullptr});
+    decode(rows);
+    if (groups == s_->max_rows) break;
+  }
+  return buckets;
+}
+
 std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
   State& s = *s_;
   if (rows.empty()) return {};

@@ -58,6 +58,10 @@ struct ReasoningDelta {
 // The split of a whole reply. Error(Api) for tags that are empty or begin with '\n'.
 ReasoningDelta parse_reasoning(std::string_view text, const ReasoningOptions& options = {});
 
+// Whether a rendered prompt leaves a reasoning block open (its last start tag after its last end
+// tag): then the reply starts inside the reasoning (ReasoningOptions::starts_in_reasoning).
+bool opens_reasoning(std::string_view prompt, const ReasoningOptions& tags = {});
+
 class ReasoningParser {
  public:
   // Error(Api) for tags that are empty or begin with '\n'.

@@ -33,6 +33,8 @@ class TokenSink {
   virtual void on_end(std::uint64_t sample, End why, std::uint64_t cached) = 0;
   // The engine failed; no more calls follow for this request.
   virtual void on_error(const std::string& message) = 0;
+  // The first step that works on the request (a prefill chunk or a decode row) is being run.
+  virtual void on_scheduled() {}
   // Polled once per step: true when the client went away (every sample then ends Cancelled).
   virtual bool cancelled() const = 0;
 };
@@ -79,6 +81,7 @@ class Engine {
     driver::SamplingParams sampling;
     std::uint64_t samples = 0;  // still live
     std::vector<SeqId> seqs;
+    bool scheduled = false;
   };
   void loop();
   void step();

@@ -60,6 +60,9 @@ class ProtocolRunner final : public StepRunner {
   std::uint64_t max_chunk() const override;
   void check(const driver::SamplingParams& sampling) const override;
   std::uint64_t bucket(std::uint64_t rows) const;  // the padded group count for `rows` rows
+  // One decode call per bucket over padding rows only, so every bucket's graph is captured before
+  // the first request. Returns the buckets run.
+  std::vector<std::uint64_t> warm_up();
 
  private:
   struct State;

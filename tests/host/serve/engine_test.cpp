@@ -9,12 +9,11 @@
 #include <mutex>
 #include <thread>
 
-#include "pool_pages.hpp"
+#include "kern/serve/pool_pages.hpp"
 
 namespace kern::serve {
 namespace {
 
-using testing::PoolPages;
 
 struct Recorder final : TokenSink {
   bool on_token(std::uint64_t sample, std::int64_t token, const driver::TokenLogprobs* lp) override {

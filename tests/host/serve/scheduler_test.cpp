@@ -11,12 +11,11 @@
 #include <random>
 #include <set>
 
-#include "pool_pages.hpp"
+#include "kern/serve/pool_pages.hpp"
 
 namespace kern::serve {
 namespace {
 
-using testing::PoolPages;
 
 std::vector<pool::Token> iota_prompt(std::size_t n, pool::Token from = 1) {
   std::vector<pool::Token> p(n);

@@ -1,16 +1,17 @@
-// serve::Pages over a pure pool::Pool (no device: the copies a call returns are dropped), for
-// the scheduler's tests and the fake engine's.
+// serve::Pages over a pure pool::Pool (no device: the copies a call returns are dropped): the
+// fake engine's pages (kern serve --fake-engine) and the scheduler's tests.
 #pragma once
 
 #include "kern/pool/layout.hpp"
 #include "kern/pool/pool.hpp"
 #include "kern/serve/scheduler.hpp"
 
-namespace kern::serve::testing {
+namespace kern::serve {
 
 class PoolPages final : public Pages {
  public:
-  // `tokens` of KV in pages of `unit` tokens; one page-table row reaches `row_tokens`.
+  // `tokens` of KV (64 bytes each, never touched) in pages of `unit` tokens; one page-table row
+  // reaches `row_tokens`.
   PoolPages(std::uint64_t tokens, std::uint64_t unit = 16, std::uint64_t row_tokens = 1 << 16)
       : pool_(make(tokens, unit, row_tokens)) {}
   pool::Granted<pool::Lease> lease(std::uint64_t tokens) override { return pool_.lease(tokens); }
@@ -50,4 +51,4 @@ class PoolPages final : public Pages {
   pool::Pool pool_;
 };
 
-}  // namespace kern::serve::testing
+}  // namespace kern::serve

@@ -1,0 +1,239 @@
+// kern serve: the OpenAI-compatible server (docs/serve.md). On a GPU it loads a Qwen3 checkpoint
+// (a manifest generated in memory from config.json unless --manifest names one), captures a decode
+// graph per batch bucket, then answers /v1/completions, /v1/chat/completions, /v1/models, /health,
+// /metrics, /tokenize and /detokenize. --fake-engine serves a deterministic token source instead
+// of a model (no GPU, no weights): for the HTTP tests and for trying clients.
+#include <signal.h>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "command.hpp"
+#include "kern/base/error.hpp"
+#include "kern/core/protocol.hpp"
+#include "kern/cuda/cuda.hpp"
+#include "kern/driver/runtime_executor.hpp"
+#include "kern/models/qwen3_gen.hpp"
+#include "kern/models/qwen3_synth.hpp"
+#include "kern/runtime/runtime.hpp"
+#include "kern/serve/api_server.hpp"
+#include "kern/serve/pool_pages.hpp"
+#include "kern/serve/runtime_pages.hpp"
+#include "kern/weights/tensors.hpp"
+#include "run_chat.hpp"
+
+namespace kern::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string weights, manifest, kernels, tokenizer, chat_template;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;
+  std::uint64_t max_seqs = 64, chunk = 512, prefill_budget = 2048, max_waiting = 1024;
+  std::optional<std::uint64_t> capacity, max_model_len;
+  std::string served_model_name, api_key;
+  int gpu = 0;
+  unsigned http_threads = 2;
+  double drain_timeout = 30;
+  bool fake = false, no_prefix_cache = false;
+  std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
+} opt;
+
+std::string default_tokenizer(const std::string& weights) {
+  std::error_code ec;
+  if (!weights.empty()) {
+    const fs::path dir = fs::is_directory(weights, ec) ? fs::path(weights) : fs::path(weights).parent_path();
+    if (fs::exists(dir / "tokenizer.json", ec)) return (dir / "tokenizer.json").string();
+  }
+  const std::string npm = models::find_qwen3_tokenizer_dir({fs::current_path().string()});
+  if (!npm.empty()) return npm + "/tokenizer.json";
+  return "";
+}
+
+// Waits for SIGINT / SIGTERM (blocked in every thread since the start of run()).
+int wait_for_signal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::ChatTemplate* tmpl,
+          serve::ServedModel model, const std::function<void()>& warm_up) {
+  serve::ApiConfig api;
+  api.http.host = opt.host;
+  api.http.port = opt.port;
+  api.http.threads = opt.http_threads;
+  api.api_key = opt.api_key;
+  serve::ApiServer server(api, engine, tok, tmpl, model);
+  spdlog::info("kern serve: listening on http://{}:{} (model '{}', context {} tokens, {} sequences per step){}",
+               opt.host, server.port(), model.name, model.max_model_len, engine.scheduler_config().max_running,
+               opt.api_key.empty() ? "" : ", API key required");
+  if (warm_up) warm_up();  // before the engine thread starts: the runtime has one user at a time
+  engine.start();
+  server.set_ready(true);
+  std::fprintf(stdout, "kern serve: ready on http://%s:%u\n", opt.host.c_str(), static_cast<unsigned>(server.port()));
+  std::fflush(stdout);
+  const int sig = wait_for_signal();
+  spdlog::info("kern serve: signal {}: draining (at most {:.0f} s for {} open requests)", sig, opt.drain_timeout,
+               engine.open_requests());
+  server.drain();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.drain_timeout);
+  while (engine.open_requests() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  engine.stop("the server is shutting down");
+  server.stop();
+  spdlog::info("kern serve: stopped");
+  return 0;
+}
+
+serve::SchedulerConfig scheduler_config(std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t max_len) {
+  serve::SchedulerConfig s;
+  s.max_running = std::min(opt.max_seqs, max_rows);
+  s.max_waiting = opt.max_waiting;
+  s.chunk = std::min(opt.chunk, max_chunk);
+  s.prefill_budget = std::max(opt.prefill_budget, s.chunk);
+  s.max_len = max_len;
+  s.prefix_cache = !opt.no_prefix_cache;
+  return s;
+}
+
+int run_fake() {
+  if (opt.tokenizer.empty()) opt.tokenizer = default_tokenizer("");
+  if (opt.tokenizer.empty()) fail(ErrorKind::Api, "--fake-engine needs --tokenizer (tokenizer.json)");
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_file(opt.tokenizer);
+  std::optional<chat::ChatTemplate> tmpl;
+  try {
+    tmpl.emplace(find_chat_template(opt.chat_template, opt.tokenizer, opt.tokenizer));
+  } catch (const Error& e) {
+    spdlog::warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
+  }
+  serve::PoolPages pages(opt.fake_capacity, 16, opt.fake_capacity);
+  serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us);
+  serve::ServedModel model;
+  model.name = opt.served_model_name.empty() ? "fake" : opt.served_model_name;
+  model.max_model_len = opt.max_model_len.value_or(opt.fake_capacity);
+  if (tmpl && tmpl->eos_token())
+    if (auto id = tok.token_id(*tmpl->eos_token())) model.eos = {*id};
+  serve::EngineConfig ec;
+  ec.scheduler = scheduler_config(runner.max_rows(), runner.max_chunk(), model.max_model_len);
+  serve::Engine engine(ec, pages, runner);
+  spdlog::info("kern serve: fake engine (no model: each token is a hash of the previous one and its position)");
+  return serve(engine, tok, tmpl ? &*tmpl : nullptr, model, {});
+}
+
+int run_model() {
+  if (opt.weights.empty()) fail(ErrorKind::Api, "kern serve needs --weights (a Qwen3 checkpoint directory), or --fake-engine");
+  if (opt.kernels.empty()) fail(ErrorKind::Api, "kern serve needs --kernels (the directory of kern's fatbins)");
+  if (opt.tokenizer.empty()) opt.tokenizer = default_tokenizer(opt.weights);
+  if (opt.tokenizer.empty()) fail(ErrorKind::Api, "no tokenizer.json beside the weights: name one with --tokenizer");
+  const models::Qwen3Shape shape = models::read_qwen3_config(opt.weights);
+  const std::uint64_t rows = std::max<std::uint64_t>({opt.chunk, opt.max_seqs, 8});
+  std::optional<core::Verified> verified;
+  if (!opt.manifest.empty()) {
+    verified.emplace(core::verify(core::parse_manifest_file(opt.manifest)));
+  } else {
+    models::Qwen3GenOptions gen;
+    gen.max_tokens = rows;
+    gen.max_seqs = opt.max_seqs;
+    const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
+    gen.sampling = device.cc_major >= 9;
+    gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
+    gen.model = fs::path(opt.weights).filename().string();
+    gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
+    verified.emplace(core::verify(core::parse_manifest(models::generate_qwen3_manifest(shape, gen).dump())));
+  }
+  const core::Protocol protocol = core::check_protocol(*verified);
+  runtime::RuntimeOptions ro;
+  ro.gpu = opt.gpu;
+  if (opt.capacity) ro.capacity.tokens = *opt.capacity;
+  ro.capacity.seqs = opt.max_seqs;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<runtime::Runtime> rt = runtime::Runtime::load(*verified, opt.kernels, ro);
+  rt->load_weights(weights::SafetensorsTensors::open(opt.weights));
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_file(opt.tokenizer);
+  std::optional<chat::ChatTemplate> tmpl;
+  try {
+    tmpl.emplace(find_chat_template(opt.chat_template, opt.tokenizer, opt.weights));
+  } catch (const Error& e) {
+    spdlog::warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
+  }
+  driver::RuntimeExecutor exec(*rt);
+  serve::RuntimePages pages(*rt);
+  pool::Lease pad = std::move(rt->lease(1)).value();
+  serve::ProtocolRunner runner(protocol, exec, std::move(pad), opt.max_seqs);
+  serve::ServedModel model;
+  model.name = opt.served_model_name.empty() ? fs::path(opt.weights).filename().string() : opt.served_model_name;
+  const driver::SeqLimits limits = driver::limits_of(*rt->state_pool());
+  model.max_model_len = std::min<std::uint64_t>(shape.max_positions, limits.max_tokens());
+  if (opt.max_model_len) model.max_model_len = std::min(model.max_model_len, *opt.max_model_len);
+  serve::read_generation_defaults(opt.weights, model);
+  serve::EngineConfig ec;
+  ec.scheduler = scheduler_config(runner.max_rows(), runner.max_chunk(), model.max_model_len);
+  serve::Engine engine(ec, pages, runner);
+  spdlog::info("kern serve: {} loaded in {:.1f} s; KV pool {} pages of {} tokens", model.name,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), limits.total_pages,
+               limits.unit);
+  auto warm = [&] {
+    const std::vector<std::uint64_t> buckets = runner.warm_up();
+    spdlog::info("kern serve: decode graphs captured for {} buckets (up to {} sequences)", buckets.size(),
+                 runner.max_rows());
+  };
+  return serve(engine, tok, tmpl ? &*tmpl : nullptr, model, warm);
+}
+
+int run() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // every thread started from here on inherits it
+  signal(SIGPIPE, SIG_IGN);
+  try {
+    return opt.fake ? run_fake() : run_model();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+Runner setup(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible server with continuous batching");
+  cmd->add_option("--weights", opt.weights, "Qwen3 checkpoint directory (HF safetensors)");
+  cmd->add_option("--manifest", opt.manifest, "Manifest JSON (default: generated from config.json)");
+  cmd->add_option("--kernels", opt.kernels, "Kernels directory");
+  cmd->add_option("--tokenizer", opt.tokenizer, "tokenizer.json (default: beside the weights)");
+  cmd->add_option("--chat-template", opt.chat_template, "tokenizer_config.json or .jinja with the chat template");
+  cmd->add_option("--host", opt.host, "Address to bind (default 127.0.0.1)");
+  cmd->add_option("--port", opt.port, "Port (default 8000; 0: any free port)");
+  cmd->add_option("--max-seqs", opt.max_seqs, "Sequences per decode step (default 64)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: the GPU's free memory less 1 GiB)");
+  cmd->add_option("--chunk", opt.chunk, "Prefill rows per call (default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill-budget", opt.prefill_budget, "Prefill rows per step over all requests (default 2048)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-waiting", opt.max_waiting, "Queued sequences beyond which requests get 429 (default 1024)");
+  cmd->add_option("--max-model-len", opt.max_model_len, "Positions one request may reach (default: the model's and the pool's)");
+  cmd->add_option("--served-model-name", opt.served_model_name, "The model name clients send (default: the weights' folder)");
+  cmd->add_option("--api-key", opt.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
+  cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--http-threads", opt.http_threads, "HTTP I/O threads (default 2)")->check(CLI::Range(1, 64));
+  cmd->add_option("--drain-timeout", opt.drain_timeout, "Seconds SIGTERM waits for open requests (default 30)");
+  cmd->add_flag("--no-prefix-cache", opt.no_prefix_cache, "Do not reuse the pages of earlier prompts");
+  cmd->add_flag("--fake-engine", opt.fake, "Serve a deterministic token source instead of a model (no GPU)");
+  cmd->add_option("--fake-step-us", opt.fake_step_us, "With --fake-engine: wall time of each step (default 0)");
+  cmd->add_option("--fake-capacity", opt.fake_capacity, "With --fake-engine: KV tokens of its pool (default 65536)");
+  return run;
+}
+
+const Registrar registrar("serve", setup);
+
+}  // namespace
+}  // namespace kern::cli
