@@ -149,3 +149,6 @@ fi
 if [ -f scripts/setup-tokenizer.sh ]; then
   bash scripts/setup-tokenizer.sh
 fi
+if [ -f scripts/setup-openai-client.sh ]; then
+  bash scripts/setup-openai-client.sh
+fi

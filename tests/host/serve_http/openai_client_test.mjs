@@ -1,0 +1,277 @@
+// kern serve --fake-engine against the official OpenAI client library (npm `openai`) and raw
+// HTTP: completions and chat, streaming and not, stop strings, n, log-probs, usage, errors with
+// the right status, bad input answered while the server keeps serving, a client that vanishes
+// mid-stream, the API key, /metrics, and SIGTERM draining to exit 0.
+// Usage: node openai_client_test.mjs <kern binary> <tokenizer.json> <node_modules dir>
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { createRequire } from "node:module";
+
+const [kern, tokenizer, modules] = process.argv.slice(2);
+if (!kern || !tokenizer || !modules) {
+  console.error("usage: node openai_client_test.mjs KERN TOKENIZER_JSON NODE_MODULES");
+  process.exit(2);
+}
+let OpenAI;
+try {
+  const req = createRequire(path.join(path.resolve(modules), "x.js"));
+  const mod = req("openai");
+  OpenAI = mod.default ?? mod.OpenAI ?? mod;
+} catch (e) {
+  console.error(`the npm package 'openai' is not installed under ${modules} (bash scripts/setup-openai-client.sh): ${e.message}`);
+  process.exit(1);
+}
+
+function start(extra = []) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(kern, ["serve", "--fake-engine", "--tokenizer", tokenizer, "--port", "0", "--fake-step-us", "200", ...extra], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "", err = "";
+    const timer = setTimeout(() => reject(new Error(`kern serve did not start: ${err}`)), 30000);
+    p.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/ready on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc: p, port: Number(m[1]), stderr: () => err });
+      }
+    });
+    p.stderr.on("data", (d) => (err += d));
+    p.on("exit", (code) => reject(new Error(`kern serve exited ${code}: ${err}`)));
+  });
+}
+
+function stop(server) {
+  return new Promise((resolve) => {
+    server.proc.removeAllListeners("exit");
+    server.proc.on("exit", (code, signal) => resolve({ code, signal }));
+    server.proc.kill("SIGTERM");
+  });
+}
+
+// One raw HTTP exchange: writes `bytes`, returns the status line's code (0 when closed without one).
+function raw(port, bytes, { wait = 15000 } = {}) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    let got = "";
+    const t = setTimeout(() => { s.destroy(); resolve({ status: -1, body: got }); }, wait);
+    s.on("data", (d) => (got += d.toString("latin1")));
+    s.on("close", () => {
+      clearTimeout(t);
+      const m = got.match(/^HTTP\/1\.1 (\d{3})/);
+      resolve({ status: m ? Number(m[1]) : 0, body: got });
+    });
+    s.on("error", () => {});
+    s.write(bytes);
+  });
+}
+
+const results = [];
+async function check(name, f) {
+  try {
+    await f();
+    results.push([true, name]);
+    console.log(`ok - ${name}`);
+  } catch (e) {
+    results.push([false, name]);
+    console.log(`not ok - ${name}\n  ${e.stack ?? e}`);
+  }
+}
+
+async function statusOf(p) {
+  try {
+    await p;
+    return 200;
+  } catch (e) {
+    return e.status ?? -1;
+  }
+}
+
+const server = await start();
+const base = `http://127.0.0.1:${server.port}`;
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 });
+
+await check("GET /v1/models lists the served model", async () => {
+  const list = await client.models.list();
+  assert.deepEqual(list.data.map((m) => m.id), ["fake"]);
+  assert.equal(list.data[0].object, "model");
+});
+
+let reference = "";
+await check("completions: whole response, usage, finish_reason length", async () => {
+  const r = await client.completions.create({ model: "fake", prompt: "The quick brown fox", max_tokens: 24, temperature: 0 });
+  assert.equal(r.object, "text_completion");
+  assert.match(r.id, /^cmpl-[0-9a-f]{32}$/);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].finish_reason, "length");
+  assert.equal(r.usage.completion_tokens, 24);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 24);
+  assert.ok(r.choices[0].text.length > 0);
+  reference = r.choices[0].text;
+});
+
+await check("completions: the stream's text equals the whole response's", async () => {
+  const s = await client.completions.create({ model: "fake", prompt: "The quick brown fox", max_tokens: 24, temperature: 0, stream: true });
+  let text = "", finish = null, chunks = 0;
+  for await (const c of s) {
+    chunks++;
+    text += c.choices[0]?.text ?? "";
+    if (c.choices[0]?.finish_reason) finish = c.choices[0].finish_reason;
+  }
+  assert.equal(text, reference);
+  assert.equal(finish, "length");
+  assert.ok(chunks >= 2);
+});
+
+await check("completions: a stop string ends the text before it and is never sent", async () => {
+  const cut = Math.floor(reference.length / 2);
+  const stop = reference.slice(cut, cut + 4);
+  const before = reference.slice(0, reference.indexOf(stop));
+  const r = await client.completions.create({ model: "fake", prompt: "The quick brown fox", max_tokens: 24, temperature: 0, stop: [stop] });
+  assert.equal(r.choices[0].text, before);
+  assert.equal(r.choices[0].finish_reason, "stop");
+  const s = await client.completions.create({ model: "fake", prompt: "The quick brown fox", max_tokens: 24, temperature: 0, stop, stream: true });
+  let text = "";
+  for await (const c of s) text += c.choices[0]?.text ?? "";
+  assert.equal(text, before);
+});
+
+let chatText = "";
+await check("chat: whole response through the model's chat template", async () => {
+  const r = await client.chat.completions.create({
+    model: "fake", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hello!" }], max_tokens: 16, temperature: 0,
+  });
+  assert.equal(r.object, "chat.completion");
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(r.choices[0].message.role, "assistant");
+  assert.equal(typeof r.choices[0].message.content, "string");
+  assert.equal(r.usage.completion_tokens, 16);
+  assert.ok(r.usage.prompt_tokens > 5, "the template wraps the messages");
+  chatText = (r.choices[0].message.reasoning_content ?? "") + "|" + r.choices[0].message.content;
+});
+
+await check("chat: stream with include_usage (role first, usage last, same text)", async () => {
+  const s = await client.chat.completions.create({
+    model: "fake", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hello!" }], max_tokens: 16, temperature: 0,
+    stream: true, stream_options: { include_usage: true },
+  });
+  let content = "", reasoning = "", first = null, usage = null, finish = null;
+  for await (const c of s) {
+    if (c.usage) usage = c.usage;
+    if (!c.choices.length) continue;
+    const d = c.choices[0].delta;
+    if (first === null) first = d.role;
+    content += d.content ?? "";
+    reasoning += d.reasoning_content ?? "";
+    if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+  }
+  assert.equal(first, "assistant");
+  assert.equal(finish, "length");
+  assert.ok(usage && usage.completion_tokens === 16);
+  assert.equal(reasoning + "|" + content, chatText);
+});
+
+await check("chat: n = 3 seeded samples, each its own choice; the same seed repeats", async () => {
+  const ask = () => client.chat.completions.create({ model: "fake", messages: [{ role: "user", content: "Pick." }], max_tokens: 8, n: 3, seed: 5, temperature: 0.8 });
+  const a = await ask(), b = await ask();
+  assert.deepEqual(a.choices.map((c) => c.index), [0, 1, 2]);
+  assert.equal(a.usage.completion_tokens, 24);
+  assert.deepEqual(a.choices.map((c) => c.message.content), b.choices.map((c) => c.message.content));
+  assert.notEqual(a.choices[0].message.content, a.choices[1].message.content);
+});
+
+await check("chat: logprobs with top_logprobs", async () => {
+  const r = await client.chat.completions.create({ model: "fake", messages: [{ role: "user", content: "x" }], max_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 2 });
+  const lp = r.choices[0].logprobs.content;
+  assert.equal(lp.length, 5);
+  for (const t of lp) {
+    assert.equal(typeof t.logprob, "number");
+    assert.equal(t.top_logprobs.length, 2);
+    assert.ok(Array.isArray(t.bytes));
+  }
+});
+
+await check("errors: unknown model 404, out-of-range field 400, the right error types", async () => {
+  await assert.rejects(client.completions.create({ model: "nope", prompt: "x" }), (e) => e.status === 404 && e.error?.code === "model_not_found");
+  await assert.rejects(client.completions.create({ model: "fake", prompt: "x", temperature: 5 }), (e) => e.status === 400 && e.error?.param === "temperature");
+  await assert.rejects(client.completions.create({ model: "fake", prompt: "x", max_tokens: 10000000 }), (e) => e.status === 400);
+  assert.equal(await statusOf(client.chat.completions.create({ model: "fake", messages: [], max_tokens: 2 })), 400);
+});
+
+await check("bad input over raw HTTP: malformed JSON, wrong type, invalid UTF-8, huge body, unknown route", async () => {
+  const post = (p, body, headers = "") =>
+    raw(server.port, `POST ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body, "latin1")}\r\nConnection: close\r\n${headers}\r\n` + body);
+  assert.equal((await post("/v1/completions", '{"model": "fake", "prompt": ')).status, 400);
+  assert.equal((await post("/v1/completions", '{"model": "fake", "prompt": 7}')).status, 400);
+  assert.equal((await post("/v1/completions", '{"model": "fake", "prompt": "\xff\xfe"}')).status, 400);
+  assert.equal((await raw(server.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n`)).status, 413);
+  assert.equal((await post("/v2/nothing", "{}")).status, 404);
+  assert.equal((await raw(server.port, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).status, 405);
+  assert.equal((await raw(server.port, "NOT HTTP AT ALL\r\n\r\n")).status, 400);
+});
+
+await check("a client that vanishes mid-stream frees its request; others are served meanwhile", async () => {
+  const ac = new AbortController();
+  const s = await client.completions.create({ model: "fake", prompt: "long", max_tokens: 5000, temperature: 0, stream: true }, { signal: ac.signal });
+  let n = 0;
+  try {
+    for await (const c of s) if (++n === 3) ac.abort();
+  } catch (e) { /* aborted */ }
+  const other = await client.completions.create({ model: "fake", prompt: "short", max_tokens: 3, temperature: 0 });
+  assert.equal(other.usage.completion_tokens, 3);
+  let running = -1;
+  for (let i = 0; i < 100 && running !== 0; i++) {
+    const m = await (await fetch(`${base}/metrics`)).text();
+    running = Number(m.match(/^kern:num_requests_running\{[^}]*\} (\S+)$/m)[1]);
+    if (running !== 0) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(running, 0, "the vanished stream's sequence ended");
+});
+
+await check("/health 200 and /metrics in Prometheus text with the expected names", async () => {
+  assert.equal((await fetch(`${base}/health`)).status, 200);
+  const m = await (await fetch(`${base}/metrics`)).text();
+  for (const name of ["kern:num_requests_running", "kern:num_requests_waiting", "kern:kv_cache_usage_perc", "kern:prefix_cache_queries_total",
+    "kern:prefix_cache_hits_total", "kern:num_preemptions_total", "kern:prompt_tokens_total", "kern:generation_tokens_total",
+    "kern:time_to_first_token_seconds_bucket", "kern:time_per_output_token_seconds_count", "kern:e2e_request_latency_seconds_sum",
+    "kern:request_queue_time_seconds_count"])
+    assert.ok(m.includes(name), name);
+  const gen = Number(m.match(/^kern:generation_tokens_total\{[^}]*\} (\S+)$/m)[1]);
+  assert.ok(gen > 100, `generated ${gen}`);
+});
+
+await check("a repeated prompt reports cached tokens from the prefix index", async () => {
+  const prompt = "shared prefix ".repeat(40);
+  await client.completions.create({ model: "fake", prompt, max_tokens: 2, temperature: 0 });
+  const r = await client.completions.create({ model: "fake", prompt, max_tokens: 2, temperature: 0 });
+  assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(r.usage));
+});
+
+await check("/tokenize and /detokenize round-trip", async () => {
+  const t = await (await fetch(`${base}/tokenize`, { method: "POST", body: JSON.stringify({ prompt: "Hello world" }) })).json();
+  assert.ok(t.count >= 2 && t.tokens.length === t.count);
+  const d = await (await fetch(`${base}/detokenize`, { method: "POST", body: JSON.stringify({ tokens: t.tokens }) })).json();
+  assert.equal(d.prompt, "Hello world");
+});
+
+await check("SIGTERM drains and exits 0", async () => {
+  const r = await stop(server);
+  assert.equal(r.code, 0, server.stderr());
+});
+
+const keyed = await start(["--api-key", "sekrit"]);
+await check("--api-key: 401 without it, served with it", async () => {
+  const bare = new OpenAI({ baseURL: `http://127.0.0.1:${keyed.port}/v1`, apiKey: "wrong", maxRetries: 0 });
+  await assert.rejects(bare.models.list(), (e) => e.status === 401);
+  const good = new OpenAI({ baseURL: `http://127.0.0.1:${keyed.port}/v1`, apiKey: "sekrit", maxRetries: 0 });
+  const r = await good.completions.create({ model: "fake", prompt: "hi", max_tokens: 2 });
+  assert.equal(r.usage.completion_tokens, 2);
+});
+await stop(keyed);
+
+const failed = results.filter(([ok]) => !ok).length;
+console.log(`${results.length - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
