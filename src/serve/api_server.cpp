@@ -73,13 +73,16 @@ class RequestSink final : public TokenSink {
     std::optional<TokenLogprob> entry;
     if (shape_.logprobs && lp) {
       TokenLogprob e;
-      e.token = tok_.token_bytes(static_cast<tokenizer::TokenId>(token));
+      e.token = text_of(token);
       e.logprob = lp->chosen;
       for (const auto& [id, v] : lp->top)
-        if (static_cast<int>(e.top.size()) < shape_.top_logprobs) e.top.push_back({tok_.token_bytes(id), v});
+        if (static_cast<int>(e.top.size()) < shape_.top_logprobs) e.top.push_back({text_of(id), v});
       entry = std::move(e);
     }
-    const StopFeed f = s.stop.feed(s.decoder.push(static_cast<tokenizer::TokenId>(token)));
+    // An id the tokenizer does not know (a model's embedding may be wider than its vocabulary)
+    // has no text.
+    const bool known = tok_.contains(static_cast<tokenizer::TokenId>(token));
+    const StopFeed f = s.stop.feed(known ? s.decoder.push(static_cast<tokenizer::TokenId>(token)) : std::string());
     emit(index, f.text, std::move(entry), std::nullopt);
     if (f.stopped) s.stop_string = true;
     return !f.stopped;
@@ -203,6 +206,11 @@ class RequestSink final : public TokenSink {
       chunk = completion_chunk_json(stream_, std::span(&c, 1));
     }
     ex_->send(sse_event(chunk));
+  }
+
+  std::string text_of(std::int64_t id) const {
+    const auto t = static_cast<tokenizer::TokenId>(id);
+    return tok_.contains(t) ? tok_.token_bytes(t) : std::string();
   }
 
   bool stream_open() {

@@ -99,10 +99,33 @@ void Engine::end_seq(SeqId seq, End why) {
   auto c = cached_.find(seq);
   const std::uint64_t cached = c == cached_.end() ? 0 : c->second;
   if (c != cached_.end()) cached_.erase(c);
-  o->second.sink->on_end(sample, why, cached);
+  if (!guarded(o->first, [&] { o->second.sink->on_end(sample, why, cached); })) return;
   if (--o->second.samples == 0) {
     open_requests_.erase(o);
     --open_;
+  }
+}
+
+bool Engine::guarded(std::uint64_t request, const std::function<void()>& f) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::error("engine: request {} failed in its sink: {}", request, e.what());
+    auto o = open_requests_.find(request);
+    if (o == open_requests_.end()) return false;
+    for (SeqId s : o->second.seqs) {
+      scheduler_.end(s, End::Cancelled);
+      seq_owner_.erase(s);
+      cached_.erase(s);
+    }
+    try {
+      o->second.sink->on_error(e.what());
+    } catch (const std::exception&) {
+    }
+    open_requests_.erase(o);
+    --open_;
+    return false;
   }
 }
 
@@ -125,7 +148,7 @@ void Engine::step() {
     Open& o = open_requests_.at(owner->second.first);
     if (o.scheduled) return;
     o.scheduled = true;
-    o.sink->on_scheduled();
+    guarded(owner->second.first, [&] { o.sink->on_scheduled(); });
   };
   for (const Chunk& c : plan.chunks) scheduled(c.seq);
   for (const Row& r : plan.decode) scheduled(r.seq);
@@ -162,7 +185,11 @@ void Engine::step() {
     if (owner == seq_owner_.end()) continue;
     const auto [request, sample] = owner->second;
     Open& o = open_requests_.at(request);
-    const bool more = o.sink->on_token(sample, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
+    bool more = true;
+    if (!guarded(request, [&] {
+          more = o.sink->on_token(sample, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
+        }))
+      continue;  // the request failed: its sequences are gone
     if (e.end) {
       end_seq(e.seq, *e.end);
     } else if (!more && scheduler_.end(e.seq, End::Stopped)) {

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,8 @@ class Engine {
   void step();
   void take_submissions();
   void end_seq(SeqId seq, End why);
+  // Runs a sink call; if it throws, that request alone fails (on_error, its sequences end).
+  bool guarded(std::uint64_t request, const std::function<void()>& f);
 
   EngineConfig config_;
   Pages& pages_;

@@ -18,6 +18,7 @@ namespace {
 struct Recorder final : TokenSink {
   bool on_token(std::uint64_t sample, std::int64_t token, const driver::TokenLogprobs* lp) override {
     std::lock_guard<std::mutex> l(mu);
+    if (throw_after && tokens[sample].size() >= throw_after) throw std::runtime_error("sink broke");
     tokens[sample].push_back(token);
     if (lp) ++logprobs;
     return !(stop_after && tokens[sample].size() >= stop_after);
@@ -40,7 +41,7 @@ struct Recorder final : TokenSink {
   std::map<std::uint64_t, std::vector<std::int64_t>> tokens;
   std::map<std::uint64_t, End> ends;
   std::string error;
-  std::uint64_t cached = 0, logprobs = 0, stop_after = 0;
+  std::uint64_t cached = 0, logprobs = 0, stop_after = 0, throw_after = 0;
   std::atomic<bool> gone{false};
 };
 
@@ -64,7 +65,9 @@ EngineRequest request(std::vector<pool::Token> prompt, std::uint64_t max_new, st
 }
 
 struct Rig {
-  Rig() : pages(8192, 16), runner(50000, 8, 64), engine(config(), pages, runner) { engine.start(); }
+  explicit Rig(std::uint64_t step_us = 0) : pages(8192, 16), runner(50000, 8, 64, step_us), engine(config(), pages, runner) {
+    engine.start();
+  }
   static EngineConfig config() {
     EngineConfig c;
     c.scheduler.max_running = 8;
@@ -116,9 +119,9 @@ TEST(Engine, SamplesEndOnTheirOwnAndASinkCanStopOne) {
 }
 
 TEST(Engine, AClientThatGoesAwayFreesItsPagesWithinAStep) {
-  Rig r;
+  Rig r(200);  // slow enough that the request is still generating when its client leaves
   auto a = std::make_shared<Recorder>();
-  ASSERT_EQ(r.engine.submit(request(std::vector<pool::Token>(300, 4), 100000, a)), Engine::Submitted::Queued);
+  ASSERT_EQ(r.engine.submit(request(std::vector<pool::Token>(300, 4), 4000, a)), Engine::Submitted::Queued);
   ASSERT_TRUE(wait_for([&] {
     std::lock_guard<std::mutex> l(a->mu);
     return a->tokens[0].size() > 5;
@@ -133,10 +136,24 @@ TEST(Engine, AClientThatGoesAwayFreesItsPagesWithinAStep) {
   EXPECT_LE(r.pages.pages_used(), 300u / 16);
 }
 
-TEST(Engine, StopTellsOpenRequests) {
+TEST(Engine, ASinkThatThrowsFailsOnlyItsRequest) {
   Rig r;
+  auto bad = std::make_shared<Recorder>();
+  bad->throw_after = 2;
+  auto good = std::make_shared<Recorder>();
+  ASSERT_EQ(r.engine.submit(request({1, 2, 3}, 20, bad)), Engine::Submitted::Queued);
+  ASSERT_EQ(r.engine.submit(request({4, 5, 6}, 20, good)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return bad->done(1) && good->done(1); }));
+  EXPECT_EQ(bad->error, "sink broke");
+  EXPECT_EQ(good->error, "");
+  EXPECT_EQ(good->tokens[0].size(), 20u);
+  EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+}
+
+TEST(Engine, StopTellsOpenRequests) {
+  Rig r(200);  // 200 us a step: 4,000 tokens take 0.8 s, far longer than the test waits
   auto a = std::make_shared<Recorder>();
-  ASSERT_EQ(r.engine.submit(request({1, 2}, 1000000, a)), Engine::Submitted::Queued);
+  ASSERT_EQ(r.engine.submit(request({1, 2}, 4000, a)), Engine::Submitted::Queued);
   ASSERT_TRUE(wait_for([&] {
     std::lock_guard<std::mutex> l(a->mu);
     return !a->tokens[0].empty();

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Load client for kern serve (or any OpenAI-compatible server): what `vllm bench serve` reports.
+
+Random token-id prompts of --input-len tokens to /v1/completions with max_tokens --output-len and
+ignore_eos, streamed; per concurrency level (or a Poisson rate) it prints requests/s, output and
+total tokens/s, TTFT / TPOT / ITL mean, p50 and p99 (ms) and failed requests, as text and as one
+JSON line per run. Needs aiohttp (the GPU machine has it).
+
+  python3 bench/serve_load.py --url http://127.0.0.1:8000 --model NAME --concurrency 1 8 32 64
+"""
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+
+import aiohttp
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+async def one(session, url, model, prompt, out_len, result):
+    body = {"model": model, "prompt": prompt, "max_tokens": out_len, "temperature": 0, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}}
+    t0 = time.perf_counter()
+    times = []
+    usage = None
+    try:
+        async with session.post(url + "/v1/completions", json=body) as r:
+            if r.status != 200:
+                result.append({"ok": False, "why": f"status {r.status}: {(await r.text())[:200]}"})
+                return
+            buf = b""
+            async for chunk in r.content.iter_any():
+                buf += chunk
+                while b"\n\n" in buf:
+                    ev, buf = buf.split(b"\n\n", 1)
+                    if not ev.startswith(b"data: "):
+                        continue
+                    data = ev[6:]
+                    if data == b"[DONE]":
+                        continue
+                    j = json.loads(data)
+                    if "error" in j:
+                        result.append({"ok": False, "why": j["error"].get("message", "")})
+                        return
+                    if j.get("usage"):
+                        usage = j["usage"]
+                    if j.get("choices") and j["choices"][0].get("text"):
+                        times.append(time.perf_counter())
+    except Exception as e:  # a failed request is counted, not fatal
+        result.append({"ok": False, "why": repr(e)})
+        return
+    end = time.perf_counter()
+    n = usage["completion_tokens"] if usage else len(times)
+    result.append({"ok": True, "ttft": (times[0] - t0) if times else end - t0, "e2e": end - t0, "times": times,
+                   "out": n, "in": usage["prompt_tokens"] if usage else len(prompt),
+                   "cached": (usage or {}).get("prompt_tokens_details", {}).get("cached_tokens", 0)})
+
+
+async def run(args, concurrency, rate, rng):
+    prompts = [[rng.randrange(1000, args.vocab) for _ in range(args.input_len)] for _ in range(args.num_prompts)]
+    result = []
+    timeout = aiohttp.ClientTimeout(total=args.timeout)
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=conn) as session:
+        sem = asyncio.Semaphore(concurrency if concurrency else len(prompts))
+
+        async def go(p):
+            async with sem:
+                await one(session, args.url, args.model, p, args.output_len, result)
+
+        t0 = time.perf_counter()
+        tasks = []
+        for p in prompts:
+            tasks.append(asyncio.create_task(go(p)))
+            if rate:
+                await asyncio.sleep(rng.expovariate(rate))
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - t0
+    ok = [r for r in result if r["ok"]]
+    ttft = [r["ttft"] * 1e3 for r in ok]
+    tpot = [(r["e2e"] - r["ttft"]) / (r["out"] - 1) * 1e3 for r in ok if r["out"] > 1]
+    itl = [(b - a) * 1e3 for r in ok for a, b in zip(r["times"], r["times"][1:])]
+    out_tok = sum(r["out"] for r in ok)
+    in_tok = sum(r["in"] for r in ok)
+    rep = {"concurrency": concurrency, "rate": rate, "requests": len(prompts), "failed": len(result) - len(ok),
+           "wall_s": wall, "req_per_s": len(ok) / wall, "output_tok_per_s": out_tok / wall,
+           "total_tok_per_s": (out_tok + in_tok) / wall, "input_len": args.input_len, "output_len": args.output_len}
+    for name, xs in (("ttft_ms", ttft), ("tpot_ms", tpot), ("itl_ms", itl)):
+        rep[name] = {"mean": statistics.fmean(xs) if xs else float("nan"), "p50": pct(xs, 50), "p99": pct(xs, 99)}
+    if len(result) != len(ok):
+        rep["first_failure"] = next(r["why"] for r in result if not r["ok"])
+    return rep
+
+
+async def prefix_test(args, n, rng):
+    """One prompt of n tokens sent cold, then again: TTFT each and the cached tokens reported."""
+    prompt = [rng.randrange(1000, args.vocab) for _ in range(n)]
+    out = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=args.timeout)) as session:
+        for _ in range(2):
+            res = []
+            await one(session, args.url, args.model, prompt, 4, res)
+            out.append(res[0])
+    cold, warm = out
+    rep = {"prefix_tokens": n, "cold_ttft_ms": cold.get("ttft", float("nan")) * 1e3,
+           "warm_ttft_ms": warm.get("ttft", float("nan")) * 1e3, "warm_cached_tokens": warm.get("cached", 0),
+           "failed": sum(not r["ok"] for r in out)}
+    print(f"prefix cache: {n}-token prompt, TTFT cold {rep['cold_ttft_ms']:.1f} ms, warm {rep['warm_ttft_ms']:.1f} ms "
+          f"({rep['warm_cached_tokens']} tokens cached)", flush=True)
+    print("json " + json.dumps(rep), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--url", default="http://127.0.0.1:8000")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--input-len", type=int, default=1024)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--num-prompts", type=int, default=0, help="per run (default: 4 x concurrency, at least 16)")
+    ap.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32, 64])
+    ap.add_argument("--rate", type=float, default=0, help="also one Poisson run at this many requests/s")
+    ap.add_argument("--vocab", type=int, default=150000)
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefix-test", type=int, default=0, help="also: a prompt of this many tokens cold, then warm")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    if args.prefix_test:
+        asyncio.run(prefix_test(args, args.prefix_test, rng))
+    runs = [(c, 0.0) for c in args.concurrency] + ([(0, args.rate)] if args.rate else [])
+    n0 = args.num_prompts
+    for c, rate in runs:
+        args.num_prompts = n0 or max(16, 4 * c if c else 64)
+        rep = asyncio.run(run(args, c, rate, rng))
+        print(f"concurrency {c or '-'} rate {rate or '-'}: {rep['requests']} requests, {rep['failed']} failed, "
+              f"{rep['req_per_s']:.2f} req/s, output {rep['output_tok_per_s']:.0f} tok/s, total {rep['total_tok_per_s']:.0f} tok/s; "
+              f"TTFT mean/p50/p99 {rep['ttft_ms']['mean']:.1f}/{rep['ttft_ms']['p50']:.1f}/{rep['ttft_ms']['p99']:.1f} ms, "
+              f"TPOT {rep['tpot_ms']['mean']:.2f}/{rep['tpot_ms']['p50']:.2f}/{rep['tpot_ms']['p99']:.2f} ms, "
+              f"ITL {rep['itl_ms']['mean']:.2f}/{rep['itl_ms']['p50']:.2f}/{rep['itl_ms']['p99']:.2f} ms", flush=True)
+        print("json " + json.dumps(rep), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

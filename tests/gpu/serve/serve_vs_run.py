@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""kern serve on the GPU against kern run (ctest label gpu): the default model's greedy text for a
+few prompts from POST /v1/completions must equal kern run's, alone and while 60 other requests
+share the server's steps; the server drains on SIGTERM and exits 0.
+
+  python3 serve_vs_run.py KERN KERNELS_DIR MODEL_DIR WORK_DIR
+"""
+import concurrent.futures
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+kern, kernels, model, work = sys.argv[1:5]
+os.makedirs(work, exist_ok=True)
+steps = 24
+prompts = ["The capital of France is", "Once upon a time", "def fibonacci(n):", "In 1905, Albert Einstein"]
+
+manifest = os.path.join(work, "manifest.json")
+subprocess.run([kern, "gen", "qwen3", model, "-o", manifest, "--kernels-dir", kernels], check=True,
+               stdout=subprocess.DEVNULL)
+reference = []
+for p in prompts:
+    r = subprocess.run([kern, "run", "--manifest", manifest, "--kernels", kernels, "--weights", model, "--tokenizer",
+                        os.path.join(model, "tokenizer.json"), "--prompt", p, "--steps", str(steps)],
+                       check=True, capture_output=True, text=True)
+    reference.append(r.stdout.rstrip("\n"))
+
+log = open(os.path.join(work, "serve.log"), "w")
+srv = subprocess.Popen([kern, "serve", "--weights", model, "--kernels", kernels, "--port", "0", "--max-seqs", "64",
+                        "--capacity", "65536"], stdout=subprocess.PIPE, stderr=log, text=True)
+port = None
+t0 = time.time()
+for line in srv.stdout:
+    if "ready on http://" in line:
+        port = int(line.rsplit(":", 1)[1])
+        break
+if port is None:
+    print("kern serve did not start; see", log.name)
+    sys.exit(1)
+print(f"[serve-vs-run] server ready in {time.time() - t0:.1f} s on port {port}")
+url = f"http://127.0.0.1:{port}/v1/completions"
+
+
+def complete(prompt, max_tokens=steps):
+    body = json.dumps({"model": os.path.basename(model.rstrip("/")), "prompt": prompt, "max_tokens": max_tokens,
+                       "temperature": 0}).encode()
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())["choices"][0]["text"]
+
+
+failures = 0
+alone = [complete(p) for p in prompts]
+for p, a, ref in zip(prompts, alone, reference):
+    if a != ref:
+        failures += 1
+        print(f"[serve-vs-run] alone: {p!r}: server {a!r} != kern run {ref!r}")
+print(f"[serve-vs-run] alone: {sum(a == r for a, r in zip(alone, reference))} of {len(prompts)} equal kern run")
+
+rng = random.Random(1)
+words = ["alpha", "river", "stone", "seven", "light", "north", "quiet", "paper", "green", "table"]
+others = [" ".join(rng.choice(words) for _ in range(rng.randrange(3, 200))) for _ in range(60)]
+batch = prompts + others
+rng.shuffle(batch)
+with concurrent.futures.ThreadPoolExecutor(max_workers=64) as ex:
+    got = dict(zip(batch, ex.map(lambda p: complete(p, steps if p in prompts else rng.randrange(8, 64)), batch)))
+together = [got[p] for p in prompts]
+for p, t, ref in zip(prompts, together, reference):
+    if t != ref:
+        failures += 1
+        print(f"[serve-vs-run] among 63 others: {p!r}: server {t!r} != kern run {ref!r}")
+print(f"[serve-vs-run] among 63 others: {sum(t == r for t, r in zip(together, reference))} of {len(prompts)} equal kern run")
+
+srv.send_signal(signal.SIGTERM)
+code = srv.wait(timeout=60)
+print(f"[serve-vs-run] SIGTERM: exit {code}")
+if code != 0:
+    failures += 1
+sys.exit(1 if failures else 0)
