@@ -5,7 +5,7 @@
 // of a model (no GPU, no weights): for the HTTP tests and for trying clients.
 #include <signal.h>
 
-#include <spdlog/spdlog.h>
+#include "kern/base/log.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -74,7 +74,7 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
   api.http.threads = opt.http_threads;
   api.api_key = opt.api_key;
   serve::ApiServer server(api, engine, tok, tmpl, model);
-  spdlog::info("kern serve: listening on http://{}:{} (model '{}', context {} tokens, {} sequences per step){}",
+  log().info("kern serve: listening on http://{}:{} (model '{}', context {} tokens, {} sequences per step){}",
                opt.host, server.port(), model.name, model.max_model_len, engine.scheduler_config().max_running,
                opt.api_key.empty() ? "" : ", API key required");
   if (warm_up) warm_up();  // before the engine thread starts: the runtime has one user at a time
@@ -83,7 +83,7 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
   std::fprintf(stdout, "kern serve: ready on http://%s:%u\n", opt.host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
   const int sig = wait_for_signal();
-  spdlog::info("kern serve: signal {}: draining (at most {:.0f} s for {} open requests)", sig, opt.drain_timeout,
+  log().info("kern serve: signal {}: draining (at most {:.0f} s for {} open requests)", sig, opt.drain_timeout,
                engine.open_requests());
   server.drain();
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt.drain_timeout);
@@ -91,7 +91,7 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   engine.stop("the server is shutting down");
   server.stop();
-  spdlog::info("kern serve: stopped");
+  log().info("kern serve: stopped");
   return 0;
 }
 
@@ -114,7 +114,7 @@ int run_fake() {
   try {
     tmpl.emplace(find_chat_template(opt.chat_template, opt.tokenizer, opt.tokenizer));
   } catch (const Error& e) {
-    spdlog::warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
+    log().warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
   }
   serve::PoolPages pages(opt.fake_capacity, 16, opt.fake_capacity);
   serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us);
@@ -126,7 +126,7 @@ int run_fake() {
   serve::EngineConfig ec;
   ec.scheduler = scheduler_config(runner.max_rows(), runner.max_chunk(), model.max_model_len);
   serve::Engine engine(ec, pages, runner);
-  spdlog::info("kern serve: fake engine (no model: each token is a hash of the previous one and its position)");
+  log().info("kern serve: fake engine (no model: each token is a hash of the previous one and its position)");
   return serve(engine, tok, tmpl ? &*tmpl : nullptr, model, {});
 }
 
@@ -164,7 +164,7 @@ int run_model() {
   try {
     tmpl.emplace(find_chat_template(opt.chat_template, opt.tokenizer, opt.weights));
   } catch (const Error& e) {
-    spdlog::warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
+    log().warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
   }
   driver::RuntimeExecutor exec(*rt);
   serve::RuntimePages pages(*rt);
@@ -179,12 +179,12 @@ int run_model() {
   serve::EngineConfig ec;
   ec.scheduler = scheduler_config(runner.max_rows(), runner.max_chunk(), model.max_model_len);
   serve::Engine engine(ec, pages, runner);
-  spdlog::info("kern serve: {} loaded in {:.1f} s; KV pool {} pages of {} tokens", model.name,
+  log().info("kern serve: {} loaded in {:.1f} s; KV pool {} pages of {} tokens", model.name,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), limits.total_pages,
                limits.unit);
   auto warm = [&] {
     const std::vector<std::uint64_t> buckets = runner.warm_up();
-    spdlog::info("kern serve: decode graphs captured for {} buckets (up to {} sequences)", buckets.size(),
+    log().info("kern serve: decode graphs captured for {} buckets (up to {} sequences)", buckets.size(),
                  runner.max_rows());
   };
   return serve(engine, tok, tmpl ? &*tmpl : nullptr, model, warm);

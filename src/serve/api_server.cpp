@@ -2,7 +2,7 @@
 // response bodies or server-sent events.
 #include "kern/serve/api_server.hpp"
 
-#include <spdlog/spdlog.h>
+#include "kern/base/log.hpp"
 
 #include <chrono>
 #include <fstream>
@@ -238,7 +238,7 @@ class RequestSink final : public TokenSink {
     t.output_tokens = samples_.front().generated;
     t.decode_s = first_token_ && last_token_ ? seconds(*first_token_, *last_token_) : 0;
     const char* reason = failed_ ? "error" : (ex_->closed() ? "cancelled" : "done");
-    spdlog::info("request {}: {} prompt tokens ({} cached), {} generated, ttft {:.1f} ms, {:.1f} ms, {}",
+    log().info("request {}: {} prompt tokens ({} cached), {} generated, ttft {:.1f} ms, {:.1f} ms, {}",
                  stream_.header.id, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, t.ttft_s * 1e3,
                  t.e2e_s * 1e3, reason);
     metrics_.count_request(!failed_ && !ex_->closed());
@@ -319,11 +319,11 @@ struct ApiServer::Impl {
       if (e.kind() == ErrorKind::Api || e.kind() == ErrorKind::Template) {
         answer(*ex, bad_request(e.what()));
       } else {
-        spdlog::error("{} {}: {}", req.method, req.path, e.what());
+        log().error("{} {}: {}", req.method, req.path, e.what());
         answer(*ex, server_error(e.what()));
       }
     } catch (const std::exception& e) {
-      spdlog::error("{} {}: {}", req.method, req.path, e.what());
+      log().error("{} {}: {}", req.method, req.path, e.what());
       answer(*ex, server_error(e.what()));
     }
   }

@@ -1,6 +1,6 @@
 #include "kern/serve/engine.hpp"
 
-#include <spdlog/spdlog.h>
+#include "kern/base/log.hpp"
 
 #include <algorithm>
 
@@ -111,7 +111,7 @@ bool Engine::guarded(std::uint64_t request, const std::function<void()>& f) {
     f();
     return true;
   } catch (const std::exception& e) {
-    spdlog::error("engine: request {} failed in its sink: {}", request, e.what());
+    log().error("engine: request {} failed in its sink: {}", request, e.what());
     auto o = open_requests_.find(request);
     if (o == open_requests_.end()) return false;
     for (SeqId s : o->second.seqs) {
@@ -227,7 +227,7 @@ void Engine::loop() {
       take_submissions();
       if (scheduler_.live() > 0) step();
     } catch (const std::exception& e) {
-      spdlog::error("engine: {}", e.what());
+      log().error("engine: {}", e.what());
       for (auto& [id, o] : open_requests_) {
         for (SeqId s : o.seqs) scheduler_.end(s, End::Cancelled);
         o.sink->on_error(e.what());

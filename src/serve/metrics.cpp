@@ -71,6 +71,9 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
   gauge("kern:num_requests_running", "Sequences in the running batch.", static_cast<double>(e.running));
   gauge("kern:num_requests_waiting", "Sequences waiting to be admitted.", static_cast<double>(e.waiting));
   gauge("kern:kv_cache_usage_perc", "Fraction of KV pages held (1 = full).", e.kv_usage);
+  gauge("kern:kv_cache_used_pages", "KV pages held (leases, checkpoints, the prefix index, the runner's padding page).",
+        static_cast<double>(e.pages_used));
+  gauge("kern:kv_cache_total_pages", "Live KV pages of the pool.", static_cast<double>(e.pages_total));
   counter("kern:prefix_cache_queries_total", "Prompts looked up in the prefix index.", e.prefix_queries);
   counter("kern:prefix_cache_hits_total", "Prompts that started from the prefix index.", e.prefix_hits);
   counter("kern:prefix_cache_hit_tokens_total", "Prompt tokens served by the prefix index.", e.cached_tokens);
