@@ -241,7 +241,7 @@ class RequestSink final : public TokenSink {
     log().info("request {}: {} prompt tokens ({} cached), {} generated, ttft {:.1f} ms, {:.1f} ms, {}",
                  stream_.header.id, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, t.ttft_s * 1e3,
                  t.e2e_s * 1e3, reason);
-    metrics_.count_request(!failed_ && !ex_->closed());
+    if (!ex_->closed()) metrics_.count_request(!failed_);  // a client that left is neither
     if (!failed_ && !ex_->closed()) metrics_.observe(t);
     if (!tell || ex_->closed()) return;
     if (failed_) {

@@ -86,7 +86,7 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
     out += fmt::format(
         "# HELP kern:request_success_total Requests answered.\n# TYPE kern:request_success_total counter\n"
         "kern:request_success_total{} {}\n"
-        "# HELP kern:request_failure_total Requests that failed after admission.\n"
+        "# HELP kern:request_failure_total Requests answered with an error after admission (clients that left not counted).\n"
         "# TYPE kern:request_failure_total counter\nkern:request_failure_total{} {}\n",
         lab, ok_, lab, failed_);
   }
