@@ -99,7 +99,8 @@ void Engine::end_seq(SeqId seq, End why) {
   auto c = cached_.find(seq);
   const std::uint64_t cached = c == cached_.end() ? 0 : c->second;
   if (c != cached_.end()) cached_.erase(c);
-  if (!guarded(o->first, [&] { o->second.sink->on_end(sample, why, cached); })) return;
+  const std::uint64_t index = sample;  // a structured binding cannot be captured (clang 14)
+  if (!guarded(o->first, [&] { o->second.sink->on_end(index, why, cached); })) return;
   if (--o->second.samples == 0) {
     open_requests_.erase(o);
     --open_;
@@ -186,8 +187,9 @@ void Engine::step() {
     const auto [request, sample] = owner->second;
     Open& o = open_requests_.at(request);
     bool more = true;
+    const std::uint64_t index = sample;  // a structured binding cannot be captured (clang 14)
     if (!guarded(request, [&] {
-          more = o.sink->on_token(sample, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
+          more = o.sink->on_token(index, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
         }))
       continue;  // the request failed: its sequences are gone
     if (e.end) {
