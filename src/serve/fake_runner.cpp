@@ -1,7 +1,6 @@
 // FakeRunner: a deterministic token source with the StepRunner's shape, so kern serve's HTTP
 // path, scheduler and streaming can be tested without a GPU (kern serve --fake-engine).
 #include <chrono>
-#include <cmath>
 #include <thread>
 
 #include "kern/serve/step_runner.hpp"
