@@ -6,6 +6,12 @@ ignore_eos, streamed; per concurrency level (or a Poisson rate) it prints reques
 total tokens/s, TTFT / TPOT / ITL mean, p50 and p99 (ms) and failed requests, as text and as one
 JSON line per run. Needs aiohttp (the GPU machine has it).
 
+With --model-dir, --copy-gbps and --prefill-tok-s (ceilings measured in the same session: the copy
+bandwidth and the prefill rate, e.g. from `kern bench --json`: ceilings.copy_gbps, prefill[].tokens_per_s), each concurrency
+level also gets its roofline bound: the prompts' prefill at the prefill rate plus each decode step
+at (weight bytes + the batch's KV bytes) / copy bandwidth, as output tokens/s, and the measured
+figure's fraction of it.
+
   python3 bench/serve_load.py --url http://127.0.0.1:8000 --model NAME --concurrency 1 8 32 64
 """
 import argparse
@@ -17,6 +23,7 @@ import sys
 import time
 
 import aiohttp
+import os
 
 
 def pct(xs, p):
@@ -103,6 +110,33 @@ async def run(args, concurrency, rate, rng):
     return rep
 
 
+def model_bytes(model_dir):
+    """(weight bytes, KV bytes per token) of a Qwen3 checkpoint: its safetensors and config.json."""
+    w = sum(os.path.getsize(os.path.join(model_dir, f)) for f in os.listdir(model_dir) if f.endswith(".safetensors"))
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    return w, c["num_hidden_layers"] * 2 * c["num_key_value_heads"] * hd * 2
+
+
+def roofline(args, rep):
+    """The level's bound in output tokens/s: N prompts prefilled at the prefill rate, then N * (out - 1)
+    decode rows in steps of min(concurrency, N) sequences, each step reading the weights and the batch's
+    KV (contexts at their mean, input + out / 2) at the copy bandwidth."""
+    n, c = rep["requests"], rep["concurrency"]
+    if not (args.model_dir and args.copy_gbps and args.prefill_tok_s and c):
+        return None
+    w, kvpt = model_bytes(args.model_dir)
+    b = min(c, n)
+    prefill_s = n * args.input_len / args.prefill_tok_s
+    steps = n * (args.output_len - 1) / b
+    step_s = (w + b * (args.input_len + args.output_len / 2) * kvpt) / (args.copy_gbps * 1e9)
+    bound = n * args.output_len / (prefill_s + steps * step_s)
+    return {"output_tok_per_s": bound, "prefill_s": prefill_s, "decode_step_ms": step_s * 1e3,
+            "weight_bytes": w, "kv_bytes_per_token": kvpt, "copy_gbps": args.copy_gbps,
+            "prefill_tok_per_s": args.prefill_tok_s}
+
+
 async def prefix_test(args, n, rng):
     """One prompt of n tokens sent cold, then again: TTFT each and the cached tokens reported."""
     prompt = [rng.randrange(1000, args.vocab) for _ in range(n)]
@@ -134,6 +168,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefix-test", type=int, default=0, help="also: a prompt of this many tokens cold, then warm")
+    ap.add_argument("--model-dir", help="the served checkpoint (weight bytes, KV bytes per token) for the roofline")
+    ap.add_argument("--copy-gbps", type=float, default=0, help="measured copy bandwidth, GB/s (roofline)")
+    ap.add_argument("--prefill-tok-s", type=float, default=0, help="measured prefill rate, tokens/s (roofline)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     if args.prefix_test:
@@ -143,11 +180,16 @@ def main():
     for c, rate in runs:
         args.num_prompts = n0 or max(16, 4 * c if c else 64)
         rep = asyncio.run(run(args, c, rate, rng))
+        roof = roofline(args, rep)
+        if roof:
+            rep["roofline"] = roof
         print(f"concurrency {c or '-'} rate {rate or '-'}: {rep['requests']} requests, {rep['failed']} failed, "
               f"{rep['req_per_s']:.2f} req/s, output {rep['output_tok_per_s']:.0f} tok/s, total {rep['total_tok_per_s']:.0f} tok/s; "
               f"TTFT mean/p50/p99 {rep['ttft_ms']['mean']:.1f}/{rep['ttft_ms']['p50']:.1f}/{rep['ttft_ms']['p99']:.1f} ms, "
               f"TPOT {rep['tpot_ms']['mean']:.2f}/{rep['tpot_ms']['p50']:.2f}/{rep['tpot_ms']['p99']:.2f} ms, "
-              f"ITL {rep['itl_ms']['mean']:.2f}/{rep['itl_ms']['p50']:.2f}/{rep['itl_ms']['p99']:.2f} ms", flush=True)
+              f"ITL {rep['itl_ms']['mean']:.2f}/{rep['itl_ms']['p50']:.2f}/{rep['itl_ms']['p99']:.2f} ms"
+              + (f"; roofline {roof['output_tok_per_s']:.0f} output tok/s "
+                 f"({rep['output_tok_per_s'] / roof['output_tok_per_s']:.2f} x)" if roof else ""), flush=True)
         print("json " + json.dumps(rep), flush=True)
     return 0
 

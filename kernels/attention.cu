@@ -19,15 +19,16 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Split-KV decode (one query row per sequence).
 //
-// Work split: the sequences' contexts are cut into `nsplit` ranges each, the same nsplit for
-// every sequence of the call: nsplit = clamp(ceil(target_blocks / (seqs * kv_heads)), 1,
-// splits_max), so a call with few sequences gets many short ranges (enough blocks to fill the
-// GPU) and a call with many sequences gets few long ones (less partial-output traffic). A
-// sequence of length len uses ranges of chunk = max(32, round_up(ceil(len / nsplit), 32))
-// tokens, ceil(len / chunk) of them; a sequence with one range (or none: len 0) is written
-// straight to `out` by the partial kernel and the reduce skips it. Everything is a pure
-// function of (seq_lens, seqs, kv_heads, target_blocks, splits_max): results are bitwise
-// repeatable; a sequence's bits depend on the number of sequences in the call (nsplit).
+// Work split (decode_split.cuh): with split_tokens > 0 (kern gen's default, batch-invariant) a
+// sequence of length len is cut into ranges of chunk = max(split_tokens, round_up(ceil(len /
+// splits_max), 32)) keys, ceil(len / chunk) of them, whatever else shares the call, and the grid's
+// blocks stride over the (range, sequence, kv head) items. With split_tokens = 0 every sequence of
+// the call gets the same count, nsplit = clamp(ceil(target_blocks / (seqs * kv_heads)), 1,
+// splits_max), chunk = max(32, round_up(ceil(len / nsplit), 32)): few sequences get many short
+// ranges, many sequences few long ones, and a sequence's bits depend on how many share the call.
+// A sequence with one range (or none: len 0) is written straight to `out` by the partial kernel
+// and the reduce skips it. Everything is a pure function of (seq_lens, seqs, kv_heads,
+// target_blocks, splits_max, split_tokens): results are bitwise repeatable.
 //
 // Partial block = one (sequence, kv head, range), 4 warps. Every q head of the kv head (GQA
 // group G; up to 4 per pass in registers, a larger group takes more passes over the range, whose
@@ -237,39 +238,34 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
                         bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
-                        int64_t page_stride, int32_t splits_max, int32_t target_blocks, float scale) {
+                        int64_t page_stride, int32_t splits_max, int32_t target_blocks, int32_t split_tokens,
+                        float scale) {
   __shared__ __align__(16) WarpState<HD> ws;
   // Before waiting for the previous kernel (pdl): only the caller's seq_lens (the split of the
   // context); q and the current token's K/V come from the previous kernels.
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
   if (group < 1 || group * kv_heads != heads || group > kMaxGroup) return;  // rejected by kern gen
-  const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
-  const long long b = blockIdx.x;
-  if (b >= static_cast<long long>(seqs) * kv_heads * nsplit) return;
-  const int split = static_cast<int>(b % nsplit);
-  const int unit = static_cast<int>(b / nsplit);
-  const int kvh = unit % kv_heads, s = unit / kv_heads;
-  const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);
-  const bool direct = sp.used <= 1;  // one range (or an empty context): the block writes `out`
-  if (split >= max(sp.used, 1)) return;
-  const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
-  wait_for_previous_grid();
-  allow_next_grid();
-
-  const Args a{qkv,         q_stride,       cache,  block_table + static_cast<int64_t>(s) * max_pages,
-               page_size,   kv_heads,       heads,  group,
-               page_stride, scale * kLog2e, part_o, part_ml,
-               out,         splits_max};
-  static_assert(kPassHeads == 4, "the dispatch below assumes passes of up to 4 heads");
-  if (group <= 1)
-    partial_all_heads<HD, 1>(a, ws, s, kvh, split, begin, end, direct);
-  else if (group <= 2)
-    partial_all_heads<HD, 2>(a, ws, s, kvh, split, begin, end, direct);
-  else if (group == 3)
-    partial_all_heads<HD, 3>(a, ws, s, kvh, split, begin, end, direct);
-  else
-    partial_all_heads<HD, 4>(a, ws, s, kvh, split, begin, end, direct);
+  const Plan plan = plan_of(seqs, kv_heads, max_pages, page_size, target_blocks, splits_max, split_tokens);
+  for_each_item(plan, seq_lens, [&](int s, int kvh, int split, const Split& sp) {
+    const bool direct = sp.used <= 1;  // one range (or an empty context): the block writes `out`
+    const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
+    wait_for_previous_grid();
+    allow_next_grid();
+    const Args a{qkv,         q_stride,       cache,  block_table + static_cast<int64_t>(s) * max_pages,
+                 page_size,   kv_heads,       heads,  group,
+                 page_stride, scale * kLog2e, part_o, part_ml,
+                 out,         splits_max};
+    static_assert(kPassHeads == 4, "the dispatch below assumes passes of up to 4 heads");
+    if (group <= 1)
+      partial_all_heads<HD, 1>(a, ws, s, kvh, split, begin, end, direct);
+    else if (group <= 2)
+      partial_all_heads<HD, 2>(a, ws, s, kvh, split, begin, end, direct);
+    else if (group == 3)
+      partial_all_heads<HD, 3>(a, ws, s, kvh, split, begin, end, direct);
+    else
+      partial_all_heads<HD, 4>(a, ws, s, kvh, split, begin, end, direct);
+  });
 }
 
 // One block per (sequence, q head), HD threads; sequences with at most one range were written
@@ -277,13 +273,14 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 template <int HD>
 __device__ void reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml, bf16* __restrict__ out,
                        const int32_t* __restrict__ seq_lens, int32_t max_pages, int32_t seqs, int32_t heads,
-                       int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks) {
+                       int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks,
+                       int32_t split_tokens) {
   __shared__ float weight[kMaxSplits];
   __shared__ float total;
   const int s = blockIdx.x, h = blockIdx.y;
   if (s >= seqs || h >= heads || kv_heads < 1 || page_size < 1) return;
-  const int nsplit = splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
-  const Split sp = split_of(seq_lens[s], nsplit, max_pages, page_size);  // seq_lens: the caller's, before the wait
+  const Plan plan = plan_of(seqs, kv_heads, max_pages, page_size, target_blocks, splits_max, split_tokens);
+  const Split sp = split_of(plan, seq_lens[s]);  // seq_lens: the caller's, before the wait
   if (sp.used <= 1) return;
   wait_for_previous_grid();
   allow_next_grid();
@@ -316,22 +313,23 @@ __device__ void reduce(const float* __restrict__ part_o, const float* __restrict
 // units, sum); only ranges of sequences with more than one range are written (and read).
 // partial grid: (>= seqs*kv_heads + target_blocks, 1, 1), block (128, 1, 1); blocks past the work exit.
 // reduce grid: (seqs, heads, 1), block (HD, 1, 1). Both take the same seq_lens, max_pages,
-// page_size, seqs, kv_heads, splits_max (<= 1024) and target_blocks.
+// page_size, seqs, kv_heads, splits_max (<= 1024), target_blocks and split_tokens.
 #define KERN_ATTN_DECODE_ENTRIES(HD)                                                                                  \
   extern "C" __global__ void __launch_bounds__(decode::kThreads, decode::kMinBlocksPerSm)                             \
       kern_attn_decode_partial_hd##HD(const bf16* qkv, int32_t q_stride, const bf16* cache,                           \
                                       const int32_t* block_table, int32_t max_pages, const int32_t* seq_lens,         \
                                       float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,          \
                                       int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max,   \
-                                      int32_t target_blocks, float scale) {                                           \
+                                      int32_t target_blocks, int32_t split_tokens, float scale) {                     \
     decode::partial<HD>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads,    \
-                        kv_heads, page_size, page_stride, splits_max, target_blocks, scale);                          \
+                        kv_heads, page_size, page_stride, splits_max, target_blocks, split_tokens, scale);            \
   }                                                                                                                   \
   extern "C" __global__ void __launch_bounds__(HD) kern_attn_decode_reduce_hd##HD(                                    \
       const float* part_o, const float* part_ml, bf16* out, const int32_t* seq_lens, int32_t max_pages, int32_t seqs, \
-      int32_t heads, int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks) {                \
+      int32_t heads, int32_t kv_heads, int32_t page_size, int32_t splits_max, int32_t target_blocks,                  \
+      int32_t split_tokens) {                                                                                         \
     decode::reduce<HD>(part_o, part_ml, out, seq_lens, max_pages, seqs, heads, kv_heads, page_size, splits_max,       \
-                       target_blocks);                                                                                \
+                       target_blocks, split_tokens);                                                                  \
   }
 
 KERN_ATTN_DECODE_ENTRIES(64)

@@ -42,17 +42,21 @@ __host__ __device__ constexpr int smem_bytes() {
 }
 
 template <int HD, int S>
+__device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                      const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
+                      float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
+                      int32_t page_size, int64_t page_stride, int32_t splits_max, float scale, int group, int s,
+                      int kvh, int split, const decode::Split& sp);
+
+template <int HD, int S>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
                         bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
-                        int64_t page_stride, int32_t splits_max, int32_t target_blocks, float scale) {
-  constexpr int kStride = HD + 8;
+                        int64_t page_stride, int32_t splits_max, int32_t target_blocks, int32_t split_tokens,
+                        float scale) {
   constexpr int TE = tile_elems<HD>();
-  constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
-  constexpr int ND = HD / 8;   // n-blocks of the output
-  constexpr int kChunks = HD / 8;
-  static_assert(KS % 2 == 0, "k-steps are taken in pairs");
+  static_assert((HD / 16) % 2 == 0, "k-steps are taken in pairs");
   static_assert((16 * HD + 32) * 4 <= S * 2 * TE * 2, "the merge scratch must fit in a warp's ring");
   extern __shared__ __align__(128) unsigned char decode_mma_smem[];
   uint32_t dyn;
@@ -62,19 +66,31 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
   if (group < 1 || group * kv_heads != heads || group > 16) return;  // rejected by kern gen
-  const int nsplit = decode::splits_per_seq(seqs, kv_heads, target_blocks, splits_max);
-  const long long b = blockIdx.x;
-  if (b >= static_cast<long long>(seqs) * kv_heads * nsplit) return;
-  const int split = static_cast<int>(b % nsplit);
-  const int unit = static_cast<int>(b / nsplit);
-  const int kvh = unit % kv_heads, s = unit / kv_heads;
-  const decode::Split sp = decode::split_of(seq_lens[s], nsplit, max_pages, page_size);
-  const bool direct = sp.used <= 1;
-  if (split >= max(sp.used, 1)) return;
-  const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
-  wait_for_previous_grid();
-  allow_next_grid();
+  const decode::Plan plan =
+      decode::plan_of(seqs, kv_heads, max_pages, page_size, target_blocks, splits_max, split_tokens);
+  decode::for_each_item(plan, seq_lens, [&](int s, int kvh, int split, const decode::Split& sp) {
+    wait_for_previous_grid();
+    allow_next_grid();
+    range<HD, S>(qkv, q_stride, cache, block_table, max_pages, part_o, part_ml, out, heads, kv_heads, page_size,
+                 page_stride, splits_max, scale, group, s, kvh, split, sp);
+  });
+}
 
+// One (sequence s, kv head kvh, range split) item of decode_mma::partial; leaves shared memory free.
+template <int HD, int S>
+__device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                      const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
+                      float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
+                      int32_t page_size, int64_t page_stride, int32_t splits_max, float scale, int group, int s,
+                      int kvh, int split, const decode::Split& sp) {
+  constexpr int kStride = HD + 8;
+  constexpr int TE = tile_elems<HD>();
+  constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
+  constexpr int ND = HD / 8;   // n-blocks of the output
+  constexpr int kChunks = HD / 8;
+  extern __shared__ __align__(128) unsigned char decode_mma_smem[];
+  const bool direct = sp.used <= 1;
+  const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int32_t* pages = block_table + static_cast<int64_t>(s) * max_pages;
@@ -230,6 +246,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       }
     }
   }
+  __syncthreads();  // the rings are the next item's
 }
 
 }  // namespace decode_mma
@@ -245,7 +262,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,    \
            const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,         \
            int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,    \
-           float scale) {                                                                                          \
+           int32_t split_tokens, float scale) {                                                                    \
     decode_mma::partial<HD, S>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, \
-                               heads, kv_heads, page_size, page_stride, splits_max, target_blocks, scale);         \
+                               heads, kv_heads, page_size, page_stride, splits_max, target_blocks, split_tokens,   \
+                               scale);                                                                             \
   }

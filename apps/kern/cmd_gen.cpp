@@ -121,6 +121,11 @@ Runner setup(CLI::App& app) {
   q->add_option("--attn-target-blocks", opt.gen.decode_attn_target_blocks,
                 "Blocks of work the decode attention aims for per call (ranges per sequence: this / (seqs x kv heads), "
                 "at most 64; 0, the default: 256 for the tensor-core kernel, 1024 for --decode-attn-f32)");
+  q->add_flag("!--no-batch-invariant", opt.gen.batch_invariant,
+              "Let a sequence's decode arithmetic depend on the step's size (GEMV below 9 sequences, attention "
+              "ranges from the step's size): faster small steps, tokens may change with what else is batched");
+  q->add_option("--attn-split-tokens", opt.gen.decode_attn_split_tokens,
+                "Batch-invariant decode attention: the shortest range of a context, in keys (default 256)");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,

@@ -40,7 +40,8 @@ struct Options {
   int gpu = 0;
   unsigned http_threads = 2;
   double drain_timeout = 30;
-  bool fake = false, no_prefix_cache = false;
+  bool fake = false, no_prefix_cache = false, batch_invariant = true;
+  std::uint64_t attn_split_tokens = 256;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
 } opt;
 
@@ -144,6 +145,8 @@ int run_model() {
     models::Qwen3GenOptions gen;
     gen.max_tokens = rows;
     gen.max_seqs = opt.max_seqs;
+    gen.batch_invariant = opt.batch_invariant;
+    gen.decode_attn_split_tokens = opt.attn_split_tokens;
     const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
     gen.sampling = device.cc_major >= 9;
     gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
@@ -227,6 +230,10 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--http-threads", opt.http_threads, "HTTP I/O threads (default 2)")->check(CLI::Range(1, 64));
   cmd->add_option("--drain-timeout", opt.drain_timeout, "Seconds SIGTERM waits for open requests (default 30)");
   cmd->add_flag("--no-prefix-cache", opt.no_prefix_cache, "Do not reuse the pages of earlier prompts");
+  cmd->add_flag("!--no-batch-invariant", opt.batch_invariant,
+                "Generated manifest: let a request's decode arithmetic depend on what shares its steps (kern gen "
+                "--no-batch-invariant)");
+  cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "Generated manifest: kern gen --attn-split-tokens");
   cmd->add_flag("--fake-engine", opt.fake, "Serve a deterministic token source instead of a model (no GPU)");
   cmd->add_option("--fake-step-us", opt.fake_step_us, "With --fake-engine: wall time of each step (default 0)");
   cmd->add_option("--fake-capacity", opt.fake_capacity, "With --fake-engine: KV tokens of its pool (default 65536)");

@@ -56,6 +56,7 @@ constexpr P kDecodePartial[] = {
     {"page_stride", "i64"},  // elements from one page to the next
     {"splits_max", "i32"},   // at most 1024
     {"target_blocks", "i32"},
+    {"split_tokens", "i32"},  // > 0: ranges from each sequence's length alone (batch-invariant)
     {"scale", "f32"},
 };
 constexpr P kDecodeReduce[] = {
@@ -70,6 +71,7 @@ constexpr P kDecodeReduce[] = {
     {"page_size", "i32"},
     {"splits_max", "i32"},     // the partial kernel's value
     {"target_blocks", "i32"},  // the partial kernel's value
+    {"split_tokens", "i32"},   // the partial kernel's value
 };
 constexpr KernelEntry kAttention[] = {
     {"kern_attn_decode_partial_hd64", kDecodePartial},     {"kern_attn_decode_reduce_hd64", kDecodeReduce},

@@ -66,6 +66,18 @@ struct Qwen3GenOptions {
   // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
   // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.
   std::uint64_t prefill_long_rows = 4096;
+  // Batch invariance (the default): a sequence's decode arithmetic never depends on how many
+  // sequences share the step. The decode GEMMs use one kernel for every step size (the GEMV when
+  // max_seqs <= 8, else cuBLASLt with one algorithm per launch; the decode chain only if it covers
+  // every step size) and the split-KV attention cuts each context by its length alone
+  // (decode_attn_split_tokens). Off: the GEMV below 9 sequences and cuBLASLt above, ranges per
+  // sequence from the step's size (decode_attn_target_blocks): faster at small steps, and a sequence's
+  // tokens may change with what else is batched (docs/serve.md measures both).
+  bool batch_invariant = true;
+  // The batch-invariant attention split's shortest range, in keys (a multiple of 32): a context of len
+  // tokens has ranges of max(this, ceil(len / 64) rounded up to 32) keys. Longer ranges cost less partial
+  // traffic and reduce work in big steps, shorter ones spread a small step over more SMs.
+  std::uint64_t decode_attn_split_tokens = 256;
   std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

@@ -59,11 +59,14 @@ OJ with_pdl(OJ l, const Geo& g) {
 }
 
 OJ when_gemv(const Geo& g) {
-  OJ w{{"var", "seqs"}, {"max", kGemvMaxRows}};
+  OJ w{{"var", "seqs"}, {"max", g.gemv_rows}};
   if (g.chain_rows > 0) w["min"] = g.chain_rows + 1;
   return w;
 }
-OJ when_blas() { return OJ{{"var", "seqs"}, {"min", kGemvMaxRows + 1}}; }
+OJ when_blas(const Geo& g) {
+  if (g.gemv_rows == 0) return nullptr;
+  return OJ{{"var", "seqs"}, {"min", g.gemv_rows + 1}};
+}
 OJ when_chain(const Geo& g) { return OJ{{"var", "seqs"}, {"max", g.chain_rows}}; }
 OJ when_not_chain(const Geo& g) { return OJ{{"var", "seqs"}, {"min", g.chain_rows + 1}}; }
 
@@ -88,6 +91,8 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
     fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
   if (o.decode_chain && (o.chain_blocks == 0 || o.chain_blocks > 65535))
     fail(ErrorKind::Api, "--chain-blocks must be in [1, 65535], got {}", o.chain_blocks);
+  if (o.batch_invariant && (o.decode_attn_split_tokens < 32 || o.decode_attn_split_tokens > 1u << 20))
+    fail(ErrorKind::Api, "--attn-split-tokens must be in [32, {}], got {}", 1u << 20, o.decode_attn_split_tokens);
   if (o.decode_attn_target_blocks > 1u << 20)
     fail(ErrorKind::Api, "--attn-target-blocks must be in [0, {}] (0: the partial kernel's default), got {}", 1u << 20,
          o.decode_attn_target_blocks);
@@ -115,6 +120,13 @@ Geo geometry(const Qwen3Shape& c, const Qwen3GenOptions& o) {
   g.page_stride_elems = c.layers * 2 * g.page_elems;
   g.layer_bytes = 2 * g.page_elems * 2;
   plan_chain(g);
+  // Batch invariance: one decode arithmetic for every step size. Above kGemvMaxRows sequences that is
+  // cuBLASLt (one algorithm per launch, chosen at the seqs bound: row-invariant, docs/runtime.md); the
+  // chain serves only if it covers every step size.
+  if (o.batch_invariant) {
+    if (o.max_seqs > kGemvMaxRows) g.gemv_rows = 0;
+    if (g.chain_rows < o.max_seqs) g.chain_rows = g.chain_stage_bytes = g.chain_shared = 0;
+  }
   return g;
 }
 

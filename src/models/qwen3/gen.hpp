@@ -32,6 +32,9 @@ struct Geo {
   std::string hd;  // entry suffix: "_hd128"
   // The decode chain's plan: rows 0 = off (decode runs the per-op kernels for every step size).
   std::uint64_t chain_rows = 0, chain_stage_bytes = 0, chain_shared = 0;
+  // Decode steps of up to this many sequences use the GEMV, larger ones cuBLASLt: kGemvMaxRows, or
+  // with batch_invariant and max_seqs above it 0 (one kernel, cuBLASLt, for every step size).
+  std::uint64_t gemv_rows = kGemvMaxRows;
 };
 
 // ---------------------------------------------------------------- launch args and launches
@@ -58,12 +61,14 @@ OJ with_pdl(OJ l, const Geo& g);
 
 // The per-op decode kernels serve steps above the chain's rows (all steps without the chain).
 inline bool decode_needs_ops(const Geo& g) { return g.o.max_seqs > g.chain_rows; }
-// The decode ops use cuBLASLt launches only when a decode step can have more than kGemvMaxRows rows.
-inline bool decode_uses_blas(const Geo& g) { return g.o.max_seqs > kGemvMaxRows; }
-// The `when` of a decode GEMM launch: the GEMV for seqs <= kGemvMaxRows (above the chain's rows),
-// cuBLASLt above.
+// The decode ops use cuBLASLt launches only when a decode step can have more than gemv_rows rows,
+// and GEMV launches only when gemv_rows > 0.
+inline bool decode_uses_blas(const Geo& g) { return g.o.max_seqs > g.gemv_rows; }
+inline bool decode_uses_gemv(const Geo& g) { return g.gemv_rows > g.chain_rows; }
+// The `when` of a decode GEMM launch: the GEMV for seqs <= gemv_rows (above the chain's rows),
+// cuBLASLt above (every step when gemv_rows is 0).
 OJ when_gemv(const Geo& g);
-OJ when_blas();
+OJ when_blas(const Geo& g);
 // The decode chain's launches, and the per-op decode launches that do not go through when_gemv (the norms).
 OJ when_chain(const Geo& g);
 OJ when_not_chain(const Geo& g);

@@ -10,6 +10,7 @@ namespace {
 
 constexpr std::uint64_t kDecodeSplits = 64;  // split-KV ranges per decode sequence, at most
 constexpr std::uint64_t kDecodePartialThreads = 128;
+constexpr std::uint64_t kDecodeItemsPerUnit = 8;  // batch-invariant grid: blocks per (sequence, kv head)
 // Tensor-core prefill (attention_prefill.cu): 8 warps of 16 queries (rows x q heads of one kv head),
 // key tiles of 64 in two stages of K and V in dynamic shared memory.
 constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256, kPrefillKeys = 64, kPrefillStages = 2;
@@ -36,13 +37,20 @@ OJ prefill_launch(const Geo& g, const std::string& entry, std::uint64_t queries,
 
 }  // namespace
 
-// The partial kernel picks ranges per sequence from seq_lens and seqs (up to kDecodeSplits, about the
-// option's decode_attn_target_blocks blocks of work per call; its grid covers them, blocks past the work
-// exit) and writes `out` itself for sequences of one range; the reduce merges the others.
+// The partial kernel picks ranges per sequence from seq_lens (batch-invariant: from each sequence's length
+// alone, ranges of at least decode_attn_split_tokens keys, the grid's blocks striding over them) or from
+// seq_lens and seqs (up to kDecodeSplits, about decode_attn_target_blocks blocks of work per call, one
+// per block), and writes `out` itself for sequences of one range; the reduce merges the others.
 OJ attn_decode_op(const Geo& g) {
   const Qwen3Shape& c = g.c;
   const std::uint64_t target_blocks = decode_attn_target(g.o);
-  const OJ partial_blocks{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads})}}, target_blocks})}};
+  const std::uint64_t split_tokens = g.o.batch_invariant ? g.o.decode_attn_split_tokens : 0;
+  // Batch-invariant: kDecodeItemsPerUnit blocks per (sequence, kv head) plus the target, so a step of
+  // short contexts has about one item per block (a block's items run one after another, each paying
+  // its pipeline's fill and drain) and long contexts stride over a few each.
+  const std::uint64_t per_unit = split_tokens > 0 ? kDecodeItemsPerUnit : 1;
+  const OJ partial_blocks{
+      {"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads * per_unit})}}, target_blocks})}};
   // The tensor-core partial (kern_attn_decode_mma_partial_hd*, same ABI and grid) takes dynamic shared
   // memory: 4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16.
   const std::uint64_t mma_shared = 4 * 3 * 2 * 16 * (c.head_dim + 8) * 2;
@@ -51,12 +59,13 @@ OJ attn_decode_op(const Geo& g) {
   OJ part = launch(partial_entry,
                    OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
                               scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
-                              i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), f32(attn_scale(c))}),
+                              i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), i32(split_tokens),
+                              f32(attn_scale(c))}),
                    OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
   if (g.o.decode_attn_mma) part = with_shared(std::move(part), mma_shared);
   OJ reduce = launch("kern_attn_decode_reduce" + g.hd,
                      OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(3), i32(g.max_pages), p(5), i32(c.heads),
-                                i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits), i32(target_blocks)}),
+                                i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits), i32(target_blocks), i32(split_tokens)}),
                      OJ::array({"seqs", c.heads, 1}), c.head_dim);
   OJ sc;
   sc["part_o"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, c.head_dim})}};

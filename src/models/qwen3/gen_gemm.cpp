@@ -1,5 +1,6 @@
 // The Qwen3 manifest's GEMM ops: the prefill GEMMs (cuBLASLt) and the decode GEMMs, each carrying kern's
-// GEMV (kernels/gemv.cu) for steps up to kGemvMaxRows sequences and cuBLASLt above.
+// GEMV (kernels/gemv.cu) for steps up to gemv_rows sequences and cuBLASLt above (batch-invariant
+// manifests serving more than kGemvMaxRows sequences: cuBLASLt for every step, one algorithm).
 #include <algorithm>
 
 #include "models/qwen3/gen.hpp"
@@ -52,12 +53,17 @@ OJ gemv_launch(const Geo& g, const char* entry, bool norm, std::uint64_t m_param
   return with_pdl(std::move(l), g);
 }
 
-OJ blas_launch(const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::uint64_t m_param, std::uint64_t n,
-               std::uint64_t k) {
+// Sets a decode launch's `when` (none: every step size).
+void set_when(OJ& l, OJ when) {
+  if (!when.is_null()) l["when"] = std::move(when);
+}
+
+OJ blas_launch(const Geo& g, const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::uint64_t m_param,
+               std::uint64_t n, std::uint64_t k) {
   OJ l;
   l["entry"] = std::string("extern:") + ext;
   l["params"] = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32"};
-  l["when"] = when_blas();
+  set_when(l, when_blas(g));
   l["args"] = OJ::array({std::move(x), std::move(w), std::move(out), p(m_param), i32(n), i32(k)});
   return l;
 }
@@ -65,7 +71,7 @@ OJ blas_launch(const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::ui
 // The cuBLASLt path's RMSNorm of x (param 0, weight param 1) into the op's scratch `normed`.
 OJ blas_norm_launch(const Geo& g, std::uint64_t m_param) {
   OJ l = rms_norm_launch(g, scratch("normed"), m_param, "seqs");
-  l["when"] = when_blas();
+  set_when(l, when_blas(g));
   return l;
 }
 
@@ -79,26 +85,31 @@ std::uint64_t tiles_of(std::uint64_t rows, std::uint64_t per_tile) { return (row
 
 // Decode h[seqs, n] += x·Wᵀ in place (o_proj, down_proj). Params: x, w, h, seqs.
 OJ decode_residual_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
-  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_residual_bf16", false, 3, n, k, tiles_of(n, kGemvTileRows))});
-  if (decode_uses_blas(g)) launches.push_back(blas_launch("cublaslt_bf16_tn_acc", "inout", p(0), p(1), p(2), 3, n, k));
+  OJ launches = OJ::array();
+  if (decode_uses_gemv(g))
+    launches.push_back(gemv_launch(g, "kern_gemv_residual_bf16", false, 3, n, k, tiles_of(n, kGemvTileRows)));
+  if (decode_uses_blas(g)) launches.push_back(blas_launch(g, "cublaslt_bf16_tn_acc", "inout", p(0), p(1), p(2), 3, n, k));
   return op({"in buffer<bf16>", "in buffer<bf16>", "inout buffer<bf16>", "i32"}, std::move(launches));
 }
 
 // Decode y[seqs, n] = x·Wᵀ (qkv_proj, lm_head on the normed rows). Params: x, w, y, seqs.
 OJ decode_gemm_op(const Geo& g, std::uint64_t n, std::uint64_t k) {
-  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_bf16", false, 3, n, k, tiles_of(n, kGemvTileRows))});
-  if (decode_uses_blas(g)) launches.push_back(blas_launch("cublaslt_bf16_tn", "out", p(0), p(1), p(2), 3, n, k));
+  OJ launches = OJ::array();
+  if (decode_uses_gemv(g)) launches.push_back(gemv_launch(g, "kern_gemv_bf16", false, 3, n, k, tiles_of(n, kGemvTileRows)));
+  if (decode_uses_blas(g)) launches.push_back(blas_launch(g, "cublaslt_bf16_tn", "out", p(0), p(1), p(2), 3, n, k));
   return op({"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, std::move(launches));
 }
 
 // Decode y[seqs, n] = RMSNorm(x)·norm_w · Wᵀ (qkv_proj, lm_head). Params: x, norm_w, w, y, seqs.
 OJ decode_norm_gemm_op(const Geo& g, std::uint64_t n) {
   const std::uint64_t k = g.c.hidden;
-  OJ launches = OJ::array({gemv_launch(g, "kern_gemv_rms_norm_bf16", true, 4, n, k, tiles_of(n, kGemvTileRows))});
+  OJ launches = OJ::array();
+  if (decode_uses_gemv(g))
+    launches.push_back(gemv_launch(g, "kern_gemv_rms_norm_bf16", true, 4, n, k, tiles_of(n, kGemvTileRows)));
   OJ sc = nullptr;
   if (decode_uses_blas(g)) {
     launches.push_back(blas_norm_launch(g, 4));
-    launches.push_back(blas_launch("cublaslt_bf16_tn", "out", scratch("normed"), p(2), p(3), 4, n, k));
+    launches.push_back(blas_launch(g, "cublaslt_bf16_tn", "out", scratch("normed"), p(2), p(3), 4, n, k));
     sc = normed_scratch(g);
   }
   return op({"in buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"}, std::move(launches),
@@ -114,8 +125,10 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
   const std::uint64_t base = fused ? 1 : 0;  // params after x shift by one with norm_w
   const std::uint64_t w = base + 1, act = base + 2, gate_up = base + 3, m = base + (blas ? 4 : 3);
   const char* entry = fused ? "kern_gemv_rms_norm_gate_up_silu_bf16" : "kern_gemv_gate_up_silu_bf16";
-  OJ launches = OJ::array(
-      {gemv_launch(g, entry, fused, m, c.intermediate, c.hidden, tiles_of(c.intermediate, kGemvTileRows / 2))});
+  OJ launches = OJ::array();
+  if (decode_uses_gemv(g))
+    launches.push_back(
+        gemv_launch(g, entry, fused, m, c.intermediate, c.hidden, tiles_of(c.intermediate, kGemvTileRows / 2)));
   std::vector<std::string> params = {"in buffer<bf16>", "in buffer<bf16>", "out buffer<bf16>", "i32"};
   if (fused) params.insert(params.begin() + 1, "in buffer<bf16>");
   OJ sc = nullptr;
@@ -128,10 +141,10 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
       sc = normed_scratch(g);
     }
     launches.push_back(
-        blas_launch("cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate, c.hidden));
+        blas_launch(g, "cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate, c.hidden));
     OJ silu = launch("kern_silu_mul_bf16", OJ::array({p(gate_up), p(act), p(m), i32(c.intermediate)}),
                      OJ::array({"seqs", (c.intermediate + 2047) / 2048, 1}), 256);
-    silu["when"] = when_blas();
+    set_when(silu, when_blas(g));
     launches.push_back(std::move(silu));
   }
   return op(std::move(params), std::move(launches), std::move(sc));

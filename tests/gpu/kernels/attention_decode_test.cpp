@@ -196,6 +196,54 @@ TEST(AttnDecodeGpu, SplitParameters) {
   check_decode(kQwen4B, {32768}, 547, {1024, 8192});   // the most ranges allowed
 }
 
+// The batch-invariant split (kern gen's default, split_tokens 256): ranges from each length alone,
+// blocks striding over the items; against the float64 reference, including odd range lengths, a grid
+// much smaller than the work, and the most ranges allowed.
+TEST(AttnDecodeGpu, LengthOnlySplit) {
+  check_decode(kQwen4B, {1, 15, 255, 256, 257, 1000, 4097, 32768, 0, 16385}, 560, {64, 256, 256});
+  check_decode(kQwen4B, {4097, 31, 700}, 561, {64, 1, 100});    // 100 -> ranges of 128 keys; grid = units + 1
+  check_decode(kQwen4B, {32768, 5}, 562, {1024, 4096, 32});     // 1024 ranges of 32 keys
+  check_decode({16, 1, 128, 16}, {300, 5, 9000}, 563, {64, 256, 64});  // GQA 16: four passes per item
+  check_decode({8, 4, 64, 4}, {3, 33, 700, 2049}, 564, {64, 256, 256}); // hd 64, pages smaller than a tile
+}
+
+// Batch invariance: with the length-only split a sequence's output bits do not depend on the other
+// sequences of the call (their number or lengths), for both partial kernels; with split_tokens 0 they
+// may (the call's size sets the ranges), which this test does not assert.
+TEST(AttnDecodeGpu, LengthOnlySplitIsBatchInvariant) {
+  std::mt19937_64 rng(565);
+  std::vector<int> lens(64);
+  for (auto& l : lens) l = 1 + static_cast<int>(rng() % 6000);
+  lens[3] = 32768;
+  const DecodeSplit split{64, 256, 256};
+  const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
+  DecodeRun all(rng, cache, lens, split);
+  Fatbin fb("attention");
+  const size_t n = static_cast<size_t>(kQwen4B.heads) * kQwen4B.head_dim;
+  for (const std::string& kind : kPartialKinds) {
+    all.call.kind = kind;
+    const auto together = all.run(fb);
+    for (int s : {0, 3, 17, 63}) {
+      for (int others : {0, 7}) {  // alone, and as the first of 1 + 7 sequences
+        DecodeCall one = all.call;
+        const int count = std::min<int>(1 + others, 64 - s);
+        one.seqs = count;
+        one.qkv = static_cast<const bf16_bits*>(all.call.qkv) + static_cast<size_t>(s) * all.call.q_stride;
+        one.block_table = all.call.block_table + static_cast<size_t>(s) * all.call.max_pages;
+        one.seq_lens = all.call.seq_lens + s;
+        Device<bf16_bits> out(static_cast<size_t>(count) * n);
+        out.poison();
+        one.out = out.get();
+        one.run(fb);
+        const auto got = out.download();
+        EXPECT_EQ(std::memcmp(got.data(), together.data() + static_cast<size_t>(s) * n, n * sizeof(bf16_bits)), 0)
+            << kind_tag(kind) << ": sequence " << s << " (len " << lens[s] << ") among " << count
+            << " differs from the same sequence among 64";
+      }
+    }
+  }
+}
+
 TEST(AttnDecodeGpu, BitwiseRepeatable) {
   std::mt19937_64 rng(550);
   const std::vector<int> lens = {4097, 1000, 32, 1, 12345};
@@ -258,11 +306,13 @@ class DecodeKernels {
                   &c.page_stride,
                   &c.split.splits_max,
                   &c.split.target_blocks,
+                  &c.split.split_tokens,
                   &c.scale};
     launch(partial_, dim3(c.partial_blocks()), dim3(kDecodePartialThreads), pa, st, pdl, "partial", smem_);
     if (!with_reduce) return;
     void* ra[] = {&c.part_o, &c.part_ml,  &c.out,       &c.seq_lens,         &c.max_pages,          &c.seqs,
-                  &c.heads,  &c.kv_heads, &c.page_size, &c.split.splits_max, &c.split.target_blocks};
+                  &c.heads,  &c.kv_heads, &c.page_size, &c.split.splits_max, &c.split.target_blocks,
+                  &c.split.split_tokens};
     launch(reduce_, dim3(c.seqs, c.heads), dim3(c.head_dim), ra, st, pdl, "reduce", 0);
   }
 

@@ -13,7 +13,8 @@ namespace kern_gpu_test {
 // Work-split parameters of a decode call (kern gen qwen3 uses these defaults).
 struct DecodeSplit {
   int splits_max = 64;       // capacity of part_o / part_ml per (sequence, q head)
-  int target_blocks = 1024;  // partial blocks wanted per call (sets the ranges per sequence)
+  int target_blocks = 1024;  // partial blocks wanted per call (the ranges per sequence with split_tokens 0)
+  int split_tokens = 0;      // > 0: ranges from each sequence's length alone (kern gen's batch-invariant 256)
 };
 
 constexpr int kDecodePartialThreads = 128;
@@ -60,10 +61,10 @@ struct DecodeCall {
     fb.set_dynamic_shared(partial_entry(), partial_smem());
     fb.launch(partial_entry(), dim3(partial_blocks()), dim3(kDecodePartialThreads), qkv, q_stride, cache, block_table,
               max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads, page_size, page_stride,
-              split.splits_max, split.target_blocks, scale);
+              split.splits_max, split.target_blocks, split.split_tokens, scale);
     fb.launch(reduce_entry(), dim3(seqs, heads), dim3(head_dim), static_cast<const float*>(part_o),
               static_cast<const float*>(part_ml), out, seq_lens, max_pages, seqs, heads, kv_heads, page_size,
-              split.splits_max, split.target_blocks);
+              split.splits_max, split.target_blocks, split.split_tokens);
   }
 };
 

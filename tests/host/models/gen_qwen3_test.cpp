@@ -26,8 +26,11 @@ namespace {
 // A preset's config.json as kern synth writes it, read back as kern gen reads it.
 Qwen3Shape config(const std::string& preset) { return parse_qwen3_config(qwen3_config_json(qwen3_preset(preset))); }
 
-Qwen3GenOptions options() {
+// The tests below check the step-size-dependent layout (GEMV below 9 sequences, cuBLASLt above, the
+// chain): they turn batch invariance off; BatchInvariant* check the default.
+Qwen3GenOptions options(bool batch_invariant = false) {
   Qwen3GenOptions o;
+  o.batch_invariant = batch_invariant;
   for (const std::string& f : qwen3_kernel_families()) o.module_sha256[f] = to_hex(sha256(f));
   o.model = "test";
   return o;
@@ -109,11 +112,57 @@ void expect_when_partition(const nlohmann::ordered_json& op, std::uint64_t max_s
 std::vector<std::string> active_entries(const nlohmann::ordered_json& op, std::uint64_t seqs) {
   std::vector<std::string> out;
   for (const auto& l : op["impl"]["launches"]) {
+    if (!l.contains("when")) {  // every step size
+      out.push_back(l["entry"].get<std::string>());
+      continue;
+    }
     const auto& w = l["when"];
     if (w.value("min", std::uint64_t{1}) <= seqs && seqs <= w.value("max", UINT64_MAX))
       out.push_back(l["entry"].get<std::string>());
   }
   return out;
+}
+
+// The default: one decode arithmetic for every step size. Above 8 sequences every decode GEMM launch is
+// cuBLASLt for every step (no `when`, no GEMV module), the chain is dropped unless it covers every step,
+// and the attention's ranges come from each length alone (split_tokens, a literal of both launches).
+TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
+  EXPECT_TRUE(Qwen3GenOptions{}.batch_invariant);
+  for (const std::string& name : qwen3_preset_names()) {
+    SCOPED_TRACE(name);
+    const Qwen3Shape c = config(name);
+    for (std::uint64_t max_seqs : {1, 8, 9, 64, 256}) {
+      SCOPED_TRACE("max_seqs " + std::to_string(max_seqs));
+      Qwen3GenOptions o = options(true);
+      o.max_seqs = max_seqs;
+      o.max_tokens = std::max<std::uint64_t>(max_seqs, 512);
+      o.decode_chain = max_seqs > 4;  // dropped: it covers at most 4 sequences
+      const auto m = generate_qwen3_manifest(c, o);
+      core::Verified v = core::verify(parse(m));
+      (void)core::check_protocol(v);
+      const auto& ops = m["ops"];
+      EXPECT_FALSE(ops.contains("decode_chain"));
+      EXPECT_EQ(m["modules"].contains("gemv"), max_seqs <= 8);
+      for (const char* op_name : {"decode_qkv", "decode_o_residual", "decode_gate_up_silu", "decode_down_residual",
+                                  "decode_lm_head"}) {
+        SCOPED_TRACE(op_name);
+        const auto first = active_entries(ops[op_name], 1);
+        for (std::uint64_t seqs = 2; seqs <= max_seqs; ++seqs) EXPECT_EQ(active_entries(ops[op_name], seqs), first);
+        EXPECT_EQ(first.front().rfind(max_seqs <= 8 ? "kern_gemv" : "extern:cublaslt", 0), 0u) << first.front();
+      }
+      const auto& attn = ops["attn_decode"]["impl"]["launches"];
+      EXPECT_EQ(attn[0]["args"][16]["i32"], 256);
+      EXPECT_EQ(attn[1]["args"][11]["i32"], 256);
+    }
+  }
+  Qwen3GenOptions o = options(true);
+  o.decode_attn_split_tokens = 96;
+  EXPECT_EQ(generate_qwen3_manifest(config("0.6b"), o)["ops"]["attn_decode"]["impl"]["launches"][0]["args"][16]["i32"],
+            96);
+  o.decode_attn_split_tokens = 16;
+  EXPECT_THROW(generate_qwen3_manifest(config("0.6b"), o), kern::Error);
+  o.batch_invariant = false;  // the split is not used: any value passes
+  EXPECT_NO_THROW(generate_qwen3_manifest(config("0.6b"), o));
 }
 
 TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
@@ -369,6 +418,8 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryPreset) {
   const auto& attn = few["ops"]["attn_decode"]["impl"]["launches"];
   EXPECT_EQ(attn[0]["args"][15]["i32"], 128);
   EXPECT_EQ(attn[1]["args"][10]["i32"], 128);
+  EXPECT_EQ(attn[0]["args"][16]["i32"], 0);  // split_tokens 0: ranges from the step's size
+  EXPECT_EQ(attn[1]["args"][11]["i32"], 0);
   o.decode_attn_target_blocks = (1u << 20) + 1;
   EXPECT_THROW(generate_qwen3_manifest(config("0.6b"), o), kern::Error);
   // 0 (the default): the partial kernel's own target, 256 for the tensor-core one, 1024 for the f32 one.

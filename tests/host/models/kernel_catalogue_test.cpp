@@ -58,6 +58,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     c.rope_scaling.original_max_positions = 32768;
     o.decode_chain = variant == 1;
     o.gemv_fused_norm = variant == 2;
+    o.batch_invariant = variant == 0;  // the others launch the GEMVs and the chain (max_seqs 64)
     o.decode_attn_mma = variant != 2;
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 ? 8192 : 2048;
