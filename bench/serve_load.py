@@ -110,6 +110,38 @@ async def run(args, concurrency, rate, rng):
     return rep
 
 
+async def engine_counters(url):
+    """The engine's own counters from /metrics (kern:engine_*), or {} when the server has none."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            async with session.get(url + "/metrics") as r:
+                text = await r.text()
+    except Exception:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("kern:engine_"):
+            continue
+        name, _, value = line.rpartition(" ")
+        key = name.split("{")[0]
+        if 'phase="' in name:
+            key += "." + name.split('phase="')[1].split('"')[0]
+        out[key] = float(value)
+    return out
+
+
+def engine_split(before, after, wall):
+    """Where the engine thread's time went during one level: seconds per phase, mean decode rows."""
+    d = {k: after[k] - before.get(k, 0.0) for k in after}
+    if "kern:engine_step_seconds_total.decode" not in d:
+        return None
+    calls = d.get("kern:engine_decode_calls_total", 0)
+    return {"prefill_s": d["kern:engine_step_seconds_total.prefill"], "decode_s": d["kern:engine_step_seconds_total.decode"],
+            "host_s": d["kern:engine_step_seconds_total.host"], "wall_s": wall, "steps": d.get("kern:engine_steps_total", 0),
+            "prefill_rows": d.get("kern:engine_prefill_rows_total", 0), "decode_calls": calls,
+            "mean_decode_rows": d.get("kern:engine_decode_rows_total", 0) / calls if calls else 0.0}
+
+
 def model_bytes(model_dir):
     """(weight bytes, KV bytes per token) of a Qwen3 checkpoint: its safetensors and config.json."""
     w = sum(os.path.getsize(os.path.join(model_dir, f)) for f in os.listdir(model_dir) if f.endswith(".safetensors"))
@@ -179,7 +211,11 @@ def main():
     n0 = args.num_prompts
     for c, rate in runs:
         args.num_prompts = n0 or max(16, 4 * c if c else 64)
+        before = asyncio.run(engine_counters(args.url))
         rep = asyncio.run(run(args, c, rate, rng))
+        split = engine_split(before, asyncio.run(engine_counters(args.url)), rep["wall_s"])
+        if split:
+            rep["engine"] = split
         roof = roofline(args, rep)
         if roof:
             rep["roofline"] = roof
@@ -190,6 +226,12 @@ def main():
               f"ITL {rep['itl_ms']['mean']:.2f}/{rep['itl_ms']['p50']:.2f}/{rep['itl_ms']['p99']:.2f} ms"
               + (f"; roofline {roof['output_tok_per_s']:.0f} output tok/s "
                  f"({rep['output_tok_per_s'] / roof['output_tok_per_s']:.2f} x)" if roof else ""), flush=True)
+        if split:
+            print(f"  engine: prefill {split['prefill_s']:.2f} s ({split['prefill_rows'] / max(split['prefill_s'], 1e-9):.0f} rows/s), "
+                  f"decode {split['decode_s']:.2f} s ({split['decode_calls']:.0f} calls, mean {split['mean_decode_rows']:.1f} rows, "
+                  f"{1e3 * split['decode_s'] / max(split['decode_calls'], 1):.2f} ms each), host {split['host_s']:.2f} s, "
+                  f"idle {split['wall_s'] - split['prefill_s'] - split['decode_s'] - split['host_s']:.2f} s of {split['wall_s']:.2f} s",
+                  flush=True)
         print("json " + json.dumps(rep), flush=True)
     return 0
 

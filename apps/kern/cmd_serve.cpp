@@ -39,6 +39,7 @@ struct Options {
   std::string served_model_name, api_key;
   int gpu = 0;
   unsigned http_threads = 2;
+  double request_timeout = 10;
   double drain_timeout = 30;
   bool fake = false, no_prefix_cache = false, batch_invariant = true;
   std::uint64_t attn_split_tokens = 256;
@@ -73,6 +74,7 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
   api.http.host = opt.host;
   api.http.port = opt.port;
   api.http.threads = opt.http_threads;
+  api.http.limits.read_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opt.request_timeout * 1000));
   api.api_key = opt.api_key;
   serve::ApiServer server(api, engine, tok, tmpl, model);
   log().info("kern serve: listening on http://{}:{} (model '{}', context {} tokens, {} sequences per step){}",
@@ -228,6 +230,9 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--api-key", opt.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize");
   cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--http-threads", opt.http_threads, "HTTP I/O threads (default 2)")->check(CLI::Range(1, 64));
+  cmd->add_option("--request-timeout", opt.request_timeout,
+                  "Seconds a request may take to arrive whole; after that: 408 and the connection closed (default 10)")
+      ->check(CLI::Range(0.05, 3600.0));
   cmd->add_option("--drain-timeout", opt.drain_timeout, "Seconds SIGTERM waits for open requests (default 30)");
   cmd->add_flag("--no-prefix-cache", opt.no_prefix_cache, "Do not reuse the pages of earlier prompts");
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant,

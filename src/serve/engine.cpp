@@ -3,6 +3,7 @@
 #include "kern/base/log.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kern/base/error.hpp"
 
@@ -47,7 +48,7 @@ void Engine::stop(const std::string& why) {
 }
 
 Engine::Submitted Engine::submit(EngineRequest request) {
-  runner_.check(request.sampling);
+  runner_.check(request.sampling, request.spec.max_new);
   if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Submitted::Stopping;
@@ -131,6 +132,9 @@ bool Engine::guarded(std::uint64_t request, const std::function<void()>& f) {
 }
 
 void Engine::step() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  double prefill_s = 0, decode_s = 0;
   // Clients that went away: their sequences end before anything is planned.
   std::vector<std::uint64_t> gone;
   for (auto& [id, o] : open_requests_)
@@ -156,7 +160,9 @@ void Engine::step() {
   for (const Chunk& c : plan.chunks) {
     const std::vector<std::uint64_t> slots = scheduler_.slots(c.seq, c.first, c.count);
     const std::span<const pool::Token> all = scheduler_.tokens(c.seq);
+    const Clock::time_point p0 = Clock::now();
     runner_.prefill({&scheduler_.lease(c.seq), slots, all.subspan(c.first, c.count), c.first});
+    prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
   }
   std::vector<Sampled> sampled;
   if (!plan.decode.empty()) {
@@ -173,8 +179,15 @@ void Engine::step() {
       rows[i].token = scheduler_.tokens(r.seq)[r.position];
       rows[i].position = r.position;
       rows[i].sampling = &params[i];
+      if (params[i].penalized()) {
+        const std::uint64_t prompt = scheduler_.prompt_len(r.seq);
+        rows[i].seq = r.seq;
+        if (r.position + 1 > prompt) rows[i].generated = scheduler_.tokens(r.seq).subspan(prompt, r.position + 1 - prompt);
+      }
     }
+    const Clock::time_point d0 = Clock::now();
     sampled = runner_.decode(rows);
+    decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
   }
   std::vector<std::int64_t> tokens(sampled.size());
   for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;
@@ -214,6 +227,13 @@ void Engine::step() {
   metrics_.generation_tokens = generation_tokens_;
   metrics_.steps = st.steps;
   metrics_.prefill_rows = st.prefill_rows;
+  metrics_.prefill_s += prefill_s;
+  metrics_.decode_s += decode_s;
+  metrics_.host_s += std::chrono::duration<double>(Clock::now() - t0).count() - prefill_s - decode_s;
+  if (!plan.decode.empty()) {
+    ++metrics_.decode_calls;
+    metrics_.decode_rows += plan.decode.size();
+  }
 }
 
 void Engine::loop() {

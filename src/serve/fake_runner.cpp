@@ -1,5 +1,6 @@
 // FakeRunner: a deterministic token source with the StepRunner's shape, so kern serve's HTTP
 // path, scheduler and streaming can be tested without a GPU (kern serve --fake-engine).
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -22,11 +23,7 @@ FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_
   if (vocab_ <= 512) fail(ErrorKind::Api, "fake engine: a vocabulary of {} ids is too small", vocab_);
 }
 
-void FakeRunner::check(const driver::SamplingParams& sampling) const {
-  driver::validate(sampling);
-  if (sampling.penalized())
-    fail(ErrorKind::Api, "repetition, presence and frequency penalties are not supported by kern serve yet");
-}
+void FakeRunner::check(const driver::SamplingParams& sampling, std::uint64_t) const { driver::validate(sampling); }
 
 void FakeRunner::prefill(const ChunkCall& chunk) {
   if (chunk.tokens.empty() || chunk.tokens.size() > max_chunk_)
@@ -42,6 +39,9 @@ std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
     const DecodeCall& r = rows[i];
     std::int64_t t = r.token;
     if (r.sampling && !r.sampling->greedy()) t ^= static_cast<std::int64_t>(r.sampling->seed & 0xffff);
+    // A penalized row's next token depends on how often `token` was generated before (tests see the history arrive).
+    if (r.sampling && r.sampling->penalized())
+      t += 7919 * std::count(r.generated.begin(), r.generated.end(), r.token);
     out[i].token = fake_next(t, r.position, vocab_);
     if (r.sampling && r.sampling->wants_logprobs()) {
       driver::TokenLogprobs lp;

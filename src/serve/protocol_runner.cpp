@@ -25,6 +25,24 @@ struct ProtocolRunner::State {
   std::uint64_t max_rows = 1, chunk_rows = 1;
   bool sampling_op = false, logprobs = false;
   std::vector<std::int64_t> values;
+  // The `history` fill, per group: which sequence's generated tokens row g holds and how many
+  // (0 = none known). A row is rewritten from its start when another sequence takes the group.
+  const core::FillSlot* history = nullptr;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> history_rows;
+
+  // Brings row g of `history` to `generated` of sequence `seq` with the fewest bytes: the new tail,
+  // or the whole row when the group held another sequence.
+  void write_history(std::uint64_t g, std::uint64_t seq, std::span<const std::int32_t> generated) {
+    auto& [held_seq, held] = history_rows[g];
+    const std::uint64_t from = held_seq == seq && held <= generated.size() ? held : 0;
+    if (from == generated.size()) return;
+    std::vector<std::int64_t> v(generated.begin() + static_cast<std::ptrdiff_t>(from), generated.end());
+    const std::vector<std::byte> bytes = driver::encode_ints(history->dtype, v, history->buffer);
+    const std::uint64_t elem = dtype_size(history->dtype);
+    exec.write_input_at(history->buffer, (g * history->width + from) * elem, bytes);
+    held_seq = seq;
+    held = generated.size();
+  }
 
   void write_ints(Fill role, std::span<const std::int64_t> v) {
     const core::FillSlot* f = protocol.fill(role);
@@ -66,6 +84,8 @@ ProtocolRunner::ProtocolRunner(const core::Protocol& protocol, driver::Executor&
   s_->chunk_rows = s_->chunk ? s_->chunk->rows : 1;
   s_->sampling_op = protocol.fill(Fill::Sampling) && protocol.fill(Fill::SamplingKeys);
   s_->logprobs = protocol.fill(Fill::Logprobs) && protocol.fill(Fill::LogprobIds);
+  s_->history = protocol.fill(Fill::History);
+  if (s_->history) s_->history_rows.assign(s_->step.groups, {0, 0});
 }
 
 ProtocolRunner::~ProtocolRunner() = default;
@@ -79,12 +99,14 @@ std::uint64_t ProtocolRunner::bucket(std::uint64_t rows) const {
   return std::min(b, s_->step.groups);
 }
 
-void ProtocolRunner::check(const driver::SamplingParams& sampling) const {
+void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t max_new) const {
   driver::validate(sampling);
   if (!s_->sampling_op && !sampling.plain_greedy())
     fail(ErrorKind::Api, "this manifest generates greedily only (it has no sampling op): temperature 0, no log-probs");
-  if (sampling.penalized())
-    fail(ErrorKind::Api, "repetition, presence and frequency penalties are not supported by kern serve yet");
+  if (sampling.penalized() && !s_->history)
+    fail(ErrorKind::Api, "penalties need the generated tokens on the device, and the manifest has no 'history' fill");
+  if (sampling.penalized() && max_new > s_->history->width)
+    fail(ErrorKind::Api, "penalties see at most {} generated tokens; max_tokens asks for {}", s_->history->width, max_new);
   if (sampling.wants_logprobs() && !s_->logprobs)
     fail(ErrorKind::Api, "log-probs were asked for, and the manifest has no 'logprobs' outputs");
 }
@@ -164,8 +186,16 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
     for (std::uint64_t g = 0; g < groups; ++g) {
       const driver::SamplingParams& p = g < rows.size() && rows[g].sampling ? *rows[g].sampling : greedy;
       const std::uint64_t counter = p.greedy() ? 0 : static_cast<std::uint64_t>(position[g]);
+      std::uint64_t history_len = 0;
+      if (p.penalized() && g < rows.size()) {
+        if (!s.history || rows[g].generated.size() > s.history->width)
+          fail(ErrorKind::Api, "serve: {} generated tokens for a history of {}", rows[g].generated.size(),
+               s.history ? s.history->width : 0);
+        s.write_history(g, rows[g].seq, rows[g].generated);
+        history_len = rows[g].generated.size();
+      }
       const auto a = driver::sampling_row(p);
-      const auto b = driver::sampling_keys_row(p, counter, 0);
+      const auto b = driver::sampling_keys_row(p, counter, history_len);
       std::copy(a.begin(), a.end(), r.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
       std::copy(b.begin(), b.end(), k.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
     }

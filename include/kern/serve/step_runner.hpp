@@ -28,6 +28,10 @@ struct DecodeCall {
   std::int32_t token = 0;  // fed at `position`
   std::uint64_t position = 0;
   const driver::SamplingParams* sampling = nullptr;
+  // For penalized sampling: the sequence (unique for the engine's life) and its generated tokens so
+  // far, `token` last; the runner writes only what a row's `history` does not hold yet.
+  std::uint64_t seq = 0;
+  std::span<const std::int32_t> generated;
 };
 struct Sampled {
   std::int64_t token = 0;
@@ -42,8 +46,9 @@ class StepRunner {
   virtual std::vector<Sampled> decode(std::span<const DecodeCall> rows) = 0;
   virtual std::uint64_t max_rows() const = 0;   // sequences one decode call takes
   virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes
-  // Error(Api) naming what the model cannot do for these settings (penalties without history, ...).
-  virtual void check(const driver::SamplingParams& sampling) const = 0;
+  // Error(Api) naming what the model cannot do for these settings and up to `max_new` generated
+  // tokens (penalties without a history fill, or over more tokens than it holds, ...).
+  virtual void check(const driver::SamplingParams& sampling, std::uint64_t max_new) const = 0;
 };
 
 // The manifest's chunk program for prefill and its batch program of one row per group for decode,
@@ -58,7 +63,7 @@ class ProtocolRunner final : public StepRunner {
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override;
   std::uint64_t max_chunk() const override;
-  void check(const driver::SamplingParams& sampling) const override;
+  void check(const driver::SamplingParams& sampling, std::uint64_t max_new) const override;
   std::uint64_t bucket(std::uint64_t rows) const;  // the padded group count for `rows` rows
   // One decode call per bucket over padding rows only, so every bucket's graph is captured before
   // the first request. Returns the buckets run.
@@ -80,7 +85,7 @@ class FakeRunner final : public StepRunner {
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override { return max_rows_; }
   std::uint64_t max_chunk() const override { return max_chunk_; }
-  void check(const driver::SamplingParams& sampling) const override;
+  void check(const driver::SamplingParams& sampling, std::uint64_t max_new) const override;
   std::uint64_t prefill_rows() const { return prefill_rows_; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -100,6 +101,31 @@ TEST(Engine, RequestsStreamTheFakeModelsTokensAndEnd) {
   }
   EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
   EXPECT_GE(r.runner.prefill_rows(), 99u + 2u);
+}
+
+// Penalized rows get their generated tokens (the fed one last): the fake model's next token then
+// depends on how often the fed token was generated, so the stream shows the history arrived whole.
+TEST(Engine, PenalizedRowsSeeTheirGeneratedTokens) {
+  Rig r;
+  auto plain = std::make_shared<Recorder>();
+  auto pen = std::make_shared<Recorder>();
+  const std::vector<pool::Token> prompt = {1, 2, 3};
+  ASSERT_EQ(r.engine.submit(request(prompt, 8, plain)), Engine::Submitted::Queued);
+  EngineRequest req = request(prompt, 8, pen);
+  req.sampling.presence_penalty = 0.5;
+  ASSERT_EQ(r.engine.submit(std::move(req)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return plain->done(1) && pen->done(1); }));
+  ASSERT_EQ(pen->tokens[0].size(), 8u);
+  std::vector<std::int64_t> generated;
+  std::int64_t prev = prompt.back();
+  for (std::size_t i = 0; i < 8; ++i) {
+    const std::int64_t t = prev + 7919 * std::count(generated.begin(), generated.end(), prev);
+    generated.push_back(fake_next(t, prompt.size() - 1 + i, 50000));
+    prev = generated.back();
+  }
+  EXPECT_EQ(pen->tokens[0], generated);
+  EXPECT_NE(pen->tokens[0], plain->tokens[0]) << "the penalty changed nothing";
+  EXPECT_EQ(pen->tokens[0][0], plain->tokens[0][0]) << "no history before the first generated token";
 }
 
 TEST(Engine, SamplesEndOnTheirOwnAndASinkCanStopOne) {

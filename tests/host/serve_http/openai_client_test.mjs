@@ -26,7 +26,7 @@ try {
 
 function start(extra = []) {
   return new Promise((resolve, reject) => {
-    const p = spawn(kern, ["serve", "--fake-engine", "--tokenizer", tokenizer, "--port", "0", "--fake-step-us", "200", ...extra], {
+    const p = spawn(kern, ["serve", "--fake-engine", "--tokenizer", tokenizer, "--port", "0", "--fake-step-us", "200", "--request-timeout", "1", ...extra], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "", err = "";
@@ -213,6 +213,27 @@ await check("bad input over raw HTTP: malformed JSON, wrong type, invalid UTF-8,
   assert.equal((await raw(server.port, "NOT HTTP AT ALL\r\n\r\n")).status, 400);
 });
 
+await check("a client that sends half a request and stalls gets 408 and is closed; others are served meanwhile", async () => {
+  const t0 = Date.now();
+  const stalled = raw(server.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"model": "fake", "pro`);
+  const other = await client.completions.create({ model: "fake", prompt: "while it stalls", max_tokens: 3, temperature: 0 });
+  assert.equal(other.usage.completion_tokens, 3);
+  const r = await stalled;
+  assert.equal(r.status, 408, r.body);
+  const waited = Date.now() - t0;
+  assert.ok(waited >= 900 && waited < 10000, `answered after ${waited} ms (--request-timeout 1)`);
+});
+
+await check("penalties reach the model: a penalized request repeats and differs from the unpenalized one", async () => {
+  const ask = (extra) => client.completions.create({ model: "fake", prompt: "Count", max_tokens: 12, temperature: 0, ...extra });
+  const plain = await ask({});
+  const a = await ask({ presence_penalty: 1.0, frequency_penalty: 0.5 }), b = await ask({ presence_penalty: 1.0, frequency_penalty: 0.5 });
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  assert.notEqual(a.choices[0].text, plain.choices[0].text);
+  assert.equal(a.usage.completion_tokens, 12);
+  await assert.rejects(ask({ presence_penalty: 3 }), (e) => e.status === 400 && e.error?.param === "presence_penalty");
+});
+
 await check("a client that vanishes mid-stream frees its request; others are served meanwhile", async () => {
   const ac = new AbortController();
   const s = await client.completions.create({ model: "fake", prompt: "long", max_tokens: 5000, temperature: 0, stream: true }, { signal: ac.signal });
@@ -237,7 +258,8 @@ await check("/health 200 and /metrics in Prometheus text with the expected names
   for (const name of ["kern:num_requests_running", "kern:num_requests_waiting", "kern:kv_cache_usage_perc", "kern:prefix_cache_queries_total",
     "kern:prefix_cache_hits_total", "kern:num_preemptions_total", "kern:prompt_tokens_total", "kern:generation_tokens_total",
     "kern:time_to_first_token_seconds_bucket", "kern:time_per_output_token_seconds_count", "kern:e2e_request_latency_seconds_sum",
-    "kern:request_queue_time_seconds_count"])
+    "kern:request_queue_time_seconds_count", 'kern:engine_step_seconds_total{model_name="fake",phase="decode"}',
+    "kern:engine_decode_rows_total"])
     assert.ok(m.includes(name), name);
   const gen = Number(m.match(/^kern:generation_tokens_total\{[^}]*\} (\S+)$/m)[1]);
   assert.ok(gen > 100, `generated ${gen}`);

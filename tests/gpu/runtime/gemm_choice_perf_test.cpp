@@ -1,0 +1,122 @@
+// Which cuBLASLt algorithm should a batch-invariant decode GEMM use (docs/perf.md, thirteenth
+// session)? The runtime chooses one algorithm per launch, at m_ref, and runs it at every m of that
+// launch, so a row's bits do not depend on the batch (docs/runtime.md, "GEMM algorithm choice").
+// This sweep times, for the Qwen3-4B decode shapes, the heuristic's choice at each m_ref when it
+// runs at each m from 1 to 256, next to the weight-streaming floor, and checks that each choice is
+// row-invariant across those m. Speed is printed, never asserted; invariance is asserted.
+//
+// Timing: 16 launches captured into one graph, each on its own copy of the weights (more than the
+// L2 holds in all, as in a decode step that streams every layer's weights once), median of 9 replays.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "gpu_fixture.hpp"
+#include "kern/cuda/blaslt.hpp"
+#include "kern/cuda/cuda.hpp"
+#include "kern/cuda/event.hpp"
+
+namespace kern::gputest {
+namespace {
+
+struct DecodeGemm {
+  const char* name;
+  std::uint64_t n, k, per_step;  // launches of this shape in one decode step of the 4B shape (36 layers)
+};
+constexpr DecodeGemm kShapes[] = {
+    {"qkv", 6144, 2560, 36}, {"o", 2560, 4096, 36}, {"gate_up", 19456, 2560, 36}, {"down", 2560, 9728, 36},
+    {"lm_head", 151936, 2560, 1}};
+constexpr std::uint64_t kMs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+constexpr double kCopyBytesPerUs = 4.25e6;  // the H200's measured device copy, for the floor column
+
+TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
+  cuda::ensure_driver();
+  cuda::Context ctx(0);
+  cuda::Stream stream;
+  cuda::BlasLt blas;
+  constexpr int kLaunches = 16, kReplays = 9;
+  const std::uint64_t max_m = kMs[std::size(kMs) - 1];
+  // per m_ref: the step's GEMM time (µs) at each m, summed over shapes with their per-step counts
+  std::vector<std::vector<double>> step_us(std::size(kMs), std::vector<double>(std::size(kMs), 0.0));
+  std::vector<double> best_step_us(std::size(kMs), 0.0);
+  std::uint64_t seed = 77;
+  for (const DecodeGemm& g : kShapes) {
+    const std::size_t wbytes = g.n * g.k * 2;
+    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kLaunches, (400u << 20) / wbytes + 1)));
+    auto w = random_bf16(g.n * g.k, seed++);
+    auto a = random_bf16(max_m * g.k, seed++);
+    std::vector<cuda::DeviceMemory> dw;
+    for (int i = 0; i < copies; ++i) {
+      dw.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
+      cuda::copy_h2d_async(dw.back().ptr(), w.data(), wbytes, stream);
+    }
+    auto da = cuda::DeviceMemory::allocate(a.size() * 2, "a");
+    auto dc = cuda::DeviceMemory::allocate(max_m * g.n * 2, "c");
+    cuda::copy_h2d_async(da.ptr(), a.data(), a.size() * 2, stream);
+    stream.synchronize();
+    const double floor_us = static_cast<double>(wbytes) / kCopyBytesPerUs;
+    std::printf("\n%s n=%llu k=%llu: weights %.1f MB, floor %.2f us; us per GEMM (x floor) by m\n", g.name,
+                (unsigned long long)g.n, (unsigned long long)g.k, wbytes / 1e6, floor_us);
+    std::printf("%-8s", "m_ref");
+    for (std::uint64_t m : kMs) std::printf(" %13llu", (unsigned long long)m);
+    std::printf("  choice\n");
+    std::vector<double> best(std::size(kMs), 1e30);
+    for (std::size_t ri = 0; ri < std::size(kMs); ++ri) {
+      cuda::GemmShape s;
+      s.n = g.n, s.k = g.k, s.lda = g.k, s.ldc = g.n, s.m_ref = kMs[ri];
+      std::printf("%-8llu", (unsigned long long)kMs[ri]);
+      std::vector<std::uint16_t> row0_ref;
+      for (std::size_t mi = 0; mi < std::size(kMs); ++mi) {
+        s.m = kMs[mi];
+        blas.prepare(s);
+        // invariance: row 0 and row m-1 against the same rows computed at m = max_m
+        blas.gemm_bf16_tn(s, da.ptr(), dw[0].ptr(), dc.ptr(), stream);
+        std::vector<std::uint16_t> got(s.m * g.n);
+        cuda::copy_d2h_async(got.data(), dc.ptr(), got.size() * 2, stream);
+        stream.synchronize();
+        if (mi == 0) row0_ref.assign(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(g.n));
+        EXPECT_EQ(0, std::memcmp(got.data(), row0_ref.data(), g.n * 2))
+            << g.name << ": m_ref " << kMs[ri] << ": row 0 at m=" << s.m << " differs from m=1";
+        cuda::Graph graph = cuda::Graph::capture(stream, [&] {
+          for (int i = 0; i < kLaunches; ++i) blas.gemm_bf16_tn(s, da.ptr(), dw[i % copies].ptr(), dc.ptr(), stream);
+        });
+        graph.launch(stream);  // warm
+        std::vector<double> t;
+        for (int r = 0; r < kReplays; ++r) {
+          cuda::TimingEvent e0, e1;
+          e0.record(stream);
+          graph.launch(stream);
+          e1.record(stream);
+          t.push_back(1e3 * cuda::elapsed_ms(e0, e1) / kLaunches);
+        }
+        std::sort(t.begin(), t.end());
+        const double us = t[t.size() / 2];
+        best[mi] = std::min(best[mi], us);
+        step_us[ri][mi] += us * static_cast<double>(g.per_step);
+        std::printf(" %7.2f(%4.2f)", us, us / floor_us);
+      }
+      std::printf("  %s\n", blas.describe(s).c_str());
+    }
+    for (std::size_t mi = 0; mi < std::size(kMs); ++mi) best_step_us[mi] += best[mi] * static_cast<double>(g.per_step);
+  }
+  double floor_step = 0;
+  for (const DecodeGemm& g : kShapes) floor_step += static_cast<double>(g.n * g.k * 2 * g.per_step) / kCopyBytesPerUs;
+  std::printf("\ndecode step's GEMMs (4B shape, 36 layers + lm_head), us by m; floor %.0f us\n%-8s", floor_step, "m_ref");
+  for (std::uint64_t m : kMs) std::printf(" %7llu", (unsigned long long)m);
+  std::printf("   worst x best-per-m\n");
+  for (std::size_t ri = 0; ri < std::size(kMs); ++ri) {
+    std::printf("%-8llu", (unsigned long long)kMs[ri]);
+    double worst = 0;
+    for (std::size_t mi = 0; mi < std::size(kMs); ++mi) {
+      std::printf(" %7.0f", step_us[ri][mi]);
+      worst = std::max(worst, step_us[ri][mi] / best_step_us[mi]);
+    }
+    std::printf("   %.3f\n", worst);
+  }
+  std::printf("%-8s", "best/m");
+  for (std::size_t mi = 0; mi < std::size(kMs); ++mi) std::printf(" %7.0f", best_step_us[mi]);
+  std::printf("\n");
+}
+
+}  // namespace
+}  // namespace kern::gputest
