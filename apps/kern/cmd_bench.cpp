@@ -33,6 +33,8 @@
 #include "kern/core/protocol.hpp"
 #include "kern/pool/pool.hpp"
 #include "kern/runtime/runtime.hpp"
+#include "kern/driver/runtime_executor.hpp"
+#include "kern/serve/step_runner.hpp"
 #include "kern/weights/tensors.hpp"
 #include "kern/core/verify.hpp"
 
@@ -70,6 +72,8 @@ struct Options {
   std::string park_mib = "1024,2048,5632";  // KV sizes of the park / wake figures
   std::uint64_t issue_pages = 2500;       // the issue-cost size (0: none)
   std::uint64_t overlap_mib = 5120;       // the park / wake the decode step runs beside (0: none)
+  std::string batches;                    // decode at these batch sizes (kern serve's step; "" = none)
+  std::uint64_t batch_context = 1024;     // every sequence's context there
 };
 Options opt;
 CLI::Option* contexts_flag = nullptr;
@@ -253,6 +257,9 @@ void measure_remap(const core::Verified& model, const nlohmann::ordered_json& ma
   }
 }
 
+void measure_batched(const models::Qwen3Shape& shape, models::Qwen3GenOptions gen,
+                     const std::vector<std::uint64_t>& batches, bench::Report& report);
+
 int run() {
   if (opt.quick) {  // smaller defaults; explicit flags still win
     if (!contexts_flag->count()) opt.contexts = "128,1024";
@@ -262,6 +269,8 @@ int run() {
   const std::vector<std::uint64_t> contexts = bench::parse_sizes(opt.contexts, "--contexts");
   const std::vector<std::uint64_t> prefill = bench::parse_sizes(opt.prefill, "--prefill");
   const std::vector<std::uint64_t> pool_contexts = bench::parse_sizes(opt.pool_contexts, "--pool-contexts");
+  const std::vector<std::uint64_t> batches =
+      opt.batches.empty() ? std::vector<std::uint64_t>{} : bench::parse_sizes(opt.batches, "--batches");
   bench::HostTierPlan host_plan;
   for (std::uint64_t mib : bench::parse_sizes(opt.park_mib, "--park-mib")) host_plan.park_bytes.push_back(mib << 20);
   host_plan.issue_pages = opt.issue_pages;
@@ -435,6 +444,7 @@ int run() {
   }
   rt.reset();  // the remap's runtime and then the peer get the GPU to themselves
   if (!opt.no_pool) measure_remap(verified, manifest_json, report.pool);
+  if (!batches.empty()) measure_batched(shape, gen, batches, report);
 
   report.peer = run_peer(tmp, contexts, prefill);
 
@@ -446,6 +456,73 @@ int run() {
     progress("JSON written to " + opt.json);
   }
   return 0;
+}
+
+// Decode at batch B through kern serve's runner (serve::ProtocolRunner: the buckets, graphs and
+// inputs a serving step uses), every sequence at one context, on a manifest generated for the
+// largest batch (its own runtime: the main one is gone by then). Per batch: the graph replay's GPU
+// time, the runner's whole decode call, and (at 64, else the largest batch) the per-op profile.
+void measure_batched(const models::Qwen3Shape& shape, models::Qwen3GenOptions gen,
+                     const std::vector<std::uint64_t>& batches, bench::Report& report) {
+  const std::uint64_t max_b = *std::max_element(batches.begin(), batches.end());
+  const std::uint64_t context = opt.batch_context;
+  gen.max_seqs = max_b;
+  gen.max_tokens = std::max<std::uint64_t>(gen.max_tokens, max_b);
+  const core::Verified verified =
+      core::verify(core::parse_manifest(models::generate_qwen3_manifest(shape, gen).dump()));
+  const core::Protocol protocol = core::check_protocol(verified);
+  runtime::RuntimeOptions ropt;
+  ropt.gpu = opt.gpu;
+  ropt.capacity.tokens = driver::capacity_for(protocol, (max_b + 1) * (context + 1) + 64);
+  ropt.capacity.seqs = 1;
+  progress(fmt::format("batched decode: loading a manifest for {} sequences, KV capacity {} tokens", max_b,
+                       ropt.capacity.tokens));
+  std::unique_ptr<runtime::Runtime> rt = runtime::Runtime::load(verified, opt.kernels, ropt);
+  rt->load_weights(weights::SafetensorsTensors::open(opt.weights));
+  rt->fill_states(0x3c24);
+  driver::RuntimeExecutor exec(*rt);
+  std::vector<pool::Lease> leases;
+  for (std::uint64_t i = 0; i < max_b; ++i) {
+    pool::Granted<pool::Lease> l = rt->lease(context);
+    if (!l) fail(ErrorKind::Api, "kern bench: no room for sequence {} of {} at context {}", i, max_b, context);
+    leases.push_back(std::move(l).value());
+  }
+  pool::Granted<pool::Lease> pad = rt->lease(1);
+  if (!pad) fail(ErrorKind::Api, "kern bench: no room for the serve runner's padding page");
+  serve::ProtocolRunner runner(protocol, exec, std::move(pad).value(), max_b);
+  (void)runner.warm_up();
+  const std::optional<core::Forward> step = protocol.forward(max_b, 1);
+  const driver::SamplingParams greedy;
+  const std::uint64_t profile_at = std::find(batches.begin(), batches.end(), 64) != batches.end() ? 64 : max_b;
+  const std::size_t reps = opt.quick ? 10 : 30;
+  for (std::uint64_t b : batches) {
+    std::vector<serve::DecodeCall> rows(b);
+    for (std::uint64_t i = 0; i < b; ++i)
+      rows[i] = {&leases[i], leases[i].slot(context - 1), static_cast<std::int32_t>((i * 7919 + 11) % shape.vocab),
+                 context - 1, &greedy};
+    for (int w = 0; w < 3; ++w) (void)runner.decode(rows);
+    std::vector<double> call_ms;
+    for (std::size_t r = 0; r < reps; ++r) {
+      const Clock::time_point t0 = Clock::now();
+      (void)runner.decode(rows);
+      call_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    const std::uint64_t bucket = runner.bucket(b);
+    const auto table = protocol.vars(*step, bucket, 1, context);
+    const core::Vars vars(table.begin(), table.end());
+    const std::vector<double> gpu_ms = rt->time_replays(step->program, vars, reps);
+    report.batched.push_back(
+        bench::make_batched_point(shape, b, context, bucket, gpu_ms, call_ms, report.ceilings.copy_gbps));
+    bench::BatchedPoint& p = report.batched.back();
+    if (b == profile_at) {
+      std::vector<std::pair<std::string, double>> calls;
+      for (const runtime::CallTime& c : rt->time_calls(step->program, vars, opt.quick ? 3 : 5))
+        calls.emplace_back(c.op, c.ms);
+      p.ops = bench::op_shares(calls);
+    }
+    progress(fmt::format("batched decode at {} x {}: GPU step {:.1f} us, call {:.1f} us, floor {:.1f} us ({:.3f}x)", b,
+                         context, p.gpu_step_us, p.call_us, p.floor_us, p.ratio));
+  }
 }
 
 Runner setup(CLI::App& app) {
@@ -494,6 +571,10 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--overlap-mib", opt.overlap_mib,
                   "The park / wake the decode step at 1k runs beside (MiB, 0: none; default 5120)")
       ->check(CLI::Range(0, 1048576));
+  cmd->add_option("--batches", opt.batches,
+                  "Also decode at these batch sizes through kern serve's runner, e.g. 1,8,64,256 (default: none)");
+  cmd->add_option("--batch-context", opt.batch_context, "Every sequence's context at --batches (default 1024)")
+      ->check(CLI::Range(2, 1 << 20));
   cmd->add_flag("--quick", opt.quick,
                 "Contexts 128,1024, prefill 512, at most 50 replays, fewer repetitions, no prefill per-op profile");
   return [] { return run(); };

@@ -92,6 +92,26 @@ DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context
   return p;
 }
 
+BatchedPoint make_batched_point(const models::Qwen3Shape& s, std::uint64_t batch, std::uint64_t context,
+                                std::uint64_t bucket, const std::vector<double>& step_ms,
+                                const std::vector<double>& call_ms, double copy_gbps) {
+  require_samples(step_ms, "batched decode step");
+  require_samples(call_ms, "batched decode call");
+  if (copy_gbps <= 0) fail(ErrorKind::Api, "bench: the floor needs a positive copy bandwidth");
+  if (batch == 0 || context == 0) fail(ErrorKind::Api, "bench: a batched decode of {} x {} tokens", batch, context);
+  BatchedPoint p;
+  p.batch = batch;
+  p.context = context;
+  p.bucket = bucket;
+  p.gpu_step_us = median(step_ms) * 1e3;
+  p.call_us = median(call_ms) * 1e3;
+  p.bytes = decode_weight_bytes(s) + batch * decode_kv_bytes(s, context);
+  p.floor_us = static_cast<double>(p.bytes) / (copy_gbps * 1e9) * 1e6;
+  p.ratio = p.gpu_step_us / p.floor_us;
+  p.tokens_per_s = p.call_us > 0 ? static_cast<double>(batch) / (p.call_us * 1e-6) : 0;
+  return p;
+}
+
 PrefillPoint make_prefill_point(const models::Qwen3Shape& s, std::uint64_t tokens, std::uint64_t chunk,
                                 const std::vector<double>& ms, double gemm_tflops) {
   require_samples(ms, "prefill");

@@ -153,6 +153,23 @@ std::string format_table(const Report& r) {
                      d.e2e_us, gib(d.bytes), d.floor_us, d.ratio, d.replays, peer));
   }
   line("");
+  if (!r.batched.empty()) {
+    line("decode at batch B (every sequence at one context; GPU step = median graph replay; call = the serve "
+         "runner's decode call: inputs, replay, readback)");
+    line(fmt::format("  {:>6} {:>8} {:>7} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}", "batch", "context", "bucket",
+                     "GPU step us", "call us", "bytes/step", "floor us", "step/floor", "tok/s"));
+    for (const BatchedPoint& b : r.batched)
+      line(fmt::format("  {:>6} {:>8} {:>7} {:>12.1f} {:>12.1f} {:>12} {:>12.1f} {:>10.3f} {:>10.0f}", b.batch,
+                       b.context, b.bucket, b.gpu_step_us, b.call_us, gib(b.bytes), b.floor_us, b.ratio,
+                       b.tokens_per_s));
+    for (const BatchedPoint& b : r.batched)
+      if (!b.ops.empty()) {
+        line(fmt::format("per-op time of one decode step at batch {}, context {} (eager, events around each call)",
+                         b.batch, b.context));
+        op_lines(b.ops);
+      }
+    line("");
+  }
   line("prefill (time to the first token; model FLOPs / measured GEMM rate)");
   line(fmt::format("  {:>8} {:>8} {:>12} {:>12} {:>10} {:>10} {:>12}", "tokens", "chunk", "ms", "tok/s", "TFLOP/s",
                    "of GEMM", "peer x"));
@@ -234,6 +251,21 @@ nlohmann::ordered_json to_json(const Report& r) {
                       {"floor_us", d.floor_us},
                       {"ratio_to_floor", d.ratio}});
   j["decode"] = std::move(decode);
+  if (!r.batched.empty()) {
+    OJ batched = OJ::array();
+    for (const BatchedPoint& b : r.batched)
+      batched.push_back({{"batch", b.batch},
+                         {"context", b.context},
+                         {"bucket", b.bucket},
+                         {"gpu_step_us", b.gpu_step_us},
+                         {"call_us", b.call_us},
+                         {"bytes", b.bytes},
+                         {"floor_us", b.floor_us},
+                         {"ratio_to_floor", b.ratio},
+                         {"tokens_per_s", b.tokens_per_s},
+                         {"per_op", per_op_json(b.ops)}});
+    j["batched"] = std::move(batched);
+  }
   OJ prefill = OJ::array();
   for (const PrefillPoint& p : r.prefill)
     prefill.push_back({{"tokens", p.tokens},

@@ -142,6 +142,7 @@ class OpChecker {
         c_.add(key(lp, "module"), "R6.module", "undeclared module '" + l.module + "'");
       if (l.entry.empty()) c_.add(key(lp, "entry"), "R6.entry", "entry is empty");
       if (l.algo) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc] extern launches");
+      if (l.algo_m) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cublaslt_bf16_tn[_acc] extern launches");
       check_geometry(l, lp);
       // The load-time co-residency proof counts blocks per SM, not clusters per GPU
       // (cuOccupancyMaxActiveClusters): the two are not supported together.
@@ -176,6 +177,11 @@ class OpChecker {
       c_.add(key(lp, "cooperative"), "R12.cooperative", "cooperative is not allowed on extern launches");
     const ExternSpec* x = find_extern(name);
     if (l.algo && !(x && x->takes_algo)) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc]");
+    if (l.algo_m && !(x && x->takes_algo))
+      c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cublaslt_bf16_tn[_acc]");
+    if (l.algo_m && l.algo)
+      c_.add(key(lp, "algo_m"), "R6.extern", "algo_m chooses an algorithm and algo pins one: give one of them");
+    if (l.algo_m && *l.algo_m == 0) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m is at least 1");
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i].kind == ParamType::Kind::Bytes)
         c_.add(l.params ? idx(key(lp, "params"), i) : lp, "R6.extern", "bytes<N> is never an extern param");

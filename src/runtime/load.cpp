@@ -206,7 +206,9 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
             fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be an integer", li, name, i);
         if (!blas) blas = std::make_unique<cuda::BlasLt>();
         // Row invariance: the algorithm is chosen at m's value at the var bounds (docs/runtime.md).
-        if (values[3].patches.empty()) {
+        if (l.algo_m) {
+          e.gemm.m_ref = *l.algo_m;
+        } else if (values[3].patches.empty()) {
           e.gemm.m_ref = rt::load_le(values[3].bytes.data(), values[3].bytes.size());
         } else {
           auto at_bound = values[3].patches[0].expr.eval(at_max.data());

@@ -81,6 +81,21 @@ struct OpShare {
 // (op, ms) per call -> per-op totals, largest first (name order on ties).
 std::vector<OpShare> op_shares(const std::vector<std::pair<std::string, double>>& call_ms);
 
+// Decode at batch B (kern serve's step: every sequence at the same context, one row each).
+struct BatchedPoint {
+  std::uint64_t batch = 0, context = 0, bucket = 0;  // bucket: the graph's group count
+  double gpu_step_us = 0;  // median graph replay
+  double call_us = 0;      // median wall time of the serve runner's decode call (inputs, replay, readback)
+  std::uint64_t bytes = 0;  // weights + batch x KV at the context
+  double floor_us = 0, ratio = 0;  // bytes / copy bandwidth; gpu_step_us / floor_us
+  double tokens_per_s = 0;         // batch / call time
+  std::vector<OpShare> ops;        // per-op profile (empty: not profiled)
+};
+// Error(Api) when a sample list is empty or the bandwidth is not positive.
+BatchedPoint make_batched_point(const models::Qwen3Shape& s, std::uint64_t batch, std::uint64_t context,
+                                std::uint64_t bucket, const std::vector<double>& step_ms,
+                                const std::vector<double>& call_ms, double copy_gbps);
+
 // The per-op profile of one prefill of `tokens` tokens (chunk = prompt): the prefill program's
 // one call over its first `rows` = tokens − 1 rows (the last token's one-row step is not in it).
 struct PrefillOps {
@@ -120,6 +135,7 @@ struct Report {
   models::Qwen3Shape shape;  // the checkpoint's, from its config.json (only the sizes are used here)
   Ceilings ceilings;
   std::vector<DecodePoint> decode;
+  std::vector<BatchedPoint> batched;  // --batches (none: no section, no JSON key)
   std::vector<PrefillPoint> prefill;
   Startup startup;
   std::vector<OpShare> ops;

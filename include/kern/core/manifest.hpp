@@ -285,6 +285,11 @@ struct Launch {
   std::optional<core::When> when;
   std::optional<std::vector<LaunchArg>> args;  // default: forward op params in order
   std::optional<core::Algo> algo;
+  // kern extension to schema v5, on cublaslt_bf16_tn[_acc] only: the m at which the runtime asks
+  // cuBLASLt's heuristic for the launch's one algorithm (default: m at the var bounds). A decode
+  // GEMM runs at every m from 1 to its bound with that algorithm (row invariance); choosing it at a
+  // smaller m keeps small steps fast (docs/runtime.md, "GEMM algorithm choice").
+  std::optional<std::uint64_t> algo_m;
 };
 
 struct Scratch {

@@ -24,6 +24,12 @@ using OJ = nlohmann::ordered_json;
 // streams W once per 8 rows of x (one tensor-core mma N), so 8 rows cost what 1 row costs.
 constexpr std::uint64_t kGemvMaxRows = 8;
 
+// Decode GEMMs on cuBLASLt run one algorithm at every step size (row invariance). The heuristic's
+// choice at m = max_seqs is tiled for that m and slow at small m (4B shape, H200, 2026-12-03: the
+// step's GEMMs take 5.0 ms at m = 1 with the m = 256 choice, 2.7 ms with the m = 64 one), so above
+// this bound the launch asks for it at this m instead (`algo_m`; docs/perf.md, thirteenth session).
+constexpr std::uint64_t kDecodeAlgoM = 128;
+
 // Shared geometry, derived once from the config and the options.
 struct Geo {
   Qwen3Shape c;

@@ -65,6 +65,7 @@ OJ blas_launch(const Geo& g, const char* ext, const char* out_dir, OJ x, OJ w, O
   l["params"] = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32"};
   set_when(l, when_blas(g));
   l["args"] = OJ::array({std::move(x), std::move(w), std::move(out), p(m_param), i32(n), i32(k)});
+  if (g.o.max_seqs > kDecodeAlgoM) l["algo_m"] = kDecodeAlgoM;
   return l;
 }
 

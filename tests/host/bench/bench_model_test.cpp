@@ -74,6 +74,25 @@ TEST(BenchModel, DecodePointFloorAndRatio) {
   EXPECT_THROW(make_decode_point(s, 1024, {1.0}, {}, 0), Error);
 }
 
+TEST(BenchModel, BatchedPointCountsEverySequencesKv) {
+  const models::Qwen3Shape s = qwen3_4b();
+  // 64 sequences at 1024: 8,044,941,312 + 64 x 150,994,944 = 17,708,617,728 bytes; at 4000 GB/s the
+  // floor is 4427.154432 us; 64 tokens per 5 ms call are 12,800 tok/s.
+  const BatchedPoint p = make_batched_point(s, 64, 1024, 64, {5.0, 4.5, 6.0}, {5.2, 5.0, 4.9}, 4000);
+  EXPECT_EQ(p.bytes, 17'708'617'728ull);
+  EXPECT_NEAR(p.floor_us, 4427.154432, 1e-6);
+  EXPECT_NEAR(p.gpu_step_us, 5000, 1e-9);
+  EXPECT_NEAR(p.ratio, 5000 / 4427.154432, 1e-12);
+  EXPECT_NEAR(p.tokens_per_s, 64 / 5.0e-3, 1e-6);
+  EXPECT_THROW(make_batched_point(s, 64, 1024, 64, {}, {1.0}, 4000), Error);
+  EXPECT_THROW(make_batched_point(s, 0, 1024, 64, {1.0}, {1.0}, 4000), Error);
+  Report r;
+  r.shape = s;
+  r.batched.push_back(p);
+  EXPECT_NE(format_table(r).find("decode at batch B"), std::string::npos);
+  EXPECT_EQ(to_json(r)["batched"][0]["bytes"], 17'708'617'728ull);
+}
+
 TEST(BenchModel, PrefillPointRates) {
   const models::Qwen3Shape s = qwen3_4b();
   const PrefillPoint p = make_prefill_point(s, 2048, 512, {40, 32, 36}, 500);

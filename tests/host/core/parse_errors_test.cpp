@@ -467,6 +467,11 @@ TEST(ParseErrors, ExternAndKernelLaunchShapes) {
   toy_launch(doc)["algo"] = {{"id", 1},      {"tile", 0},   {"stages", 0},      {"split_k", 1},      {"reduction", 0},
                              {"swizzle", 0}, {"custom", 0}, {"inner_shape", 0}, {"cluster_shape", 0}};
   EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].algo->split_k, 1);
+  doc = toy();
+  doc["ops"]["scale_rows"]["impl"]["launches"][0] = {{"entry", "extern:cublaslt_bf16_tn"}, {"algo_m", 64}};
+  EXPECT_EQ(parse_manifest(doc.dump()).ops.at("scale_rows").impl.launches[0].algo_m, 64u);
+  doc["ops"]["scale_rows"]["impl"]["launches"][0]["algo_m"] = "64";
+  EXPECT_THAT(parse_error(doc), StartsWith("ops.scale_rows.impl.launches[0].algo_m"));
 }
 
 namespace {

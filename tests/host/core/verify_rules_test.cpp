@@ -132,6 +132,14 @@ std::vector<Case> cases() {
       // verifier still checks typed manifests built in code.
       {"algo_on_kernel", "qwen", "", "R6.extern", "ops.embedding.impl.launches[0].algo", 1,
        [](Manifest& m) { m.ops["embedding"].impl.launches[0].algo = Algo{}; }},
+      {"algo_m_on_kernel", "qwen", "", "R6.extern", "ops.embedding.impl.launches[0].algo_m", 1,
+       [](Manifest& m) { m.ops["embedding"].impl.launches[0].algo_m = 16; }},
+      {"algo_m_zero", "qwen", R"([{"op":"add","path":"/ops/gemm/impl/launches/0/algo_m","value":0}])", "R6.extern",
+       "ops.gemm.impl.launches[0].algo_m"},
+      {"algo_m_with_algo", "qwen",
+       R"([{"op":"add","path":"/ops/gemm/impl/launches/0/algo_m","value":64},
+           {"op":"add","path":"/ops/gemm/impl/launches/0/algo","value":{"id":1,"tile":0,"stages":0,"split_k":1,"reduction":0,"swizzle":0,"custom":0,"inner_shape":0,"cluster_shape":0}}])",
+       "R6.extern", "ops.gemm.impl.launches[0].algo_m"},
       {"extern_geometry", "qwen", "", "R6.extern", "ops.gemm.impl.launches[0]", 1,
        [](Manifest& m) {
          m.ops["gemm"].impl.launches[0].block = {32, 1, 1};

@@ -149,7 +149,14 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
         const auto first = active_entries(ops[op_name], 1);
         for (std::uint64_t seqs = 2; seqs <= max_seqs; ++seqs) EXPECT_EQ(active_entries(ops[op_name], seqs), first);
         EXPECT_EQ(first.front().rfind(max_seqs <= 8 ? "kern_gemv" : "extern:cublaslt", 0), 0u) << first.front();
+        // The decode GEMM's algorithm is chosen at min(max_seqs, 128); prefill GEMMs keep their bound.
+        for (const auto& l : ops[op_name]["impl"]["launches"])
+          if (l["entry"].get<std::string>().rfind("extern:cublaslt", 0) == 0) {
+            EXPECT_EQ(l.contains("algo_m"), max_seqs > 128);
+            if (max_seqs > 128) EXPECT_EQ(l["algo_m"], 128);
+          }
       }
+      for (const auto& l : ops["gemm_qkv"]["impl"]["launches"]) EXPECT_FALSE(l.contains("algo_m"));
       const auto& attn = ops["attn_decode"]["impl"]["launches"];
       EXPECT_EQ(attn[0]["args"][16]["i32"], 256);
       EXPECT_EQ(attn[1]["args"][11]["i32"], 256);
