@@ -499,7 +499,7 @@ void measure_batched(const models::Qwen3Shape& shape, models::Qwen3GenOptions ge
     std::vector<serve::DecodeCall> rows(b);
     for (std::uint64_t i = 0; i < b; ++i)
       rows[i] = {&leases[i], leases[i].slot(context - 1), static_cast<std::int32_t>((i * 7919 + 11) % shape.vocab),
-                 context - 1, &greedy};
+                 context - 1, &greedy, 0, {}};
     for (int w = 0; w < 3; ++w) (void)runner.decode(rows);
     std::vector<double> call_ms;
     for (std::size_t r = 0; r < reps; ++r) {

@@ -142,7 +142,7 @@ std::vector<std::uint64_t> ProtocolRunner::warm_up() {
   for (std::uint64_t b = 1;; b *= 2) {
     const std::uint64_t groups = std::min(b, s_->max_rows);
     buckets.push_back(bucket(groups));
-    std::vector<DecodeCall> rows(groups, DecodeCall{&s_->pad, s_->pad_slot, 0, 0, nullptr});
+    std::vector<DecodeCall> rows(groups, DecodeCall{&s_->pad, s_->pad_slot, 0, 0, nullptr, 0, {}});
     decode(rows);
     if (groups == s_->max_rows) break;
   }
