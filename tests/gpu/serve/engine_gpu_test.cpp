@@ -97,6 +97,26 @@ std::vector<std::vector<pool::Token>> prompts(std::size_t n, std::uint64_t seed)
   return out;
 }
 
+// The engine over the model's runtime: 64 sequences per step, 64-row chunks, no prefix cache.
+struct Served {
+  static EngineConfig config() {
+    EngineConfig cfg;
+    cfg.scheduler.max_running = 64;
+    cfg.scheduler.chunk = 64;
+    cfg.scheduler.prefill_budget = 512;
+    cfg.scheduler.max_len = 512;
+    cfg.scheduler.prefix_cache = false;
+    return cfg;
+  }
+  Served(Model& m, driver::Executor& exec)
+      : pages(*m.rt), runner(*m.protocol, exec, std::move(m.rt->lease(1)).value(), 64), engine(config(), pages, runner) {
+    engine.start();
+  }
+  RuntimePages pages;
+  ProtocolRunner runner;
+  Engine engine;
+};
+
 TEST(ServeGpu, GreedyTokensEqualKernRunAloneAndAmong63Others) {
   Model m;
   constexpr std::uint64_t kSteps = 24;
@@ -113,17 +133,8 @@ TEST(ServeGpu, GreedyTokensEqualKernRunAloneAndAmong63Others) {
       reference.push_back(gen.generate(prompt).tokens);
     }
   }
-  RuntimePages pages(*m.rt);
-  pool::Lease pad = std::move(m.rt->lease(1)).value();
-  ProtocolRunner runner(*m.protocol, exec, std::move(pad), 64);
-  EngineConfig cfg;
-  cfg.scheduler.max_running = 64;
-  cfg.scheduler.chunk = 64;
-  cfg.scheduler.prefill_budget = 512;
-  cfg.scheduler.max_len = 512;
-  cfg.scheduler.prefix_cache = false;
-  Engine engine(cfg, pages, runner);
-  engine.start();
+  Served served(m, exec);
+  Engine& engine = served.engine;
   auto serve = [&](std::span<const std::vector<pool::Token>> batch) {
     std::vector<std::shared_ptr<Collect>> sinks;
     for (const auto& p : batch) {
@@ -201,17 +212,8 @@ TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
     driver::Generator gen(*m.protocol, exec, go);
     reference.push_back(gen.generate(std::vector<std::int64_t>(ps[i].begin(), ps[i].end())).tokens);
   }
-  RuntimePages pages(*m.rt);
-  pool::Lease pad = std::move(m.rt->lease(1)).value();
-  ProtocolRunner runner(*m.protocol, exec, std::move(pad), 64);
-  EngineConfig cfg;
-  cfg.scheduler.max_running = 64;
-  cfg.scheduler.chunk = 64;
-  cfg.scheduler.prefill_budget = 512;
-  cfg.scheduler.max_len = 512;
-  cfg.scheduler.prefix_cache = false;
-  Engine engine(cfg, pages, runner);
-  engine.start();
+  Served served(m, exec);
+  Engine& engine = served.engine;
   auto serve = [&](std::size_t first, std::size_t n) {
     std::vector<std::shared_ptr<Collect>> sinks;
     for (std::size_t i = first; i < first + n; ++i) {

@@ -153,7 +153,9 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
         for (const auto& l : ops[op_name]["impl"]["launches"])
           if (l["entry"].get<std::string>().rfind("extern:cublaslt", 0) == 0) {
             EXPECT_EQ(l.contains("algo_m"), max_seqs > 128);
-            if (max_seqs > 128) EXPECT_EQ(l["algo_m"], 128);
+            if (max_seqs > 128) {
+              EXPECT_EQ(l["algo_m"], 128);
+            }
           }
       }
       for (const auto& l : ops["gemm_qkv"]["impl"]["launches"]) EXPECT_FALSE(l.contains("algo_m"));
