@@ -4,10 +4,13 @@
 //    (tensor cores, attention_decode_mma.cuh) cut each sequence's context [0, seq_len) into ranges
 //    whose count and length they choose from seq_len and the number of sequences (decode_split.cuh),
 //    serving every q head of a kv head from one read of its K/V;
+//  * kern_attn_decode_warp_partial_hd{64,128} (tensor cores, one warp per item, attention_decode_warp.cuh)
+//    computes the same ranges with the warps of a fixed grid striding over them;
 //  * kern_attn_decode_reduce_hd{64,128} merges the ranges of sequences that have more than one.
 // The CUDA-core chunked-prefill baseline (kern_attn_prefill_hd*) and the _s2/_s4 tuning variants of the
 // tensor-core partial are test-only: tests/gpu/kernels/test_attention.cu.
 #include "attention_decode_mma.cuh"
+#include "attention_decode_warp.cuh"
 #include "decode_split.cuh"
 #include "paged_kv.cuh"
 #include "softmax.cuh"
@@ -340,3 +343,8 @@ KERN_ATTN_DECODE_ENTRIES(128)
 // hd 64 and 104448 at hd 128 (two blocks per SM on the H200).
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_partial_hd64, 64, 3)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_partial_hd128, 128, 3)
+
+// Warp-item tensor-core decode partials (attention_decode_warp.cuh): the ABI, block and shared memory of
+// kern_attn_decode_mma_partial_hd*, any grid.
+KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd64, 64, 3)
+KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd128, 128, 3)

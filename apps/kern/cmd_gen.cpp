@@ -128,6 +128,9 @@ Runner setup(CLI::App& app) {
                 "Batch-invariant decode attention: the shortest range of a context, in keys (default 256)");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
+  q->add_flag("--decode-attn-warp", opt.gen.decode_attn_warp,
+              "Decode attention partials on the warp-item tensor-core kernel (one warp per range, a fixed grid of "
+              "--attn-target-blocks blocks)");
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
               "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
   CLI::Option* blocks =

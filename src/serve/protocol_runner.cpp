@@ -49,13 +49,32 @@ struct ProtocolRunner::State {
     if (!f) return;
     inputs.write(exec, f->buffer, driver::encode_ints(f->dtype, v, f->buffer));
   }
-  // Page-table rows of `leases` (group order), each padded as Lease::extend_row pads.
+  // Page-table rows, per table and group: the entries the device row is known to hold (its first
+  // entries; what lies beyond them is never read: a kernel reads the entries below seq_len). A step
+  // writes, per group, only the entries from the first that differs (usually none, or the one page a
+  // sequence just began), not groups x width entries (164k for 64 groups of the 4B shape).
+  std::vector<std::vector<std::vector<std::int64_t>>> held_rows;  // [table][group]
+  std::vector<std::int64_t> row_scratch;
+
   void write_rows(std::span<const pool::Lease* const> leases) {
-    for (const core::PageTable& t : protocol.page_tables()) {
-      std::vector<std::int64_t> rows(leases.size() * t.width, 0);
-      for (std::size_t g = 0; g < leases.size(); ++g)
-        leases[g]->extend_row(t.buffer, std::span(rows).subspan(g * t.width, t.width), 0);
-      inputs.write(exec, t.buffer, driver::encode_ints(t.dtype, rows, t.buffer));
+    const std::vector<core::PageTable>& tables = protocol.page_tables();
+    if (held_rows.size() != tables.size()) held_rows.assign(tables.size(), {});
+    for (std::size_t ti = 0; ti < tables.size(); ++ti) {
+      const core::PageTable& t = tables[ti];
+      std::vector<std::vector<std::int64_t>>& held = held_rows[ti];
+      if (held.size() < leases.size()) held.resize(leases.size());
+      row_scratch.resize(t.width);
+      const std::uint64_t elem = dtype_size(t.dtype);
+      for (std::size_t g = 0; g < leases.size(); ++g) {
+        const std::size_t n = leases[g]->extend_row(t.buffer, row_scratch, 0);
+        std::vector<std::int64_t>& h = held[g];
+        std::size_t from = 0;
+        while (from < n && from < h.size() && h[from] == row_scratch[from]) ++from;
+        if (from == n) continue;
+        const std::span<const std::int64_t> tail(row_scratch.data() + from, n - from);
+        exec.write_input_at(t.buffer, (g * t.width + from) * elem, driver::encode_ints(t.dtype, tail, t.buffer));
+        h.assign(row_scratch.begin(), row_scratch.begin() + static_cast<std::ptrdiff_t>(n));
+      }
     }
   }
   void check_error(std::string_view what) {

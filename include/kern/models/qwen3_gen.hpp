@@ -62,6 +62,10 @@ struct Qwen3GenOptions {
   // The split-KV decode attention's partial kernel: tensor cores with a cp.async ring per warp
   // (kern_attn_decode_mma_partial_hd*), or the f32 CUDA-core kernel (false; kern_attn_decode_partial_hd*).
   bool decode_attn_mma = true;
+  // With decode_attn_mma: the warp-item tensor-core partial (kern_attn_decode_warp_partial_hd*: one warp
+  // per (sequence, kv head, range), a fixed grid of decode_attn_target(...) blocks whose warps stride
+  // over the items, each warp's cp.async ring running across them) instead of the block-item one.
+  bool decode_attn_warp = false;
   // Prefill calls of at least this many rows (head_dim 128) use the m32n32s2 attention layout, faster
   // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
   // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.

@@ -48,14 +48,19 @@ OJ attn_decode_op(const Geo& g) {
   // Batch-invariant: kDecodeItemsPerUnit blocks per (sequence, kv head) plus the target, so a step of
   // short contexts has about one item per block (a block's items run one after another, each paying
   // its pipeline's fill and drain) and long contexts stride over a few each.
+  // The warp-item partial takes a fixed grid of target_blocks (its warps stride over the items).
   const std::uint64_t per_unit = split_tokens > 0 ? kDecodeItemsPerUnit : 1;
-  const OJ partial_blocks{
-      {"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads * per_unit})}}, target_blocks})}};
-  // The tensor-core partial (kern_attn_decode_mma_partial_hd*, same ABI and grid) takes dynamic shared
-  // memory: 4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16.
+  const bool warp_items = g.o.decode_attn_mma && g.o.decode_attn_warp;
+  const OJ partial_blocks =
+      warp_items ? OJ(target_blocks)
+                 : OJ{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads * per_unit})}}, target_blocks})}};
+  // The tensor-core partials (kern_attn_decode_mma_partial_hd*, kern_attn_decode_warp_partial_hd*; same
+  // ABI) take dynamic shared memory: 4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16.
   const std::uint64_t mma_shared = 4 * 3 * 2 * 16 * (c.head_dim + 8) * 2;
-  const std::string partial_entry =
-      std::string(g.o.decode_attn_mma ? "kern_attn_decode_mma_partial" : "kern_attn_decode_partial") + g.hd;
+  const std::string partial_entry = std::string(!g.o.decode_attn_mma ? "kern_attn_decode_partial"
+                                                : warp_items        ? "kern_attn_decode_warp_partial"
+                                                                    : "kern_attn_decode_mma_partial") +
+                                    g.hd;
   OJ part = launch(partial_entry,
                    OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
                               scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),

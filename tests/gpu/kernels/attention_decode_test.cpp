@@ -94,7 +94,7 @@ struct DecodeRun {
 };
 
 // The partial kernels every correctness test runs: the f32 one and the tensor-core one.
-const std::vector<std::string> kPartialKinds = {"", "mma"};
+const std::vector<std::string> kPartialKinds = {"", "mma", "warp"};
 
 std::string kind_tag(const std::string& kind) { return kind.empty() ? "f32" : kind; }
 
@@ -205,6 +205,10 @@ TEST(AttnDecodeGpu, LengthOnlySplit) {
   check_decode(kQwen4B, {32768, 5}, 562, {1024, 4096, 32});     // 1024 ranges of 32 keys
   check_decode({16, 1, 128, 16}, {300, 5, 9000}, 563, {64, 256, 64});  // GQA 16: four passes per item
   check_decode({8, 4, 64, 4}, {3, 33, 700, 2049}, 564, {64, 256, 256}); // hd 64, pages smaller than a tile
+  // Two blocks for everything: each warp of the warp kernel streams many items back to back (its ring
+  // runs across their boundaries), the block kernels' blocks many items each.
+  check_decode(kQwen4B, {1, 15, 255, 256, 257, 1000, 4097, 0, 33}, 566, {64, 256, 64, 1, 2});
+  check_decode({8, 4, 64, 4}, {3, 33, 700, 2049, 0}, 567, {64, 256, 64, 1, 3});
 }
 
 // Batch invariance: with the length-only split a sequence's output bits do not depend on the other
@@ -250,7 +254,7 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
   const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
   DecodeRun r(rng, cache, lens, {});
   Fatbin fb("attention");
-  std::vector<bf16_bits> outs[2];
+  std::vector<std::vector<bf16_bits>> outs(kPartialKinds.size());
   for (size_t k = 0; k < kPartialKinds.size(); ++k) {
     r.call.kind = kPartialKinds[k];
     const auto first = r.run(fb);
@@ -262,10 +266,13 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
     }
     outs[k] = first;
   }
-  // The two kernels round differently (P in f32 or bf16), so they agree closely but not bit for bit.
-  std::vector<double> a(outs[0].size()), b(outs[1].size());
-  for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_to_float(outs[0][i]), b[i] = bf16_to_float(outs[1][i]);
-  EXPECT_LT(rel_frobenius(b, a), 1e-2);
+  // The kernels round differently (P in f32 or bf16, warps merged per block or not), so they agree
+  // closely but not bit for bit.
+  for (size_t k = 1; k < outs.size(); ++k) {
+    std::vector<double> a(outs[0].size()), b(outs[k].size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_to_float(outs[0][i]), b[i] = bf16_to_float(outs[k][i]);
+    EXPECT_LT(rel_frobenius(b, a), 1e-2) << kind_tag(kPartialKinds[k]);
+  }
 }
 
 // ---- timings -----------------------------------------------------------------------------------
@@ -535,6 +542,44 @@ TEST(PerfGpu, DecodeAttentionSplitSweep) {
                    " target " + std::to_string(target) + " us",
                graph_us_per_call(k, calls, true, replays, true));
       }
+    }
+  }
+}
+
+// Tuning table for the batch-invariant split (split_tokens > 0, kern gen's default): the block
+// kernel (mma) as kern gen launched it through session 19 (8 blocks per (sequence, kv head) + 256)
+// and at longer ranges, against the warp-item kernel at a few range lengths and fixed grids, from one
+// sequence to 256 (kern serve's batches). Reported only; docs/perf.md holds the choice.
+TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
+  const double copy_bw = memcpy_bandwidth();
+  report("decode length-only: cudaMemcpy D2D GB/s (read+write)", copy_bw / 1e9);
+  struct Config {
+    std::string kind;
+    int split_tokens, items_per_unit, grid;
+  };
+  const std::vector<Config> configs = {{"mma", 256, 8, 0},  {"mma", 512, 8, 0},  {"mma", 1024, 8, 0},
+                                       {"warp", 64, 1, 256}, {"warp", 128, 1, 256}, {"warp", 256, 1, 256},
+                                       {"warp", 64, 1, 512}, {"warp", 128, 1, 512}, {"warp", 128, 1, 1024}};
+  const std::vector<std::pair<int, int>> shapes = {{1, 1024}, {1, 32768}, {8, 1024},
+                                                   {64, 1024}, {64, 4096}, {256, 1024}};
+  for (auto [seqs, len] : shapes) {
+    PerfState s(seqs, len, 64);
+    for (const Config& c : configs) {
+      DecodeKernels k(c.kind);
+      DecodeSplit split;
+      split.splits_max = 64;
+      split.target_blocks = 256;
+      split.split_tokens = c.split_tokens;
+      split.items_per_unit = c.items_per_unit;
+      split.grid = c.grid;
+      const auto calls = s.calls(split);
+      const int replays = std::max(20, static_cast<int>(2000 / calls.size()));
+      const double us = graph_us_per_call(k, calls, true, replays, true);
+      const std::string t = "decode length-only " + c.kind + " split " + std::to_string(c.split_tokens) + " grid " +
+                            (c.grid > 0 ? std::to_string(c.grid) : "units*" + std::to_string(c.items_per_unit) + "+256") +
+                            " seqs " + std::to_string(seqs) + " len " + std::to_string(len);
+      report(t + " us per layer", us);
+      report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
     }
   }
 }

@@ -15,18 +15,21 @@ struct DecodeSplit {
   int splits_max = 64;       // capacity of part_o / part_ml per (sequence, q head)
   int target_blocks = 1024;  // partial blocks wanted per call (the ranges per sequence with split_tokens 0)
   int split_tokens = 0;      // > 0: ranges from each sequence's length alone (kern gen's batch-invariant 256)
+  int items_per_unit = 1;    // grid: seqs * kv_heads * items_per_unit + target_blocks blocks ...
+  int grid = 0;              // ... unless > 0: this many (the warp kernel takes any grid)
 };
 
 constexpr int kDecodePartialThreads = 128;
 
 // Which partial kernel: "" (f32 CUDA-core, kern_attn_decode_partial_hd*), "mma" (tensor cores, 3
-// cp.async stages per warp; kern gen's choice), "mma_s2" / "mma_s4" (2 / 4 stages, tuning points).
+// cp.async stages per warp; kern gen's choice), "mma_s2" / "mma_s4" (2 / 4 stages, tuning points),
+// "warp" (tensor cores, one warp per item, 3 stages: any grid).
 inline std::string decode_partial_entry(const std::string& kind, int head_dim) {
   return "kern_attn_decode_" + (kind.empty() ? std::string() : kind + "_") + "partial_hd" + std::to_string(head_dim);
 }
 // Dynamic shared memory of a partial kind: 4 warps x stages x (K and V tiles of 16 keys x (hd + 8) bf16).
 inline int decode_partial_smem(const std::string& kind, int head_dim) {
-  const int stages = kind == "mma" ? 3 : kind == "mma_s2" ? 2 : kind == "mma_s4" ? 4 : 0;
+  const int stages = kind == "mma" || kind == "warp" ? 3 : kind == "mma_s2" ? 2 : kind == "mma_s4" ? 4 : 0;
   return 4 * stages * 2 * 16 * (head_dim + 8) * 2;
 }
 
@@ -52,7 +55,10 @@ struct DecodeCall {
   int partial_smem() const { return decode_partial_smem(kind, head_dim); }
   std::string reduce_entry() const { return "kern_attn_decode_reduce_hd" + std::to_string(head_dim); }
   // Grid x of the partial kernel: enough blocks for every (sequence, kv head, range).
-  unsigned partial_blocks() const { return static_cast<unsigned>(seqs * kv_heads + split.target_blocks); }
+  unsigned partial_blocks() const {
+    if (split.grid > 0) return static_cast<unsigned>(split.grid);
+    return static_cast<unsigned>(seqs * kv_heads * split.items_per_unit + split.target_blocks);
+  }
   size_t part_o_elems() const { return static_cast<size_t>(seqs) * heads * split.splits_max * head_dim; }
   size_t part_ml_elems() const { return static_cast<size_t>(seqs) * heads * split.splits_max * 2; }
 

@@ -474,6 +474,18 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     EXPECT_EQ(a[0]["args"], b[0]["args"]);
     EXPECT_EQ(a[0]["grid"], b[0]["grid"]);
     EXPECT_EQ(a[1], b[1]);
+    // --decode-attn-warp: the warp-item kernel, the same arguments, shared memory and reduce, and a
+    // fixed grid of the target's blocks (its warps stride over the items) instead of one per item.
+    o.decode_attn_mma = true;
+    o.decode_attn_warp = true;
+    const auto warp = generate_qwen3_manifest(c, o);
+    const auto& w = warp["ops"]["attn_decode"]["impl"]["launches"];
+    EXPECT_EQ(w[0]["entry"], "kern_attn_decode_warp_partial" + hd);
+    EXPECT_EQ(w[0]["shared_mem"], a[0]["shared_mem"]);
+    EXPECT_EQ(w[0]["args"], a[0]["args"]);
+    EXPECT_EQ(w[0]["grid"], nlohmann::ordered_json::array({512, 1, 1}));
+    EXPECT_NE(a[0]["grid"], w[0]["grid"]);
+    EXPECT_EQ(w[1], a[1]);
   }
 }
 

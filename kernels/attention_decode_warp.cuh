@@ -1,0 +1,269 @@
+#pragma once
+
+#include "attention_decode_mma.cuh"
+
+using namespace kern_dev;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Split-KV decode on tensor cores, one warp per item (kern_attn_decode_warp_partial_hd*): the work
+// split, ABI, partial outputs and direct writes of the two partial kernels above (the reduce is
+// shared), but the unit of work is a warp, not a block:
+//  * every warp of the grid strides over the (range, sequence, kv head) items in range-major order
+//    (global warp w takes items w, w + W, ... with W the grid's warps), so the four warps of a block
+//    take adjacent kv heads of one range, which read neighbouring bytes of the same pages;
+//  * a warp computes its item's range alone, tile after tile in key order, and writes the range's
+//    (max, sum, output) rows straight from its registers: no shared-memory merge, no block barrier;
+//  * its cp.async ring (S stages of 16-key K and V tiles, as decode_mma) runs across item
+//    boundaries: the first tiles of its next item are in flight while it finishes the current one,
+//    so short ranges (kern gen's batch-invariant split at many sequences: 64 sequences of 1k keys
+//    give 4,096 items of 256 keys) stream without a fill and drain per item.
+// A range's bits depend on its keys and its q rows only (fixed tile order inside one warp), so the
+// result is the same whichever warp computes it and whatever the grid size: with split_tokens > 0
+// it is batch-invariant, as decode_mma's. Dynamic shared memory: decode_mma::smem_bytes<HD, S>().
+namespace decode_warp {
+
+constexpr int kWarps = decode_mma::kWarps;
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeys = decode_mma::kKeys;
+
+// One item of the warp's stream: (sequence s, kv head kvh, range split) and its key range.
+struct Item {
+  int v;  // item index (range-major: split * seqs * kv_heads + s * kv_heads + kvh); -1: none left
+  int s, kvh, split;
+  int begin, end, tiles;
+  bool direct;  // the sequence has one range (or none): the warp writes `out`
+};
+
+// The first item at index v or later (stepping by stride) that exists: a range below the sequence's
+// used ranges, or range 0 of an empty sequence (it writes zeros).
+__device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* __restrict__ seq_lens, int v,
+                                          int stride, int items) {
+  const int units = p.seqs * p.kv_heads;
+  for (; v < items; v += stride) {
+    const int split = v / units, unit = v - split * units;
+    const int s = unit / p.kv_heads;
+    const decode::Split sp = decode::split_of(p, seq_lens[s]);
+    if (split >= max(sp.used, 1)) continue;
+    Item it;
+    it.v = v;
+    it.s = s;
+    it.kvh = unit - s * p.kv_heads;
+    it.split = split;
+    it.begin = split * sp.chunk;
+    it.end = min(sp.len, it.begin + sp.chunk);
+    it.tiles = it.end > it.begin ? (it.end - it.begin + kKeys - 1) / kKeys : 0;
+    it.direct = sp.used <= 1;
+    return it;
+  }
+  Item none{};
+  none.v = -1;
+  none.tiles = 0;
+  return none;
+}
+
+template <int HD, int S>
+__device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
+                        const int32_t* __restrict__ block_table, int32_t max_pages,
+                        const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
+                        bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
+                        int64_t page_stride, int32_t splits_max, int32_t target_blocks, int32_t split_tokens,
+                        float scale) {
+  constexpr int kStride = HD + 8;
+  constexpr int TE = decode_mma::tile_elems<HD>();
+  constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
+  constexpr int ND = HD / 8;   // n-blocks of the output
+  constexpr int kChunks = HD / 8;
+  static_assert(KS % 2 == 0, "k-steps are taken in pairs");
+  extern __shared__ __align__(128) unsigned char decode_warp_smem[];
+  uint32_t dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  if (dyn < static_cast<uint32_t>(decode_mma::smem_bytes<HD, S>())) __trap();
+  if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
+  const int group = heads / kv_heads;
+  if (group < 1 || group * kv_heads != heads || group > 16) return;  // rejected by kern gen
+  const decode::Plan plan =
+      decode::plan_of(seqs, kv_heads, max_pages, page_size, target_blocks, splits_max, split_tokens);
+  const long long units = static_cast<long long>(seqs) * kv_heads;
+  const long long all_items = units * (plan.split_tokens > 0 ? plan.splits_max : plan.nsplit);
+  if (all_items > (1LL << 30)) __trap();  // 32-bit item indices (kern gen's shapes are far below)
+  const int items = static_cast<int>(all_items);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int stride = static_cast<int>(gridDim.x) * kWarps;
+  const int first = static_cast<int>(blockIdx.x) * kWarps + warp;
+  // Everything below reads the previous kernels' q and K/V or writes scratch the previous call's
+  // reduce may still read: wait for them first.
+  wait_for_previous_grid();
+  allow_next_grid();
+  if (first >= items) return;
+
+  const int64_t v_offset = v_block_elems(page_size, kv_heads, HD);
+  const bool one_page = page_size % kKeys == 0;  // tiles start at multiples of 16 keys
+  bf16* ring = reinterpret_cast<bf16*>(decode_warp_smem) + static_cast<size_t>(warp) * S * 2 * TE;
+
+  // The issue cursor: the next tile to copy (tile `tile` of item `iss`), and the count copied so far
+  // (tile k of the warp's stream goes to stage k % S).
+  Item iss = next_item(plan, seq_lens, first, stride, items);
+  while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
+  int iss_tile = 0, issued = 0;
+  auto issue_next = [&]() {
+    if (iss.v >= 0) {
+      const int t0 = iss.begin + iss_tile * kKeys;
+      bf16* sk = ring + (issued % S) * 2 * TE;
+      const int32_t* pages = block_table + static_cast<int64_t>(iss.s) * max_pages;
+      const int64_t first_page = pages[t0 / page_size];
+#pragma unroll
+      for (int c = lane; c < kKeys * kChunks; c += 32) {
+        const int r = c / kChunks, part = c % kChunks;
+        const int j = t0 + r;
+        const bool valid = j < iss.end;
+        const bf16* src = cache;
+        if (valid) {
+          const int64_t page = one_page ? first_page : static_cast<int64_t>(pages[j / page_size]);
+          src = cache + page * page_stride + (static_cast<int64_t>(j % page_size) * kv_heads + iss.kvh) * HD + part * 8;
+        }
+        cp_async16(smem_u32(sk + r * kStride + part * 8), src, valid);
+        cp_async16(smem_u32(sk + TE + r * kStride + part * 8), valid ? src + v_offset : cache, valid);
+      }
+      ++issued;
+      if (++iss_tile >= iss.tiles) {
+        iss_tile = 0;
+        do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
+        while (iss.v >= 0 && iss.tiles == 0);
+      }
+    }
+    cp_async_commit();  // one group per call, empty past the stream's end
+  };
+
+  const uint32_t k_base = smem_u32(ring) + ((lane & 7) * kStride + (lane >> 3) * 8) * 2;
+  const uint32_t v_base = smem_u32(ring + TE) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const float scale_log2 = scale * kLog2e;
+
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) issue_next();
+  int computed = 0;  // tiles of the stream computed so far
+  for (Item it = next_item(plan, seq_lens, first, stride, items); it.v >= 0;
+       it = next_item(plan, seq_lens, it.v + stride, stride, items)) {
+    // Q: rows g and g + 8 of the m16 tile are q heads kvh·G + g and kvh·G + g + 8 (zero past G).
+    uint32_t qf[KS][4];
+    {
+      const bf16* q0 = qkv + static_cast<int64_t>(it.s) * q_stride + static_cast<int64_t>(it.kvh) * group * HD;
+      const bf16* pa = g < group ? q0 + g * HD : nullptr;
+      const bf16* pb = g + 8 < group ? q0 + (g + 8) * HD : nullptr;
+      load_a_fragments(qf, pa, pb, t);
+    }
+    float o[ND][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+
+    for (int i = 0; i < it.tiles; ++i, ++computed) {
+      issue_next();            // tile computed + S − 1, into the stage tile computed − 1 used
+      cp_async_wait<S - 1>();  // this lane's pieces of tile `computed` have landed
+      __syncwarp();            // ... and every other lane's
+      const int t0 = it.begin + i * kKeys;
+      const uint32_t st = static_cast<uint32_t>((computed % S) * 2 * TE * 2);
+      float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int ks = 0; ks < KS; ks += 2)
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4(k_base + st + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
+          mma_bf16(sc[nb], qf[ks], b0, b1);
+          mma_bf16(sc[nb], qf[ks + 1], b2, b3);
+        }
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = t0 + nb * 8 + 2 * t + (e & 1);
+          sc[nb][e] = key < it.end ? sc[nb][e] * scale_log2 : -INFINITY;
+          mx[e >> 1] = fmaxf(mx[e >> 1], sc[nb][e]);
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        // Key t0 is in the range, so the quad's max (which covers it) is finite.
+        const float mn = fmaxf(m[h], mx[h]);
+        const float alpha = online_rescale(m[h], l[h], mn);  // 0 on the first tile (m = -inf)
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          o[nd][2 * h] *= alpha;
+          o[nd][2 * h + 1] *= alpha;
+        }
+      }
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          sc[nb][e] = exp2f(sc[nb][e] - m[e >> 1]);
+          l[e >> 1] += sc[nb][e];
+        }
+      const uint32_t pf[4] = {pack_bf16x2(sc[0][0], sc[0][1]), pack_bf16x2(sc[0][2], sc[0][3]),
+                              pack_bf16x2(sc[1][0], sc[1][1]), pack_bf16x2(sc[1][2], sc[1][3])};
+#pragma unroll
+      for (int nd = 0; nd < ND; nd += 2) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4_trans(v_base + st + nd * 8 * 2, b0, b1, b2, b3);
+        mma_bf16(o[nd], pf, b0, b1);
+        mma_bf16(o[nd + 1], pf, b2, b3);
+      }
+      __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+
+    // The item's rows (sums over the quad), from registers: out when the sequence has one range,
+    // else its range of part_o / part_ml (as decode_mma writes them: o normalised, m in log2 units).
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+      const int row = g + 8 * h;
+      if (row >= group) continue;
+      const int64_t hh = static_cast<int64_t>(it.s) * heads + it.kvh * group + row;
+      const float den = l[h];
+      if (it.direct) {
+        bf16* dst = out + hh * HD + 2 * t;
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          const float a = den > 0.0f ? o[nd][2 * h] / den : 0.0f;
+          const float b = den > 0.0f ? o[nd][2 * h + 1] / den : 0.0f;
+          *reinterpret_cast<uint32_t*>(dst + nd * 8) = pack_bf16x2(a, b);
+        }
+      } else {
+        const int64_t e_split = hh * splits_max + it.split;
+        float* dst = part_o + e_split * HD + 2 * t;
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd)
+          *reinterpret_cast<float2*>(dst + nd * 8) = make_float2(o[nd][2 * h] / den, o[nd][2 * h + 1] / den);
+        if (t == 0) {
+          part_ml[e_split * 2] = m[h];
+          part_ml[e_split * 2 + 1] = den;
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+}  // namespace decode_warp
+
+}  // namespace
+
+// Warp-item tensor-core decode partials (decode_warp above): the ABI, block and shared memory of
+// kern_attn_decode_mma_partial_hd*; any grid (the warps stride over the items: kern gen launches a
+// fixed number, about two blocks per SM).
+#define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S)                                                                    \
+  extern "C" __global__ void __launch_bounds__(decode_warp::kThreads, 2)                                            \
+      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,     \
+           const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,          \
+           int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,     \
+           int32_t split_tokens, float scale) {                                                                     \
+    decode_warp::partial<HD, S>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, \
+                                heads, kv_heads, page_size, page_stride, splits_max, target_blocks, split_tokens,   \
+                                scale);                                                                             \
+  }
