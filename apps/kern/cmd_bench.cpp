@@ -60,9 +60,9 @@ struct Options {
   bool decode_chain = false;              // kern gen's --decode-chain (sized to the GPU's SMs)
   std::uint64_t attn_target_blocks = 0;   // kern gen's --attn-target-blocks (0: the kernel's default)
   bool decode_attn_mma = true;            // kern gen's --decode-attn-f32 (negated)
-  bool decode_attn_warp = false;          // kern gen's --decode-attn-warp
+  models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};  // kern gen's --decode-attn-items
   bool batch_invariant = true;            // kern gen's --no-batch-invariant (negated)
-  std::uint64_t attn_split_tokens = 256;  // kern gen's --attn-split-tokens
+  std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
   std::uint64_t gemv_prefetch_bytes = 0;  // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;           // kern gen's --gemv-fused-norm
   std::uint64_t gemv_max_blocks = 0;      // kern gen's --gemv-max-blocks
@@ -315,7 +315,7 @@ int run() {
   gen.pdl = opt.pdl;
   gen.decode_attn_target_blocks = opt.attn_target_blocks;
   gen.decode_attn_mma = opt.decode_attn_mma;
-  gen.decode_attn_warp = opt.decode_attn_warp;
+  gen.decode_attn_items = opt.decode_attn_items;
   gen.batch_invariant = opt.batch_invariant;
   gen.decode_attn_split_tokens = opt.attn_split_tokens;
   const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
@@ -550,7 +550,8 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
   cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");
-  cmd->add_flag("--decode-attn-warp", opt.decode_attn_warp, "kern gen --decode-attn-warp");
+  cmd->add_option("--decode-attn-items", opt.decode_attn_items, "kern gen --decode-attn-items")
+      ->transform(CLI::CheckedTransformer(models::decode_attn_items_names()));
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");
   cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");

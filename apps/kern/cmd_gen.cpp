@@ -125,12 +125,14 @@ Runner setup(CLI::App& app) {
               "Let a sequence's decode arithmetic depend on the step's size (GEMV below 9 sequences, attention "
               "ranges from the step's size): faster small steps, tokens may change with what else is batched");
   q->add_option("--attn-split-tokens", opt.gen.decode_attn_split_tokens,
-                "Batch-invariant decode attention: the shortest range of a context, in keys (default 256)");
+                "Batch-invariant decode attention: the shortest range of a context, in keys (0, the default: 256 for "
+                "the block partial, 128 for the warp one)");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
-  q->add_flag("--decode-attn-warp", opt.gen.decode_attn_warp,
-              "Decode attention partials on the warp-item tensor-core kernel (one warp per range, a fixed grid of "
-              "--attn-target-blocks blocks)");
+  q->add_option("--decode-attn-items", opt.gen.decode_attn_items,
+                "Decode attention partial: block (4 warps per range), warp (one warp per range, a fixed grid of "
+                "--attn-target-blocks blocks), or auto (the default: warp above 8 sequences)")
+      ->transform(CLI::CheckedTransformer(models::decode_attn_items_names()));
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
               "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
   CLI::Option* blocks =

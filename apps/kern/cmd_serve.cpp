@@ -41,8 +41,9 @@ struct Options {
   unsigned http_threads = 2;
   double request_timeout = 10;
   double drain_timeout = 30;
-  bool fake = false, no_prefix_cache = false, batch_invariant = true, decode_attn_warp = false;
-  std::uint64_t attn_split_tokens = 256;
+  bool fake = false, no_prefix_cache = false, batch_invariant = true;
+  models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};
+  std::uint64_t attn_split_tokens = 0;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
 } opt;
 
@@ -149,7 +150,7 @@ int run_model() {
     gen.max_seqs = opt.max_seqs;
     gen.batch_invariant = opt.batch_invariant;
     gen.decode_attn_split_tokens = opt.attn_split_tokens;
-    gen.decode_attn_warp = opt.decode_attn_warp;
+    gen.decode_attn_items = opt.decode_attn_items;
     const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
     gen.sampling = device.cc_major >= 9;
     gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
@@ -240,7 +241,8 @@ Runner setup(CLI::App& app) {
                 "Generated manifest: let a request's decode arithmetic depend on what shares its steps (kern gen "
                 "--no-batch-invariant)");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "Generated manifest: kern gen --attn-split-tokens");
-  cmd->add_flag("--decode-attn-warp", opt.decode_attn_warp, "Generated manifest: kern gen --decode-attn-warp");
+  cmd->add_option("--decode-attn-items", opt.decode_attn_items, "Generated manifest: kern gen --decode-attn-items")
+      ->transform(CLI::CheckedTransformer(models::decode_attn_items_names()));
   cmd->add_flag("--fake-engine", opt.fake, "Serve a deterministic token source instead of a model (no GPU)");
   cmd->add_option("--fake-step-us", opt.fake_step_us, "With --fake-engine: wall time of each step (default 0)");
   cmd->add_option("--fake-capacity", opt.fake_capacity, "With --fake-engine: KV tokens of its pool (default 65536)");

@@ -62,10 +62,14 @@ struct Qwen3GenOptions {
   // The split-KV decode attention's partial kernel: tensor cores with a cp.async ring per warp
   // (kern_attn_decode_mma_partial_hd*), or the f32 CUDA-core kernel (false; kern_attn_decode_partial_hd*).
   bool decode_attn_mma = true;
-  // With decode_attn_mma: the warp-item tensor-core partial (kern_attn_decode_warp_partial_hd*: one warp
-  // per (sequence, kv head, range), a fixed grid of decode_attn_target(...) blocks whose warps stride
-  // over the items, each warp's cp.async ring running across them) instead of the block-item one.
-  bool decode_attn_warp = false;
+  // With decode_attn_mma, which tensor-core partial: Block (kern_attn_decode_mma_partial_hd*: one block
+  // of 4 warps per (sequence, kv head, range)), Warp (kern_attn_decode_warp_partial_hd*: one warp per
+  // item, a fixed grid of decode_attn_target(...) blocks whose warps stride over the items, each warp's
+  // cp.async ring running across them), or Auto: Warp for batch-invariant manifests of more than 8
+  // sequences (faster from 8 sequences up), Block otherwise (faster alone, by ~20 % at 32k keys; and
+  // without batch invariance a big step has one long range per item). docs/perf.md, session 20.
+  enum class DecodeAttnItems { Auto, Block, Warp };
+  DecodeAttnItems decode_attn_items = DecodeAttnItems::Auto;
   // Prefill calls of at least this many rows (head_dim 128) use the m32n32s2 attention layout, faster
   // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
   // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.
@@ -80,8 +84,9 @@ struct Qwen3GenOptions {
   bool batch_invariant = true;
   // The batch-invariant attention split's shortest range, in keys (a multiple of 32): a context of len
   // tokens has ranges of max(this, ceil(len / 64) rounded up to 32) keys. Longer ranges cost less partial
-  // traffic and reduce work in big steps, shorter ones spread a small step over more SMs.
-  std::uint64_t decode_attn_split_tokens = 256;
+  // traffic and reduce work in big steps, shorter ones spread a small step over more SMs. 0: the
+  // partial kernel's own (decode_attn_split below).
+  std::uint64_t decode_attn_split_tokens = 0;
   std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;
@@ -94,6 +99,17 @@ inline constexpr std::uint64_t kDecodeAttnTargetMma = 256;
 inline constexpr std::uint64_t kDecodeAttnTargetF32 = 1024;
 // The target a manifest generated with these options uses.
 std::uint64_t decode_attn_target(const Qwen3GenOptions& o);
+// Whether its decode attention takes the warp-item partial (decode_attn_items, Auto resolved).
+bool decode_attn_warp_items(const Qwen3GenOptions& o);
+// The batch-invariant split's shortest range when the option leaves it at 0, measured best on the H200
+// (PerfGpu.DecodeAttentionLengthOnlySplit; docs/perf.md): 256 keys for the block-item partials, 128 for
+// the warp-item one (its items cost less to start, and big steps gain from fewer of them).
+inline constexpr std::uint64_t kDecodeAttnSplitBlock = 256;
+inline constexpr std::uint64_t kDecodeAttnSplitWarp = 128;
+inline constexpr std::uint64_t kDecodeAttnWarpMinSeqs = 9;  // Auto: the warp-item partial from this many
+std::uint64_t decode_attn_split(const Qwen3GenOptions& o);
+// The command-line names of DecodeAttnItems (--decode-attn-items).
+const std::map<std::string, Qwen3GenOptions::DecodeAttnItems>& decode_attn_items_names();
 
 // The kernel families a Qwen3 manifest may use: every family of the kernel catalogue, by name (fatbin
 // <family>.fatbin in the kernels dir).

@@ -91,8 +91,10 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
     fail(ErrorKind::Api, "--gemv-prefetch must be in [0, {}], got {}", kI32Max, o.gemv_prefetch_bytes);
   if (o.decode_chain && (o.chain_blocks == 0 || o.chain_blocks > 65535))
     fail(ErrorKind::Api, "--chain-blocks must be in [1, 65535], got {}", o.chain_blocks);
-  if (o.batch_invariant && (o.decode_attn_split_tokens < 32 || o.decode_attn_split_tokens > 1u << 20))
-    fail(ErrorKind::Api, "--attn-split-tokens must be in [32, {}], got {}", 1u << 20, o.decode_attn_split_tokens);
+  if (o.batch_invariant && o.decode_attn_split_tokens != 0 &&
+      (o.decode_attn_split_tokens < 32 || o.decode_attn_split_tokens > 1u << 20))
+    fail(ErrorKind::Api, "--attn-split-tokens must be 0 (the kernel's default) or in [32, {}], got {}", 1u << 20,
+         o.decode_attn_split_tokens);
   if (o.decode_attn_target_blocks > 1u << 20)
     fail(ErrorKind::Api, "--attn-target-blocks must be in [0, {}] (0: the partial kernel's default), got {}", 1u << 20,
          o.decode_attn_target_blocks);
@@ -151,6 +153,31 @@ using namespace qwen3_gen;
 std::uint64_t decode_attn_target(const Qwen3GenOptions& o) {
   if (o.decode_attn_target_blocks != 0) return o.decode_attn_target_blocks;
   return o.decode_attn_mma ? kDecodeAttnTargetMma : kDecodeAttnTargetF32;
+}
+
+bool decode_attn_warp_items(const Qwen3GenOptions& o) {
+  if (!o.decode_attn_mma) return false;
+  switch (o.decode_attn_items) {
+    case Qwen3GenOptions::DecodeAttnItems::Block: return false;
+    case Qwen3GenOptions::DecodeAttnItems::Warp: return true;
+    case Qwen3GenOptions::DecodeAttnItems::Auto: break;
+  }
+  // Without batch invariance a big step's split has one long range per (sequence, kv head), which one
+  // warp would stream alone: the block-item partial's four warps share it.
+  return o.batch_invariant && o.max_seqs >= kDecodeAttnWarpMinSeqs;
+}
+
+const std::map<std::string, Qwen3GenOptions::DecodeAttnItems>& decode_attn_items_names() {
+  static const std::map<std::string, Qwen3GenOptions::DecodeAttnItems> names = {
+      {"auto", Qwen3GenOptions::DecodeAttnItems::Auto},
+      {"block", Qwen3GenOptions::DecodeAttnItems::Block},
+      {"warp", Qwen3GenOptions::DecodeAttnItems::Warp}};
+  return names;
+}
+
+std::uint64_t decode_attn_split(const Qwen3GenOptions& o) {
+  if (o.decode_attn_split_tokens != 0) return o.decode_attn_split_tokens;
+  return decode_attn_warp_items(o) ? kDecodeAttnSplitWarp : kDecodeAttnSplitBlock;
 }
 
 const std::vector<std::string>& qwen3_kernel_families() {

@@ -44,13 +44,13 @@ OJ prefill_launch(const Geo& g, const std::string& entry, std::uint64_t queries,
 OJ attn_decode_op(const Geo& g) {
   const Qwen3Shape& c = g.c;
   const std::uint64_t target_blocks = decode_attn_target(g.o);
-  const std::uint64_t split_tokens = g.o.batch_invariant ? g.o.decode_attn_split_tokens : 0;
+  const std::uint64_t split_tokens = g.o.batch_invariant ? decode_attn_split(g.o) : 0;
   // Batch-invariant: kDecodeItemsPerUnit blocks per (sequence, kv head) plus the target, so a step of
   // short contexts has about one item per block (a block's items run one after another, each paying
   // its pipeline's fill and drain) and long contexts stride over a few each.
   // The warp-item partial takes a fixed grid of target_blocks (its warps stride over the items).
   const std::uint64_t per_unit = split_tokens > 0 ? kDecodeItemsPerUnit : 1;
-  const bool warp_items = g.o.decode_attn_mma && g.o.decode_attn_warp;
+  const bool warp_items = decode_attn_warp_items(g.o);
   const OJ partial_blocks =
       warp_items ? OJ(target_blocks)
                  : OJ{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads * per_unit})}}, target_blocks})}};

@@ -159,9 +159,14 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
           }
       }
       for (const auto& l : ops["gemm_qkv"]["impl"]["launches"]) EXPECT_FALSE(l.contains("algo_m"));
+      // Above 8 sequences the warp-item partial with ranges of at least 128 keys, else the block-item
+      // one with 256 (decode_attn_items Auto, decode_attn_split_tokens 0).
       const auto& attn = ops["attn_decode"]["impl"]["launches"];
-      EXPECT_EQ(attn[0]["args"][16]["i32"], 256);
-      EXPECT_EQ(attn[1]["args"][11]["i32"], 256);
+      const bool warp = max_seqs > 8;
+      EXPECT_EQ(attn[0]["entry"], std::string(warp ? "kern_attn_decode_warp_partial_hd" : "kern_attn_decode_mma_partial_hd") +
+                                      std::to_string(c.head_dim));
+      EXPECT_EQ(attn[0]["args"][16]["i32"], warp ? 128 : 256);
+      EXPECT_EQ(attn[1]["args"][11]["i32"], warp ? 128 : 256);
     }
   }
   Qwen3GenOptions o = options(true);
@@ -461,6 +466,7 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     const Qwen3Shape c = config(name);
     Qwen3GenOptions o = options();
     o.decode_attn_target_blocks = 512;  // the same target for both (by default each has its own)
+    o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::Block;
     const auto mma = generate_qwen3_manifest(c, o);
     o.decode_attn_mma = false;
     const auto f32 = generate_qwen3_manifest(c, o);
@@ -477,7 +483,7 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     // --decode-attn-warp: the warp-item kernel, the same arguments, shared memory and reduce, and a
     // fixed grid of the target's blocks (its warps stride over the items) instead of one per item.
     o.decode_attn_mma = true;
-    o.decode_attn_warp = true;
+    o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::Warp;
     const auto warp = generate_qwen3_manifest(c, o);
     const auto& w = warp["ops"]["attn_decode"]["impl"]["launches"];
     EXPECT_EQ(w[0]["entry"], "kern_attn_decode_warp_partial" + hd);

@@ -60,7 +60,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     o.gemv_fused_norm = variant == 2;
     o.batch_invariant = variant == 0 || variant == 3;  // 1 and 2 launch the GEMVs and the chain (max_seqs 64)
     o.decode_attn_mma = variant != 2;
-    o.decode_attn_warp = variant == 3;
+    o.decode_attn_items = variant == 3 ? Qwen3GenOptions::DecodeAttnItems::Warp : Qwen3GenOptions::DecodeAttnItems::Block;
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 ? 8192 : 2048;
     const auto m = generate_qwen3_manifest(c, o);
