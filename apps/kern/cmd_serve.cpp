@@ -45,6 +45,7 @@ struct Options {
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};
   std::uint64_t attn_split_tokens = 0;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
+  double host_gib = 0;
 } opt;
 
 std::string default_tokenizer(const std::string& weights) {
@@ -99,6 +100,8 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
   return 0;
 }
 
+std::uint64_t host_bytes() { return static_cast<std::uint64_t>(opt.host_gib * static_cast<double>(1ull << 30)); }
+
 serve::SchedulerConfig scheduler_config(std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t max_len) {
   serve::SchedulerConfig s;
   s.max_running = std::min(opt.max_seqs, max_rows);
@@ -120,7 +123,10 @@ int run_fake() {
   } catch (const Error& e) {
     log().warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
   }
-  serve::PoolPages pages(opt.fake_capacity, 16, opt.fake_capacity);
+  serve::PoolPages pages(opt.fake_capacity, 16, opt.fake_capacity, host_bytes());
+  if (pages.has_host())
+    log().info("kern serve: host tier of {} bytes ({} fake pages)", pages.host_bytes_total(),
+               pages.host_bytes_total() / (16 * serve::PoolPages::kTokenBytes));
   serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us);
   serve::ServedModel model;
   model.name = opt.served_model_name.empty() ? "fake" : opt.served_model_name;
@@ -172,6 +178,15 @@ int run_model() {
     tmpl.emplace(find_chat_template(opt.chat_template, opt.tokenizer, opt.weights));
   } catch (const Error& e) {
     log().warn("kern serve: no chat template ({}): /v1/chat/completions will answer 400", e.what());
+  }
+  if (opt.host_gib > 0) {
+    // Host pages of this pool's page size (HostConfig rounds each up to its grains).
+    const std::uint64_t page = pool::HostConfig::for_objects(*rt->state_pool(), 1, 0).bytes;
+    const std::uint64_t pages = host_bytes() / std::max<std::uint64_t>(page, 1);
+    if (pages == 0) fail(ErrorKind::Api, "--host-gib {} holds no KV page ({} bytes each)", opt.host_gib, page);
+    rt->reserve_host(pages, 0);
+    log().info("kern serve: host tier of {} pages ({:.2f} GiB pinned) for cold prefix entries", pages,
+               static_cast<double>(rt->host_tier()->capacity()) / (1ull << 30));
   }
   driver::RuntimeExecutor exec(*rt);
   serve::RuntimePages pages(*rt);
@@ -237,6 +252,10 @@ Runner setup(CLI::App& app) {
       ->check(CLI::Range(0.05, 3600.0));
   cmd->add_option("--drain-timeout", opt.drain_timeout, "Seconds SIGTERM waits for open requests (default 30)");
   cmd->add_flag("--no-prefix-cache", opt.no_prefix_cache, "Do not reuse the pages of earlier prompts");
+  cmd->add_option("--host-gib", opt.host_gib,
+                  "Pinned host memory (GiB) for cold prefix-cache entries: evicted entries are parked there and "
+                  "copied back on a hit, instead of dropped (default 0: none)")
+      ->check(CLI::Range(0.0, 4096.0));
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant,
                 "Generated manifest: let a request's decode arithmetic depend on what shares its steps (kern gen "
                 "--no-batch-invariant)");

@@ -220,6 +220,11 @@ void Engine::step() {
   metrics_.pages_total = pages_.pages_total();
   metrics_.kv_usage = metrics_.pages_total ? static_cast<double>(metrics_.pages_used) / metrics_.pages_total : 0.0;
   metrics_.preemptions = st.preemptions;
+  metrics_.host_parks = st.parks;
+  metrics_.host_wakes = st.wakes;
+  metrics_.host_dropped = st.parked_dropped;
+  metrics_.host_bytes_used = pages_.host_bytes_used();
+  metrics_.host_bytes_total = pages_.host_bytes_total();
   metrics_.prefix_queries = st.prefix_queries;
   metrics_.prefix_hits = st.prefix_hits;
   metrics_.cached_tokens = st.cached_tokens;

@@ -78,6 +78,12 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
   counter("kern:prefix_cache_hits_total", "Prompts that started from the prefix index.", e.prefix_hits);
   counter("kern:prefix_cache_hit_tokens_total", "Prompt tokens served by the prefix index.", e.cached_tokens);
   counter("kern:num_preemptions_total", "Running sequences that gave their pages back.", e.preemptions);
+  counter("kern:host_tier_parks_total", "Cold prefix entries whose pages were copied to the host tier.", e.host_parks);
+  counter("kern:host_tier_wakes_total", "Prompts that started from a parked prefix entry (pages copied back).",
+          e.host_wakes);
+  counter("kern:host_tier_dropped_total", "Parked prefix entries dropped to make host room.", e.host_dropped);
+  gauge("kern:host_tier_usage_perc", "Fraction of the host tier held (0 without one).",
+        e.host_bytes_total ? static_cast<double>(e.host_bytes_used) / static_cast<double>(e.host_bytes_total) : 0.0);
   counter("kern:prompt_tokens_total", "Prompt tokens submitted.", e.prompt_tokens);
   counter("kern:generation_tokens_total", "Tokens generated.", e.generation_tokens);
   counter("kern:engine_steps_total", "Scheduler steps run.", e.steps);

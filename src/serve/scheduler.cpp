@@ -57,10 +57,27 @@ std::optional<std::vector<SeqId>> Scheduler::submit(SeqSpec spec) {
   return ids;
 }
 
+pool::Granted<pool::Lease> Pages::wake(const pool::Parked&, std::uint64_t, std::uint64_t) {
+  fail(ErrorKind::Api, "scheduler: wake without a host tier");
+}
+
+// The coldest resident prefix entry gives its device pages back: parked to the host tier when there
+// is one (the index drops the coldest parked entries while the host has no room), else dropped.
 bool Scheduler::evict_one() {
   if (prefix_.size() == 0) return false;
-  if (!prefix_.evict()) return false;
+  std::optional<pool::Prefix<pool::Checkpoint, pool::Parked>::Evicted> e;
+  if (pages_.has_host()) {
+    e = prefix_.evict([&](pool::Checkpoint cp) {
+      std::variant<pool::Parked, pool::Checkpoint> r = pages_.park_if_room(std::move(cp));
+      if (r.index() == 0) ++stats_.parks;
+      return r;
+    });
+  } else {
+    e = prefix_.evict();
+  }
+  if (!e) return false;
   ++stats_.evictions;
+  stats_.parked_dropped += e->parked_dropped;
   return true;
 }
 
@@ -109,17 +126,21 @@ bool Scheduler::admit(SeqId id, Seq& s) {
     }
   }
   if (!s.lease.valid()) {
-    std::optional<pool::Prefix<pool::Checkpoint>::Hit> hit;
+    std::optional<pool::Prefix<pool::Checkpoint, pool::Parked>::Hit> hit;
     if (config_.prefix_cache) {
       if (!s.ever_admitted) ++stats_.prefix_queries;
       hit = prefix_.lookup(s.tokens);
     }
     while (true) {
-      pool::Granted<pool::Lease> g =
-          hit ? pages_.lease_from(std::get<0>(hit->found), hit->len, need) : pages_.lease(need);
+      // A resident entry shares its pages; a parked one is copied back into fresh ones.
+      pool::Granted<pool::Lease> g = !hit ? pages_.lease(need)
+                                     : hit->tier() == pool::Tier::Resident
+                                         ? pages_.lease_from(std::get<0>(hit->found), hit->len, need)
+                                         : pages_.wake(std::get<1>(hit->found), hit->len, need);
       if (g.ok()) {
         s.lease = std::move(g).value();
         s.computed = hit ? hit->len : 0;
+        if (hit && hit->tier() == pool::Tier::Parked) ++stats_.wakes;
         if (!s.ever_admitted && hit) {
           ++stats_.prefix_hits;
           stats_.cached_tokens += hit->len;
@@ -315,7 +336,9 @@ std::uint64_t Scheduler::cached(SeqId seq) const { return at(seq).cached; }
 std::uint64_t Scheduler::sample_index(SeqId seq) const { return at(seq).sample; }
 
 void Scheduler::clear_prefix() {
-  while (evict_one()) {
+  while (prefix_.evict()) {  // resident copies dropped (an entry parked too stays, parked only)
+  }
+  while (prefix_.drop_coldest_parked()) {
   }
 }
 

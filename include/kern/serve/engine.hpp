@@ -57,6 +57,9 @@ struct EngineMetrics {
   std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, cached_tokens = 0;
   std::uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, prefill_rows = 0;
   std::uint64_t pages_used = 0, pages_total = 0;
+  // The host tier (--host-gib): prefix entries parked there, prompts woken from it, parked entries
+  // dropped for room, and its bytes.
+  std::uint64_t host_parks = 0, host_wakes = 0, host_dropped = 0, host_bytes_used = 0, host_bytes_total = 0;
   // Where the engine thread's steps went (wall seconds): the runner's prefill calls, its decode
   // calls, and the rest of a step (planning, committing, the sinks). decode_rows counts rows.
   double prefill_s = 0, decode_s = 0, host_s = 0;

@@ -27,6 +27,17 @@ class RuntimePages final : public Pages {
   std::uint64_t unit() const override;
   std::uint64_t pages_total() const override;
   std::uint64_t pages_used() const override;
+  // The runtime's host tier (Runtime::reserve_host): parks copy on its transfer stream, wakes on the
+  // compute stream, in order with the steps around them.
+  bool has_host() const override { return rt_.host_tier() != nullptr; }
+  std::variant<pool::Parked, pool::Checkpoint> park_if_room(pool::Checkpoint cp) override {
+    return rt_.park_if_room(std::move(cp));
+  }
+  pool::Granted<pool::Lease> wake(const pool::Parked& parked, std::uint64_t len, std::uint64_t tokens) override {
+    return rt_.wake_now(parked, len, tokens);
+  }
+  std::uint64_t host_bytes_used() const override { return rt_.host_tier() ? rt_.host_tier()->used() : 0; }
+  std::uint64_t host_bytes_total() const override { return rt_.host_tier() ? rt_.host_tier()->capacity() : 0; }
 
  private:
   runtime::Runtime& rt_;

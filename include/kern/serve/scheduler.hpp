@@ -17,9 +17,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "kern/pool/denied.hpp"
+#include "kern/pool/host.hpp"
 #include "kern/pool/lease.hpp"
 #include "kern/pool/prefix.hpp"
 #include "kern/pool/store.hpp"
@@ -42,6 +44,16 @@ class Pages {
   virtual std::uint64_t unit() const = 0;         // tokens per page
   virtual std::uint64_t pages_total() const = 0;  // live pages
   virtual std::uint64_t pages_used() const = 0;   // held pages (leases, checkpoints)
+
+  // The host tier (kern serve --host-gib), if there is one. park_if_room copies a cold prefix
+  // entry's pages to the host (the checkpoint back when the host has no room); wake makes a lease of
+  // `tokens` whose first `len` positions come back from a parked entry. Without a host tier the
+  // scheduler drops cold entries and never calls these.
+  virtual bool has_host() const { return false; }
+  virtual std::variant<pool::Parked, pool::Checkpoint> park_if_room(pool::Checkpoint cp) { return cp; }
+  virtual pool::Granted<pool::Lease> wake(const pool::Parked& parked, std::uint64_t len, std::uint64_t tokens);
+  virtual std::uint64_t host_bytes_used() const { return 0; }
+  virtual std::uint64_t host_bytes_total() const { return 0; }
 };
 
 struct SchedulerConfig {
@@ -94,7 +106,10 @@ struct SchedulerStats {
   std::uint64_t preemptions = 0;
   std::uint64_t prefix_queries = 0, prefix_hits = 0, cached_tokens = 0;
   std::uint64_t prefill_rows = 0, decode_rows = 0, steps = 0;
-  std::uint64_t evictions = 0;
+  std::uint64_t evictions = 0;     // prefix entries that gave their device pages back
+  std::uint64_t parks = 0;         // ... to the host tier (the rest were dropped)
+  std::uint64_t wakes = 0;         // prompts that started from a parked entry (their pages copied back)
+  std::uint64_t parked_dropped = 0;  // parked entries dropped to make host room
 };
 
 class Scheduler {
@@ -129,7 +144,7 @@ class Scheduler {
   std::size_t waiting() const { return waiting_.size(); }
   std::size_t live() const { return seqs_.size(); }
   std::size_t prefix_entries() const { return prefix_.size(); }
-  // Drops every prefix entry (their pages go back unless a lease shares them).
+  // Drops every prefix entry, parked ones too (their pages go back unless a lease shares them).
   void clear_prefix();
   const SchedulerStats& stats() const { return stats_; }
   const SchedulerConfig& config() const { return config_; }
@@ -158,7 +173,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   Pages& pages_;
-  pool::Prefix<pool::Checkpoint> prefix_;
+  pool::Prefix<pool::Checkpoint, pool::Parked> prefix_;
   std::map<SeqId, Seq> seqs_;
   std::deque<SeqId> waiting_;
   std::vector<SeqId> running_;  // admission order

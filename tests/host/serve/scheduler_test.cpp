@@ -117,6 +117,46 @@ TEST(Scheduler, APromptSharingFullPagesStartsFromThePrefixIndex) {
   EXPECT_EQ(pages.pages_used(), 0u);
 }
 
+// --host-gib: the cold prefix entry a new prompt's pages need is parked on the host tier, not dropped,
+// and a later prompt sharing it starts from it (its pages copied back: a wake); without a host tier
+// the same traffic finds nothing. Either way every device and host page is free once the index is.
+TEST(Scheduler, AColdPrefixParkedOnTheHostTierServesALaterPrompt) {
+  for (const bool host : {true, false}) {
+    SCOPED_TRACE(host ? "host tier" : "no host tier");
+    PoolPages pages(8 * 16, 16, 4096, host ? 16 * 16 * PoolPages::kTokenBytes : 0);  // 8 device pages, 16 host
+    EXPECT_EQ(pages.has_host(), host);
+    Scheduler s({.max_running = 2, .chunk = 512, .prefill_budget = 512}, pages);
+    const std::vector<pool::Token> a = iota_prompt(70);  // indexes 4 whole pages once prefilled
+    s.submit({a, 2, {}, 1});
+    drain(s);
+    ASSERT_EQ(s.prefix_entries(), 1u);
+    EXPECT_EQ(pages.pages_used(), 4u);
+    s.submit({iota_prompt(100, 5000), 2, {}, 1});  // 7 pages: a's 4 must go
+    drain(s);
+    EXPECT_GE(s.stats().evictions, 1u);
+    EXPECT_EQ(s.stats().parks, host ? s.stats().evictions : 0u);
+    std::vector<pool::Token> again = iota_prompt(64);
+    again.push_back(4242);
+    again.push_back(4243);
+    const SeqId id = s.submit({again, 1, {}, 1}).value().at(0);
+    const Plan p = s.plan();
+    ASSERT_EQ(p.chunks.size(), 1u);
+    EXPECT_EQ(s.cached(id), host ? 64u : 0u);
+    EXPECT_EQ(p.chunks[0].first, host ? 64u : 0u);
+    EXPECT_EQ(p.chunks[0].count, host ? 1u : 65u);
+    EXPECT_EQ(s.stats().wakes, host ? 1u : 0u);
+    s.commit(p, std::vector<std::int64_t>(p.decode.size(), 5));
+    drain(s);
+    s.check_invariants();
+    s.clear_prefix();
+    EXPECT_EQ(s.prefix_entries(), 0u);
+    EXPECT_EQ(pages.pages_used(), 0u);
+    EXPECT_EQ(pages.host_bytes_used(), 0u);
+    pages.pool().check_invariants();
+    if (pages.host()) pages.host()->check_invariants();
+  }
+}
+
 TEST(Scheduler, SamplesOfOnePromptForkTheLeadersPages) {
   PoolPages pages(4096, 16);
   Scheduler s({.max_running = 8, .chunk = 512, .prefill_budget = 512, .prefix_cache = false}, pages);
@@ -214,7 +254,9 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
   auto pick = [&](std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(rng); };
   const std::uint64_t unit = 16;
   const std::uint64_t pool_tokens = unit * (8 + pick(pick(2) == 0 ? 16 : 120));  // half of them tight
-  PoolPages pages(pool_tokens, unit, 4096);
+  // A third of the runs park cold prefix entries on a host tier of 4 to 40 pages.
+  const std::uint64_t host_pages = pick(3) == 0 ? 4 + pick(37) : 0;
+  PoolPages pages(pool_tokens, unit, 4096, host_pages * unit * PoolPages::kTokenBytes);
   SchedulerConfig cfg;
   cfg.max_running = 1 + pick(16);
   cfg.max_waiting = 64;
@@ -310,6 +352,7 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
     if (step % 64 == 0) {
       s.check_invariants();
       pages.pool().check_invariants();
+      if (pages.host()) pages.host()->check_invariants();
     }
     if (!arrivals && s.live() == 0) {
       run.steps = step + 1;
@@ -321,18 +364,23 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
   if (!alive.empty()) fail(ErrorKind::Api, "seed {}: the model holds {} live sequences", seed, alive.size());
   s.clear_prefix();
   if (pages.pages_used() != 0) fail(ErrorKind::Api, "seed {}: {} pages leaked", seed, pages.pages_used());
+  if (pages.host_bytes_used() != 0)
+    fail(ErrorKind::Api, "seed {}: {} host bytes leaked", seed, pages.host_bytes_used());
   pages.pool().check_invariants();
+  if (pages.host()) pages.host()->check_invariants();
   run.stats = s.stats();
   return run;
 }
 
 TEST(SchedulerProperty, RandomTrafficEndsEveryRequestLeaksNoPageAndIsDeterministic) {
-  std::uint64_t total_steps = 0, preemptions = 0, hits = 0, ended = 0;
+  std::uint64_t total_steps = 0, preemptions = 0, hits = 0, ended = 0, parks = 0, wakes = 0;
   for (std::uint64_t seed = 1; total_steps < 100000; ++seed) {
     const RunResult a = property_run(seed, 2000);
     total_steps += a.steps;
     preemptions += a.stats.preemptions;
     hits += a.stats.prefix_hits;
+    parks += a.stats.parks;
+    wakes += a.stats.wakes;
     ended += a.ended;
     EXPECT_EQ(a.ended, a.submitted) << "seed " << seed;
     if (seed <= 3) {
@@ -340,12 +388,15 @@ TEST(SchedulerProperty, RandomTrafficEndsEveryRequestLeaksNoPageAndIsDeterminist
       EXPECT_EQ(a.trace.hash, b.trace.hash) << "seed " << seed << ": the same inputs gave other decisions";
     }
   }
-  std::printf("[scheduler] %llu steps, %llu requests ended, %llu preemptions, %llu prefix hits\n",
+  std::printf("[scheduler] %llu steps, %llu requests ended, %llu preemptions, %llu prefix hits, %llu parks, %llu wakes\n",
               static_cast<unsigned long long>(total_steps), static_cast<unsigned long long>(ended),
-              static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(hits));
+              static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(hits),
+              static_cast<unsigned long long>(parks), static_cast<unsigned long long>(wakes));
   EXPECT_GE(total_steps, 100000u);
   EXPECT_GT(preemptions, 0u) << "the runs exercised memory pressure";
   EXPECT_GT(hits, 0u) << "the runs exercised the prefix index";
+  EXPECT_GT(parks, 0u) << "the runs parked cold prefix entries on a host tier";
+  EXPECT_GT(wakes, 0u) << "the runs woke parked entries for later prompts";
 }
 
 }  // namespace

@@ -294,6 +294,25 @@ await check("--api-key: 401 without it, served with it", async () => {
 });
 await stop(keyed);
 
+// --host-gib: a pool of 2,048 tokens fills with four other prompts' pages, the first prompt's entry is
+// parked on the host tier instead of dropped, and the first prompt sent again starts from it.
+const tiered = await start(["--fake-capacity", "2048", "--host-gib", "0.001"]);
+await check("--host-gib: a cold prefix parked on the host tier serves a later prompt", async () => {
+  const c = new OpenAI({ baseURL: `http://127.0.0.1:${tiered.port}/v1`, apiKey: "none", maxRetries: 0 });
+  const words = (tag) => Array.from({ length: 160 }, (_, i) => `${tag}${i}`).join(" ");
+  const first = await c.completions.create({ model: "fake", prompt: words("alpha"), max_tokens: 2, temperature: 0 });
+  assert.ok(first.usage.prompt_tokens > 300 && first.usage.prompt_tokens < 1000, JSON.stringify(first.usage));
+  for (const tag of ["bravo", "charlie", "delta", "echo"])
+    await c.completions.create({ model: "fake", prompt: words(tag), max_tokens: 2, temperature: 0 });
+  const again = await c.completions.create({ model: "fake", prompt: words("alpha"), max_tokens: 2, temperature: 0 });
+  assert.ok(again.usage.prompt_tokens_details.cached_tokens >= 256, JSON.stringify(again.usage));
+  const m = await (await fetch(`http://127.0.0.1:${tiered.port}/metrics`)).text();
+  const metric = (name) => Number(m.match(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, "m"))[1]);
+  assert.ok(metric("kern:host_tier_parks_total") >= 1, m);
+  assert.ok(metric("kern:host_tier_wakes_total") >= 1, m);
+});
+await stop(tiered);
+
 const failed = results.filter(([ok]) => !ok).length;
 console.log(`${results.length - failed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
