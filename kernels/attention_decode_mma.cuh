@@ -41,6 +41,67 @@ __host__ __device__ constexpr int smem_bytes() {
   return kWarps * S * 2 * tile_elems<HD>() * 2;
 }
 
+// One tile of 16 keys (t0 ...) of a range ending at `end` against the m16 tile of q heads (qf): the
+// scores S = Q·Kᵀ, the online softmax update of each row's (m, l) in log2 units (keys at or past
+// `end` score -inf; their V is zeros), and O += P·V with P rounded to bf16. k_tile / v_tile are this
+// lane's ldmatrix addresses in the stage holding the tile. Shared by decode_mma and decode_warp.
+template <int HD>
+__device__ __forceinline__ void tile_step(const uint32_t (&qf)[HD / 16][4], uint32_t k_tile, uint32_t v_tile, int t0,
+                                          int end, int t, float scale_log2, float (&o)[HD / 8][4], float (&m)[2],
+                                          float (&l)[2]) {
+  constexpr int kStride = HD + 8;
+  constexpr int KS = HD / 16;
+  constexpr int ND = HD / 8;
+  float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+  for (int ks = 0; ks < KS; ks += 2)
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4(k_tile + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
+      mma_bf16(sc[nb], qf[ks], b0, b1);
+      mma_bf16(sc[nb], qf[ks + 1], b2, b3);
+    }
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = t0 + nb * 8 + 2 * t + (e & 1);
+      sc[nb][e] = key < end ? sc[nb][e] * scale_log2 : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], sc[nb][e]);
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    // Key t0 is in the range, so the quad's max (which covers it) is finite.
+    const float mn = fmaxf(m[h], mx[h]);
+    const float alpha = online_rescale(m[h], l[h], mn);  // 0 on the first tile (m = -inf)
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) {
+      o[nd][2 * h] *= alpha;
+      o[nd][2 * h + 1] *= alpha;
+    }
+  }
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      sc[nb][e] = exp2f(sc[nb][e] - m[e >> 1]);
+      l[e >> 1] += sc[nb][e];
+    }
+  const uint32_t pf[4] = {pack_bf16x2(sc[0][0], sc[0][1]), pack_bf16x2(sc[0][2], sc[0][3]),
+                          pack_bf16x2(sc[1][0], sc[1][1]), pack_bf16x2(sc[1][2], sc[1][3])};
+#pragma unroll
+  for (int nd = 0; nd < ND; nd += 2) {
+    uint32_t b0, b1, b2, b3;
+    ldsm_x4_trans(v_tile + nd * 8 * 2, b0, b1, b2, b3);
+    mma_bf16(o[nd], pf, b0, b1);
+    mma_bf16(o[nd + 1], pf, b2, b3);
+  }
+}
+
 template <int HD, int S>
 __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                       const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
@@ -151,55 +212,7 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     __syncwarp();            // ... and every other lane's
     const int t0 = begin + (warp + kWarps * i) * kKeys;
     const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
-    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int ks = 0; ks < KS; ks += 2)
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4(k_base + st + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
-        mma_bf16(sc[nb], qf[ks], b0, b1);
-        mma_bf16(sc[nb], qf[ks + 1], b2, b3);
-      }
-    // Online softmax per row (log2 units); keys past the range score -inf (their V is zeros).
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = t0 + nb * 8 + 2 * t + (e & 1);
-        sc[nb][e] = key < end ? sc[nb][e] * scale_log2 : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], sc[nb][e]);
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      // Key t0 is in the range, so the quad's max (which covers it) is finite.
-      const float mn = fmaxf(m[h], mx[h]);
-      const float alpha = online_rescale(m[h], l[h], mn);  // 0 on the first tile (m = -inf)
-#pragma unroll
-      for (int nd = 0; nd < ND; ++nd) {
-        o[nd][2 * h] *= alpha;
-        o[nd][2 * h + 1] *= alpha;
-      }
-    }
-#pragma unroll
-    for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sc[nb][e] = exp2f(sc[nb][e] - m[e >> 1]);
-        l[e >> 1] += sc[nb][e];
-      }
-    const uint32_t pf[4] = {pack_bf16x2(sc[0][0], sc[0][1]), pack_bf16x2(sc[0][2], sc[0][3]),
-                            pack_bf16x2(sc[1][0], sc[1][1]), pack_bf16x2(sc[1][2], sc[1][3])};
-#pragma unroll
-    for (int nd = 0; nd < ND; nd += 2) {
-      uint32_t b0, b1, b2, b3;
-      ldsm_x4_trans(v_base + st + nd * 8 * 2, b0, b1, b2, b3);
-      mma_bf16(o[nd], pf, b0, b1);
-      mma_bf16(o[nd + 1], pf, b2, b3);
-    }
+    tile_step<HD>(qf, k_base + st, v_base + st, t0, end, t, scale_log2, o, m, l);
     __syncwarp();  // every lane is done with stage i % S before it is refilled
   }
   cp_async_wait<0>();

@@ -165,54 +165,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       __syncwarp();            // ... and every other lane's
       const int t0 = it.begin + i * kKeys;
       const uint32_t st = static_cast<uint32_t>((computed % S) * 2 * TE * 2);
-      float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int ks = 0; ks < KS; ks += 2)
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb) {
-          uint32_t b0, b1, b2, b3;
-          ldsm_x4(k_base + st + (nb * 8 * kStride + ks * 16) * 2, b0, b1, b2, b3);
-          mma_bf16(sc[nb], qf[ks], b0, b1);
-          mma_bf16(sc[nb], qf[ks + 1], b2, b3);
-        }
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = t0 + nb * 8 + 2 * t + (e & 1);
-          sc[nb][e] = key < it.end ? sc[nb][e] * scale_log2 : -INFINITY;
-          mx[e >> 1] = fmaxf(mx[e >> 1], sc[nb][e]);
-        }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        // Key t0 is in the range, so the quad's max (which covers it) is finite.
-        const float mn = fmaxf(m[h], mx[h]);
-        const float alpha = online_rescale(m[h], l[h], mn);  // 0 on the first tile (m = -inf)
-#pragma unroll
-        for (int nd = 0; nd < ND; ++nd) {
-          o[nd][2 * h] *= alpha;
-          o[nd][2 * h + 1] *= alpha;
-        }
-      }
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          sc[nb][e] = exp2f(sc[nb][e] - m[e >> 1]);
-          l[e >> 1] += sc[nb][e];
-        }
-      const uint32_t pf[4] = {pack_bf16x2(sc[0][0], sc[0][1]), pack_bf16x2(sc[0][2], sc[0][3]),
-                              pack_bf16x2(sc[1][0], sc[1][1]), pack_bf16x2(sc[1][2], sc[1][3])};
-#pragma unroll
-      for (int nd = 0; nd < ND; nd += 2) {
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4_trans(v_base + st + nd * 8 * 2, b0, b1, b2, b3);
-        mma_bf16(o[nd], pf, b0, b1);
-        mma_bf16(o[nd + 1], pf, b2, b3);
-      }
+      decode_mma::tile_step<HD>(qf, k_base + st, v_base + st, t0, it.end, t, scale_log2, o, m, l);
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
 

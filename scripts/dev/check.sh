@@ -15,7 +15,7 @@ print("transformers", transformers.__version__)
 print(inspect.getsource(m._compute_yarn_parameters))
 PY
 if [ "${SKIP_SUITE:-0}" != 1 ]; then
-  timeout "${SUITE_TIMEOUT:-300}" bash scripts/gpu-tests.sh "$build" "$out/gpu-tests.log" >/dev/null 2>&1
+  timeout "${SUITE_TIMEOUT:-480}" bash scripts/gpu-tests.sh "$build" "$out/gpu-tests.log" >/dev/null 2>&1
   tail -3 "$out/gpu-tests.log"
   grep -E "^\s*[0-9]+/[0-9]+ Test.*(Failed|Timeout|Not Run)" "$out/gpu-tests.log" | head -20
 fi
