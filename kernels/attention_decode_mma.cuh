@@ -270,13 +270,17 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
 // plus dynamic shared memory kWarps · S · 2 · 16 · (HD + 8) · 2 bytes: S = 3 stages per warp, 55296 bytes at
 // hd 64 and 104448 at hd 128 (two blocks per SM on the H200). The _s2 / _s4 variants (69632 / 139264 bytes
 // at hd 128) are tuning points run by the GPU tests only.
-#define KERN_ATTN_DECODE_MMA_ENTRY(NAME, HD, S)                                                                    \
-  extern "C" __global__ void __launch_bounds__(decode_mma::kThreads, 2)                                            \
-      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,    \
-           const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,         \
-           int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,    \
-           int32_t split_tokens, float scale) {                                                                    \
-    decode_mma::partial<HD, S>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, \
-                               heads, kv_heads, page_size, page_stride, splits_max, target_blocks, split_tokens,   \
-                               scale);                                                                             \
+//
+// KERN_ATTN_DECODE_PARTIAL_ENTRY states the partial kernels' ABI once: an entry NAME with launch bounds
+// (THREADS, MIN_BLOCKS) calling the device function FN (parenthesised: it may hold template commas).
+#define KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, THREADS, MIN_BLOCKS, FN)                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                                             \
+      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages, \
+           const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,      \
+           int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks, \
+           int32_t split_tokens, float scale) {                                                                 \
+    FN(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads,      \
+       page_size, page_stride, splits_max, target_blocks, split_tokens, scale);                                 \
   }
+#define KERN_ATTN_DECODE_MMA_ENTRY(NAME, HD, S) \
+  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_mma::kThreads, 2, (decode_mma::partial<HD, S>))

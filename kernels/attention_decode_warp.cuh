@@ -210,13 +210,5 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // Warp-item tensor-core decode partials (decode_warp above): the ABI, block and shared memory of
 // kern_attn_decode_mma_partial_hd*; any grid (the warps stride over the items: kern gen launches a
 // fixed number, about two blocks per SM).
-#define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S)                                                                    \
-  extern "C" __global__ void __launch_bounds__(decode_warp::kThreads, 2)                                            \
-      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,     \
-           const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,          \
-           int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,     \
-           int32_t split_tokens, float scale) {                                                                     \
-    decode_warp::partial<HD, S>(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, \
-                                heads, kv_heads, page_size, page_stride, splits_max, target_blocks, split_tokens,   \
-                                scale);                                                                             \
-  }
+#define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S) \
+  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, 2, (decode_warp::partial<HD, S>))
