@@ -550,8 +550,7 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
   cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");
-  cmd->add_option("--decode-attn-items", opt.decode_attn_items, "kern gen --decode-attn-items")
-      ->transform(CLI::CheckedTransformer(models::decode_attn_items_names()));
+  add_decode_attn_items(*cmd, opt.decode_attn_items, "kern gen --decode-attn-items");
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");
   cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");

@@ -129,10 +129,10 @@ Runner setup(CLI::App& app) {
                 "the block partial, 128 for the warp one)");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
-  q->add_option("--decode-attn-items", opt.gen.decode_attn_items,
-                "Decode attention partial: block (4 warps per range), warp (one warp per range, a fixed grid of "
-                "--attn-target-blocks blocks), or auto (the default: warp above 8 sequences)")
-      ->transform(CLI::CheckedTransformer(models::decode_attn_items_names()));
+  add_decode_attn_items(*q, opt.gen.decode_attn_items,
+                        "Decode attention partial: block (4 warps per range), warp (one warp per range, a fixed grid "
+                        "of --attn-target-blocks blocks), or auto (the default: warp above 8 sequences when "
+                        "batch-invariant)");
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
               "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
   CLI::Option* blocks =

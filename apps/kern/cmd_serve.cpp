@@ -260,8 +260,7 @@ Runner setup(CLI::App& app) {
                 "Generated manifest: let a request's decode arithmetic depend on what shares its steps (kern gen "
                 "--no-batch-invariant)");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "Generated manifest: kern gen --attn-split-tokens");
-  cmd->add_option("--decode-attn-items", opt.decode_attn_items, "Generated manifest: kern gen --decode-attn-items")
-      ->transform(CLI::CheckedTransformer(models::decode_attn_items_names()));
+  add_decode_attn_items(*cmd, opt.decode_attn_items, "Generated manifest: kern gen --decode-attn-items");
   cmd->add_flag("--fake-engine", opt.fake, "Serve a deterministic token source instead of a model (no GPU)");
   cmd->add_option("--fake-step-us", opt.fake_step_us, "With --fake-engine: wall time of each step (default 0)");
   cmd->add_option("--fake-capacity", opt.fake_capacity, "With --fake-engine: KV tokens of its pool (default 65536)");

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "kern/models/qwen3_gen.hpp"
+
 namespace kern::cli {
 
 // Options every subcommand can see.
@@ -23,5 +25,21 @@ using Setup = Runner (*)(CLI::App& app);
 struct Registrar {
   Registrar(const char* name, Setup setup);
 };
+
+// --decode-attn-items auto|block|warp (kern gen, bench, serve): the names of
+// models::decode_attn_items_names(), anything else refused naming them.
+inline CLI::Option* add_decode_attn_items(CLI::App& app, models::Qwen3GenOptions::DecodeAttnItems& target,
+                                          const std::string& help) {
+  return app.add_option_function<std::string>(
+      "--decode-attn-items",
+      [&target](const std::string& v) {
+        const auto& names = models::decode_attn_items_names();
+        const auto it = names.find(v);
+        if (it == names.end())
+          throw CLI::ValidationError("--decode-attn-items", "must be auto, block or warp, not '" + v + "'");
+        target = it->second;
+      },
+      help);
+}
 
 }  // namespace kern::cli

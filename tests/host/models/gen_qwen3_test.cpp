@@ -780,6 +780,19 @@ TEST(GenQwen3Cli, GenThenVerify) {
     const Json m = parse_json_strict(read_file(manifest));
     EXPECT_EQ(m["model"], name);
     EXPECT_EQ(m["modules"]["rope"]["sha256"], to_hex(sha256("not really a fatbin: rope")));
+    // --decode-attn-items: auto (32 sequences: the warp-item partial), block, and a bad name refused.
+    const std::string hd = "_hd" + std::to_string(c.head_dim);
+    EXPECT_EQ(m["ops"]["attn_decode"]["impl"]["launches"][0]["entry"], "kern_attn_decode_warp_partial" + hd);
+    auto [block_rc, block_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
+                                     (root / "kernels").string() + " --max-seqs 32 --decode-attn-items block -o " +
+                                     manifest);
+    ASSERT_EQ(block_rc, 0) << block_out;
+    EXPECT_EQ(parse_json_strict(read_file(manifest))["ops"]["attn_decode"]["impl"]["launches"][0]["entry"],
+              "kern_attn_decode_mma_partial" + hd);
+    auto [items_rc, items_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
+                                     (root / "kernels").string() + " --decode-attn-items blocks");
+    EXPECT_NE(items_rc, 0) << items_out;
+    EXPECT_NE(items_out.find("blocks"), std::string::npos) << items_out;
 
     // The shard index without one bound tensor: refused, naming it.
     index["weight_map"].erase("model.layers.1.self_attn.v_proj.weight");
