@@ -218,7 +218,9 @@ void Engine::step() {
   metrics_.waiting = scheduler_.waiting();
   metrics_.pages_used = pages_.pages_used();
   metrics_.pages_total = pages_.pages_total();
-  metrics_.kv_usage = metrics_.pages_total ? static_cast<double>(metrics_.pages_used) / metrics_.pages_total : 0.0;
+  metrics_.pages_active = scheduler_.active_pages();
+  metrics_.kv_usage =
+      metrics_.pages_total ? static_cast<double>(metrics_.pages_active) / static_cast<double>(metrics_.pages_total) : 0.0;
   metrics_.preemptions = st.preemptions;
   metrics_.host_parks = st.parks;
   metrics_.host_wakes = st.wakes;

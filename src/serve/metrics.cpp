@@ -70,7 +70,12 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
   };
   gauge("kern:num_requests_running", "Sequences in the running batch.", static_cast<double>(e.running));
   gauge("kern:num_requests_waiting", "Sequences waiting to be admitted.", static_cast<double>(e.waiting));
-  gauge("kern:kv_cache_usage_perc", "Fraction of KV pages held (1 = full).", e.kv_usage);
+  gauge("kern:kv_cache_usage_perc",
+        "Fraction of KV pages the running requests hold (1 = full); pages only the prefix cache holds count as "
+        "free, since an eviction gives them back.",
+        e.kv_usage);
+  gauge("kern:kv_cache_active_pages", "KV pages the running requests hold (shared pages once).",
+        static_cast<double>(e.pages_active));
   gauge("kern:kv_cache_used_pages", "KV pages held (leases, checkpoints, the prefix index, the runner's padding page).",
         static_cast<double>(e.pages_used));
   gauge("kern:kv_cache_total_pages", "Live KV pages of the pool.", static_cast<double>(e.pages_total));

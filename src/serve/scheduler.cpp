@@ -335,6 +335,16 @@ std::uint64_t Scheduler::generated(SeqId seq) const {
 std::uint64_t Scheduler::cached(SeqId seq) const { return at(seq).cached; }
 std::uint64_t Scheduler::sample_index(SeqId seq) const { return at(seq).sample; }
 
+std::uint64_t Scheduler::active_pages() const {
+  std::vector<pool::PageId> pages;
+  for (SeqId id : running_) {
+    const std::span<const pool::PageId> ids = at(id).lease.page_ids();
+    pages.insert(pages.end(), ids.begin(), ids.end());
+  }
+  std::sort(pages.begin(), pages.end());
+  return static_cast<std::uint64_t>(std::unique(pages.begin(), pages.end()) - pages.begin());
+}
+
 void Scheduler::clear_prefix() {
   while (prefix_.evict()) {  // resident copies dropped (an entry parked too stays, parked only)
   }

@@ -53,10 +53,10 @@ struct EngineConfig {
 
 struct EngineMetrics {
   std::uint64_t running = 0, waiting = 0;
-  double kv_usage = 0.0;  // held pages / live pages
+  double kv_usage = 0.0;  // pages the running sequences hold / live pages (prefix-only pages count as free)
   std::uint64_t preemptions = 0, prefix_queries = 0, prefix_hits = 0, cached_tokens = 0;
   std::uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, prefill_rows = 0;
-  std::uint64_t pages_used = 0, pages_total = 0;
+  std::uint64_t pages_used = 0, pages_total = 0, pages_active = 0;
   // The host tier (--host-gib): prefix entries parked there, prompts woken from it, parked entries
   // dropped for room, and its bytes.
   std::uint64_t host_parks = 0, host_wakes = 0, host_dropped = 0, host_bytes_used = 0, host_bytes_total = 0;

@@ -144,6 +144,9 @@ class Scheduler {
   std::size_t waiting() const { return waiting_.size(); }
   std::size_t live() const { return seqs_.size(); }
   std::size_t prefix_entries() const { return prefix_.size(); }
+  // Distinct pages the running sequences' leases hold (shared ones once): what the load needs now.
+  // Pages only the prefix index holds are not counted: an eviction gives them back.
+  std::uint64_t active_pages() const;
   // Drops every prefix entry, parked ones too (their pages go back unless a lease shares them).
   void clear_prefix();
   const SchedulerStats& stats() const { return stats_; }

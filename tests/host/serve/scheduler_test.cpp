@@ -100,6 +100,8 @@ TEST(Scheduler, APromptSharingFullPagesStartsFromThePrefixIndex) {
   s.submit({first, 2, {}, 1});
   drain(s);
   EXPECT_EQ(s.prefix_entries(), 1u);  // 64 of its 69 prefilled positions: 4 whole pages
+  EXPECT_EQ(s.active_pages(), 0u) << "only the index holds its pages: none is active";
+  EXPECT_EQ(pages.pages_used(), 4u);
   std::vector<pool::Token> second = iota_prompt(64);
   second.push_back(999);
   second.push_back(998);
@@ -111,6 +113,9 @@ TEST(Scheduler, APromptSharingFullPagesStartsFromThePrefixIndex) {
   EXPECT_EQ(s.cached(id), 64u);
   EXPECT_EQ(s.stats().prefix_hits, 1u);
   EXPECT_EQ(s.stats().prefix_queries, 2u);
+  // Running now: its lease shares the index's 4 pages and owns the 5th (positions 64 and 65).
+  EXPECT_EQ(s.active_pages(), 5u);
+  EXPECT_EQ(pages.pages_used(), 5u);
   s.commit(p, std::vector<std::int64_t>(p.decode.size(), 5));
   drain(s);
   s.clear_prefix();
@@ -353,6 +358,8 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
       s.check_invariants();
       pages.pool().check_invariants();
       if (pages.host()) pages.host()->check_invariants();
+      if (s.active_pages() > pages.pages_used())
+        fail(ErrorKind::Api, "seed {}: {} active pages of {} held", seed, s.active_pages(), pages.pages_used());
     }
     if (!arrivals && s.live() == 0) {
       run.steps = step + 1;
@@ -361,6 +368,7 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
     run.steps = step + 1;
   }
   if (s.live() != 0) fail(ErrorKind::Api, "seed {}: {} sequences never ended (starved)", seed, s.live());
+  if (s.active_pages() != 0) fail(ErrorKind::Api, "seed {}: {} active pages at idle", seed, s.active_pages());
   if (!alive.empty()) fail(ErrorKind::Api, "seed {}: the model holds {} live sequences", seed, alive.size());
   s.clear_prefix();
   if (pages.pages_used() != 0) fail(ErrorKind::Api, "seed {}: {} pages leaked", seed, pages.pages_used());

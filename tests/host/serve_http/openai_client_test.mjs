@@ -270,6 +270,17 @@ await check("a repeated prompt reports cached tokens from the prefix index", asy
   await client.completions.create({ model: "fake", prompt, max_tokens: 2, temperature: 0 });
   const r = await client.completions.create({ model: "fake", prompt, max_tokens: 2, temperature: 0 });
   assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 64, JSON.stringify(r.usage));
+  // At idle the prefix cache still holds pages, but kv_cache_usage_perc counts only what running
+  // requests hold (as vLLM counts cached free blocks as free).
+  let m = "";
+  for (let i = 0; i < 100; i++) {
+    m = await (await fetch(`${base}/metrics`)).text();
+    if (Number(m.match(/^kern:num_requests_running\{[^}]*\} (\S+)$/m)[1]) === 0) break;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  const gauge = (name) => Number(m.match(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, "m"))[1]);
+  assert.equal(gauge("kern:kv_cache_usage_perc"), 0, m);
+  assert.ok(gauge("kern:kv_cache_used_pages") > 0, m);
 });
 
 await check("/tokenize and /detokenize round-trip", async () => {
