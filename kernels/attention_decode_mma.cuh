@@ -41,6 +41,26 @@ __host__ __device__ constexpr int smem_bytes() {
   return kWarps * S * 2 * tile_elems<HD>() * 2;
 }
 
+// Q of sequence s, kv head kvh as the m16 A tile: rows g and g + 8 are q heads kvh·G + g and
+// kvh·G + g + 8 (zero past G).
+template <int HD>
+__device__ __forceinline__ void load_group_q(uint32_t (&qf)[HD / 16][4], const bf16* __restrict__ qkv,
+                                             int32_t q_stride, int s, int kvh, int group, int g, int t) {
+  const bf16* q0 = qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh) * group * HD;
+  load_a_fragments(qf, g < group ? q0 + g * HD : nullptr, g + 8 < group ? q0 + (g + 8) * HD : nullptr, t);
+}
+
+// This lane's ldmatrix addresses in a ring's first stage: K rows key nb·8 + (lane & 7), columns +
+// (lane >> 3)·8; V (transposed) rows key ((lane >> 3) & 1)·8 + (lane & 7), columns + (lane >> 4)·8.
+template <int HD>
+__device__ __forceinline__ uint32_t k_lane_base(const bf16* ring, int lane) {
+  return smem_u32(ring) + ((lane & 7) * (HD + 8) + (lane >> 3) * 8) * 2;
+}
+template <int HD>
+__device__ __forceinline__ uint32_t v_lane_base(const bf16* ring, int lane) {
+  return smem_u32(ring + tile_elems<HD>()) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * (HD + 8) + (lane >> 4) * 8) * 2;
+}
+
 // One tile of 16 keys (t0 ...) of a range ending at `end` against the m16 tile of q heads (qf): the
 // scores S = Q·Kᵀ, the online softmax update of each row's (m, l) in log2 units (keys at or past
 // `end` score -inf; their V is zeros), and O += P·V with P rounded to bf16. k_tile / v_tile are this
@@ -181,14 +201,8 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     }
   };
 
-  // Q: rows g and g + 8 of the m16 tile are q heads kvh·G + g and kvh·G + g + 8 (zero past G).
   uint32_t qf[KS][4];
-  {
-    const bf16* q0 = qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh) * group * HD;
-    const bf16* pa = g < group ? q0 + g * HD : nullptr;
-    const bf16* pb = g + 8 < group ? q0 + (g + 8) * HD : nullptr;
-    load_a_fragments(qf, pa, pb, t);
-  }
+  load_group_q<HD>(qf, qkv, q_stride, s, kvh, group, g, t);
   float o[ND][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -197,8 +211,7 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
 
   // ldmatrix lane addresses (as the prefill kernel): K rows key nb·8 + (lane & 7), columns + (lane >> 3)·8;
   // V (transposed) rows key ((lane >> 3) & 1)·8 + (lane & 7), columns + (lane >> 4)·8.
-  const uint32_t k_base = smem_u32(ring) + ((lane & 7) * kStride + (lane >> 3) * 8) * 2;
-  const uint32_t v_base = smem_u32(ring + TE) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t k_base = k_lane_base<HD>(ring, lane), v_base = v_lane_base<HD>(ring, lane);
 
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {

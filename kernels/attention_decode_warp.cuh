@@ -110,6 +110,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   int iss_tile = 0, issued = 0;
   auto issue_next = [&]() {
     if (iss.v >= 0) {
+      // decode_mma's issue loop (kept inline: as one shared function it compiles differently there).
       const int t0 = iss.begin + iss_tile * kKeys;
       bf16* sk = ring + (issued % S) * 2 * TE;
       const int32_t* pages = block_table + static_cast<int64_t>(iss.s) * max_pages;
@@ -137,8 +138,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     cp_async_commit();  // one group per call, empty past the stream's end
   };
 
-  const uint32_t k_base = smem_u32(ring) + ((lane & 7) * kStride + (lane >> 3) * 8) * 2;
-  const uint32_t v_base = smem_u32(ring + TE) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + (lane >> 4) * 8) * 2;
+  const uint32_t k_base = decode_mma::k_lane_base<HD>(ring, lane), v_base = decode_mma::v_lane_base<HD>(ring, lane);
   const float scale_log2 = scale * kLog2e;
 
 #pragma unroll
@@ -146,14 +146,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   int computed = 0;  // tiles of the stream computed so far
   for (Item it = next_item(plan, seq_lens, first, stride, items); it.v >= 0;
        it = next_item(plan, seq_lens, it.v + stride, stride, items)) {
-    // Q: rows g and g + 8 of the m16 tile are q heads kvh·G + g and kvh·G + g + 8 (zero past G).
     uint32_t qf[KS][4];
-    {
-      const bf16* q0 = qkv + static_cast<int64_t>(it.s) * q_stride + static_cast<int64_t>(it.kvh) * group * HD;
-      const bf16* pa = g < group ? q0 + g * HD : nullptr;
-      const bf16* pb = g + 8 < group ? q0 + (g + 8) * HD : nullptr;
-      load_a_fragments(qf, pa, pb, t);
-    }
+    decode_mma::load_group_q<HD>(qf, qkv, q_stride, it.s, it.kvh, group, g, t);
     float o[ND][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll

@@ -126,7 +126,7 @@ int run_fake() {
   serve::PoolPages pages(opt.fake_capacity, 16, opt.fake_capacity, host_bytes());
   if (pages.has_host())
     log().info("kern serve: host tier of {} bytes ({} fake pages)", pages.host_bytes_total(),
-               pages.host_bytes_total() / (16 * serve::PoolPages::kTokenBytes));
+               pages.host_bytes_total() / (pages.unit() * serve::PoolPages::kTokenBytes));
   serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us);
   serve::ServedModel model;
   model.name = opt.served_model_name.empty() ? "fake" : opt.served_model_name;

@@ -66,7 +66,9 @@ struct ProtocolRunner::State {
       row_scratch.resize(t.width);
       const std::uint64_t elem = dtype_size(t.dtype);
       for (std::size_t g = 0; g < leases.size(); ++g) {
-        const std::size_t n = leases[g]->extend_row(t.buffer, row_scratch, 0);
+        // Only the lease's own entries (no padding to the row's width: nothing past them is written).
+        const std::size_t own = std::min<std::size_t>(t.width, leases[g]->capacity() / t.stride);
+        const std::size_t n = leases[g]->extend_row(t.buffer, std::span(row_scratch).first(own), 0);
         std::vector<std::int64_t>& h = held[g];
         std::size_t from = 0;
         while (from < n && from < h.size() && h[from] == row_scratch[from]) ++from;

@@ -335,14 +335,23 @@ std::uint64_t Scheduler::generated(SeqId seq) const {
 std::uint64_t Scheduler::cached(SeqId seq) const { return at(seq).cached; }
 std::uint64_t Scheduler::sample_index(SeqId seq) const { return at(seq).sample; }
 
+// Once per step (the engine's metrics): one pass over the running leases' page ids, each page counted
+// the first time this pass stamps it (no sort, no clearing between passes).
 std::uint64_t Scheduler::active_pages() const {
-  std::vector<pool::PageId> pages;
-  for (SeqId id : running_) {
-    const std::span<const pool::PageId> ids = at(id).lease.page_ids();
-    pages.insert(pages.end(), ids.begin(), ids.end());
+  if (++active_pass_ == 0) {  // the stamps wrapped: start them over
+    std::fill(page_pass_.begin(), page_pass_.end(), 0u);
+    active_pass_ = 1;
   }
-  std::sort(pages.begin(), pages.end());
-  return static_cast<std::uint64_t>(std::unique(pages.begin(), pages.end()) - pages.begin());
+  std::uint64_t n = 0;
+  for (SeqId id : running_)
+    for (pool::PageId p : at(id).lease.page_ids()) {
+      if (p >= page_pass_.size()) page_pass_.resize(static_cast<std::size_t>(p) + 1, 0u);
+      if (page_pass_[p] != active_pass_) {
+        page_pass_[p] = active_pass_;
+        ++n;
+      }
+    }
+  return n;
 }
 
 void Scheduler::clear_prefix() {

@@ -183,6 +183,8 @@ class Scheduler {
   SeqId next_id_ = 1;
   std::uint64_t stamp_ = 0;
   SchedulerStats stats_;
+  mutable std::vector<std::uint32_t> page_pass_;  // active_pages(): the pass that last counted each page
+  mutable std::uint32_t active_pass_ = 0;
 };
 
 }  // namespace kern::serve
