@@ -63,7 +63,11 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
   return none;
 }
 
-template <int HD, int S>
+// P, the page lookups (tuning points, tests only; kernels with one page per tile): 0, a tile's page
+// entry is loaded when its copy is issued (the copy waits on that load); 1, loaded one tile ahead;
+// 2, the page entries of the cursor's next item are loaded, one per lane, when the cursor enters an
+// item, and a tile takes its entry by a shuffle.
+template <int HD, int S, int P = 0>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
@@ -108,13 +112,47 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   Item iss = next_item(plan, seq_lens, first, stride, items);
   while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
   int iss_tile = 0, issued = 0;
+  int64_t ahead_page = 0;  // P 1: the page of the cursor's tile, loaded when the cursor got there
+  auto load_ahead = [&]() {
+    if (P == 1 && one_page && iss.v >= 0)
+      ahead_page = block_table[static_cast<int64_t>(iss.s) * max_pages + (iss.begin + iss_tile * kKeys) / page_size];
+  };
+  load_ahead();
+  // P 2: the item after the cursor's and the page windows of both (lane j: the item's page j).
+  auto after = [&](const Item& x) {
+    Item y = next_item(plan, seq_lens, x.v + stride, stride, items);
+    while (y.v >= 0 && y.tiles == 0) y = next_item(plan, seq_lens, y.v + stride, stride, items);
+    return y;
+  };
+  auto window_of = [&](const Item& x) -> int32_t {
+    if (x.v < 0) return 0;
+    const int p0 = x.begin / page_size, np = (x.end - 1) / page_size - p0 + 1;
+    return lane < np ? block_table[static_cast<int64_t>(x.s) * max_pages + p0 + lane] : 0;
+  };
+  Item nxt{};
+  nxt.v = -1;
+  int32_t win_cur = 0, win_nxt = 0;
+  if (P == 2 && one_page && iss.v >= 0) {
+    win_cur = window_of(iss);
+    nxt = after(iss);
+    win_nxt = window_of(nxt);
+  }
   auto issue_next = [&]() {
     if (iss.v >= 0) {
       // decode_mma's issue loop (kept inline: as one shared function it compiles differently there).
       const int t0 = iss.begin + iss_tile * kKeys;
       bf16* sk = ring + (issued % S) * 2 * TE;
       const int32_t* pages = block_table + static_cast<int64_t>(iss.s) * max_pages;
-      const int64_t first_page = pages[t0 / page_size];
+      int64_t first_page;
+      if (P == 1 && one_page) {
+        first_page = ahead_page;
+      } else if (P == 2 && one_page) {
+        const int rel = t0 / page_size - iss.begin / page_size;  // warp-uniform
+        const int32_t w = __shfl_sync(0xffffffffu, win_cur, rel & 31);
+        first_page = rel < 32 ? w : pages[t0 / page_size];
+      } else {
+        first_page = pages[t0 / page_size];
+      }
 #pragma unroll
       for (int c = lane; c < kKeys * kChunks; c += 32) {
         const int r = c / kChunks, part = c % kChunks;
@@ -131,9 +169,19 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       ++issued;
       if (++iss_tile >= iss.tiles) {
         iss_tile = 0;
-        do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
-        while (iss.v >= 0 && iss.tiles == 0);
+        if (P == 2 && one_page) {
+          iss = nxt;
+          win_cur = win_nxt;
+          if (iss.v >= 0) {
+            nxt = after(iss);
+            win_nxt = window_of(nxt);
+          }
+        } else {
+          do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
+          while (iss.v >= 0 && iss.tiles == 0);
+        }
       }
+      load_ahead();
     }
     cp_async_commit();  // one group per call, empty past the stream's end
   };
@@ -206,3 +254,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // fixed number, about two blocks per SM).
 #define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, 2, (decode_warp::partial<HD, S>))
+// Tuning points (tests only): MIN_BLOCKS blocks per SM asked of the register allocator, P as above.
+#define KERN_ATTN_DECODE_WARP_TUNING_ENTRY(NAME, HD, S, MIN_BLOCKS, P) \
+  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S, P>))

@@ -17,6 +17,8 @@
 //         top_p · (its mass), t_m = max l + log(min_p); token drawn from kept ∝ e: by the race
 //         (sample_race.cuh) for rows without top-k / top-p, else by inverse CDF here with
 //         u = Philox4x32-10(key seed, counter (counter, 0)) (kernels/philox.cuh).
+//   forced (sampling_keys[r, 5] = id + 1, id < vocab): token = id, drawn or argmax'd never (a prompt
+//         position scored: its log-probs below are the point);
 //   logprobs[r, 0] = log_softmax(raw logits)[token]; [1..n] and top_ids[r, 0..n) the n_logprobs
 //   largest raw logits (descending, ties to the lower id) and their log-probs.
 #include <cooperative_groups.h>
@@ -806,11 +808,11 @@ __device__ void Sampler::run(const int32_t* history, int32_t history_stride, con
   u_ = kern_philox::sample_uniform(p_.seed, p_.counter);
   phase_a(history, history_stride);  // ends in a cluster barrier: list_n is zero everywhere before any append
   const bool rank0 = cl_.block_rank() == 0;
-  const bool sampleable = !p_.greedy && lmax_ != -INFINITY;
+  const bool sampleable = !p_.greedy && lmax_ != -INFINITY && p_.forced < 0;
   const bool filtered = sampleable && (p_.use_topk || p_.use_topp);
   filtered_ = filtered;
   if (!sampleable) {
-    if (rank0 && threadIdx.x == 0) emit_token(greedy_token_);
+    if (rank0 && threadIdx.x == 0) emit_token(p_.forced >= 0 ? p_.forced : greedy_token_);
   } else if (!filtered && !p_.use_minp) {  // temperature only: the online pass's masses
     const float m = sm_.aux[threadIdx.x], s = sm_.w[threadIdx.x];
     __syncthreads();

@@ -64,6 +64,7 @@ struct Params {
   float temperature, top_p, min_p, repetition, presence, frequency;
   int64_t top_k, seed, counter, history_len;
   int n_logprobs;
+  int32_t forced;  // >= 0: the row's token is this one (a prompt scored, not sampled); -1: none
   bool greedy, penalties, use_topk, use_topp, use_minp;
 };
 
@@ -92,6 +93,8 @@ __device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab,
   p.use_minp = p.min_p > 0.0f;
   if (p.use_minp) p.min_p = fminf(p.min_p, 1.0f);
   p.n_logprobs = static_cast<int>(max(int64_t{0}, min(n, static_cast<int64_t>(min(kMaxLogprobs, vocab)))));
+  const int64_t f = ip[5];  // forced token + 1 (0: none; out of range: none)
+  p.forced = f > 0 && f <= vocab ? static_cast<int32_t>(f - 1) : -1;
   return p;
 }
 

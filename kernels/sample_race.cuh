@@ -117,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   if (static_cast<int64_t>(nch) != kern_sample::race_chunks(vocab)) __trap();
   const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
                                history_stride);
-  if (p.use_topk || p.use_topp || p.n_logprobs > 0) {  // the cluster kernel's row (uniform over the row's CTAs)
+  if (p.use_topk || p.use_topp || p.n_logprobs > 0 || p.forced >= 0) {  // the cluster kernel's row (uniform over the row's CTAs)
     if (chunk == 0 && threadIdx.x == 0) route[row] = 0;
     return;
   }

@@ -166,7 +166,7 @@ std::string BlasLt::describe(const GemmShape& s) {
 }
 
 BlasLt::ChoiceKey BlasLt::choice_key(const GemmShape& s) {
-  return ChoiceKey(s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo);
+  return ChoiceKey(s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo, s.candidate);
 }
 
 const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
@@ -191,7 +191,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     set_config<std::uint16_t>(c->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, g.cluster_shape, "cluster_shape");
     c->origin = "pinned by the manifest";
   } else {
-    // The heuristic's first answer at m_ref that also runs at m = 1 (checked below at every m used).
+    // The heuristic's first answer at m_ref that also runs at m = 1 (checked below at every m used),
+    // or its `candidate`-th such answer.
     const std::uint64_t m_ref = s.m_ref ? s.m_ref : s.m;
     Layouts at_ref, at_one;
     at_ref.create(s, m_ref);
@@ -199,7 +200,7 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     cublasLtMatmulPreference_t pref = nullptr;
     KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
     std::uint64_t ws = kWorkspaceBytes;
-    constexpr int kAsk = 8;
+    constexpr int kAsk = 16;
     cublasLtMatmulHeuristicResult_t results[kAsk]{};
     int found = 0;
     cublasStatus_t r =
@@ -210,18 +211,20 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     lt().cublasLtMatmulPreferenceDestroy(pref);
     check(r, "cublasLtMatmulAlgoGetHeuristic");
     int pick = -1;
+    std::uint32_t valid = 0;
     for (int i = 0; i < found && pick < 0; ++i) {
       cublasLtMatmulHeuristicResult_t probe{};
       if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes &&
           lt().cublasLtMatmulAlgoCheck(handle, at_one.desc, at_one.w, at_one.a, at_one.c, at_one.c, &results[i].algo,
                                        &probe) == CUBLAS_STATUS_SUCCESS &&
-          probe.workspaceSize <= kWorkspaceBytes)
+          probe.workspaceSize <= kWorkspaceBytes && valid++ == s.candidate)
         pick = i;
     }
     if (pick < 0)
       fail(ErrorKind::Blas,
-           "cuBLASLt has no algorithm for bf16 n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates)",
-           s.n, s.k, s.lda, s.ldc, m_ref, found);
+           "cuBLASLt has no algorithm{} for bf16 n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates, "
+           "{} of them run at both)",
+           s.candidate ? fmt::format(" #{}", s.candidate) : std::string(), s.n, s.k, s.lda, s.ldc, m_ref, found, valid);
     c->algo = results[pick].algo;
     c->origin = fmt::format("heuristic at m={}, candidate {}", m_ref, pick);
   }

@@ -42,13 +42,13 @@ std::array<float, core::kSamplingWidth> sampling_row(const SamplingParams& p) {
 }
 
 std::array<std::int64_t, core::kSamplingWidth> sampling_keys_row(const SamplingParams& p, std::uint64_t counter,
-                                                                 std::uint64_t history_len) {
+                                                                 std::uint64_t history_len, std::int64_t forced) {
   return {p.top_k,
           static_cast<std::int64_t>(p.seed),
           static_cast<std::int64_t>(counter),
           static_cast<std::int64_t>(history_len),
           static_cast<std::int64_t>(p.logprobs),
-          0,
+          forced >= 0 ? forced + 1 : 0,
           0,
           0};
 }

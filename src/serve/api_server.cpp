@@ -42,6 +42,7 @@ struct Shape {
   bool starts_in_reasoning = false;
   std::vector<std::string> stop;
   std::string echo_text;
+  std::vector<std::int32_t> prompt_ids;  // echo with log-probs: the prompt's tokens, whose log-probs come first
   std::int64_t prompt_tokens = 0;
   int n = 1;
 };
@@ -63,6 +64,21 @@ class RequestSink final : public TokenSink {
   }
 
   void on_scheduled() override { scheduled_ = Clock::now(); }
+
+  // The prompt's entries (echo with log-probs): its first token has no log-prob (null in the JSON).
+  void on_prompt_logprobs(const std::vector<driver::TokenLogprobs>& lps) override {
+    prompt_lps_.clear();
+    for (std::size_t i = 0; i < shape_.prompt_ids.size(); ++i) {
+      TokenLogprob e;
+      e.token = text_of(shape_.prompt_ids[i]);
+      if (i > 0 && i - 1 < lps.size()) {
+        e.logprob = lps[i - 1].chosen;
+        for (const auto& [id, v] : lps[i - 1].top)
+          if (static_cast<int>(e.top.size()) < shape_.top_logprobs) e.top.push_back({text_of(id), v});
+      }
+      prompt_lps_.push_back(std::move(e));
+    }
+  }
   bool cancelled() const override { return ex_->closed(); }
 
   bool on_token(std::uint64_t index, std::int64_t token, const driver::TokenLogprobs* lp) override {
@@ -182,6 +198,11 @@ class RequestSink final : public TokenSink {
     std::optional<std::vector<TokenLogprob>> lps;
     if (lp) lps = std::vector<TokenLogprob>{std::move(*lp)};
     else if (shape_.logprobs && finish) lps = std::vector<TokenLogprob>{};
+    if (first && !prompt_lps_.empty()) {  // completions' echo: the prompt's entries lead the first chunk
+      std::vector<TokenLogprob> all = prompt_lps_;
+      if (lps) all.insert(all.end(), lps->begin(), lps->end());
+      lps = std::move(all);
+    }
     ResponseJson chunk;
     if (shape_.kind == RequestKind::Chat) {
       ChatChunkChoice c;
@@ -280,7 +301,11 @@ class RequestSink final : public TokenSink {
         CompletionChoice c;
         c.text = shape_.echo ? shape_.echo_text + s.text : std::move(s.text);
         c.finish_reason = s.finish.value_or(FinishReason::Stop);
-        if (shape_.logprobs) c.logprobs = std::move(s.logprobs);
+        if (shape_.logprobs) {
+          std::vector<TokenLogprob> all = prompt_lps_;
+          all.insert(all.end(), s.logprobs.begin(), s.logprobs.end());
+          c.logprobs = std::move(all);
+        }
         choices.push_back(std::move(c));
       }
       body = completion_json(stream_.header, choices, usage);
@@ -300,6 +325,7 @@ class RequestSink final : public TokenSink {
   std::optional<ApiError> failed_;
   std::uint64_t cached_ = 0;
   bool streaming_ = false, answered_ = false;
+  std::vector<TokenLogprob> prompt_lps_;  // echo with log-probs
 };
 
 }  // namespace
@@ -433,9 +459,6 @@ struct ApiServer::Impl {
     shape.top_logprobs = r.top_logprobs;
     shape.stop = r.stop;
     shape.n = r.n;
-    if (r.echo && r.logprobs)
-      return answer(*ex, bad_request("echo with logprobs needs the prompt's log-probs, which kern serve does not compute yet",
-                                     "echo"));
     std::vector<std::int32_t> prompt;
     if (r.kind == RequestKind::Chat) {
       const std::string text = render_chat(r.messages, r.tools, r.chat_template_kwargs, r.add_generation_prompt);
@@ -462,6 +485,8 @@ struct ApiServer::Impl {
                                                  model.max_model_len, n, max_new),
                                      "max_tokens"));
     shape.prompt_tokens = static_cast<std::int64_t>(n);
+    const bool prompt_logprobs = r.kind == RequestKind::Completion && r.echo && r.logprobs;
+    if (prompt_logprobs) shape.prompt_ids = prompt;
 
     EngineRequest er;
     er.spec.prompt.assign(prompt.begin(), prompt.end());
@@ -496,6 +521,7 @@ struct ApiServer::Impl {
     auto sink = std::make_shared<RequestSink>(ex, std::move(shape), std::move(header), tok, r.skip_special_tokens,
                                               metrics, draining);
     er.sink = sink;
+    er.prompt_logprobs = prompt_logprobs;
     switch (engine.submit(std::move(er))) {
       case Engine::Submitted::Queued: return;
       case Engine::Submitted::QueueFull: return answer(*ex, rate_limited("the waiting queue is full; try again later"));

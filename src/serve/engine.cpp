@@ -48,7 +48,7 @@ void Engine::stop(const std::string& why) {
 }
 
 Engine::Submitted Engine::submit(EngineRequest request) {
-  runner_.check(request.sampling, request.spec.max_new);
+  runner_.check(request.sampling, request.spec.max_new, request.prompt_logprobs);
   if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Submitted::Stopping;
@@ -84,6 +84,7 @@ void Engine::take_submissions() {
     }
     const std::uint64_t id = next_request_++;
     Open o{r.sink, r.sampling, n, *ids};
+    o.score_prompt = r.prompt_logprobs;
     for (std::uint64_t i = 0; i < ids->size(); ++i) seq_owner_[(*ids)[i]] = {id, i};
     open_requests_.emplace(id, std::move(o));
     prompt_tokens_ += prompt;
@@ -131,6 +132,44 @@ bool Engine::guarded(std::uint64_t request, const std::function<void()>& f) {
   }
 }
 
+double Engine::score_prompt(SeqId seq, Open& o, std::uint64_t request) {
+  using Clock = std::chrono::steady_clock;
+  o.score_prompt = false;
+  const std::uint64_t prompt = scheduler_.prompt_len(seq);
+  const std::span<const pool::Token> tokens = scheduler_.tokens(seq);
+  driver::SamplingParams p;  // greedy settings: the rows are forced, only the log-probs count
+  p.logprobs = o.sampling.logprobs;
+  p.chosen_logprob = true;
+  std::vector<driver::TokenLogprobs> out;
+  out.reserve(prompt > 0 ? prompt - 1 : 0);
+  const std::uint64_t bound = std::max<std::uint64_t>(runner_.max_rows(), 1);
+  double spent = 0;
+  for (std::uint64_t first = 0; first + 1 < prompt; first += bound) {
+    const std::uint64_t n = std::min(bound, prompt - 1 - first);
+    std::vector<DecodeCall> rows(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t pos = first + i;
+      rows[i].lease = &scheduler_.lease(seq);
+      rows[i].token = tokens[pos];
+      rows[i].position = pos;
+      rows[i].sampling = &p;
+      rows[i].forced = tokens[pos + 1];
+      rows[i].write_kv = false;
+    }
+    const Clock::time_point t0 = Clock::now();
+    std::vector<Sampled> got = runner_.decode(rows);
+    spent += std::chrono::duration<double>(Clock::now() - t0).count();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (got.at(i).token != rows[i].forced || !got[i].logprobs)
+        fail(ErrorKind::Call, "scoring the prompt: position {} gave token {} without its log-probs (forced {})",
+             rows[i].position, got[i].token, rows[i].forced);
+      out.push_back(std::move(*got[i].logprobs));
+    }
+  }
+  guarded(request, [&] { o.sink->on_prompt_logprobs(out); });
+  return spent;
+}
+
 void Engine::step() {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
@@ -164,6 +203,13 @@ void Engine::step() {
     runner_.prefill({&scheduler_.lease(c.seq), slots, all.subspan(c.first, c.count), c.first});
     prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
   }
+  // Prompt log-probs, before a request's first decode row (its prompt's K/V are all in place then).
+  for (const Row& r : plan.decode) {
+    auto owner = seq_owner_.find(r.seq);
+    if (owner == seq_owner_.end()) continue;
+    auto o = open_requests_.find(owner->second.first);
+    if (o != open_requests_.end() && o->second.score_prompt) decode_s += score_prompt(r.seq, o->second, o->first);
+  }
   std::vector<Sampled> sampled;
   if (!plan.decode.empty()) {
     std::vector<DecodeCall> rows(plan.decode.size());
@@ -187,7 +233,7 @@ void Engine::step() {
     }
     const Clock::time_point d0 = Clock::now();
     sampled = runner_.decode(rows);
-    decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+    decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
   }
   std::vector<std::int64_t> tokens(sampled.size());
   for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;

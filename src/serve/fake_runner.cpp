@@ -23,7 +23,9 @@ FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_
   if (vocab_ <= 512) fail(ErrorKind::Api, "fake engine: a vocabulary of {} ids is too small", vocab_);
 }
 
-void FakeRunner::check(const driver::SamplingParams& sampling, std::uint64_t) const { driver::validate(sampling); }
+void FakeRunner::check(const driver::SamplingParams& sampling, std::uint64_t, bool) const {
+  driver::validate(sampling);
+}
 
 void FakeRunner::prefill(const ChunkCall& chunk) {
   if (chunk.tokens.empty() || chunk.tokens.size() > max_chunk_)
@@ -42,10 +44,11 @@ std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
     // A penalized row's next token depends on how often `token` was generated before (tests see the history arrive).
     if (r.sampling && r.sampling->penalized())
       t += 7919 * std::count(r.generated.begin(), r.generated.end(), r.token);
-    out[i].token = fake_next(t, r.position, vocab_);
+    out[i].token = r.forced >= 0 ? r.forced : fake_next(t, r.position, vocab_);
     if (r.sampling && r.sampling->wants_logprobs()) {
       driver::TokenLogprobs lp;
-      lp.chosen = -0.25f;
+      // A scored prompt position's log-prob says where it was: -(1 + position) / 8.
+      lp.chosen = r.forced >= 0 ? -static_cast<float>(r.position + 1) / 8.0f : -0.25f;
       lp.top.emplace_back(static_cast<std::int32_t>(out[i].token), -0.25f);
       for (std::uint32_t k = 1; k < r.sampling->logprobs; ++k)
         lp.top.emplace_back(static_cast<std::int32_t>(fake_next(out[i].token, k, vocab_)), -0.25f - static_cast<float>(k));

@@ -120,8 +120,10 @@ std::uint64_t ProtocolRunner::bucket(std::uint64_t rows) const {
   return std::min(b, s_->step.groups);
 }
 
-void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t max_new) const {
+void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs) const {
   driver::validate(sampling);
+  if (prompt_logprobs && !(s_->sampling_op && s_->logprobs))
+    fail(ErrorKind::Api, "the prompt's log-probs need the sampling op and its 'logprobs' outputs, which the manifest lacks");
   if (!s_->sampling_op && !sampling.plain_greedy())
     fail(ErrorKind::Api, "this manifest generates greedily only (it has no sampling op): temperature 0, no log-probs");
   if (sampling.penalized() && !s_->history)
@@ -185,7 +187,7 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
     leases[g] = r.lease;
     token[g] = r.token;
     position[g] = static_cast<std::int64_t>(r.position);
-    slot[g] = static_cast<std::int64_t>(r.slot);
+    slot[g] = r.write_kv ? static_cast<std::int64_t>(r.slot) : -1;  // negative: no K/V written
     len[g] = static_cast<std::int64_t>(r.position + 1);
     longest = std::max(longest, r.position + 1);
     want_logprobs = want_logprobs || (r.sampling && r.sampling->wants_logprobs());
@@ -216,7 +218,7 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
         history_len = rows[g].generated.size();
       }
       const auto a = driver::sampling_row(p);
-      const auto b = driver::sampling_keys_row(p, counter, history_len);
+      const auto b = driver::sampling_keys_row(p, counter, history_len, g < rows.size() ? rows[g].forced : -1);
       std::copy(a.begin(), a.end(), r.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
       std::copy(b.begin(), b.end(), k.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
     }

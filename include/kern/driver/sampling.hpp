@@ -43,11 +43,12 @@ void validate(const SamplingParams& p);
 
 // The f32 `sampling` row: temperature, top_p, min_p, repetition, presence, frequency, 0, 0.
 std::array<float, core::kSamplingWidth> sampling_row(const SamplingParams& p);
-// The i64 `sampling_keys` row: top_k, seed, counter, history length, logprobs wanted, 0, 0, 0.
-// `counter` is the position of the row whose logits are sampled: with the seed it keys the
-// random draw, so a seeded request samples the same tokens alone or in any batch.
+// The i64 `sampling_keys` row: top_k, seed, counter, history length, logprobs wanted, forced + 1,
+// 0, 0. `counter` is the position of the row whose logits are sampled: with the seed it keys the
+// random draw, so a seeded request samples the same tokens alone or in any batch. `forced` >= 0
+// makes the row's token that id instead of a draw (a prompt position scored for its log-probs).
 std::array<std::int64_t, core::kSamplingWidth> sampling_keys_row(const SamplingParams& p, std::uint64_t counter,
-                                                                 std::uint64_t history_len);
+                                                                 std::uint64_t history_len, std::int64_t forced = -1);
 
 struct TokenLogprobs {
   float chosen = 0.0f;                            // log-prob of the generated token

@@ -36,6 +36,9 @@ class TokenSink {
   virtual void on_error(const std::string& message) = 0;
   // The first step that works on the request (a prefill chunk or a decode row) is being run.
   virtual void on_scheduled() {}
+  // The prompt's log-probs (EngineRequest::prompt_logprobs): entry i is prompt token i + 1's given
+  // the tokens before it (the first token has none). Called once, before the first on_token.
+  virtual void on_prompt_logprobs(const std::vector<driver::TokenLogprobs>& /*logprobs*/) {}
   // Polled once per step: true when the client went away (every sample then ends Cancelled).
   virtual bool cancelled() const = 0;
 };
@@ -44,6 +47,10 @@ struct EngineRequest {
   SeqSpec spec;
   driver::SamplingParams sampling;  // sample i of n draws with seed + i
   std::shared_ptr<TokenSink> sink;
+  // Score the prompt (echo with log-probs): once its K/V are in place, every prompt position is run
+  // as a decode row forced to the prompt's next token, `sampling.logprobs` top entries each, before
+  // the first generated token (docs/serve.md, "Prompt log-probs").
+  bool prompt_logprobs = false;
 };
 
 struct EngineConfig {
@@ -90,9 +97,13 @@ class Engine {
     std::uint64_t samples = 0;  // still live
     std::vector<SeqId> seqs;
     bool scheduled = false;
+    bool score_prompt = false;  // prompt log-probs wanted and not yet told
   };
   void loop();
   void step();
+  // The prompt log-probs of `seq`'s request (its K/V for positions below the prompt's last are in
+  // place): forced decode rows in calls of at most the runner's bound. Returns the decode seconds.
+  double score_prompt(SeqId seq, Open& o, std::uint64_t request);
   void take_submissions();
   void end_seq(SeqId seq, End why);
   // Runs a sink call; if it throws, that request alone fails (on_error, its sequences end).

@@ -32,6 +32,11 @@ struct DecodeCall {
   // far, `token` last; the runner writes only what a row's `history` does not hold yet.
   std::uint64_t seq = 0;
   std::span<const std::int32_t> generated;
+  // A prompt position scored rather than decoded (echo with log-probs): the row's token is `forced`
+  // (the prompt's next token) instead of a draw, and the row writes no K/V (`write_kv` false: the
+  // prefill wrote them; slot is not used).
+  std::int64_t forced = -1;
+  bool write_kv = true;
 };
 struct Sampled {
   std::int64_t token = 0;
@@ -47,8 +52,10 @@ class StepRunner {
   virtual std::uint64_t max_rows() const = 0;   // sequences one decode call takes
   virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes
   // Error(Api) naming what the model cannot do for these settings and up to `max_new` generated
-  // tokens (penalties without a history fill, or over more tokens than it holds, ...).
-  virtual void check(const driver::SamplingParams& sampling, std::uint64_t max_new) const = 0;
+  // tokens (penalties without a history fill, or over more tokens than it holds, ...); with
+  // `prompt_logprobs`, also scoring the prompt (forced rows with log-probs).
+  virtual void check(const driver::SamplingParams& sampling, std::uint64_t max_new,
+                     bool prompt_logprobs = false) const = 0;
 };
 
 // The manifest's chunk program for prefill and its batch program of one row per group for decode,
@@ -63,7 +70,7 @@ class ProtocolRunner final : public StepRunner {
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override;
   std::uint64_t max_chunk() const override;
-  void check(const driver::SamplingParams& sampling, std::uint64_t max_new) const override;
+  void check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs = false) const override;
   std::uint64_t bucket(std::uint64_t rows) const;  // the padded group count for `rows` rows
   // One decode call per bucket over padding rows only, so every bucket's graph is captured before
   // the first request. Returns the buckets run.
@@ -75,8 +82,8 @@ class ProtocolRunner final : public StepRunner {
 };
 
 // A model without a model: the token after `token` at `position` is fake_next(token, position)
-// (for sampled rows mixed with the seed), and every call takes `step_us` of wall time. Log-probs
-// are made up but well-formed (descending, the chosen one first).
+// (for sampled rows mixed with the seed; a forced row's is its forced token), and every call takes
+// `step_us` of wall time. Log-probs are made up but well-formed (descending, the chosen one first).
 std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t vocab);
 class FakeRunner final : public StepRunner {
  public:
@@ -85,7 +92,7 @@ class FakeRunner final : public StepRunner {
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override { return max_rows_; }
   std::uint64_t max_chunk() const override { return max_chunk_; }
-  void check(const driver::SamplingParams& sampling, std::uint64_t max_new) const override;
+  void check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs = false) const override;
   std::uint64_t prefill_rows() const { return prefill_rows_; }
 
  private:

@@ -71,17 +71,25 @@ OJ rope_table_op(const Geo& g) {
                               OJ::array({p(0), i32(g.max_pos), i32(c.head_dim), f32(c.rope_theta)}), grid, 256)}));
 }
 
-// 16 rows per block, 4 heads per block (kernels/rope.cu).
+// 4 heads per block (kernels/rope.cu); the result does not depend on the grid. Steps of up to
+// kRopeRowBlocksMax rows (every decode step) take one row per block, so a 64-sequence step launches
+// 64 x 12 blocks instead of 4 x 12 (each block walked 16 rows one after another: 15 us a layer at
+// 64 rows on the H200, docs/perf.md, fifteenth session); larger steps 16 rows per block.
+constexpr std::uint64_t kRopeRowBlocksMax = 256;
+
 OJ qk_norm_rope_cache_op(const Geo& g) {
   const Qwen3Shape& c = g.c;
-  OJ l =
-      launch("kern_qk_norm_rope_cache_bf16",
-             OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads), i32(c.head_dim),
-                        i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos), f32(c.rms_norm_eps)}),
-             OJ::array({ceil_div("tokens", 16), (c.heads + 2 * c.kv_heads + 3) / 4, 1}), 128);
+  const OJ args = OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), i32(c.heads), i32(c.kv_heads),
+                             i32(c.head_dim), i32(g.o.page_size), i64(g.page_stride_elems), i32(g.max_pos),
+                             f32(c.rms_norm_eps)});
+  const std::uint64_t head_blocks = (c.heads + 2 * c.kv_heads + 3) / 4;
+  OJ per_row = launch("kern_qk_norm_rope_cache_bf16", args, OJ::array({"tokens", head_blocks, 1}), 128);
+  per_row["when"] = OJ{{"var", "tokens"}, {"max", kRopeRowBlocksMax}};
+  OJ per_16 = launch("kern_qk_norm_rope_cache_bf16", args, OJ::array({ceil_div("tokens", 16), head_blocks, 1}), 128);
+  per_16["when"] = OJ{{"var", "tokens"}, {"min", kRopeRowBlocksMax + 1}};
   return op({"inout buffer<bf16>", "in buffer<bf16>", "in buffer<bf16>", "in buffer<f32>", "in buffer<i64>",
              "in buffer<i64>", "inout state", "i32"},
-            OJ::array({with_pdl(std::move(l), g)}));
+            OJ::array({with_pdl(std::move(per_row), g), with_pdl(std::move(per_16), g)}));
 }
 
 OJ silu_mul_op(const Geo& g) {

@@ -31,6 +31,7 @@ constexpr int kQwenVocab = 151936;
 struct RowIn {
   SampleParams p;
   int64_t history_len = -1;  // -1: p.history.size()
+  int64_t forced_key = 0;    // sampling_keys[5]: a forced token + 1 (0: none)
 };
 
 struct Outputs {
@@ -62,6 +63,7 @@ class Sampler {
       i[0] = p.top_k, i[1] = p.seed, i[2] = p.counter;
       i[3] = in[r].history_len >= 0 ? in[r].history_len : static_cast<int64_t>(p.history.size());
       i[4] = p.n_logprobs;
+      i[5] = in[r].forced_key;
       for (size_t j = 0; j < p.history.size() && static_cast<int>(j) < hist_stride; ++j)
         hist[static_cast<size_t>(r) * hist_stride + j] = p.history[j];
     }
@@ -538,6 +540,63 @@ TEST(SampleGpu, LogprobsAndTopIds) {
   check_logprobs(32003, 402);
   check_logprobs(1001, 403);
   check_logprobs(37, 404);
+}
+
+// A forced row (sampling_keys[5] = id + 1: a prompt position scored) emits that id whatever its
+// settings, with the log-prob of the raw logits at it and the same top list as an unforced row;
+// keys outside [1, vocab] force nothing. Its neighbours in the batch are unaffected.
+TEST(SampleGpu, ForcedTokensGiveTheirLogprobs) {
+  std::mt19937_64 rng(411);
+  for (int vocab : {kQwenVocab, 1001}) {
+    SCOPED_TRACE(vocab);
+    std::vector<RowIn> in;
+    std::vector<int64_t> want;  // the forced id, or -1 (the row samples as usual)
+    auto row = [&](int64_t forced_key, auto set) {
+      RowIn r;
+      r.p.counter = static_cast<int64_t>(in.size());
+      r.p.seed = 5;
+      r.p.n_logprobs = 5;
+      r.forced_key = forced_key;
+      set(r);
+      in.push_back(r);
+      want.push_back(forced_key >= 1 && forced_key <= vocab ? forced_key - 1 : -1);
+    };
+    row(1, [](RowIn&) {});                                           // id 0, greedy settings
+    row(vocab, [](RowIn& r) { r.p.temperature = 0.8f; });            // the last id, sampling settings
+    row(vocab / 2 + 1, [](RowIn& r) { r.p.top_k = 20, r.p.temperature = 1.0f; });
+    row(7, [](RowIn& r) { r.p.n_logprobs = 0; });                    // the chosen log-prob only
+    row(vocab + 1, [](RowIn&) {});                                   // out of range: greedy
+    row(-3, [](RowIn& r) { r.p.temperature = 0.7f; });               // negative: samples
+    row(0, [](RowIn&) {});                                           // none: greedy
+    std::vector<bf16_bits> logits;
+    for (size_t r = 0; r < in.size(); ++r) {
+      const auto one = llm_row(rng, vocab);
+      logits.insert(logits.end(), one.begin(), one.end());
+    }
+    for (Path path : {Path::Op, Path::ClusterOnly}) {
+      Sampler sampler(path);
+      const Outputs o = sampler.run(logits, vocab, in, 1);
+      for (size_t r = 0; r < in.size(); ++r) {
+        SCOPED_TRACE("row " + std::to_string(r));
+        const std::vector<float> x = row_floats(logits, vocab, static_cast<int>(r));
+        if (want[r] < 0) {
+          check_row(o, static_cast<int>(r), x, sample_reference(x, in[r].p), "unforced");
+          continue;
+        }
+        EXPECT_EQ(o.tokens[r], want[r]);
+        SampleParams greedy = in[r].p;
+        greedy.temperature = 0.0f;
+        const SampleReference ref = sample_reference(x, greedy);
+        const float* lp = &o.logprobs[r * kLp];
+        EXPECT_NEAR(lp[0], ref.logprobs[want[r]], 1e-3);
+        for (int j = 0; j < ref.n_logprobs; ++j) {
+          EXPECT_EQ(o.top_ids[r * kTop + j], ref.top_ids[j]) << "top " << j;
+          EXPECT_NEAR(lp[1 + j], ref.logprobs[ref.top_ids[j]], 1e-3) << "top " << j;
+        }
+        EXPECT_EQ(o.route[r], 0) << "a forced row is the cluster kernel's";
+      }
+    }
+  }
 }
 
 // ---- parameters out of range, mixed settings ------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "gpu_fixture.hpp"
+#include "kern/base/error.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
 #include "kern/cuda/event.hpp"
@@ -116,6 +117,78 @@ TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
   std::printf("%-8s", "best/m");
   for (std::size_t mi = 0; mi < std::size(kMs); ++mi) std::printf(" %7.0f", best_step_us[mi]);
   std::printf("\n");
+}
+
+// Beyond the heuristic's first answer: its first candidates (that also run at m = 1) at m_ref 64, 128
+// and 256, each timed at m = 1, 64, 128 and 256 as above; row 0's bits at m = 256 against m = 1 are
+// asserted for each. Reported only (docs/perf.md, fifteenth session).
+TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
+  cuda::ensure_driver();
+  cuda::Context ctx(0);
+  cuda::Stream stream;
+  cuda::BlasLt blas;
+  constexpr int kLaunches = 16, kReplays = 7, kCandidates = 8;
+  constexpr std::uint64_t kRefs[] = {64, 128, 256};
+  constexpr std::uint64_t kAt[] = {1, 64, 128, 256};
+  std::uint64_t seed = 91;
+  for (const DecodeGemm& g : kShapes) {
+    const std::size_t wbytes = g.n * g.k * 2;
+    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kLaunches, (400u << 20) / wbytes + 1)));
+    auto w = random_bf16(g.n * g.k, seed++);
+    auto a = random_bf16(256 * g.k, seed++);
+    std::vector<cuda::DeviceMemory> dw;
+    for (int i = 0; i < copies; ++i) {
+      dw.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
+      cuda::copy_h2d_async(dw.back().ptr(), w.data(), wbytes, stream);
+    }
+    auto da = cuda::DeviceMemory::allocate(a.size() * 2, "a");
+    auto dc = cuda::DeviceMemory::allocate(256 * g.n * 2, "c");
+    cuda::copy_h2d_async(da.ptr(), a.data(), a.size() * 2, stream);
+    stream.synchronize();
+    const double floor_us = static_cast<double>(wbytes) / kCopyBytesPerUs;
+    std::printf("\n%s n=%llu k=%llu: floor %.2f us; us per GEMM at m = 1 / 64 / 128 / 256\n", g.name,
+                (unsigned long long)g.n, (unsigned long long)g.k, floor_us);
+    for (std::uint64_t ref : kRefs)
+      for (std::uint32_t cand = 0; cand < kCandidates; ++cand) {
+        cuda::GemmShape s;
+        s.n = g.n, s.k = g.k, s.lda = g.k, s.ldc = g.n, s.m_ref = ref, s.candidate = cand;
+        std::string text;
+        try {
+          s.m = 1;
+          blas.prepare(s);
+          text = blas.describe(s);
+        } catch (const kern::Error&) {
+          break;  // no more candidates at this m_ref
+        }
+        std::printf("[cand] %s m_ref %llu #%u:", g.name, (unsigned long long)ref, cand);
+        std::vector<std::uint16_t> row0;
+        for (std::uint64_t m : kAt) {
+          s.m = m;
+          blas.prepare(s);
+          blas.gemm_bf16_tn(s, da.ptr(), dw[0].ptr(), dc.ptr(), stream);
+          std::vector<std::uint16_t> got(g.n);
+          cuda::copy_d2h_async(got.data(), dc.ptr(), got.size() * 2, stream);
+          stream.synchronize();
+          if (m == 1) row0 = got;
+          EXPECT_EQ(0, std::memcmp(got.data(), row0.data(), g.n * 2)) << g.name << " m_ref " << ref << " #" << cand << " m " << m;
+          cuda::Graph graph = cuda::Graph::capture(stream, [&] {
+            for (int i = 0; i < kLaunches; ++i) blas.gemm_bf16_tn(s, da.ptr(), dw[i % copies].ptr(), dc.ptr(), stream);
+          });
+          graph.launch(stream);
+          std::vector<double> t;
+          for (int r = 0; r < kReplays; ++r) {
+            cuda::TimingEvent e0, e1;
+            e0.record(stream);
+            graph.launch(stream);
+            e1.record(stream);
+            t.push_back(1e3 * cuda::elapsed_ms(e0, e1) / kLaunches);
+          }
+          std::sort(t.begin(), t.end());
+          std::printf(" %8.2f", t[t.size() / 2]);
+        }
+        std::printf("  %s\n", text.c_str());
+      }
+  }
 }
 
 }  // namespace

@@ -179,6 +179,30 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
   EXPECT_NO_THROW(generate_qwen3_manifest(config("0.6b"), o));
 }
 
+// RoPE + cache write: one launch active at every step size (the kernel's result does not depend on
+// its grid); one row per block up to 256 rows (every decode step), 16 rows per block above.
+TEST(GenQwen3, RopeTakesOneRowPerBlockOnSmallSteps) {
+  const auto m = generate_qwen3_manifest(config("4b"), options(true));
+  const auto& op = m["ops"]["qk_norm_rope_cache"];
+  for (std::uint64_t tokens : {1, 64, 256, 257, 2048}) {
+    SCOPED_TRACE(tokens);
+    int active = 0;
+    for (const auto& l : op["impl"]["launches"]) {
+      const auto& w = l["when"];
+      EXPECT_EQ(w["var"], "tokens");
+      if (!(w.value("min", std::uint64_t{1}) <= tokens && tokens <= w.value("max", UINT64_MAX))) continue;
+      ++active;
+      EXPECT_EQ(l["entry"], "kern_qk_norm_rope_cache_bf16");
+      EXPECT_EQ(l["grid"][1], (32 + 2 * 8 + 3) / 4);
+      if (tokens <= 256)
+        EXPECT_EQ(l["grid"][0], "tokens");
+      else
+        EXPECT_EQ(l["grid"][0]["ceil_div"][1], 16);
+    }
+    EXPECT_EQ(active, 1);
+  }
+}
+
 TEST(GenQwen3, DecodeLayerIsGemvWithFusedEpilogues) {
   const Qwen3Shape c = config("4b");
   for (std::uint64_t max_seqs : {1, 8, 9, 64}) {

@@ -34,6 +34,12 @@ struct Recorder final : TokenSink {
     error = m;
   }
   bool cancelled() const override { return gone.load(); }
+  void on_prompt_logprobs(const std::vector<driver::TokenLogprobs>& lps) override {
+    std::lock_guard<std::mutex> l(mu);
+    ++prompt_calls;
+    prompt_before_tokens = tokens.empty();
+    prompt_lps = lps;
+  }
   bool done(std::size_t n) {
     std::lock_guard<std::mutex> l(mu);
     return ends.size() == n || !error.empty();
@@ -43,6 +49,9 @@ struct Recorder final : TokenSink {
   std::map<std::uint64_t, End> ends;
   std::string error;
   std::uint64_t cached = 0, logprobs = 0, stop_after = 0, throw_after = 0;
+  std::uint64_t prompt_calls = 0;
+  bool prompt_before_tokens = false;
+  std::vector<driver::TokenLogprobs> prompt_lps;
   std::atomic<bool> gone{false};
 };
 
@@ -126,6 +135,39 @@ TEST(Engine, PenalizedRowsSeeTheirGeneratedTokens) {
   EXPECT_EQ(pen->tokens[0], generated);
   EXPECT_NE(pen->tokens[0], plain->tokens[0]) << "the penalty changed nothing";
   EXPECT_EQ(pen->tokens[0][0], plain->tokens[0][0]) << "no history before the first generated token";
+}
+
+// Echo with log-probs: every prompt position but the last is scored once per request (forced rows
+// in calls of at most the runner's 8 rows), before the first token, also when the prompt's pages
+// come from the prefix index; what the request generates is what it generates without.
+TEST(Engine, PromptLogprobsScoreEveryPositionOnceBeforeTheFirstToken) {
+  Rig r;
+  std::vector<pool::Token> prompt(30);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<pool::Token>(300 + 7 * i);
+  auto plain = std::make_shared<Recorder>();
+  ASSERT_EQ(r.engine.submit(request(prompt, 6, plain)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return plain->done(1); }));
+  for (int round = 0; round < 2; ++round) {  // the second round's prompt is a prefix-index hit
+    SCOPED_TRACE(round);
+    auto scored = std::make_shared<Recorder>();
+    EngineRequest req = request(prompt, 6, scored, 2);
+    req.prompt_logprobs = true;
+    req.sampling.logprobs = 3;
+    req.sampling.chosen_logprob = true;
+    ASSERT_EQ(r.engine.submit(std::move(req)), Engine::Submitted::Queued);
+    ASSERT_TRUE(wait_for([&] { return scored->done(2); }));
+    EXPECT_EQ(scored->prompt_calls, 1u);
+    EXPECT_TRUE(scored->prompt_before_tokens);
+    ASSERT_EQ(scored->prompt_lps.size(), prompt.size() - 1);
+    for (std::size_t i = 0; i < scored->prompt_lps.size(); ++i) {
+      EXPECT_FLOAT_EQ(scored->prompt_lps[i].chosen, -static_cast<float>(i + 1) / 8.0f) << i;
+      EXPECT_EQ(scored->prompt_lps[i].top.size(), 3u) << i;
+    }
+    EXPECT_EQ(scored->tokens[0], plain->tokens[0]);
+    if (round == 1) {
+      EXPECT_GT(scored->cached, 0u);
+    }
+  }
 }
 
 TEST(Engine, SamplesEndOnTheirOwnAndASinkCanStopOne) {

@@ -194,6 +194,43 @@ await check("chat: logprobs with top_logprobs", async () => {
   }
 });
 
+await check("completions: echo with logprobs scores the prompt (first entry null), whole and streamed alike", async () => {
+  const prompt = "The quick brown fox";
+  const tok = await (await fetch(`${base}/tokenize`, { method: "POST", headers: { "Content-Type": "application/json" },
+                                                      body: JSON.stringify({ model: "fake", prompt }) })).json();
+  const n = tok.tokens.length;
+  assert.ok(n >= 2);
+  const r = await client.completions.create({ model: "fake", prompt, max_tokens: 4, temperature: 0, echo: true, logprobs: 2 });
+  const c = r.choices[0];
+  assert.ok(c.text.startsWith(prompt));
+  const lp = c.logprobs;
+  assert.equal(lp.tokens.length, n + 4);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  // The fake engine's scored positions say where they were: position i - 1 gives -(i / 8).
+  for (let i = 1; i < n; ++i) {
+    assert.equal(lp.token_logprobs[i], -i / 8, `prompt token ${i}`);
+    assert.equal(Object.keys(lp.top_logprobs[i]).length <= 2, true);
+  }
+  for (let i = n; i < n + 4; ++i) assert.equal(typeof lp.token_logprobs[i], "number");
+  assert.equal(lp.tokens.slice(0, n).join(""), prompt);
+  assert.equal(lp.text_offset[0], 0);
+  // The generated text is what the same request gives without echo.
+  const plain = await client.completions.create({ model: "fake", prompt, max_tokens: 4, temperature: 0 });
+  assert.equal(c.text, prompt + plain.choices[0].text);
+  const s = await client.completions.create({ model: "fake", prompt, max_tokens: 4, temperature: 0, echo: true, logprobs: 2, stream: true });
+  const tokens = [], values = [];
+  let text = "";
+  for await (const ch of s) {
+    text += ch.choices[0]?.text ?? "";
+    const l = ch.choices[0]?.logprobs;
+    if (l) { tokens.push(...l.tokens); values.push(...l.token_logprobs); }
+  }
+  assert.equal(text, c.text);
+  assert.deepEqual(tokens, lp.tokens);
+  assert.deepEqual(values, lp.token_logprobs);
+});
+
 await check("errors: unknown model 404, out-of-range field 400, the right error types", async () => {
   await assert.rejects(client.completions.create({ model: "nope", prompt: "x" }), (e) => e.status === 404 && e.error?.code === "model_not_found");
   await assert.rejects(client.completions.create({ model: "fake", prompt: "x", temperature: 5 }), (e) => e.status === 400 && e.error?.param === "temperature");
