@@ -61,6 +61,77 @@ __device__ __forceinline__ uint32_t v_lane_base(const bf16* ring, int lane) {
   return smem_u32(ring + tile_elems<HD>()) + ((((lane >> 3) & 1) * 8 + (lane & 7)) * (HD + 8) + (lane >> 4) * 8) * 2;
 }
 
+// The copy of one K and V tile (keys t0 .. t0 + 15 of a range ending at `end`, kv head kvh, through
+// the sequence's block-table row `pages`) into a ring stage, as this lane's 16-byte pieces: lane l
+// takes column piece l % (HD/8) of keys l / (HD/8) + i · 32/(HD/8); keys at or past `end` read
+// nothing and land as zeros. Tiles start at multiples of 16 keys, so with pages of a multiple of 16
+// keys (kern gen's) a tile lies in one page: one page lookup and one address per tile, and the
+// lane's pieces are a fixed stride apart (no division per piece: session 21's profile of the warp
+// kernel had its key loop bound by the integer work of the old per-piece addressing). Shared by
+// decode_mma and decode_warp.
+template <int HD>
+struct TileCopy {
+  static constexpr int kChunks = HD / 8;           // 16-byte pieces of a K (or V) row
+  static constexpr int kRowsPer = 32 / kChunks;    // keys one warp-wide copy covers
+  static constexpr int kIters = kKeys / kRowsPer;  // copies per lane per tile (each K and V)
+  static_assert(32 % kChunks == 0 && kKeys % kRowsPer == 0, "a warp covers whole K rows");
+  const bf16* cache;
+  int64_t page_stride, v_offset, key_stride;  // elements: page to page, K to V, key to key (kv_heads · HD)
+  int page_size, page_shift, kv_heads, r0, part;
+  uint32_t lane_dst;  // this lane's first piece in a stage, bytes from the stage's start
+  bool one_page;
+
+  __device__ __forceinline__ TileCopy(const bf16* c, int64_t ps, int page, int kvh_count, int lane)
+      : cache(c),
+        page_stride(ps),
+        v_offset(v_block_elems(page, kvh_count, HD)),
+        key_stride(static_cast<int64_t>(kvh_count) * HD),
+        page_size(page),
+        page_shift(page_shift_of(page)),
+        kv_heads(kvh_count),
+        r0(lane / kChunks),
+        part(lane % kChunks),
+        lane_dst(static_cast<uint32_t>((r0 * (HD + 8) + part * 8) * 2)),
+        one_page(page % kKeys == 0) {}
+
+  // `stage`: the stage's shared-memory address (its K tile; V follows at tile_elems).
+  __device__ __forceinline__ void issue(uint32_t stage, const int32_t* __restrict__ pages, int t0, int end,
+                                        int kvh) const {
+    constexpr uint32_t kRowBytes = (HD + 8) * 2, kVBytes = tile_elems<HD>() * 2;
+    const uint32_t dst = stage + lane_dst;
+    if (one_page) {
+      int p, row;
+      slot_page_row(t0, page_size, page_shift, p, row);
+      const bf16* base = cache + static_cast<int64_t>(pages[p]) * page_stride +
+                         (static_cast<int64_t>(row + r0) * kv_heads + kvh) * HD + part * 8;
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const bool valid = t0 + r0 + i * kRowsPer < end;
+        const bf16* src = base + i * kRowsPer * key_stride;
+        const uint32_t d = dst + i * kRowsPer * kRowBytes;
+        cp_async16(d, valid ? src : cache, valid);
+        cp_async16(d + kVBytes, valid ? src + v_offset : cache, valid);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int j = t0 + r0 + i * kRowsPer;
+        const bool valid = j < end;
+        const bf16* src = cache;
+        if (valid) {
+          int p, row;
+          slot_page_row(j, page_size, page_shift, p, row);
+          src = cache + static_cast<int64_t>(pages[p]) * page_stride + (static_cast<int64_t>(row) * kv_heads + kvh) * HD +
+                part * 8;
+        }
+        const uint32_t d = dst + i * kRowsPer * kRowBytes;
+        cp_async16(d, src, valid);
+        cp_async16(d + kVBytes, valid ? src + v_offset : cache, valid);
+      }
+    }
+  }
+};
+
 // One tile of 16 keys (t0 ...) of a range ending at `end` against the m16 tile of q heads (qf): the
 // scores S = Q·Kᵀ, the online softmax update of each row's (m, l) in log2 units (keys at or past
 // `end` score -inf; their V is zeros), and O += P·V with P rounded to bf16. k_tile / v_tile are this
@@ -164,41 +235,25 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
                       float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
                       int32_t page_size, int64_t page_stride, int32_t splits_max, float scale, int group, int s,
                       int kvh, int split, const decode::Split& sp) {
-  constexpr int kStride = HD + 8;
   constexpr int TE = tile_elems<HD>();
   constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
   constexpr int ND = HD / 8;   // n-blocks of the output
-  constexpr int kChunks = HD / 8;
   extern __shared__ __align__(128) unsigned char decode_mma_smem[];
   const bool direct = sp.used <= 1;
   const int begin = split * sp.chunk, end = min(sp.len, begin + sp.chunk);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int32_t* pages = block_table + static_cast<int64_t>(s) * max_pages;
-  const int64_t v_offset = v_block_elems(page_size, kv_heads, HD);
-  const bool one_page = page_size % kKeys == 0;  // tiles start at multiples of 16 keys
   bf16* ring = reinterpret_cast<bf16*>(decode_mma_smem) + static_cast<size_t>(warp) * S * 2 * TE;
   const int tiles = end > begin ? (end - begin + kKeys - 1) / kKeys : 0;
   const int mine = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;  // this warp's tiles
 
   // Starts the copy of this warp's tile i (keys begin + (warp + 4 i)·16 ...) into stage i % S.
+  const TileCopy<HD> copy(cache, page_stride, page_size, kv_heads, lane);
+  const uint32_t ring_u32 = smem_u32(ring);
   auto issue = [&](int i) {
     const int t0 = begin + (warp + kWarps * i) * kKeys;
-    bf16* sk = ring + (i % S) * 2 * TE;
-    const int64_t first_page = pages[t0 / page_size];
-#pragma unroll
-    for (int c = lane; c < kKeys * kChunks; c += 32) {
-      const int r = c / kChunks, part = c % kChunks;
-      const int j = t0 + r;
-      const bool valid = j < end;
-      const bf16* src = cache;
-      if (valid) {
-        const int64_t page = one_page ? first_page : static_cast<int64_t>(pages[j / page_size]);
-        src = cache + page * page_stride + (static_cast<int64_t>(j % page_size) * kv_heads + kvh) * HD + part * 8;
-      }
-      cp_async16(smem_u32(sk + r * kStride + part * 8), src, valid);
-      cp_async16(smem_u32(sk + TE + r * kStride + part * 8), valid ? src + v_offset : cache, valid);
-    }
+    copy.issue(ring_u32 + static_cast<uint32_t>((i % S) * 2 * TE * 2), pages, t0, end, kvh);
   };
 
   uint32_t qf[KS][4];

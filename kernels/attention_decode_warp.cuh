@@ -63,22 +63,16 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
   return none;
 }
 
-// P, the page lookups (tuning points, tests only; kernels with one page per tile): 0, a tile's page
-// entry is loaded when its copy is issued (the copy waits on that load); 1, loaded one tile ahead;
-// 2, the page entries of the cursor's next item are loaded, one per lane, when the cursor enters an
-// item, and a tile takes its entry by a shuffle.
-template <int HD, int S, int P = 0>
+template <int HD, int S>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
                         bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
                         int64_t page_stride, int32_t splits_max, int32_t target_blocks, int32_t split_tokens,
                         float scale) {
-  constexpr int kStride = HD + 8;
   constexpr int TE = decode_mma::tile_elems<HD>();
   constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
   constexpr int ND = HD / 8;   // n-blocks of the output
-  constexpr int kChunks = HD / 8;
   static_assert(KS % 2 == 0, "k-steps are taken in pairs");
   extern __shared__ __align__(128) unsigned char decode_warp_smem[];
   uint32_t dyn;
@@ -103,8 +97,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   allow_next_grid();
   if (first >= items) return;
 
-  const int64_t v_offset = v_block_elems(page_size, kv_heads, HD);
-  const bool one_page = page_size % kKeys == 0;  // tiles start at multiples of 16 keys
   bf16* ring = reinterpret_cast<bf16*>(decode_warp_smem) + static_cast<size_t>(warp) * S * 2 * TE;
 
   // The issue cursor: the next tile to copy (tile `tile` of item `iss`), and the count copied so far
@@ -112,76 +104,19 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   Item iss = next_item(plan, seq_lens, first, stride, items);
   while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
   int iss_tile = 0, issued = 0;
-  int64_t ahead_page = 0;  // P 1: the page of the cursor's tile, loaded when the cursor got there
-  auto load_ahead = [&]() {
-    if (P == 1 && one_page && iss.v >= 0)
-      ahead_page = block_table[static_cast<int64_t>(iss.s) * max_pages + (iss.begin + iss_tile * kKeys) / page_size];
-  };
-  load_ahead();
-  // P 2: the item after the cursor's and the page windows of both (lane j: the item's page j).
-  auto after = [&](const Item& x) {
-    Item y = next_item(plan, seq_lens, x.v + stride, stride, items);
-    while (y.v >= 0 && y.tiles == 0) y = next_item(plan, seq_lens, y.v + stride, stride, items);
-    return y;
-  };
-  auto window_of = [&](const Item& x) -> int32_t {
-    if (x.v < 0) return 0;
-    const int p0 = x.begin / page_size, np = (x.end - 1) / page_size - p0 + 1;
-    return lane < np ? block_table[static_cast<int64_t>(x.s) * max_pages + p0 + lane] : 0;
-  };
-  Item nxt{};
-  nxt.v = -1;
-  int32_t win_cur = 0, win_nxt = 0;
-  if (P == 2 && one_page && iss.v >= 0) {
-    win_cur = window_of(iss);
-    nxt = after(iss);
-    win_nxt = window_of(nxt);
-  }
+  const decode_mma::TileCopy<HD> copy(cache, page_stride, page_size, kv_heads, lane);
+  const uint32_t ring_u32 = smem_u32(ring);
   auto issue_next = [&]() {
     if (iss.v >= 0) {
-      // decode_mma's issue loop (kept inline: as one shared function it compiles differently there).
       const int t0 = iss.begin + iss_tile * kKeys;
-      bf16* sk = ring + (issued % S) * 2 * TE;
-      const int32_t* pages = block_table + static_cast<int64_t>(iss.s) * max_pages;
-      int64_t first_page;
-      if (P == 1 && one_page) {
-        first_page = ahead_page;
-      } else if (P == 2 && one_page) {
-        const int rel = t0 / page_size - iss.begin / page_size;  // warp-uniform
-        const int32_t w = __shfl_sync(0xffffffffu, win_cur, rel & 31);
-        first_page = rel < 32 ? w : pages[t0 / page_size];
-      } else {
-        first_page = pages[t0 / page_size];
-      }
-#pragma unroll
-      for (int c = lane; c < kKeys * kChunks; c += 32) {
-        const int r = c / kChunks, part = c % kChunks;
-        const int j = t0 + r;
-        const bool valid = j < iss.end;
-        const bf16* src = cache;
-        if (valid) {
-          const int64_t page = one_page ? first_page : static_cast<int64_t>(pages[j / page_size]);
-          src = cache + page * page_stride + (static_cast<int64_t>(j % page_size) * kv_heads + iss.kvh) * HD + part * 8;
-        }
-        cp_async16(smem_u32(sk + r * kStride + part * 8), src, valid);
-        cp_async16(smem_u32(sk + TE + r * kStride + part * 8), valid ? src + v_offset : cache, valid);
-      }
+      copy.issue(ring_u32 + static_cast<uint32_t>((issued % S) * 2 * TE * 2),
+                 block_table + static_cast<int64_t>(iss.s) * max_pages, t0, iss.end, iss.kvh);
       ++issued;
       if (++iss_tile >= iss.tiles) {
         iss_tile = 0;
-        if (P == 2 && one_page) {
-          iss = nxt;
-          win_cur = win_nxt;
-          if (iss.v >= 0) {
-            nxt = after(iss);
-            win_nxt = window_of(nxt);
-          }
-        } else {
-          do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
-          while (iss.v >= 0 && iss.tiles == 0);
-        }
+        do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
+        while (iss.v >= 0 && iss.tiles == 0);
       }
-      load_ahead();
     }
     cp_async_commit();  // one group per call, empty past the stream's end
   };
@@ -254,6 +189,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // fixed number, about two blocks per SM).
 #define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, 2, (decode_warp::partial<HD, S>))
-// Tuning points (tests only): MIN_BLOCKS blocks per SM asked of the register allocator, P as above.
-#define KERN_ATTN_DECODE_WARP_TUNING_ENTRY(NAME, HD, S, MIN_BLOCKS, P) \
-  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S, P>))
+// Tuning points (tests only): MIN_BLOCKS blocks per SM asked of the register allocator.
+#define KERN_ATTN_DECODE_WARP_TUNING_ENTRY(NAME, HD, S, MIN_BLOCKS) \
+  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S>))

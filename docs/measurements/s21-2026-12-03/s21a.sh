@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $R
 K=build/tests/gpu/kernels/kern_kernels_gpu_test
 timeout 200 $K --gtest_filter='AttnDecodeGpu.*:SampleGpu.ForcedTokensGiveTheirLogprobs:SampleGpu.GreedyMatchesReferenceAndArgmax:SampleGpu.LogprobsAndTopIds:SampleGpu.MixedSettingsAndOutOfRangeParameters:PerfGpu.DecodeAttentionLengthOnlySplit' > $L/attn.log 2>&1; echo "attn tests rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 grep -E "OK \]|FAILED|us per layer|memcpy" $L/attn.log | grep -v "rel err" >> $R
-for kind in warp warp_pw; do
+for kind in warp; do
   KERN_DECODE_ONCE_KIND=$kind timeout 120 ncu --clock-control none --set full -k regex:kern_attn_decode_ --launch-skip 2 -c 1 \
     $K --gtest_filter=PerfGpu.DecodeAttentionWarp64x1kOnce > $L/ncu-$kind.txt 2>&1; echo "ncu $kind rc $? ($(( $(date +%s) - t0 )) s)" >> $R
   grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Achieved Occupancy|Registers Per|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|Stall|No Eligible|Active Warps Per" $L/ncu-$kind.txt | head -40 >> $R

@@ -202,10 +202,5 @@ KERN_ATTN_ENTRIES(128)
 
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s2_partial_hd128, 128, 2)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s4_partial_hd128, 128, 4)
-// The warp-item kernel's tuning points (attention_decode_warp.cuh): two stages at three blocks per
-// SM (12 warps), the page entry loaded a tile ahead (pf) or an item's entries an item ahead (pw).
-KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_s2_partial_hd128, 128, 2, 3, 0)
-KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_pf_partial_hd128, 128, 3, 2, 1)
-KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_s2pf_partial_hd128, 128, 2, 3, 1)
-KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_pw_partial_hd128, 128, 3, 2, 2)
-KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_s2pw_partial_hd128, 128, 2, 3, 2)
+// The warp-item kernel's tuning point: two stages at three blocks per SM (12 warps instead of 8).
+KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_s2_partial_hd128, 128, 2, 3)
