@@ -344,7 +344,9 @@ KERN_ATTN_DECODE_ENTRIES(128)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_partial_hd64, 64, 3)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_partial_hd128, 128, 3)
 
-// Warp-item tensor-core decode partials (attention_decode_warp.cuh): the ABI, block and shared memory of
-// kern_attn_decode_mma_partial_hd*, any grid.
-KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd64, 64, 3)
-KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd128, 128, 3)
+// Warp-item tensor-core decode partials (attention_decode_warp.cuh): the ABI and block of
+// kern_attn_decode_mma_partial_hd*, any grid; 2 stages per warp (dynamic shared memory 4 · 2 · 2 · 16 ·
+// (HD + 8) · 2 bytes: 36864 at hd 64, 69632 at hd 128) and at most 168 registers, so three blocks fit
+// an SM (12 warps: session 21 measured the kernel bound by its warps' instruction latency, docs/perf.md).
+KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd64, 64, 2, 3)
+KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd128, 128, 2, 3)

@@ -187,8 +187,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // Warp-item tensor-core decode partials (decode_warp above): the ABI, block and shared memory of
 // kern_attn_decode_mma_partial_hd*; any grid (the warps stride over the items: kern gen launches a
 // fixed number, about two blocks per SM).
-#define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S) \
-  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, 2, (decode_warp::partial<HD, S>))
-// Tuning points (tests only): MIN_BLOCKS blocks per SM asked of the register allocator.
-#define KERN_ATTN_DECODE_WARP_TUNING_ENTRY(NAME, HD, S, MIN_BLOCKS) \
+// S stages per warp, MIN_BLOCKS blocks per SM asked of the register allocator.
+#define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S, MIN_BLOCKS) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S>))

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Session 21, device round 2 (the tree as committed after round 1): ceilings and kern bench --batches
-# (256-sequence manifest), then kern serve --max-seqs 256 (defaults) under the whole load table
-# (concurrency 1 / 8 / 32 / 64 / 128 / 256, a Poisson run, the 14k-token prefix run), then
-# --no-batch-invariant at 1 and 64 (the invariance cost), then the 2-minute soak of 256 streams.
+# Session 21, device round 3 (the committed tree: TileCopy, the warp partial at 2 stages and 3 blocks
+# per SM, RoPE one row per block, prompt log-probs): the decode attention tests and the sampling op's
+# forced rows, the HTTP GPU tests (ServeGpu, through gpu-tests.sh), ceilings and kern bench --batches,
+# then kern serve --max-seqs 256 (defaults) under the whole load table (concurrency 1 / 8 / 32 / 64 /
+# 128 / 256, a Poisson run, the 14k-token prefix run), --no-batch-invariant at 1 and 64 (the
+# invariance cost), and the 2-minute soak of 256 streams with random disconnects.
 set -u
 out=$1
 t0=$(date +%s)
 L=/tmp/logs
-R=$L/results.log
+R=$out/results.log  # written as it goes: what ran comes back even if the call is cut
 tar -xJf .devrun/pack.txz && mkdir -p /tmp/runs $L
 root=$(pwd -P); [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
 export KERN_KERNELS_DIR=$root/build/kernels
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $R
+K=build/tests/gpu/kernels/kern_kernels_gpu_test
+timeout 60 $K --gtest_filter='AttnDecodeGpu.*:SampleGpu.ForcedTokensGiveTheirLogprobs' > $L/attn.log 2>&1; echo "attn tests rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+grep -E "FAILED|PASSED" $L/attn.log >> $R
 bash scripts/setup-tokenizer.sh > /tmp/runs/setup-tokenizer.log 2>&1; echo "tokenizer rc $?" >> $R
+KERN_CTEST_ARGS="-R ServeGpu" timeout 150 bash scripts/gpu-tests.sh build $L/serve-ctest.log > /dev/null 2>&1; echo "serve ctest rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+grep -E "Test +#|gpu suite|\[prompt-logprobs\]|\[host-tier\]" $L/serve-ctest.log | tail -10 >> $R
+pkill -f "bin/kern serve" 2>/dev/null; sleep 1; nvidia-smi --query-gpu=memory.used --format=csv,noheader >> $R
 timeout 120 build/bin/kern synth qwen3 --preset 4b -o /tmp/m4b > $L/synth.log 2>&1; echo "synth rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 timeout 150 build/bin/kern bench --weights /tmp/m4b --kernels build/kernels --no-peer --no-startup --no-pool --contexts 1024 --prefill 1024 --batches 1,8,64,256 --batch-context 1024 --json $L/bench.json > $L/bench.txt 2> $L/bench.err; echo "bench rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 sed -n '/^decode at batch B/,/^prefill/p' $L/bench.txt | grep -E "^ +[0-9]|attn_decode|qk_norm|rms_norm|decode_" >> $R
@@ -30,13 +38,13 @@ load() {  # load PORT LOG ARGS...
   grep -v "^json" $L/$2.log >> $R
 }
 serve 8041
-T=330 load 8041 load-table --concurrency 1 8 32 64 128 256 --rate 16 --prefix-test 14000
+T=240 load 8041 load-table --concurrency 1 8 32 64 128 256 --rate 16 --prefix-test 14000
 kill -TERM $pid; wait $pid; echo "server exit $?" >> $R
 serve 8042 --no-batch-invariant
 T=100 load 8042 load-noinv --concurrency 1 64
 kill -TERM $pid; wait $pid; echo "server exit $?" >> $R
 serve 8043 --no-prefix-cache
-timeout 170 python3 tests/gpu/serve/soak.py http://127.0.0.1:8043 m4b 120 256 > $L/soak.log 2>&1; echo "soak rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+timeout 150 python3 tests/gpu/serve/soak.py http://127.0.0.1:8043 m4b 120 256 > $L/soak.log 2>&1; echo "soak rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 tail -5 $L/soak.log >> $R
 kill -TERM $pid; wait $pid; echo "server exit $?" >> $R
 echo "total $(( $(date +%s) - t0 )) s" >> $R

@@ -96,6 +96,10 @@ struct Qwen3GenOptions {
 // (PerfGpu.DecodeAttentionSplitSweep, docs/perf.md): 256 blocks for the tensor-core partial (about its two
 // resident blocks per SM: fewer, longer ranges keep each warp's cp.async ring full), 1024 for the f32 one.
 inline constexpr std::uint64_t kDecodeAttnTargetMma = 256;
+// The warp-item partial's grid when the option leaves the target at 0: three resident blocks on each of
+// the H200's 132 SMs (its 2-stage ring and 168 registers allow three; docs/perf.md, fifteenth session).
+// Any grid gives the same results; on a GPU with fewer SMs the extra blocks wait.
+inline constexpr std::uint64_t kDecodeAttnWarpGrid = 3 * 132;
 inline constexpr std::uint64_t kDecodeAttnTargetF32 = 1024;
 // The target a manifest generated with these options uses.
 std::uint64_t decode_attn_target(const Qwen3GenOptions& o);

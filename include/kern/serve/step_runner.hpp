@@ -33,8 +33,8 @@ struct DecodeCall {
   std::uint64_t seq = 0;
   std::span<const std::int32_t> generated;
   // A prompt position scored rather than decoded (echo with log-probs): the row's token is `forced`
-  // (the prompt's next token) instead of a draw, and the row writes no K/V (`write_kv` false: the
-  // prefill wrote them; slot is not used).
+  // (the prompt's next token) instead of a draw, and with `write_kv` false its K/V go to the
+  // runner's padding page, not the sequence's (the prefill wrote those; `slot` is not used).
   std::int64_t forced = -1;
   bool write_kv = true;
 };

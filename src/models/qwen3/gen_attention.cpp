@@ -48,15 +48,18 @@ OJ attn_decode_op(const Geo& g) {
   // Batch-invariant: kDecodeItemsPerUnit blocks per (sequence, kv head) plus the target, so a step of
   // short contexts has about one item per block (a block's items run one after another, each paying
   // its pipeline's fill and drain) and long contexts stride over a few each.
-  // The warp-item partial takes a fixed grid of target_blocks (its warps stride over the items).
+  // The warp-item partial takes a fixed grid (its warps stride over the items): the target when the
+  // option sets one, else kDecodeAttnWarpGrid.
   const std::uint64_t per_unit = split_tokens > 0 ? kDecodeItemsPerUnit : 1;
   const bool warp_items = decode_attn_warp_items(g.o);
+  const std::uint64_t warp_grid = g.o.decode_attn_target_blocks != 0 ? g.o.decode_attn_target_blocks : kDecodeAttnWarpGrid;
   const OJ partial_blocks =
-      warp_items ? OJ(target_blocks)
+      warp_items ? OJ(warp_grid)
                  : OJ{{"add", OJ::array({OJ{{"mul", OJ::array({"seqs", c.kv_heads * per_unit})}}, target_blocks})}};
   // The tensor-core partials (kern_attn_decode_mma_partial_hd*, kern_attn_decode_warp_partial_hd*; same
-  // ABI) take dynamic shared memory: 4 warps x 3 stages x K and V tiles of 16 keys x (head_dim + 8) bf16.
-  const std::uint64_t mma_shared = 4 * 3 * 2 * 16 * (c.head_dim + 8) * 2;
+  // ABI) take dynamic shared memory: 4 warps x stages x K and V tiles of 16 keys x (head_dim + 8) bf16,
+  // 3 stages for the block-item one, 2 for the warp-item one (kernels/attention.cu).
+  const std::uint64_t mma_shared = 4 * (warp_items ? 2 : 3) * 2 * 16 * (c.head_dim + 8) * 2;
   const std::string partial_entry = std::string(!g.o.decode_attn_mma ? "kern_attn_decode_partial"
                                                 : warp_items        ? "kern_attn_decode_warp_partial"
                                                                     : "kern_attn_decode_mma_partial") +

@@ -276,8 +276,8 @@ TEST(AttnDecodeGpu, BitwiseRepeatable) {
   }
 }
 
-// The warp-item kernel's tuning point changes how many stages a warp has and how many blocks share
-// an SM, never the arithmetic: it gives the production warp kernel's bits, at two grids.
+// The warp-item kernel's tuning point (3 stages at 2 blocks per SM) changes how many stages a warp
+// has and how many blocks share an SM, never the arithmetic: it gives the production kernel's bits.
 TEST(AttnDecodeGpu, WarpTuningPointsGiveTheWarpKernelsBits) {
   std::mt19937_64 rng(551);
   const std::vector<int> lens = {4097, 1000, 32, 1, 12345, 129, 256, 17};
@@ -292,7 +292,7 @@ TEST(AttnDecodeGpu, WarpTuningPointsGiveTheWarpKernelsBits) {
     r.call.kind = "warp";
     const auto want = r.run(fb);
     ASSERT_EQ(count_nan(want), 0u);
-    for (const std::string kind : {"warp_s2"}) {
+    for (const std::string kind : {"warp_s3"}) {
       r.call.kind = kind;
       const auto got = r.run(fb);
       EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(bf16_bits)), 0) << kind << " grid " << grid;
@@ -582,8 +582,8 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
     std::string kind;
     int split_tokens, items_per_unit, grid;
   };
-  const std::vector<Config> configs = {{"mma", 256, 8, 0},     {"warp", 64, 1, 256},    {"warp", 128, 1, 256},
-                                       {"warp", 256, 1, 256},   {"warp_s2", 64, 1, 396}, {"warp_s2", 128, 1, 396}};
+  const std::vector<Config> configs = {{"mma", 256, 8, 0},       {"warp", 64, 1, 396},     {"warp", 128, 1, 396},
+                                       {"warp", 256, 1, 396},     {"warp_s3", 128, 1, 256}};
   const std::vector<std::pair<int, int>> shapes = {{1, 1024}, {1, 32768}, {8, 1024},
                                                    {64, 1024}, {64, 4096}, {256, 1024}};
   for (auto [seqs, len] : shapes) {
@@ -637,9 +637,9 @@ TEST(PerfGpu, DecodeAttentionMma32kOnce) {
 }
 
 // The warp-item partial as kern serve runs it at concurrency 64 (64 sequences of 1k keys, ranges of
-// 128 keys, a grid of 256 blocks), launched plainly twice: the second call is the one Nsight Compute
+// 128 keys, kern gen's grid of 396 blocks), launched plainly twice: the second call is the one Nsight Compute
 // looks at (ncu -k regex:kern_attn_decode_warp_partial_hd128 --launch-skip 1 -c 1).
-// KERN_DECODE_ONCE_KIND picks a tuning point instead (e.g. warp_s2pf; its grid: 3 blocks per SM).
+// KERN_DECODE_ONCE_KIND picks the tuning point instead (warp_s3: its grid is 2 blocks per SM).
 TEST(PerfGpu, DecodeAttentionWarp64x1kOnce) {
   PerfState s(64, 1024, 64);
   const char* env = std::getenv("KERN_DECODE_ONCE_KIND");
@@ -650,7 +650,7 @@ TEST(PerfGpu, DecodeAttentionWarp64x1kOnce) {
   split.target_blocks = 256;
   split.split_tokens = 128;
   split.items_per_unit = 1;
-  split.grid = kind.rfind("warp_s2", 0) == 0 ? 396 : 256;
+  split.grid = kind == "warp_s3" ? 256 : 396;
   const auto calls = s.calls(split);
   cudaStream_t st;
   check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");

@@ -202,5 +202,5 @@ KERN_ATTN_ENTRIES(128)
 
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s2_partial_hd128, 128, 2)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s4_partial_hd128, 128, 4)
-// The warp-item kernel's tuning point: two stages at three blocks per SM (12 warps instead of 8).
-KERN_ATTN_DECODE_WARP_TUNING_ENTRY(kern_attn_decode_warp_s2_partial_hd128, 128, 2, 3)
+// The warp-item kernel's tuning point: three stages at two blocks per SM (its layout through session 20).
+KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_s3_partial_hd128, 128, 3, 2)

@@ -38,17 +38,33 @@ def post(path, body):
         return json.loads(r.read())
 
 
+def stop_server():
+    if srv.poll() is None:
+        srv.send_signal(15)
+        try:
+            return srv.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+    return srv.wait()
+
+
 corpus = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "scripts", "gate", "corpus.txt")).read()
-ids = post("/tokenize", {"model": name, "prompt": corpus})["tokens"]
-prompts = [ids[:37], ids[40:340], ids[100:101 + 150]]
 served = []
-for p in prompts:
-    echo = post("/v1/completions", {"model": name, "prompt": p, "max_tokens": 8, "temperature": 0, "echo": True,
-                                    "logprobs": 5})
-    plain = post("/v1/completions", {"model": name, "prompt": p, "max_tokens": 8, "temperature": 0})
-    served.append((p, echo, plain))
-srv.send_signal(15)
-rc = srv.wait(timeout=60)
+try:
+    ids = post("/tokenize", {"model": name, "prompt": corpus})["tokens"]
+    prompts = [ids[:37], ids[40:340], ids[100:101 + 150]]
+    for p in prompts:
+        echo = post("/v1/completions", {"model": name, "prompt": p, "max_tokens": 8, "temperature": 0, "echo": True,
+                                        "logprobs": 5})
+        plain = post("/v1/completions", {"model": name, "prompt": p, "max_tokens": 8, "temperature": 0})
+        served.append((p, echo, plain))
+except Exception as e:  # the server's answer, then its log's tail
+    print(f"[prompt-logprobs] request failed: {e}: {getattr(e, 'read', lambda: b'')()[:400]!r}")
+    stop_server()
+    log.close()
+    print(open(log.name).read()[-3000:])
+    sys.exit(1)
+rc = stop_server()
 
 import torch  # noqa: E402  (after the server is done with the GPU's first minutes)
 from transformers import AutoModelForCausalLM  # noqa: E402

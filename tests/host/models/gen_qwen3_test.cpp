@@ -167,6 +167,11 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
                                       std::to_string(c.head_dim));
       EXPECT_EQ(attn[0]["args"][16]["i32"], warp ? 128 : 256);
       EXPECT_EQ(attn[1]["args"][11]["i32"], warp ? 128 : 256);
+      // The warp-item partial: 2 stages, a fixed grid of three blocks per H200 SM.
+      EXPECT_EQ(attn[0]["shared_mem"], 4u * (warp ? 2 : 3) * 2 * 16 * (c.head_dim + 8) * 2);
+      if (warp) {
+        EXPECT_EQ(attn[0]["grid"][0], kDecodeAttnWarpGrid);
+      }
     }
   }
   Qwen3GenOptions o = options(true);
@@ -511,7 +516,7 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     const auto warp = generate_qwen3_manifest(c, o);
     const auto& w = warp["ops"]["attn_decode"]["impl"]["launches"];
     EXPECT_EQ(w[0]["entry"], "kern_attn_decode_warp_partial" + hd);
-    EXPECT_EQ(w[0]["shared_mem"], a[0]["shared_mem"]);
+    EXPECT_EQ(w[0]["shared_mem"], 4u * 2 * 2 * 16 * (c.head_dim + 8) * 2);  // two stages
     EXPECT_EQ(w[0]["args"], a[0]["args"]);
     EXPECT_EQ(w[0]["grid"], nlohmann::ordered_json::array({512, 1, 1}));
     EXPECT_NE(a[0]["grid"], w[0]["grid"]);
