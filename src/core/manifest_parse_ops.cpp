@@ -102,7 +102,7 @@ std::vector<ParamType> read_params(const Node& n) { return read_array(n, read_pa
 Launch read_launch(const Node& n) {
   Object o(n, "launch",
            {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "cooperative", "when", "args",
-            "algo", "algo_m"});
+            "algo", "algo_m", "algo_candidate"});
   Launch l;
   if (auto f = o.optional("module")) l.module = read_string(*f);
   l.entry = read_string(o.required("entry"));
@@ -122,6 +122,7 @@ Launch read_launch(const Node& n) {
   if (auto f = o.optional("args")) l.args = read_array(*f, read_launch_arg);
   if (auto f = o.optional("algo")) l.algo = read_algo(*f);
   if (auto f = o.optional("algo_m")) l.algo_m = read_u64(*f);
+  if (auto f = o.optional("algo_candidate")) l.algo_candidate = read_u32(*f);
   return l;
 }
 

@@ -143,6 +143,8 @@ class OpChecker {
       if (l.entry.empty()) c_.add(key(lp, "entry"), "R6.entry", "entry is empty");
       if (l.algo) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc] extern launches");
       if (l.algo_m) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cublaslt_bf16_tn[_acc] extern launches");
+      if (l.algo_candidate)
+        c_.add(key(lp, "algo_candidate"), "R6.extern", "algo_candidate only on cublaslt_bf16_tn[_acc] extern launches");
       check_geometry(l, lp);
       // The load-time co-residency proof counts blocks per SM, not clusters per GPU
       // (cuOccupancyMaxActiveClusters): the two are not supported together.
@@ -182,6 +184,11 @@ class OpChecker {
     if (l.algo_m && l.algo)
       c_.add(key(lp, "algo_m"), "R6.extern", "algo_m chooses an algorithm and algo pins one: give one of them");
     if (l.algo_m && *l.algo_m == 0) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m is at least 1");
+    if (l.algo_candidate && !(x && x->takes_algo))
+      c_.add(key(lp, "algo_candidate"), "R6.extern", "algo_candidate only on cublaslt_bf16_tn[_acc]");
+    if (l.algo_candidate && l.algo)
+      c_.add(key(lp, "algo_candidate"), "R6.extern",
+             "algo_candidate picks among the heuristic's answers and algo pins one: give one of them");
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i].kind == ParamType::Kind::Bytes)
         c_.add(l.params ? idx(key(lp, "params"), i) : lp, "R6.extern", "bytes<N> is never an extern param");

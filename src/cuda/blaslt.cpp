@@ -166,7 +166,8 @@ std::string BlasLt::describe(const GemmShape& s) {
 }
 
 BlasLt::ChoiceKey BlasLt::choice_key(const GemmShape& s) {
-  return ChoiceKey(s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo, s.candidate);
+  return ChoiceKey(s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo, s.candidate,
+                   s.strict_candidate);
 }
 
 const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
@@ -210,23 +211,33 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
                                               results, &found);
     lt().cublasLtMatmulPreferenceDestroy(pref);
     check(r, "cublasLtMatmulAlgoGetHeuristic");
-    int pick = -1;
+    int pick = -1, first = -1;
     std::uint32_t valid = 0;
     for (int i = 0; i < found && pick < 0; ++i) {
       cublasLtMatmulHeuristicResult_t probe{};
       if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes &&
           lt().cublasLtMatmulAlgoCheck(handle, at_one.desc, at_one.w, at_one.a, at_one.c, at_one.c, &results[i].algo,
                                        &probe) == CUBLAS_STATUS_SUCCESS &&
-          probe.workspaceSize <= kWorkspaceBytes && valid++ == s.candidate)
-        pick = i;
+          probe.workspaceSize <= kWorkspaceBytes) {
+        if (first < 0) first = i;
+        if (valid++ == s.candidate) pick = i;
+      }
     }
-    if (pick < 0)
+    if (first < 0)
       fail(ErrorKind::Blas,
-           "cuBLASLt has no algorithm{} for bf16 n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates, "
-           "{} of them run at both)",
-           s.candidate ? fmt::format(" #{}", s.candidate) : std::string(), s.n, s.k, s.lda, s.ldc, m_ref, found, valid);
+           "cuBLASLt has no algorithm for bf16 n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates)",
+           s.n, s.k, s.lda, s.ldc, m_ref, found);
+    if (pick < 0) {
+      if (s.strict_candidate)
+        fail(ErrorKind::Blas, "cuBLASLt offers {} algorithms for bf16 n={} k={} at m={} that also run at m=1, not #{}",
+             valid, s.n, s.k, m_ref, s.candidate);
+      log().warn("cuBLASLt offers {} algorithms for bf16 n={} k={} at m={} that also run at m=1, not #{}: its first",
+                 valid, s.n, s.k, m_ref, s.candidate);
+      pick = first;
+    }
     c->algo = results[pick].algo;
-    c->origin = fmt::format("heuristic at m={}, candidate {}", m_ref, pick);
+    c->origin = fmt::format("heuristic at m={}, answer {}{}", m_ref, pick,
+                            s.candidate ? fmt::format(" (candidate #{} asked)", s.candidate) : std::string());
   }
   c->text = config_text(c->algo);
   log().debug("cuBLASLt n={} k={} lda={} ldc={}{}: {} ({})", s.n, s.k, s.lda, s.ldc, s.accumulate ? " acc" : "",

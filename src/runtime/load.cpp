@@ -206,6 +206,7 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
             fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be an integer", li, name, i);
         if (!blas) blas = std::make_unique<cuda::BlasLt>();
         // Row invariance: the algorithm is chosen at m's value at the var bounds (docs/runtime.md).
+        if (l.algo_candidate) e.gemm.candidate = *l.algo_candidate;
         if (l.algo_m) {
           e.gemm.m_ref = *l.algo_m;
         } else if (values[3].patches.empty()) {

@@ -290,6 +290,10 @@ struct Launch {
   // GEMM runs at every m from 1 to its bound with that algorithm (row invariance); choosing it at a
   // smaller m keeps small steps fast (docs/runtime.md, "GEMM algorithm choice").
   std::optional<std::uint64_t> algo_m;
+  // kern extension, with algo_m's rule: which of the heuristic's answers at that m (that also run at
+  // m = 1) the launch takes, 0 = its first; an answer the library does not offer falls back to the
+  // first, with a warning (a tuned choice is a hint; docs/runtime.md, "GEMM algorithm choice").
+  std::optional<std::uint32_t> algo_candidate;
 };
 
 struct Scratch {

@@ -35,9 +35,10 @@ struct GemmShape {
   // and used for every m of that launch, so a row's result does not depend on how many rows
   // share the call (chunked prefill gives the same bits for any chunk size). 0 = choose at m.
   std::uint64_t m_ref = 0;
-  // Which of the heuristic's answers at m_ref that also run at m = 1 (0: its first; a tuning point
-  // the GPU sweep times; past the last such answer: Error(Blas)).
+  // Which of the heuristic's answers at m_ref that also run at m = 1 (0: its first). Past the last
+  // such answer: the first, with a warning, or Error(Blas) when strict_candidate (the GPU sweep).
   std::uint32_t candidate = 0;
+  bool strict_candidate = false;
   std::optional<GemmAlgo> algo;  // pinned by the manifest: used as given, checked at every m
 };
 
@@ -62,7 +63,7 @@ class BlasLt {
   struct Plan;
   struct Choice;
   using ChoiceKey = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool,
-                               std::optional<GemmAlgo>, std::uint32_t>;
+                               std::optional<GemmAlgo>, std::uint32_t, bool>;
   using PlanKey = std::tuple<std::uint64_t, ChoiceKey>;
   static ChoiceKey choice_key(const GemmShape& s);
   const Choice& choice(const GemmShape& shape);

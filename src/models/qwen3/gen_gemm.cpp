@@ -58,6 +58,27 @@ void set_when(OJ& l, OJ when) {
   if (!when.is_null()) l["when"] = std::move(when);
 }
 
+// Tuned decode GEMM choices for manifests above kDecodeAlgoM sequences, by weight shape: which of
+// cuBLASLt's heuristic answers (at m_ref, counting those that also run at m = 1) the launch runs at
+// every m. Measured for the Qwen3-4B shapes on the H200 with CUDA 13's cuBLASLt
+// (PerfGpuGemm.DecodeCandidatesAcrossBatchSizes, docs/measurements/s21-2026-12-03/round2/gemm-cand.log):
+// each the answer with the least time summed at m = 1, 64 and 256; together the step's GEMMs take
+// 2,737 / 2,781 / 4,132 us at m = 1 / 64 / 256 against 3,060 / 2,831 / 4,134 with every shape's first
+// answer at m_ref 128 (docs/perf.md, fifteenth session). Another GPU or library may offer other
+// answers: any answer is row-invariant (the runtime checks that it runs at m = 1 and m_ref), only its
+// speed differs; one it does not offer falls back to the first.
+struct DecodeGemmChoice {
+  std::uint64_t n, k, m_ref;
+  std::uint32_t candidate;
+};
+constexpr DecodeGemmChoice kDecodeGemmChoices[] = {
+    {6144, 2560, 128, 2},    // qkv_proj
+    {2560, 4096, 256, 1},    // o_proj
+    {19456, 2560, 128, 0},   // gate_up_proj
+    {2560, 9728, 128, 0},    // down_proj
+    {151936, 2560, 128, 5},  // lm_head
+};
+
 OJ blas_launch(const Geo& g, const char* ext, const char* out_dir, OJ x, OJ w, OJ out, std::uint64_t m_param,
                std::uint64_t n, std::uint64_t k) {
   OJ l;
@@ -65,7 +86,14 @@ OJ blas_launch(const Geo& g, const char* ext, const char* out_dir, OJ x, OJ w, O
   l["params"] = {"in buffer<bf16>", "in buffer<bf16>", std::string(out_dir) + " buffer<bf16>", "i32", "i32", "i32"};
   set_when(l, when_blas(g));
   l["args"] = OJ::array({std::move(x), std::move(w), std::move(out), p(m_param), i32(n), i32(k)});
-  if (g.o.max_seqs > kDecodeAlgoM) l["algo_m"] = kDecodeAlgoM;
+  if (g.o.max_seqs > kDecodeAlgoM) {
+    l["algo_m"] = kDecodeAlgoM;
+    for (const DecodeGemmChoice& c : kDecodeGemmChoices)
+      if (c.n == n && c.k == k) {
+        l["algo_m"] = c.m_ref;
+        if (c.candidate != 0) l["algo_candidate"] = c.candidate;
+      }
+  }
   return l;
 }
 

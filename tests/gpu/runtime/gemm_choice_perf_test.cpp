@@ -153,7 +153,7 @@ TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
     for (std::uint64_t ref : kRefs)
       for (std::uint32_t cand = 0; cand < (ref == 2048 ? 1u : kCandidates); ++cand) {
         cuda::GemmShape s;
-        s.n = g.n, s.k = g.k, s.lda = g.k, s.ldc = g.n, s.m_ref = ref, s.candidate = cand;
+        s.n = g.n, s.k = g.k, s.lda = g.k, s.ldc = g.n, s.m_ref = ref, s.candidate = cand, s.strict_candidate = true;
         std::string text;
         try {
           s.m = 1;

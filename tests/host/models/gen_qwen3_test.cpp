@@ -149,12 +149,21 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
         const auto first = active_entries(ops[op_name], 1);
         for (std::uint64_t seqs = 2; seqs <= max_seqs; ++seqs) EXPECT_EQ(active_entries(ops[op_name], seqs), first);
         EXPECT_EQ(first.front().rfind(max_seqs <= 8 ? "kern_gemv" : "extern:cublaslt", 0), 0u) << first.front();
-        // The decode GEMM's algorithm is chosen at min(max_seqs, 128); prefill GEMMs keep their bound.
+        // The decode GEMM's algorithm is chosen at min(max_seqs, 128) (above 128 sequences the 4B
+        // shapes take their tuned answer: o_proj at 256, answer 1; qkv 2; lm_head 5); prefill GEMMs
+        // keep their bound.
+        const bool tuned = name == "4b";
+        const std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> want = {
+            {"decode_qkv", {128, 2}}, {"decode_o_residual", {256, 1}}, {"decode_gate_up_silu", {128, 0}},
+            {"decode_down_residual", {128, 0}}, {"decode_lm_head", {128, 5}}};
         for (const auto& l : ops[op_name]["impl"]["launches"])
           if (l["entry"].get<std::string>().rfind("extern:cublaslt", 0) == 0) {
             EXPECT_EQ(l.contains("algo_m"), max_seqs > 128);
             if (max_seqs > 128) {
-              EXPECT_EQ(l["algo_m"], 128);
+              EXPECT_EQ(l["algo_m"], tuned ? want.at(op_name).first : 128);
+              EXPECT_EQ(l.value("algo_candidate", std::uint64_t{0}), tuned ? want.at(op_name).second : 0);
+            } else {
+              EXPECT_FALSE(l.contains("algo_candidate"));
             }
           }
       }
