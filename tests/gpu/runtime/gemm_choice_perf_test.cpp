@@ -30,6 +30,28 @@ constexpr DecodeGemm kShapes[] = {
 constexpr std::uint64_t kMs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 constexpr double kCopyBytesPerUs = 4.25e6;  // the H200's measured device copy, for the floor column
 
+// Median µs of one GEMM of shape `s`: `launches` of it captured into a graph, launch i on weight copy
+// i % copies, timed over `replays` replays after a warm one.
+double graph_gemm_us(cuda::BlasLt& blas, const cuda::GemmShape& s, const cuda::DeviceMemory& a,
+                     const std::vector<cuda::DeviceMemory>& w, const cuda::DeviceMemory& c, cuda::Stream& stream,
+                     int launches, int replays) {
+  const int copies = static_cast<int>(w.size());
+  cuda::Graph graph = cuda::Graph::capture(stream, [&] {
+    for (int i = 0; i < launches; ++i) blas.gemm_bf16_tn(s, a.ptr(), w[i % copies].ptr(), c.ptr(), stream);
+  });
+  graph.launch(stream);  // warm
+  std::vector<double> t;
+  for (int r = 0; r < replays; ++r) {
+    cuda::TimingEvent e0, e1;
+    e0.record(stream);
+    graph.launch(stream);
+    e1.record(stream);
+    t.push_back(1e3 * cuda::elapsed_ms(e0, e1) / launches);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
   cuda::ensure_driver();
   cuda::Context ctx(0);
@@ -78,20 +100,7 @@ TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
         if (mi == 0) row0_ref.assign(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(g.n));
         EXPECT_EQ(0, std::memcmp(got.data(), row0_ref.data(), g.n * 2))
             << g.name << ": m_ref " << kMs[ri] << ": row 0 at m=" << s.m << " differs from m=1";
-        cuda::Graph graph = cuda::Graph::capture(stream, [&] {
-          for (int i = 0; i < kLaunches; ++i) blas.gemm_bf16_tn(s, da.ptr(), dw[i % copies].ptr(), dc.ptr(), stream);
-        });
-        graph.launch(stream);  // warm
-        std::vector<double> t;
-        for (int r = 0; r < kReplays; ++r) {
-          cuda::TimingEvent e0, e1;
-          e0.record(stream);
-          graph.launch(stream);
-          e1.record(stream);
-          t.push_back(1e3 * cuda::elapsed_ms(e0, e1) / kLaunches);
-        }
-        std::sort(t.begin(), t.end());
-        const double us = t[t.size() / 2];
+        const double us = graph_gemm_us(blas, s, da, dw, dc, stream, kLaunches, kReplays);
         best[mi] = std::min(best[mi], us);
         step_us[ri][mi] += us * static_cast<double>(g.per_step);
         std::printf(" %7.2f(%4.2f)", us, us / floor_us);
@@ -178,20 +187,7 @@ TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
           stream.synchronize();
           if (m == 1) row0 = got;
           EXPECT_EQ(0, std::memcmp(got.data(), row0.data(), g.n * 2)) << g.name << " m_ref " << ref << " #" << cand << " m " << m;
-          cuda::Graph graph = cuda::Graph::capture(stream, [&] {
-            for (int i = 0; i < kLaunches; ++i) blas.gemm_bf16_tn(s, da.ptr(), dw[i % copies].ptr(), dc.ptr(), stream);
-          });
-          graph.launch(stream);
-          std::vector<double> t;
-          for (int r = 0; r < kReplays; ++r) {
-            cuda::TimingEvent e0, e1;
-            e0.record(stream);
-            graph.launch(stream);
-            e1.record(stream);
-            t.push_back(1e3 * cuda::elapsed_ms(e0, e1) / kLaunches);
-          }
-          std::sort(t.begin(), t.end());
-          std::printf(" %8.2f", t[t.size() / 2]);
+          std::printf(" %8.2f", graph_gemm_us(blas, s, da, dw, dc, stream, kLaunches, kReplays));
         }
         std::printf("  %s\n", text.c_str());
       }

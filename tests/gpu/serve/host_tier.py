@@ -9,26 +9,18 @@ did cold, whose pages were never parked. The server drains on SIGTERM and exits 
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import urllib.request
+
+import kern_server
 
 kern, kernels, model, work = sys.argv[1:5]
 os.makedirs(work, exist_ok=True)
 name = os.path.basename(model.rstrip("/"))
 log = open(os.path.join(work, "serve-host-tier.log"), "w")
-srv = subprocess.Popen([kern, "serve", "--weights", model, "--kernels", kernels, "--port", "0", "--max-seqs", "8",
-                        "--capacity", "2048", "--host-gib", "1"], stdout=subprocess.PIPE, stderr=log, text=True)
-port = None
-for line in srv.stdout:
-    if "ready on http://" in line:
-        port = int(line.rsplit(":", 1)[1])
-        break
-if port is None:
-    print("kern serve did not start; see", log.name)
-    sys.exit(1)
-base = f"http://127.0.0.1:{port}"
+srv, base = kern_server.start(kern, ["--weights", model, "--kernels", kernels, "--max-seqs", "8", "--capacity", "2048",
+                                     "--host-gib", "1"], log)
 
 
 def complete(prompt_ids):
@@ -62,8 +54,7 @@ m = metrics()
 parks, wakes = metric(m, "kern:host_tier_parks_total"), metric(m, "kern:host_tier_wakes_total")
 print(f"[host-tier] cold: {cold_cached} cached, {cold_s * 1e3:.0f} ms; again after {others} other prompts: "
       f"{warm_cached} cached, {warm_s * 1e3:.0f} ms; parks {parks:.0f}, wakes {wakes:.0f}; same text: {cold == warm}")
-srv.send_signal(15)
-rc = srv.wait(timeout=60)
+rc = kern_server.stop(srv)
 failures = 0
 if warm != cold:
     print(f"[host-tier] the woken prompt's text differs:\n  cold {cold!r}\n  warm {warm!r}")

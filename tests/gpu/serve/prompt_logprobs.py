@@ -11,41 +11,22 @@ generated after the echo equal to the same request's without echo (scoring write
 import json
 import math
 import os
-import subprocess
 import sys
 import urllib.request
+
+import kern_server
 
 kern, kernels, model, work = sys.argv[1:5]
 os.makedirs(work, exist_ok=True)
 name = os.path.basename(model.rstrip("/"))
 log = open(os.path.join(work, "serve-prompt-logprobs.log"), "w")
-srv = subprocess.Popen([kern, "serve", "--weights", model, "--kernels", kernels, "--port", "0", "--max-seqs", "8"],
-                       stdout=subprocess.PIPE, stderr=log, text=True)
-port = None
-for line in srv.stdout:
-    if "ready on http://" in line:
-        port = int(line.rsplit(":", 1)[1])
-        break
-if port is None:
-    print("kern serve did not start; see", log.name)
-    sys.exit(1)
-base = f"http://127.0.0.1:{port}"
+srv, base = kern_server.start(kern, ["--weights", model, "--kernels", kernels, "--max-seqs", "8"], log)
 
 
 def post(path, body):
     req = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.loads(r.read())
-
-
-def stop_server():
-    if srv.poll() is None:
-        srv.send_signal(15)
-        try:
-            return srv.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-    return srv.wait()
 
 
 corpus = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "scripts", "gate", "corpus.txt")).read()
@@ -60,11 +41,11 @@ try:
         served.append((p, echo, plain))
 except Exception as e:  # the server's answer, then its log's tail
     print(f"[prompt-logprobs] request failed: {e}: {getattr(e, 'read', lambda: b'')()[:400]!r}")
-    stop_server()
+    kern_server.stop(srv)
     log.close()
     print(open(log.name).read()[-3000:])
     sys.exit(1)
-rc = stop_server()
+rc = kern_server.stop(srv)
 
 import torch  # noqa: E402  (after the server is done with the GPU's first minutes)
 from transformers import AutoModelForCausalLM  # noqa: E402

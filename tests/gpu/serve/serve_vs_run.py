@@ -15,6 +15,8 @@ import sys
 import time
 import urllib.request
 
+import kern_server
+
 kern, kernels, model, work = sys.argv[1:5]
 os.makedirs(work, exist_ok=True)
 steps = 24
@@ -31,19 +33,11 @@ for p in prompts:
     reference.append(r.stdout.rstrip("\n"))
 
 log = open(os.path.join(work, "serve.log"), "w")
-srv = subprocess.Popen([kern, "serve", "--weights", model, "--kernels", kernels, "--port", "0", "--max-seqs", "64",
-                        "--capacity", "65536"], stdout=subprocess.PIPE, stderr=log, text=True)
-port = None
 t0 = time.time()
-for line in srv.stdout:
-    if "ready on http://" in line:
-        port = int(line.rsplit(":", 1)[1])
-        break
-if port is None:
-    print("kern serve did not start; see", log.name)
-    sys.exit(1)
-print(f"[serve-vs-run] server ready in {time.time() - t0:.1f} s on port {port}")
-url = f"http://127.0.0.1:{port}/v1/completions"
+srv, base = kern_server.start(kern, ["--weights", model, "--kernels", kernels, "--max-seqs", "64", "--capacity", "65536"],
+                              log)
+print(f"[serve-vs-run] server ready in {time.time() - t0:.1f} s at {base}")
+url = base + "/v1/completions"
 
 
 def complete(prompt, max_tokens=steps):
