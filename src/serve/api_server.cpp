@@ -4,6 +4,7 @@
 
 #include "kern/base/log.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -490,7 +491,9 @@ struct ApiServer::Impl {
 
     EngineRequest er;
     er.spec.prompt.assign(prompt.begin(), prompt.end());
-    er.spec.max_new = max_new;
+    // max_tokens 0 (completions with echo, checked by the parser): score only, nothing is generated.
+    er.score_only = max_new == 0;
+    er.spec.max_new = std::max<std::uint64_t>(max_new, 1);
     er.spec.n = static_cast<std::uint64_t>(r.n);
     if (!r.ignore_eos) {
       er.spec.stop_tokens = model.eos;

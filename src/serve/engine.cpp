@@ -49,6 +49,8 @@ void Engine::stop(const std::string& why) {
 
 Engine::Submitted Engine::submit(EngineRequest request) {
   runner_.check(request.sampling, request.spec.max_new, request.prompt_logprobs);
+  if (request.score_only && request.spec.max_new != 1)
+    fail(ErrorKind::Api, "engine: a score-only request decodes one row (max_new 1), not {}", request.spec.max_new);
   if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Submitted::Stopping;
@@ -85,6 +87,7 @@ void Engine::take_submissions() {
     const std::uint64_t id = next_request_++;
     Open o{r.sink, r.sampling, n, *ids};
     o.score_prompt = r.prompt_logprobs;
+    o.score_only = r.score_only;
     for (std::uint64_t i = 0; i < ids->size(); ++i) seq_owner_[(*ids)[i]] = {id, i};
     open_requests_.emplace(id, std::move(o));
     prompt_tokens_ += prompt;
@@ -238,7 +241,6 @@ void Engine::step() {
   std::vector<std::int64_t> tokens(sampled.size());
   for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;
   const std::vector<Emitted> emitted = scheduler_.commit(plan, tokens);
-  generation_tokens_ += emitted.size();
   for (std::size_t i = 0; i < emitted.size(); ++i) {
     const Emitted& e = emitted[i];
     auto owner = seq_owner_.find(e.seq);
@@ -247,6 +249,11 @@ void Engine::step() {
     Open& o = open_requests_.at(request);
     bool more = true;
     const std::uint64_t index = sample;  // a structured binding cannot be captured (clang 14)
+    if (o.score_only) {  // its one row's token goes nowhere; it ends at max_new 1
+      if (e.end) end_seq(e.seq, End::Length);
+      continue;
+    }
+    ++generation_tokens_;
     if (!guarded(request, [&] {
           more = o.sink->on_token(index, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
         }))

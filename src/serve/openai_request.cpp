@@ -78,13 +78,15 @@ void read_common(const RequestJson& body, const ParseLimits& limits, GenerationR
   r.model = model->get<std::string>();
   if (r.model.empty()) reject("model", "'model' must not be empty");
 
-  const auto max_tokens = detail::get_integer(body, "max_tokens", 1, kInt64Max);
-  const auto max_completion_tokens = detail::get_integer(body, "max_completion_tokens", 1, kInt64Max);
+  // 0 only scores a prompt (completions with echo; checked by the caller, which knows the route).
+  const auto max_tokens = detail::get_integer(body, "max_tokens", 0, kInt64Max);
+  const auto max_completion_tokens = detail::get_integer(body, "max_completion_tokens", 0, kInt64Max);
   if (max_tokens && max_completion_tokens && *max_tokens != *max_completion_tokens)
     reject("max_completion_tokens",
            fmt::format("'max_tokens' ({}) and 'max_completion_tokens' ({}) disagree: give one", *max_tokens,
                        *max_completion_tokens));
   r.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+  r.max_tokens_field = max_completion_tokens ? "max_completion_tokens" : "max_tokens";
 
   r.stop = read_stop(body, limits);
   if (const RequestJson* v = field(body, "stop_token_ids"))
@@ -150,6 +152,9 @@ GenerationRequest read_completion(std::string_view text, const ParseLimits& limi
     r.top_logprobs = static_cast<int>(*k);
   }
   r.echo = detail::get_bool(body, "echo").value_or(false);
+  if (r.max_tokens == 0 && !r.echo)
+    reject(r.max_tokens_field, fmt::format("'{}' 0 generates nothing: it is for scoring a prompt, with 'echo'",
+                                           r.max_tokens_field));
   return r;
 }
 
@@ -158,6 +163,7 @@ GenerationRequest read_chat(std::string_view text, const ParseLimits& limits) {
   GenerationRequest r;
   r.kind = RequestKind::Chat;
   read_common(body, limits, r);
+  if (r.max_tokens == 0) reject(r.max_tokens_field, fmt::format("'{}' must be at least 1", r.max_tokens_field));
   const RequestJson* messages = field(body, "messages");
   if (!messages) reject("messages", "'messages' is required");
   r.messages = detail::read_messages(*messages, limits.max_messages);

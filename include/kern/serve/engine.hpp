@@ -51,6 +51,9 @@ struct EngineRequest {
   // as a decode row forced to the prompt's next token, `sampling.logprobs` top entries each, before
   // the first generated token (docs/serve.md, "Prompt log-probs").
   bool prompt_logprobs = false;
+  // Nothing generated is told (max_tokens 0 with echo): the request's one decode row runs (spec.max_new
+  // must be 1) and its token goes nowhere; the sink hears on_prompt_logprobs (if asked) and on_end.
+  bool score_only = false;
 };
 
 struct EngineConfig {
@@ -98,6 +101,7 @@ class Engine {
     std::vector<SeqId> seqs;
     bool scheduled = false;
     bool score_prompt = false;  // prompt log-probs wanted and not yet told
+    bool score_only = false;    // EngineRequest::score_only
   };
   void loop();
   void step();

@@ -52,7 +52,10 @@ struct GenerationRequest {
   RequestJson chat_template_kwargs = RequestJson::object();
   bool add_generation_prompt = true;
 
-  std::optional<std::int64_t> max_tokens;  // max_tokens or max_completion_tokens; absent: up to the context
+  // max_tokens or max_completion_tokens (named by max_tokens_field); absent: up to the context. 0 only
+  // on completions with echo: the prompt is scored (its log-probs), nothing is generated.
+  std::optional<std::int64_t> max_tokens;
+  std::string max_tokens_field = "max_tokens";
   std::vector<std::string> stop;           // non-empty strings
   std::vector<std::int32_t> stop_token_ids;
 

@@ -170,6 +170,30 @@ TEST(Engine, PromptLogprobsScoreEveryPositionOnceBeforeTheFirstToken) {
   }
 }
 
+// Score only (max_tokens 0 with echo): the prompt's log-probs, no token told, the request ends Length.
+TEST(Engine, ScoreOnlyRequestsTellTheirPromptLogprobsAndNoToken) {
+  Rig r;
+  const std::vector<pool::Token> prompt = {300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310};
+  auto scored = std::make_shared<Recorder>();
+  EngineRequest req = request(prompt, 1, scored, 2);
+  req.prompt_logprobs = true;
+  req.score_only = true;
+  req.sampling.chosen_logprob = true;
+  ASSERT_EQ(r.engine.submit(std::move(req)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return scored->done(2); }));
+  EXPECT_EQ(scored->prompt_calls, 1u);
+  EXPECT_EQ(scored->prompt_lps.size(), prompt.size() - 1);
+  EXPECT_TRUE(scored->tokens.empty());
+  EXPECT_EQ(scored->ends[0], End::Length);
+  EXPECT_EQ(scored->ends[1], End::Length);
+  EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  EXPECT_EQ(r.engine.metrics().generation_tokens, 0u);
+  // A score-only request decodes exactly one row.
+  EngineRequest bad = request(prompt, 4, std::make_shared<Recorder>());
+  bad.score_only = true;
+  EXPECT_THROW(r.engine.submit(std::move(bad)), kern::Error);
+}
+
 TEST(Engine, SamplesEndOnTheirOwnAndASinkCanStopOne) {
   Rig r;
   auto a = std::make_shared<Recorder>();

@@ -252,8 +252,19 @@ TEST(ParseRequest, TypeErrorsNameTheField) {
   EXPECT_EQ(chat_err(chat(R"("chat_template_kwargs": [])")).param, "chat_template_kwargs");
 }
 
+// max_tokens 0 scores a prompt: completions with echo only.
+TEST(ParseRequest, MaxTokensZeroOnlyWithEcho) {
+  EXPECT_EQ(completion_ok(cmpl(R"("max_tokens": 0, "echo": true, "logprobs": 2)")).max_tokens, 0);
+  EXPECT_EQ(completion_ok(cmpl(R"("max_completion_tokens": 0, "echo": true)")).max_tokens, 0);
+  const ApiError no_echo = completion_err(cmpl(R"("max_tokens": 0, "echo": false)"));
+  EXPECT_EQ(no_echo.param, "max_tokens");
+  EXPECT_NE(no_echo.message.find("echo"), std::string::npos) << no_echo.message;
+  EXPECT_EQ(completion_err(cmpl(R"("max_completion_tokens": 0)")).param, "max_completion_tokens");
+  EXPECT_EQ(chat_err(chat(R"("max_tokens": 0, "echo": true)")).param, "max_tokens");
+}
+
 TEST(ParseRequest, RangeErrors) {
-  expect_bad_field(R"("max_tokens": 0)", "max_tokens");
+  expect_bad_field(R"("max_tokens": 0)", "max_tokens");  // 0 only with echo on completions (below)
   expect_bad_field(R"("max_tokens": -1)", "max_tokens");
   expect_bad_field(R"("max_tokens": 1e300)", "max_tokens");
   expect_bad_field(R"("max_tokens": 18446744073709551615)", "max_tokens");

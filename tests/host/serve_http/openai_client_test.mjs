@@ -229,6 +229,14 @@ await check("completions: echo with logprobs scores the prompt (first entry null
   assert.equal(text, c.text);
   assert.deepEqual(tokens, lp.tokens);
   assert.deepEqual(values, lp.token_logprobs);
+  // max_tokens 0 scores the prompt only (how scoring clients call it): nothing generated, "length".
+  const z = await client.completions.create({ model: "fake", prompt, max_tokens: 0, echo: true, logprobs: 1 });
+  assert.equal(z.choices[0].text, prompt);
+  assert.equal(z.choices[0].finish_reason, "length");
+  assert.equal(z.usage.completion_tokens, 0);
+  assert.deepEqual(z.choices[0].logprobs.tokens, lp.tokens.slice(0, n));
+  assert.deepEqual(z.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
+  assert.equal(await statusOf(client.completions.create({ model: "fake", prompt, max_tokens: 0 })), 400);
 });
 
 await check("errors: unknown model 404, out-of-range field 400, the right error types", async () => {
