@@ -121,7 +121,11 @@ bool Engine::guarded(std::uint64_t request, const std::function<void()>& f) {
     auto o = open_requests_.find(request);
     if (o == open_requests_.end()) return false;
     for (SeqId s : o->second.seqs) {
-      scheduler_.end(s, End::Cancelled);
+      // Between plan and commit the step's rows still name these sequences: they end after it.
+      if (defer_ends_)
+        deferred_ends_.push_back(s);
+      else
+        scheduler_.end(s, End::Cancelled);
       seq_owner_.erase(s);
       cached_.erase(s);
     }
@@ -189,6 +193,9 @@ void Engine::step() {
 
   const Plan plan = scheduler_.plan();
   for (const auto& [seq, why] : plan.ended) end_seq(seq, why);
+  // A request whose sink fails from here to the commit keeps its rows in this step (they run, their
+  // tokens go nowhere); its sequences end right after the commit.
+  defer_ends_ = true;
   auto scheduled = [&](SeqId seq) {
     auto owner = seq_owner_.find(seq);
     if (owner == seq_owner_.end()) return;
@@ -219,10 +226,12 @@ void Engine::step() {
     std::vector<driver::SamplingParams> params(plan.decode.size());
     for (std::size_t i = 0; i < plan.decode.size(); ++i) {
       const Row& r = plan.decode[i];
-      const auto [request, sample] = seq_owner_.at(r.seq);
-      params[i] = open_requests_.at(request).sampling;
-      params[i].seed += sample;  // each of n samples draws its own tokens
-      cached_[r.seq] = scheduler_.cached(r.seq);
+      auto owner = seq_owner_.find(r.seq);
+      if (owner != seq_owner_.end()) {  // else its request failed in this step: greedy, told to nobody
+        params[i] = open_requests_.at(owner->second.first).sampling;
+        params[i].seed += owner->second.second;  // each of n samples draws its own tokens
+        cached_[r.seq] = scheduler_.cached(r.seq);
+      }
       rows[i].lease = &scheduler_.lease(r.seq);
       rows[i].slot = scheduler_.slots(r.seq, r.position, 1).at(0);
       rows[i].token = scheduler_.tokens(r.seq)[r.position];
@@ -241,6 +250,9 @@ void Engine::step() {
   std::vector<std::int64_t> tokens(sampled.size());
   for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;
   const std::vector<Emitted> emitted = scheduler_.commit(plan, tokens);
+  defer_ends_ = false;
+  for (SeqId s : deferred_ends_) scheduler_.end(s, End::Cancelled);
+  deferred_ends_.clear();
   for (std::size_t i = 0; i < emitted.size(); ++i) {
     const Emitted& e = emitted[i];
     auto owner = seq_owner_.find(e.seq);
@@ -310,6 +322,9 @@ void Engine::loop() {
       if (scheduler_.live() > 0) step();
     } catch (const std::exception& e) {
       log().error("engine: {}", e.what());
+      defer_ends_ = false;
+      for (SeqId s : deferred_ends_) scheduler_.end(s, End::Cancelled);
+      deferred_ends_.clear();
       for (auto& [id, o] : open_requests_) {
         for (SeqId s : o.seqs) scheduler_.end(s, End::Cancelled);
         o.sink->on_error(e.what());

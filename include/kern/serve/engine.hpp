@@ -127,6 +127,8 @@ class Engine {
   std::map<SeqId, std::pair<std::uint64_t, std::uint64_t>> seq_owner_;  // seq -> (request, sample)
   std::map<SeqId, std::uint64_t> cached_;  // prompt tokens the prefix index served, once it decodes
   std::uint64_t next_request_ = 1;
+  bool defer_ends_ = false;            // between a step's plan and its commit (guarded)
+  std::vector<SeqId> deferred_ends_;  // sequences of requests failed then, ended after the commit
   std::uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::thread thread_;
 };

@@ -34,7 +34,11 @@ struct Recorder final : TokenSink {
     error = m;
   }
   bool cancelled() const override { return gone.load(); }
+  void on_scheduled() override {
+    if (throw_on_scheduled) throw std::runtime_error("sink broke when scheduled");
+  }
   void on_prompt_logprobs(const std::vector<driver::TokenLogprobs>& lps) override {
+    if (throw_on_prompt) throw std::runtime_error("sink broke on the prompt's log-probs");
     std::lock_guard<std::mutex> l(mu);
     ++prompt_calls;
     prompt_before_tokens = tokens.empty();
@@ -50,6 +54,7 @@ struct Recorder final : TokenSink {
   std::string error;
   std::uint64_t cached = 0, logprobs = 0, stop_after = 0, throw_after = 0;
   std::uint64_t prompt_calls = 0;
+  bool throw_on_scheduled = false, throw_on_prompt = false;
   bool prompt_before_tokens = false;
   std::vector<driver::TokenLogprobs> prompt_lps;
   std::atomic<bool> gone{false};
@@ -240,6 +245,36 @@ TEST(Engine, ASinkThatThrowsFailsOnlyItsRequest) {
   EXPECT_EQ(good->error, "");
   EXPECT_EQ(good->tokens[0].size(), 20u);
   EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+}
+
+// A sink that fails between a step's plan and its commit (when scheduled, on the prompt's log-probs)
+// fails its request alone: the step's rows for it still run, its pages go back after the commit, and
+// the requests beside it stream to the end.
+TEST(Engine, ASinkThatThrowsBeforeTheCommitFailsOnlyItsRequest) {
+  Rig r;
+  std::vector<pool::Token> prompt(40);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<pool::Token>(500 + i);
+  auto early = std::make_shared<Recorder>();
+  early->throw_on_scheduled = true;
+  auto scoring = std::make_shared<Recorder>();
+  scoring->throw_on_prompt = true;
+  auto fine = std::make_shared<Recorder>();
+  ASSERT_EQ(r.engine.submit(request(prompt, 6, early)), Engine::Submitted::Queued);
+  EngineRequest s = request(prompt, 6, scoring);
+  s.prompt_logprobs = true;
+  s.sampling.chosen_logprob = true;
+  ASSERT_EQ(r.engine.submit(std::move(s)), Engine::Submitted::Queued);
+  ASSERT_EQ(r.engine.submit(request({1, 2, 3}, 8, fine)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return fine->done(1); }));
+  EXPECT_EQ(fine->tokens[0].size(), 8u);
+  EXPECT_EQ(fine->ends[0], End::Length);
+  EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  EXPECT_NE(early->error.find("when scheduled"), std::string::npos) << early->error;
+  EXPECT_NE(scoring->error.find("prompt's log-probs"), std::string::npos) << scoring->error;
+  EXPECT_TRUE(early->tokens.empty());
+  EXPECT_TRUE(scoring->tokens.empty());
+  EXPECT_TRUE(wait_for([&] { return r.pages.pages_used() == 0 || r.engine.metrics().running == 0; }));
+  EXPECT_EQ(r.engine.metrics().running, 0u);
 }
 
 TEST(Engine, StopTellsOpenRequests) {
