@@ -4,7 +4,6 @@
 
 #include "kern/base/log.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -493,7 +492,7 @@ struct ApiServer::Impl {
     er.spec.prompt.assign(prompt.begin(), prompt.end());
     // max_tokens 0 (completions with echo, checked by the parser): score only, nothing is generated.
     er.score_only = max_new == 0;
-    er.spec.max_new = std::max<std::uint64_t>(max_new, 1);
+    er.spec.max_new = max_new;
     er.spec.n = static_cast<std::uint64_t>(r.n);
     if (!r.ignore_eos) {
       er.spec.stop_tokens = model.eos;

@@ -48,9 +48,8 @@ void Engine::stop(const std::string& why) {
 }
 
 Engine::Submitted Engine::submit(EngineRequest request) {
+  if (request.score_only) request.spec.max_new = 1;  // one decode row, its token told to nobody
   runner_.check(request.sampling, request.spec.max_new, request.prompt_logprobs);
-  if (request.score_only && request.spec.max_new != 1)
-    fail(ErrorKind::Api, "engine: a score-only request decodes one row (max_new 1), not {}", request.spec.max_new);
   if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Submitted::Stopping;
@@ -147,6 +146,7 @@ double Engine::score_prompt(SeqId seq, Open& o, std::uint64_t request) {
   driver::SamplingParams p;  // greedy settings: the rows are forced, only the log-probs count
   p.logprobs = o.sampling.logprobs;
   p.chosen_logprob = true;
+  const pool::Lease& lease = scheduler_.lease(seq);
   std::vector<driver::TokenLogprobs> out;
   out.reserve(prompt > 0 ? prompt - 1 : 0);
   const std::uint64_t bound = std::max<std::uint64_t>(runner_.max_rows(), 1);
@@ -156,12 +156,11 @@ double Engine::score_prompt(SeqId seq, Open& o, std::uint64_t request) {
     std::vector<DecodeCall> rows(n);
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t pos = first + i;
-      rows[i].lease = &scheduler_.lease(seq);
+      rows[i].lease = &lease;
       rows[i].token = tokens[pos];
       rows[i].position = pos;
       rows[i].sampling = &p;
       rows[i].forced = tokens[pos + 1];
-      rows[i].write_kv = false;
     }
     const Clock::time_point t0 = Clock::now();
     std::vector<Sampled> got = runner_.decode(rows);

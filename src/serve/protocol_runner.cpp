@@ -187,8 +187,8 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
     leases[g] = r.lease;
     token[g] = r.token;
     position[g] = static_cast<std::int64_t>(r.position);
-    // A scored row's K/V go to the padding page (the sequence's own were written by its prefill).
-    slot[g] = static_cast<std::int64_t>(r.write_kv ? r.slot : s.pad_slot);
+    // A scored (forced) row's K/V go to the padding page (the sequence's own were written by its prefill).
+    slot[g] = static_cast<std::int64_t>(r.forced >= 0 ? s.pad_slot : r.slot);
     len[g] = static_cast<std::int64_t>(r.position + 1);
     longest = std::max(longest, r.position + 1);
     want_logprobs = want_logprobs || (r.sampling && r.sampling->wants_logprobs());

@@ -51,8 +51,8 @@ struct EngineRequest {
   // as a decode row forced to the prompt's next token, `sampling.logprobs` top entries each, before
   // the first generated token (docs/serve.md, "Prompt log-probs").
   bool prompt_logprobs = false;
-  // Nothing generated is told (max_tokens 0 with echo): the request's one decode row runs (spec.max_new
-  // must be 1) and its token goes nowhere; the sink hears on_prompt_logprobs (if asked) and on_end.
+  // Nothing generated is told (max_tokens 0 with echo): the engine runs the request with one token to
+  // generate (spec.max_new is set to 1) and tells its sink on_prompt_logprobs (if asked) and on_end.
   bool score_only = false;
 };
 

@@ -32,11 +32,10 @@ struct DecodeCall {
   // far, `token` last; the runner writes only what a row's `history` does not hold yet.
   std::uint64_t seq = 0;
   std::span<const std::int32_t> generated;
-  // A prompt position scored rather than decoded (echo with log-probs): the row's token is `forced`
-  // (the prompt's next token) instead of a draw, and with `write_kv` false its K/V go to the
-  // runner's padding page, not the sequence's (the prefill wrote those; `slot` is not used).
+  // >= 0: a prompt position scored rather than decoded (echo with log-probs): the row's token is
+  // this one (the prompt's next token) instead of a draw, and its K/V go to the runner's padding
+  // page, not the sequence's (the prefill wrote those; `slot` is not used).
   std::int64_t forced = -1;
-  bool write_kv = true;
 };
 struct Sampled {
   std::int64_t token = 0;
