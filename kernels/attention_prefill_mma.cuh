@@ -333,7 +333,8 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
                                             const int32_t* __restrict__ cu_seqlens,
                                             const int64_t* __restrict__ positions, bf16* __restrict__ out, int32_t rows,
                                             int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
-                                            int64_t page_stride, float scale, int32_t rows_per_block) {
+                                            int64_t page_stride, float scale, int32_t rows_per_block,
+                                            int32_t first_row) {
   __shared__ int red[kWarps];
   bf16 *sk, *sv, *sq;
   if constexpr (MT == 1 && kStages == 1) {
@@ -358,7 +359,8 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
   // Blocks run in reverse row order: with causal prefill the last rows have the most keys, so the
   // longest blocks start first.
   const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-  const int64_t r0 = tile * rows_per_block;
+  if (first_row < 0) return;
+  const int64_t r0 = first_row + tile * rows_per_block;
   if (r0 >= rows) return;
   const int r1 = static_cast<int>(r0 + rows_per_block < rows ? r0 + rows_per_block : rows);
   for (int a = static_cast<int>(r0); a < r1;) {
@@ -381,7 +383,9 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
 
 }  // namespace
 
-// qkv rows: row i at qkv + i*q_stride, q heads first; out [rows, heads*HD] bf16.
+// qkv rows: row i at qkv + i*q_stride, q heads first; out [rows, heads*HD] bf16. Rows below first_row
+// are neither read nor written (a mixed step's decode rows, which the decode kernel takes): block
+// tiles start at first_row, and blocks whose tile starts at or past `rows` return at once.
 // grid: (ceil_div(rows, rows_per_block), kv_heads, 1), block (WARPS*32, 1, 1). Shared-memory rows
 // are padded by 16 bytes (HD + 8 elements) so ldmatrix reads hit distinct banks.
 #define KERN_ATTN_PREFILL_MMA_ENTRY(NAME, HD, WARPS, MT, BN, STAGES, MINB)                                             \
@@ -389,8 +393,8 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
       NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,        \
            const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,      \
            int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,         \
-           int32_t rows_per_block) {                                                                                   \
+           int32_t rows_per_block, int32_t first_row) {                                                                \
     prefill_mma<HD, WARPS, MT, BN, STAGES>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens,         \
                                            positions, out, rows, seqs, heads, kv_heads, page_size, page_stride, scale, \
-                                           rows_per_block);                                                            \
+                                           rows_per_block, first_row);                                                 \
   }

@@ -127,6 +127,12 @@ Runner setup(CLI::App& app) {
   q->add_option("--attn-split-tokens", opt.gen.decode_attn_split_tokens,
                 "Batch-invariant decode attention: the shortest range of a context, in keys (0, the default: 256 for "
                 "the block partial, 128 for the warp one)");
+  q->add_flag("--mixed", opt.gen.mixed,
+              "Also a `mixed` program (a step's decode rows and prefill chunks in one forward, kern serve's); every "
+              "program then runs the decode ops. Needs --no-prefill-logits and more than 8 sequences");
+  q->add_flag("!--no-prefill-logits", opt.gen.prefill_logits,
+              "End the prefill program at the last layer (no lm_head, no token): what kern serve generates for "
+              "itself; kern run needs the prefill's token");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (0: never)");
   add_decode_attn_items(*q, opt.gen.decode_attn_items,

@@ -41,7 +41,8 @@ struct Options {
   unsigned http_threads = 2;
   double request_timeout = 10;
   double drain_timeout = 30;
-  bool fake = false, no_prefix_cache = false, batch_invariant = true;
+  bool fake = false, no_prefix_cache = false, batch_invariant = true, mixed = false;
+  std::uint64_t fake_mixed_chunks = 0;
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};
   std::uint64_t attn_split_tokens = 0;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
@@ -102,8 +103,14 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
 
 std::uint64_t host_bytes() { return static_cast<std::uint64_t>(opt.host_gib * static_cast<double>(1ull << 30)); }
 
-serve::SchedulerConfig scheduler_config(std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t max_len) {
+// With a runner that takes mixed steps, each step's last chunks are cut to ride in its mixed call.
+serve::SchedulerConfig scheduler_config(const serve::StepRunner& runner, std::uint64_t max_len) {
+  const std::uint64_t max_rows = runner.max_rows(), max_chunk = runner.max_chunk();
   serve::SchedulerConfig s;
+  if (runner.mixed_chunks() > 0) {
+    s.mixed_rows = runner.mixed_rows();
+    s.mixed_chunks = runner.mixed_chunks();
+  }
   s.max_running = std::min(opt.max_seqs, max_rows);
   s.max_waiting = opt.max_waiting;
   s.chunk = std::min(opt.chunk, max_chunk);
@@ -127,14 +134,14 @@ int run_fake() {
   if (pages.has_host())
     log().info("kern serve: host tier of {} bytes ({} fake pages)", pages.host_bytes_total(),
                pages.host_bytes_total() / (pages.unit() * serve::PoolPages::kTokenBytes));
-  serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us);
+  serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us, opt.fake_mixed_chunks);
   serve::ServedModel model;
   model.name = opt.served_model_name.empty() ? "fake" : opt.served_model_name;
   model.max_model_len = opt.max_model_len.value_or(opt.fake_capacity);
   if (tmpl && tmpl->eos_token())
     if (auto id = tok.token_id(*tmpl->eos_token())) model.eos = {*id};
   serve::EngineConfig ec;
-  ec.scheduler = scheduler_config(runner.max_rows(), runner.max_chunk(), model.max_model_len);
+  ec.scheduler = scheduler_config(runner, model.max_model_len);
   serve::Engine engine(ec, pages, runner);
   log().info("kern serve: fake engine (no model: each token is a hash of the previous one and its position)");
   return serve(engine, tok, tmpl ? &*tmpl : nullptr, model, {});
@@ -155,6 +162,11 @@ int run_model() {
     gen.max_tokens = rows;
     gen.max_seqs = opt.max_seqs;
     gen.batch_invariant = opt.batch_invariant;
+    gen.prefill_logits = false;  // the first decode row samples a prompt's first token (docs/serve.md)
+    // --mixed: mixed steps, where the decode GEMMs take answers tuned for prefill sizes too (above
+    // 128 sequences, kDecodeGemmChoices); below, the decode choice at m = max_seqs would slow every
+    // chunk. Off by default: measured slower on the H200 (docs/serve.md "Mixed steps").
+    gen.mixed = opt.mixed && opt.batch_invariant && opt.max_seqs > 128 && rows > opt.max_seqs;
     gen.decode_attn_split_tokens = opt.attn_split_tokens;
     gen.decode_attn_items = opt.decode_attn_items;
     const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
@@ -199,7 +211,10 @@ int run_model() {
   if (opt.max_model_len) model.max_model_len = std::min(model.max_model_len, *opt.max_model_len);
   serve::read_generation_defaults(opt.weights, model);
   serve::EngineConfig ec;
-  ec.scheduler = scheduler_config(runner.max_rows(), runner.max_chunk(), model.max_model_len);
+  ec.scheduler = scheduler_config(runner, model.max_model_len);
+  if (runner.mixed_chunks() > 0)
+    log().info("kern serve: mixed steps: decode rows and up to {} chunks in one forward of at most {} rows",
+               runner.mixed_chunks(), runner.mixed_rows());
   serve::Engine engine(ec, pages, runner);
   log().info("kern serve: {} loaded in {:.1f} s; KV pool {} pages of {} tokens", model.name,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), limits.total_pages,
@@ -260,10 +275,15 @@ Runner setup(CLI::App& app) {
                 "Generated manifest: let a request's decode arithmetic depend on what shares its steps (kern gen "
                 "--no-batch-invariant)");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "Generated manifest: kern gen --attn-split-tokens");
+  cmd->add_flag("--mixed", opt.mixed,
+                "Generated manifest, above 128 sequences: run each step's last prefill chunks and its decode rows as "
+                "one forward (kern gen --mixed; measured slower on the H200 with cuBLASLt, docs/serve.md)");
   add_decode_attn_items(*cmd, opt.decode_attn_items, "Generated manifest: kern gen --decode-attn-items");
   cmd->add_flag("--fake-engine", opt.fake, "Serve a deterministic token source instead of a model (no GPU)");
   cmd->add_option("--fake-step-us", opt.fake_step_us, "With --fake-engine: wall time of each step (default 0)");
   cmd->add_option("--fake-capacity", opt.fake_capacity, "With --fake-engine: KV tokens of its pool (default 65536)");
+  cmd->add_option("--fake-mixed-chunks", opt.fake_mixed_chunks,
+                  "With --fake-engine: take mixed steps of up to this many chunks (default 0: none)");
   return run;
 }
 

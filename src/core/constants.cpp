@@ -30,7 +30,7 @@
 // In a purely numeric position (not an expression, shape entry or batch.rows) a string that
 // names no constant is an error ("unknown constant").
 // Positions that hold names are never constants: model, var/buffer/state/op/module/scratch/group
-// names, entry, label, batch.span / batch.context, when.var, {"var": name} args and pack fields,
+// names, entry, label, batch.span / batch.context / batch.decode, when.var, {"var": name} args and pack fields,
 // and the param-type strings (the N of bytes<N> is always a literal).
 #include "manifest_wire.hpp"
 

@@ -217,12 +217,28 @@ struct ProtocolBuilder {
         f.tokens_per_group = tokens->width;
       }
       if (count && w.count(count->buffer)) f.count = count->buffer;
+      f.decode_var = b.decode;
+      if (!b.decode.empty()) {
+        f.decode_groups = var_max(b.decode);
+        const std::string dp = json_path_key(json_path_key(pp, "batch"), "decode");
+        if (b.rows.var != p.row_var_) add(dp, "P.mixed", "a mixed step's rows var must be the row axis var");
+        if (b.decode == p.row_var_ || b.decode == p.group_var_)
+          add(dp, "P.mixed", "the decode var must differ from the row and group axis vars");
+        if (f.decode_groups + 1 > f.groups)
+          add(dp, "P.mixed",
+              "groups " + std::to_string(f.groups) + " leave no chunk group beside " + std::to_string(f.decode_groups) +
+                  " decode groups");
+        if (!p.fill(Fill::CuSeqlens)) add(dp, "P.mixed", "a mixed step needs a `cu_seqlens` fill");
+        if (!f.emits_tokens) add(dp, "P.mixed", "a mixed step must write the `tokens` fill (its decode rows' tokens)");
+        if (!p.mixed_.empty() && p.mixed_ != name) add(dp, "P.mixed", "a second mixed program (one per manifest)");
+        if (p.mixed_.empty()) p.mixed_ = name;
+      }
       auto key = std::make_tuple(f.groups, f.rows_var, f.rows_var.empty() ? f.rows : 0, f.span);
       if (auto it = shapes.find(key); it != shapes.end())
         add(json_path_key(pp, "batch"), "P.shape_unique", "same step shape as program '" + it->second + "'");
       else
         shapes.emplace(key, name);
-      if (!p.row_var_.empty()) {
+      if (!p.row_var_.empty() && b.decode.empty()) {  // a mixed step's rows var is the row axis itself
         const std::uint64_t cap = var_max(p.row_var_);
         if (f.groups > cap || f.rows > cap / f.groups)
           add(json_path_key(pp, "batch"), "P.capacity",
@@ -293,7 +309,7 @@ std::optional<Forward> Protocol::forward(std::uint64_t groups, std::uint64_t row
   const Forward* best = nullptr;
   if (groups == 0 || rows == 0) return std::nullopt;
   for (const auto& f : forwards_) {
-    if (!f.span.empty() || groups > f.groups) continue;
+    if (!f.span.empty() || !f.decode_var.empty() || groups > f.groups) continue;
     const bool covers = f.rows_var.empty() ? rows == f.rows : (groups == 1 && rows <= f.rows);
     if (covers && (!best || better(f, *best))) best = &f;
   }
@@ -302,14 +318,49 @@ std::optional<Forward> Protocol::forward(std::uint64_t groups, std::uint64_t row
 
 std::optional<Forward> Protocol::chunk() const {
   for (const auto& f : forwards_)
-    if (!f.rows_var.empty() && f.span.empty()) return f;
+    if (!f.rows_var.empty() && f.span.empty() && f.decode_var.empty()) return f;
   return std::nullopt;
+}
+
+std::optional<Forward> Protocol::mixed() const {
+  for (const auto& f : forwards_)
+    if (!f.decode_var.empty()) return f;
+  return std::nullopt;
+}
+
+std::map<std::string, std::uint64_t> Protocol::mixed_vars(const Forward& f, std::uint64_t decode, std::uint64_t chunks,
+                                                          std::uint64_t rows, std::uint64_t longest_context) const {
+  if (f.decode_var.empty()) fail(ErrorKind::Api, "program {} is not a mixed step", f.program);
+  if (decode < 1 || decode > f.decode_groups)
+    fail(ErrorKind::Api, "program {}: {} decode groups outside [1, {}]", f.program, decode, f.decode_groups);
+  if (chunks < 1 || chunks > f.groups - decode)
+    fail(ErrorKind::Api, "program {}: {} chunk groups beside {} decode groups (at most {} groups)", f.program, chunks,
+         decode, f.groups);
+  if (rows < decode + chunks || rows > f.rows)
+    fail(ErrorKind::Api, "program {}: {} rows for {} decode and {} chunk groups (at most {})", f.program, rows, decode,
+         chunks, f.rows);
+  const Manifest& m = v_.manifest();
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& [n, v] : m.vars) out[n] = v.max;
+  auto set = [&](const std::string& var, std::uint64_t value, const char* what) {
+    if (var.empty()) return;
+    const std::uint64_t max = m.vars.at(var).max;
+    if (value < 1 || value > max)
+      fail(ErrorKind::Api, "program {}: {} {} outside var {} bounds [1, {}]", f.program, what, value, var, max);
+    out[var] = value;
+  };
+  set(row_var_, rows, "rows");
+  set(group_var_, decode + chunks, "groups");
+  set(f.decode_var, decode, "decode groups");
+  if (!context_var_.empty()) set(context_var_, longest_context, "longest context");
+  return out;
 }
 
 std::optional<Forward> Protocol::spanned(std::uint64_t groups) const {
   const Forward* best = nullptr;
   for (const auto& f : forwards_)
-    if (!f.span.empty() && groups >= 1 && groups <= f.groups && (!best || better(f, *best))) best = &f;
+    if (!f.span.empty() && f.decode_var.empty() && groups >= 1 && groups <= f.groups && (!best || better(f, *best)))
+      best = &f;
   return best ? std::optional<Forward>(*best) : std::nullopt;
 }
 

@@ -19,14 +19,23 @@ void check_flags(Context& c, const Program& p, const std::string& path) {
   if (b.rows.is_var()) {
     if (!c.has_var(b.rows.var))
       c.add(key(bp, "rows"), "R9.batch", "undeclared var '" + b.rows.var + "'");
-    else if (b.groups != 1)
-      c.add(key(bp, "groups"), "R9.batch", "rows given by a var allow only 1 group");
+    else if (b.groups != 1 && b.decode.empty())
+      c.add(key(bp, "groups"), "R9.batch", "rows given by a var allow only 1 group (or a mixed step's `decode` var)");
   } else if (b.rows.value < 1) {
     c.add(key(bp, "rows"), "R9.batch", "rows must be at least 1");
   }
   if (!b.span.empty() && !c.has_var(b.span)) c.add(key(bp, "span"), "R9.batch", "undeclared var '" + b.span + "'");
   if (!b.context.empty() && !c.has_var(b.context))
     c.add(key(bp, "context"), "R9.batch", "undeclared var '" + b.context + "'");
+  if (!b.decode.empty()) {
+    const std::string dp = key(bp, "decode");
+    if (!c.has_var(b.decode)) c.add(dp, "R9.batch", "undeclared var '" + b.decode + "'");
+    if (!b.rows.is_var()) c.add(dp, "R9.batch", "a mixed step (decode) takes its rows from a var");
+    if (!b.span.empty()) c.add(dp, "R9.batch", "decode and span are exclusive");
+    if (b.groups < 2) c.add(dp, "R9.batch", "a mixed step has at least one decode group and one chunk group");
+    if (b.decode == b.rows.var || b.decode == b.context)
+      c.add(dp, "R9.batch", "the decode var must differ from the rows and context vars");
+  }
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ void check_usage(Context& c) {
       if (p.batch->rows.is_var()) u.vars.insert(p.batch->rows.var);
       if (!p.batch->span.empty()) u.vars.insert(p.batch->span);
       if (!p.batch->context.empty()) u.vars.insert(p.batch->context);
+      if (!p.batch->decode.empty()) u.vars.insert(p.batch->decode);
     }
     for (const auto& call : p.calls) {
       u.ops.insert(call.op);

@@ -99,6 +99,7 @@ constexpr P kPrefill[] = {
     {"page_stride", "i64"},
     {"scale", "f32"},
     {"rows_per_block", "i32"},
+    {"first_row", "i32"},  // rows below it are left alone (a mixed step's decode rows)
 };
 constexpr KernelEntry kAttentionPrefill[] = {
     {"kern_attn_prefill_mma_s2_hd64", kPrefill},

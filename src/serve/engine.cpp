@@ -205,20 +205,43 @@ void Engine::step() {
   };
   for (const Chunk& c : plan.chunks) scheduled(c.seq);
   for (const Row& r : plan.decode) scheduled(r.seq);
-  for (const Chunk& c : plan.chunks) {
-    const std::vector<std::uint64_t> slots = scheduler_.slots(c.seq, c.first, c.count);
-    const std::span<const pool::Token> all = scheduler_.tokens(c.seq);
+  // A request scoring its prompt: its first decode row needs the prompt's K/V in place before the
+  // scoring rows run, so such a step runs its chunks and rows apart.
+  auto scores = [&](const Row& r) {
+    auto owner = seq_owner_.find(r.seq);
+    if (owner == seq_owner_.end()) return false;
+    auto o = open_requests_.find(owner->second.first);
+    return o != open_requests_.end() && o->second.score_prompt;
+  };
+  // The plan's mixed part (its last chunks, cut to fit beside the decode rows) runs with the decode
+  // rows in one forward, after the other chunks.
+  std::uint64_t mixed_rows = plan.decode.size();
+  for (std::size_t i = plan.mixed_from; i < plan.chunks.size(); ++i) mixed_rows += plan.chunks[i].count;
+  const bool mixed = runner_.mixed_chunks() > 0 && plan.mixed_from < plan.chunks.size() && !plan.decode.empty() &&
+                     plan.chunks.size() - plan.mixed_from <= runner_.mixed_chunks() &&
+                     mixed_rows <= runner_.mixed_rows() && std::none_of(plan.decode.begin(), plan.decode.end(), scores);
+  const std::size_t alone = mixed ? plan.mixed_from : plan.chunks.size();
+  std::vector<std::vector<std::uint64_t>> chunk_slots;
+  std::vector<ChunkCall> chunk_calls;
+  for (const Chunk& c : plan.chunks) chunk_slots.push_back(scheduler_.slots(c.seq, c.first, c.count));
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+    const Chunk& c = plan.chunks[i];
+    chunk_calls.push_back(
+        {&scheduler_.lease(c.seq), chunk_slots[i], scheduler_.tokens(c.seq).subspan(c.first, c.count), c.first});
+  }
+  for (std::size_t i = 0; i < alone; ++i) {
     const Clock::time_point p0 = Clock::now();
-    runner_.prefill({&scheduler_.lease(c.seq), slots, all.subspan(c.first, c.count), c.first});
+    runner_.prefill(chunk_calls[i]);
     prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
   }
   // Prompt log-probs, before a request's first decode row (its prompt's K/V are all in place then).
   for (const Row& r : plan.decode) {
+    if (!scores(r)) continue;
     auto owner = seq_owner_.find(r.seq);
-    if (owner == seq_owner_.end()) continue;
     auto o = open_requests_.find(owner->second.first);
-    if (o != open_requests_.end() && o->second.score_prompt) decode_s += score_prompt(r.seq, o->second, o->first);
+    decode_s += score_prompt(r.seq, o->second, o->first);
   }
+  double mixed_s = 0;
   std::vector<Sampled> sampled;
   if (!plan.decode.empty()) {
     std::vector<DecodeCall> rows(plan.decode.size());
@@ -239,12 +262,13 @@ void Engine::step() {
       if (params[i].penalized()) {
         const std::uint64_t prompt = scheduler_.prompt_len(r.seq);
         rows[i].seq = r.seq;
-        if (r.position + 1 > prompt) rows[i].generated = scheduler_.tokens(r.seq).subspan(prompt, r.position + 1 - prompt);
+        if (r.position + 1 > prompt)
+          rows[i].generated = scheduler_.tokens(r.seq).subspan(prompt, r.position + 1 - prompt);
       }
     }
     const Clock::time_point d0 = Clock::now();
-    sampled = runner_.decode(rows);
-    decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
+    sampled = mixed ? runner_.mixed(std::span(chunk_calls).subspan(alone), rows) : runner_.decode(rows);
+    (mixed ? mixed_s : decode_s) += std::chrono::duration<double>(Clock::now() - d0).count();
   }
   std::vector<std::int64_t> tokens(sampled.size());
   for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;
@@ -260,7 +284,7 @@ void Engine::step() {
     Open& o = open_requests_.at(request);
     bool more = true;
     const std::uint64_t index = sample;  // a structured binding cannot be captured (clang 14)
-    if (o.score_only) {  // its one row's token goes nowhere; it ends at max_new 1
+    if (o.score_only) {                  // its one row's token goes nowhere; it ends at max_new 1
       if (e.end) end_seq(e.seq, End::Length);
       continue;
     }
@@ -283,8 +307,9 @@ void Engine::step() {
   metrics_.pages_used = pages_.pages_used();
   metrics_.pages_total = pages_.pages_total();
   metrics_.pages_active = scheduler_.active_pages();
-  metrics_.kv_usage =
-      metrics_.pages_total ? static_cast<double>(metrics_.pages_active) / static_cast<double>(metrics_.pages_total) : 0.0;
+  metrics_.kv_usage = metrics_.pages_total
+                          ? static_cast<double>(metrics_.pages_active) / static_cast<double>(metrics_.pages_total)
+                          : 0.0;
   metrics_.preemptions = st.preemptions;
   metrics_.host_parks = st.parks;
   metrics_.host_wakes = st.wakes;
@@ -300,7 +325,9 @@ void Engine::step() {
   metrics_.prefill_rows = st.prefill_rows;
   metrics_.prefill_s += prefill_s;
   metrics_.decode_s += decode_s;
-  metrics_.host_s += std::chrono::duration<double>(Clock::now() - t0).count() - prefill_s - decode_s;
+  metrics_.mixed_s += mixed_s;
+  if (mixed) ++metrics_.mixed_calls;
+  metrics_.host_s += std::chrono::duration<double>(Clock::now() - t0).count() - prefill_s - decode_s - mixed_s;
   if (!plan.decode.empty()) {
     ++metrics_.decode_calls;
     metrics_.decode_rows += plan.decode.size();
@@ -312,8 +339,7 @@ void Engine::loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (stopping_) return;
-      if (inbox_.empty() && scheduler_.live() == 0)
-        cv_.wait_for(lock, std::chrono::milliseconds(config_.idle_wait_ms));
+      if (inbox_.empty() && scheduler_.live() == 0) cv_.wait_for(lock, std::chrono::milliseconds(config_.idle_wait_ms));
       if (stopping_) return;
     }
     try {

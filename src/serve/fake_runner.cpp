@@ -18,8 +18,9 @@ std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t
   return static_cast<std::int64_t>(256 + x % span);
 }
 
-FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us)
-    : vocab_(vocab), max_rows_(max_rows), max_chunk_(max_chunk), step_us_(step_us) {
+FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us,
+                       std::uint64_t mixed_chunks)
+    : vocab_(vocab), max_rows_(max_rows), max_chunk_(max_chunk), step_us_(step_us), mixed_chunks_(mixed_chunks) {
   if (vocab_ <= 512) fail(ErrorKind::Api, "fake engine: a vocabulary of {} ids is too small", vocab_);
 }
 
@@ -42,8 +43,7 @@ std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
     std::int64_t t = r.token;
     if (r.sampling && !r.sampling->greedy()) t ^= static_cast<std::int64_t>(r.sampling->seed & 0xffff);
     // A penalized row's next token depends on how often `token` was generated before (tests see the history arrive).
-    if (r.sampling && r.sampling->penalized())
-      t += 7919 * std::count(r.generated.begin(), r.generated.end(), r.token);
+    if (r.sampling && r.sampling->penalized()) t += 7919 * std::count(r.generated.begin(), r.generated.end(), r.token);
     out[i].token = r.forced >= 0 ? r.forced : fake_next(t, r.position, vocab_);
     if (r.sampling && r.sampling->wants_logprobs()) {
       driver::TokenLogprobs lp;
@@ -51,11 +51,28 @@ std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
       lp.chosen = r.forced >= 0 ? -static_cast<float>(r.position + 1) / 8.0f : -0.25f;
       lp.top.emplace_back(static_cast<std::int32_t>(out[i].token), -0.25f);
       for (std::uint32_t k = 1; k < r.sampling->logprobs; ++k)
-        lp.top.emplace_back(static_cast<std::int32_t>(fake_next(out[i].token, k, vocab_)), -0.25f - static_cast<float>(k));
+        lp.top.emplace_back(static_cast<std::int32_t>(fake_next(out[i].token, k, vocab_)),
+                            -0.25f - static_cast<float>(k));
       if (r.sampling->logprobs == 0) lp.top.clear();
       out[i].logprobs = lp;
     }
   }
+  if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
+  return out;
+}
+
+std::vector<Sampled> FakeRunner::mixed(std::span<const ChunkCall> chunks, std::span<const DecodeCall> rows) {
+  std::uint64_t total = rows.size();
+  for (const ChunkCall& c : chunks) total += c.tokens.size();
+  if (mixed_chunks_ == 0 || chunks.empty() || rows.empty() || chunks.size() > mixed_chunks_ || total > mixed_rows())
+    fail(ErrorKind::Api, "fake engine: a mixed step of {} chunks and {} rows ({} in all)", chunks.size(), rows.size(),
+         total);
+  ++mixed_calls_;
+  const std::uint64_t pause = step_us_;
+  step_us_ = 0;  // one step's time for the whole call
+  for (const ChunkCall& c : chunks) prefill(c);
+  std::vector<Sampled> out = decode(rows);
+  step_us_ = pause;
   if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
   return out;
 }

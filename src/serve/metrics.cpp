@@ -95,11 +95,12 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
   counter("kern:engine_prefill_rows_total", "Prompt rows prefilled (prefix-cache hits not counted).", e.prefill_rows);
   counter("kern:engine_decode_calls_total", "Decode calls (one per step that had running sequences).", e.decode_calls);
   counter("kern:engine_decode_rows_total", "Rows of the decode calls (before padding to a bucket).", e.decode_rows);
+  counter("kern:engine_mixed_calls_total", "Steps whose chunks and decode rows ran as one forward.", e.mixed_calls);
   out += fmt::format("# HELP kern:engine_step_seconds_total Engine-thread wall time by phase: the runner's prefill "
-                     "calls, its decode calls, and the rest of each step.\n"
+                     "calls, its decode calls, its mixed calls and the rest of each step.\n"
                      "# TYPE kern:engine_step_seconds_total counter\n");
   for (const auto& [phase, v] : {std::pair<const char*, double>{"prefill", e.prefill_s}, {"decode", e.decode_s},
-                                 {"host", e.host_s}})
+                                 {"mixed", e.mixed_s}, {"host", e.host_s}})
     out += fmt::format("kern:engine_step_seconds_total{{model_name=\"{}\",phase=\"{}\"}} {:.6f}\n", model, phase, v);
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -22,6 +22,7 @@ struct ProtocolRunner::State {
   std::uint64_t pad_slot = 0;
   core::Forward step;                  // decode: groups x 1 row
   std::optional<core::Forward> chunk;  // prefill: 1 group x var rows
+  std::optional<core::Forward> mixed;  // decode groups then chunk groups, var rows in all
   std::uint64_t max_rows = 1, chunk_rows = 1;
   bool sampling_op = false, logprobs = false;
   std::vector<std::int64_t> values;
@@ -79,6 +80,65 @@ struct ProtocolRunner::State {
       }
     }
   }
+  // The sampling fills of decode rows `rows` (groups beyond them greedy padding), position per group.
+  void write_sampling(std::span<const DecodeCall> rows, std::uint64_t groups,
+                      const std::vector<std::int64_t>& position) {
+    if (sampling_op) {
+      const core::FillSlot* row = protocol.fill(Fill::Sampling);
+      const core::FillSlot* keys = protocol.fill(Fill::SamplingKeys);
+      std::vector<float> r(groups * core::kSamplingWidth, 0.0f);
+      std::vector<std::int64_t> k(groups * core::kSamplingWidth, 0);
+      const driver::SamplingParams greedy;
+      for (std::uint64_t g = 0; g < groups; ++g) {
+        const driver::SamplingParams& p = g < rows.size() && rows[g].sampling ? *rows[g].sampling : greedy;
+        const std::uint64_t counter = p.greedy() ? 0 : static_cast<std::uint64_t>(position[g]);
+        std::uint64_t history_len = 0;
+        if (p.penalized() && g < rows.size()) {
+          if (!history || rows[g].generated.size() > history->width)
+            fail(ErrorKind::Api, "serve: {} generated tokens for a history of {}", rows[g].generated.size(),
+                 history ? history->width : 0);
+          write_history(g, rows[g].seq, rows[g].generated);
+          history_len = rows[g].generated.size();
+        }
+        const auto a = driver::sampling_row(p);
+        const auto b = driver::sampling_keys_row(p, counter, history_len, g < rows.size() ? rows[g].forced : -1);
+        std::copy(a.begin(), a.end(), r.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
+        std::copy(b.begin(), b.end(), k.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
+      }
+      inputs.write(exec, row->buffer, driver::encode_f32(r));
+      inputs.write(exec, keys->buffer, driver::encode_ints(keys->dtype, k, keys->buffer));
+    }
+  }
+
+  // The decode rows' tokens (and log-probs where asked) from the raw `tokens` fill.
+  std::vector<Sampled> results(std::span<const DecodeCall> rows, const std::vector<std::byte>& raw,
+                               const std::vector<std::int64_t>& position, bool want_logprobs) {
+    const core::FillSlot& out = *protocol.fill(Fill::Tokens);
+    const std::vector<std::int64_t> produced = driver::decode_ints(out.dtype, raw, out.buffer);
+    if (produced.size() < rows.size())
+      fail(ErrorKind::Api, "serve: {} tokens for {} rows", produced.size(), rows.size());
+    std::vector<Sampled> result(rows.size());
+    for (std::size_t g = 0; g < rows.size(); ++g) {
+      if (produced[g] < 0)
+        fail(ErrorKind::Call, "the device produced token {} at position {}", produced[g], position[g]);
+      result[g].token = produced[g];
+    }
+    if (want_logprobs) {
+      const core::FillSlot& lp = *protocol.fill(Fill::Logprobs);
+      const core::FillSlot& ids = *protocol.fill(Fill::LogprobIds);
+      const std::uint64_t lw = lp.width, iw = ids.width;
+      const std::vector<std::byte> lpb = exec.read_output_prefix(lp.buffer, rows.size() * lw * 4);
+      const std::vector<std::byte> idb = exec.read_output_prefix(ids.buffer, rows.size() * iw * 4);
+      for (std::size_t g = 0; g < rows.size(); ++g) {
+        if (!rows[g].sampling || !rows[g].sampling->wants_logprobs()) continue;
+        result[g].logprobs =
+            driver::decode_logprobs(std::span(lpb).subspan(g * lw * 4, lw * 4),
+                                    std::span(idb).subspan(g * iw * 4, iw * 4), rows[g].sampling->logprobs);
+      }
+    }
+    return result;
+  }
+
   void check_error(std::string_view what) {
     const core::FillSlot* err = protocol.fill(Fill::Error);
     if (!err) return;
@@ -102,6 +162,9 @@ ProtocolRunner::ProtocolRunner(const core::Protocol& protocol, driver::Executor&
   s_->step = *step;
   s_->max_rows = std::min<std::uint64_t>(max_rows, step->groups);
   s_->chunk = protocol.chunk();
+  s_->mixed = protocol.mixed();
+  // A mixed step's decode groups must be those of the decode program (the same sampling and history rows).
+  if (s_->mixed && s_->mixed->decode_groups < s_->max_rows) s_->mixed.reset();
   s_->chunk_rows = s_->chunk ? s_->chunk->rows : 1;
   s_->sampling_op = protocol.fill(Fill::Sampling) && protocol.fill(Fill::SamplingKeys);
   s_->logprobs = protocol.fill(Fill::Logprobs) && protocol.fill(Fill::LogprobIds);
@@ -123,13 +186,15 @@ std::uint64_t ProtocolRunner::bucket(std::uint64_t rows) const {
 void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs) const {
   driver::validate(sampling);
   if (prompt_logprobs && !(s_->sampling_op && s_->logprobs))
-    fail(ErrorKind::Api, "the prompt's log-probs need the sampling op and its 'logprobs' outputs, which the manifest lacks");
+    fail(ErrorKind::Api,
+         "the prompt's log-probs need the sampling op and its 'logprobs' outputs, which the manifest lacks");
   if (!s_->sampling_op && !sampling.plain_greedy())
     fail(ErrorKind::Api, "this manifest generates greedily only (it has no sampling op): temperature 0, no log-probs");
   if (sampling.penalized() && !s_->history)
     fail(ErrorKind::Api, "penalties need the generated tokens on the device, and the manifest has no 'history' fill");
   if (sampling.penalized() && max_new > s_->history->width)
-    fail(ErrorKind::Api, "penalties see at most {} generated tokens; max_tokens asks for {}", s_->history->width, max_new);
+    fail(ErrorKind::Api, "penalties see at most {} generated tokens; max_tokens asks for {}", s_->history->width,
+         max_new);
   if (sampling.wants_logprobs() && !s_->logprobs)
     fail(ErrorKind::Api, "log-probs were asked for, and the manifest has no 'logprobs' outputs");
 }
@@ -175,7 +240,8 @@ std::vector<std::uint64_t> ProtocolRunner::warm_up() {
 std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
   State& s = *s_;
   if (rows.empty()) return {};
-  if (rows.size() > s.max_rows) fail(ErrorKind::Api, "serve: {} decode rows over the bound {}", rows.size(), s.max_rows);
+  if (rows.size() > s.max_rows)
+    fail(ErrorKind::Api, "serve: {} decode rows over the bound {}", rows.size(), s.max_rows);
   const std::uint64_t groups = bucket(rows.size());
   std::vector<const pool::Lease*> leases(groups, &s.pad);
   std::vector<std::int64_t> token(groups, 0), position(groups, 0), slot(groups, static_cast<std::int64_t>(s.pad_slot)),
@@ -201,31 +267,7 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
   s.write_ints(Fill::Valid, valid);
   s.write_ints(Fill::SeqLen, len);
   s.write_ints(Fill::CuSeqlens, cu);
-  if (s.sampling_op) {
-    const core::FillSlot* row = s.protocol.fill(Fill::Sampling);
-    const core::FillSlot* keys = s.protocol.fill(Fill::SamplingKeys);
-    std::vector<float> r(groups * core::kSamplingWidth, 0.0f);
-    std::vector<std::int64_t> k(groups * core::kSamplingWidth, 0);
-    const driver::SamplingParams greedy;
-    for (std::uint64_t g = 0; g < groups; ++g) {
-      const driver::SamplingParams& p = g < rows.size() && rows[g].sampling ? *rows[g].sampling : greedy;
-      const std::uint64_t counter = p.greedy() ? 0 : static_cast<std::uint64_t>(position[g]);
-      std::uint64_t history_len = 0;
-      if (p.penalized() && g < rows.size()) {
-        if (!s.history || rows[g].generated.size() > s.history->width)
-          fail(ErrorKind::Api, "serve: {} generated tokens for a history of {}", rows[g].generated.size(),
-               s.history ? s.history->width : 0);
-        s.write_history(g, rows[g].seq, rows[g].generated);
-        history_len = rows[g].generated.size();
-      }
-      const auto a = driver::sampling_row(p);
-      const auto b = driver::sampling_keys_row(p, counter, history_len, g < rows.size() ? rows[g].forced : -1);
-      std::copy(a.begin(), a.end(), r.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
-      std::copy(b.begin(), b.end(), k.begin() + static_cast<std::ptrdiff_t>(g * core::kSamplingWidth));
-    }
-    s.inputs.write(s.exec, row->buffer, driver::encode_f32(r));
-    s.inputs.write(s.exec, keys->buffer, driver::encode_ints(keys->dtype, k, keys->buffer));
-  }
+  s.write_sampling(rows, groups, position);
   const std::map<std::string, std::uint64_t> table = s.protocol.vars(s.step, groups, 1, longest);
   const core::Vars vars(table.begin(), table.end());
   const core::FillSlot& out = *s.protocol.fill(Fill::Tokens);
@@ -237,27 +279,78 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
   } else {
     s.exec.run_and_read(s.step.program, vars, out.buffer, raw, {});
   }
-  const std::vector<std::int64_t> produced = driver::decode_ints(out.dtype, raw, out.buffer);
-  if (produced.size() < rows.size()) fail(ErrorKind::Api, "serve: {} tokens for {} rows", produced.size(), rows.size());
-  std::vector<Sampled> result(rows.size());
-  for (std::size_t g = 0; g < rows.size(); ++g) {
-    if (produced[g] < 0) fail(ErrorKind::Call, "the device produced token {} at position {}", produced[g], position[g]);
-    result[g].token = produced[g];
+  return s.results(rows, raw, position, want_logprobs);
+}
+
+std::uint64_t ProtocolRunner::mixed_chunks() const {
+  if (!s_->mixed) return 0;
+  return s_->mixed->groups - std::min(s_->mixed->groups, s_->mixed->decode_groups);
+}
+std::uint64_t ProtocolRunner::mixed_rows() const { return s_->mixed ? s_->mixed->rows : 0; }
+
+// Groups: the decode rows (one each, unpadded: the program runs eagerly), then the chunks; rows: the
+// decode rows' then each chunk's. Tokens come back for the decode rows only.
+std::vector<Sampled> ProtocolRunner::mixed(std::span<const ChunkCall> chunks, std::span<const DecodeCall> rows) {
+  State& s = *s_;
+  if (!s.mixed) fail(ErrorKind::Api, "serve: the manifest has no mixed program");
+  const std::uint64_t d = rows.size(), c = chunks.size();
+  if (d == 0 || c == 0 || d > s.max_rows || c > mixed_chunks())
+    fail(ErrorKind::Api, "serve: a mixed step of {} decode rows (at most {}) and {} chunks (at most {})", d, s.max_rows,
+         c, mixed_chunks());
+  std::uint64_t total = d;
+  for (const ChunkCall& ch : chunks) {
+    if (ch.tokens.empty() || ch.slots.size() != ch.tokens.size())
+      fail(ErrorKind::Api, "serve: a mixed step's chunk of {} rows ({} slots)", ch.tokens.size(), ch.slots.size());
+    total += ch.tokens.size();
   }
-  if (want_logprobs) {
-    const core::FillSlot& lp = *s.protocol.fill(Fill::Logprobs);
-    const core::FillSlot& ids = *s.protocol.fill(Fill::LogprobIds);
-    const std::uint64_t lw = lp.width, iw = ids.width;
-    const std::vector<std::byte> lpb = s.exec.read_output_prefix(lp.buffer, rows.size() * lw * 4);
-    const std::vector<std::byte> idb = s.exec.read_output_prefix(ids.buffer, rows.size() * iw * 4);
-    for (std::size_t g = 0; g < rows.size(); ++g) {
-      if (!rows[g].sampling || !rows[g].sampling->wants_logprobs()) continue;
-      result[g].logprobs = driver::decode_logprobs(std::span(lpb).subspan(g * lw * 4, lw * 4),
-                                                   std::span(idb).subspan(g * iw * 4, iw * 4),
-                                                   rows[g].sampling->logprobs);
+  if (total > s.mixed->rows)
+    fail(ErrorKind::Api, "serve: a mixed step of {} rows over the bound {}", total, s.mixed->rows);
+  std::vector<const pool::Lease*> leases;
+  std::vector<std::int64_t> token, position, slot, len, cu{0}, decode_position(d);
+  std::uint64_t longest = 1;
+  bool want_logprobs = false;
+  for (std::size_t g = 0; g < d; ++g) {
+    const DecodeCall& r = rows[g];
+    leases.push_back(r.lease);
+    token.push_back(r.token);
+    position.push_back(static_cast<std::int64_t>(r.position));
+    decode_position[g] = position.back();
+    slot.push_back(static_cast<std::int64_t>(r.forced >= 0 ? s.pad_slot : r.slot));
+    len.push_back(static_cast<std::int64_t>(r.position + 1));
+    cu.push_back(cu.back() + 1);
+    longest = std::max(longest, r.position + 1);
+    want_logprobs = want_logprobs || (r.sampling && r.sampling->wants_logprobs());
+  }
+  for (const ChunkCall& ch : chunks) {
+    leases.push_back(ch.lease);
+    for (std::size_t i = 0; i < ch.tokens.size(); ++i) {
+      token.push_back(ch.tokens[i]);
+      position.push_back(static_cast<std::int64_t>(ch.first + i));
+      slot.push_back(static_cast<std::int64_t>(ch.slots[i]));
     }
+    len.push_back(static_cast<std::int64_t>(ch.first + ch.tokens.size()));
+    cu.push_back(cu.back() + static_cast<std::int64_t>(ch.tokens.size()));
+    longest = std::max<std::uint64_t>(longest, ch.first + ch.tokens.size());
   }
-  return result;
+  s.write_rows(leases);
+  s.write_ints(Fill::Token, token);
+  s.write_ints(Fill::Position, position);
+  s.write_ints(Fill::Slot, slot);
+  s.write_ints(Fill::Valid, std::vector<std::int64_t>(total, 1));
+  s.write_ints(Fill::SeqLen, len);
+  s.write_ints(Fill::CuSeqlens, cu);
+  s.write_sampling(rows, d, decode_position);
+  const std::map<std::string, std::uint64_t> table = s.protocol.mixed_vars(*s.mixed, d, c, total, longest);
+  const core::Vars vars(table.begin(), table.end());
+  const core::FillSlot& out = *s.protocol.fill(Fill::Tokens);
+  s.exec.run(s.mixed->program, vars);
+  s.check_error("a mixed step");
+  const std::vector<std::byte> raw = s.exec.read_output_prefix(out.buffer, d * dtype_size(out.dtype));
+  return s.results(rows, raw, decode_position, want_logprobs);
+}
+
+std::vector<Sampled> StepRunner::mixed(std::span<const ChunkCall>, std::span<const DecodeCall>) {
+  fail(ErrorKind::Api, "serve: this model runs no mixed steps");
 }
 
 }  // namespace kern::serve

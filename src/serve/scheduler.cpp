@@ -17,8 +17,7 @@ std::string_view to_string(End e) {
   return "?";
 }
 
-Scheduler::Scheduler(SchedulerConfig config, Pages& pages)
-    : config_(config), pages_(pages), prefix_(pages.unit()) {
+Scheduler::Scheduler(SchedulerConfig config, Pages& pages) : config_(config), pages_(pages), prefix_(pages.unit()) {
   if (config_.max_running == 0) fail(ErrorKind::Api, "scheduler: max_running 0");
   if (config_.chunk == 0) fail(ErrorKind::Api, "scheduler: chunk 0");
   if (config_.prefill_budget == 0) fail(ErrorKind::Api, "scheduler: prefill budget 0");
@@ -290,7 +289,33 @@ Plan Scheduler::plan() {
     if (s.computed + 1 == s.tokens.size()) p.decode.push_back({id, s.computed});
   }
   stats_.decode_rows += p.decode.size();
+  mark_mixed(p);
   return p;
+}
+
+// 5. The mixed part: the last chunks that fit beside the decode rows, the one at the boundary cut in
+//    two (its first rows run alone before, its last ones in the mixed call), so the chunks of one
+//    sequence keep their order and a chunk that completes a prompt runs no later than the decode
+//    row that reads it.
+void Scheduler::mark_mixed(Plan& p) const {
+  p.mixed_from = p.chunks.size();
+  if (config_.mixed_rows == 0 || p.decode.empty() || p.chunks.empty() || p.decode.size() >= config_.mixed_rows) return;
+  std::uint64_t room = config_.mixed_rows - p.decode.size();
+  const std::uint64_t most = config_.mixed_chunks > 0 ? config_.mixed_chunks : UINT64_MAX;
+  std::size_t i = p.chunks.size();
+  for (std::uint64_t taken = 0; i > 0 && room > 0 && taken < most; ++taken) {
+    Chunk& c = p.chunks[i - 1];
+    if (c.count <= room) {
+      room -= c.count;
+      --i;
+      continue;
+    }
+    const Chunk back{c.seq, c.first + c.count - room, room};
+    c.count -= room;
+    p.chunks.insert(p.chunks.begin() + static_cast<std::ptrdiff_t>(i), back);
+    break;
+  }
+  p.mixed_from = i;
 }
 
 std::vector<Emitted> Scheduler::commit(const Plan& plan, std::span<const std::int64_t> sampled) {

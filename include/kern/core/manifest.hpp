@@ -332,6 +332,9 @@ struct Batch {
   Dim rows;                  // exact const, or a var (then one group; rows = var value)
   std::string span;          // optional var
   std::string context;       // optional var (v5)
+  // kern extension (a mixed step): the var counting the call's leading one-row decode groups; the
+  // groups after them are chunks, and `rows` (then the row axis var) counts every row of the call.
+  std::string decode;
 };
 
 struct Program {

@@ -43,6 +43,10 @@ struct Forward {
   bool emits_tokens = false;           // writes the `tokens` fill
   std::uint64_t tokens_per_group = 0;  // tokens row width when it emits ([seqs] -> 1, [seqs, r] -> r)
   std::string count;                   // `count` fill buffer it writes ("" = take 1 token per group)
+  // A mixed step (batch.decode): the var counting its leading one-row decode groups; the groups after
+  // them are prefill chunks, and `rows` bounds every row of the call (decode rows first).
+  std::string decode_var;
+  std::uint64_t decode_groups = 0;  // the decode var's max
 };
 
 class Protocol {
@@ -66,6 +70,14 @@ class Protocol {
   std::optional<Forward> forward(std::uint64_t groups, std::uint64_t rows) const;
   // The program accepting (1, var rows): a prefill chunk. nullopt when there is none.
   std::optional<Forward> chunk() const;
+  // The mixed program (decode rows and prefill chunks in one forward), if any.
+  std::optional<Forward> mixed() const;
+  // The var table for one call of mixed program `f`: `decode` one-row groups then `chunks` chunk groups,
+  // `rows` rows in all (decode + chunk rows); group var = decode + chunks, row var = rows, decode var
+  // = decode, context var = longest_context, every other var at its max. Error(Api) outside bounds
+  // (decode and chunks at least 1 each, rows above decode + chunks - 1 ...).
+  std::map<std::string, std::uint64_t> mixed_vars(const Forward& f, std::uint64_t decode, std::uint64_t chunks,
+                                                  std::uint64_t rows, std::uint64_t longest_context) const;
   // The span program covering `groups` (tightest bound), if any.
   std::optional<Forward> spanned(std::uint64_t groups) const;
   const std::vector<std::string>& once_programs() const { return once_; }
@@ -92,6 +104,7 @@ class Protocol {
   std::vector<LineTable> line_tables_;
   std::vector<Forward> forwards_;
   std::vector<std::string> once_, derive_;
+  std::string mixed_;  // the mixed program's name ("" = none)
 };
 
 // Every protocol finding (rule ids "P.*", see docs/manifest.md), deterministic order.

@@ -82,6 +82,20 @@ struct Qwen3GenOptions {
   // sequence from the step's size (decode_attn_target_blocks): faster at small steps, and a sequence's
   // tokens may change with what else is batched (docs/serve.md measures both).
   bool batch_invariant = true;
+  // The prefill program ends with the final norm, the lm_head of each sequence's last row and the
+  // sampling (or argmax) op: kern run and kern bench take a prompt's first token there. Off (kern
+  // serve's in-memory manifest, kern gen --no-prefill-logits): the program ends at the last layer's
+  // down_proj, because the server's first decode row feeds the prompt's last token and samples the
+  // first generated token itself, so a chunk's logits were computed and never read (an lm_head of
+  // 151,936 x 2,560 per chunk call on the 4B shape).
+  bool prefill_logits = true;
+  // A third batch program, `mixed` (kern serve): a step's decode rows and prefill chunks as one
+  // forward, so the decode rows' GEMMs ride on the chunks' weight reads (docs/serve.md "Mixed
+  // steps"). Every serving program then computes a row with the same ops (the decode program's:
+  // cuBLASLt with one algorithm per weight, residuals accumulated into `hidden`), so a row's bits do
+  // not depend on which program ran it. Needs batch_invariant with more than 8 sequences (cuBLASLt
+  // for every decode step), no decode chain, and prefill_logits off.
+  bool mixed = false;
   // The batch-invariant attention split's shortest range, in keys (a multiple of 32): a context of len
   // tokens has ranges of max(this, ceil(len / 64) rounded up to 32) keys. Longer ranges cost less partial
   // traffic and reduce work in big steps, shorter ones spread a small step over more SMs. 0: the

@@ -62,6 +62,11 @@ struct SchedulerConfig {
   std::uint64_t chunk = 512;            // rows per prefill call
   std::uint64_t prefill_budget = 2048;  // prompt rows per step, over all chunks
   std::uint64_t max_len = 0;            // positions one sequence may reach (prompt + generated); 0: no bound
+  // Mixed steps (mixed_rows > 0): the step's last chunks, up to mixed_chunks of them and with the
+  // decode rows at most mixed_rows rows, are marked to run in one forward with the decode rows
+  // (Plan::mixed_from); the chunk at the boundary is cut in two where it does not fit whole.
+  std::uint64_t mixed_rows = 0;
+  std::uint64_t mixed_chunks = 0;
   bool prefix_cache = true;
 };
 
@@ -91,6 +96,9 @@ struct Row {
 };
 struct Plan {
   std::vector<Chunk> chunks;       // run first, in order
+  // chunks[mixed_from ..] run in one forward with the decode rows (a mixed step), after the others;
+  // chunks.size() when none do.
+  std::size_t mixed_from = 0;
   std::vector<Row> decode;         // then one decode call, one group per row in this order
   std::vector<SeqId> preempted;    // lost their pages in this plan (they will prefill again)
   std::vector<std::pair<SeqId, End>> ended;  // ended while planning (TooLong)
@@ -173,6 +181,7 @@ class Scheduler {
   void preempt(SeqId id);
   void finish(SeqId id);
   void index_prompt(Seq& s);
+  void mark_mixed(Plan& p) const;
 
   SchedulerConfig config_;
   Pages& pages_;

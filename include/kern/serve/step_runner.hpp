@@ -50,6 +50,13 @@ class StepRunner {
   virtual std::vector<Sampled> decode(std::span<const DecodeCall> rows) = 0;
   virtual std::uint64_t max_rows() const = 0;   // sequences one decode call takes
   virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes
+  // A mixed step: `rows` (decode rows, at least one) and `chunks` (at least one) as one forward,
+  // the chunks' K/V written before any row reads them; one token per decode row, in order. Only
+  // when mixed_chunks() > 0: at most that many chunks, and decode rows plus chunk rows at most
+  // mixed_rows().
+  virtual std::uint64_t mixed_chunks() const { return 0; }
+  virtual std::uint64_t mixed_rows() const { return 0; }
+  virtual std::vector<Sampled> mixed(std::span<const ChunkCall> chunks, std::span<const DecodeCall> rows);
   // Error(Api) naming what the model cannot do for these settings and up to `max_new` generated
   // tokens (penalties without a history fill, or over more tokens than it holds, ...); with
   // `prompt_logprobs`, also scoring the prompt (forced rows with log-probs).
@@ -69,6 +76,11 @@ class ProtocolRunner final : public StepRunner {
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override;
   std::uint64_t max_chunk() const override;
+  // The manifest's mixed program (Protocol::mixed), when it has one: eager, one group per decode row
+  // (no padding), then one per chunk.
+  std::uint64_t mixed_chunks() const override;
+  std::uint64_t mixed_rows() const override;
+  std::vector<Sampled> mixed(std::span<const ChunkCall> chunks, std::span<const DecodeCall> rows) override;
   void check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs = false) const override;
   std::uint64_t bucket(std::uint64_t rows) const;  // the padded group count for `rows` rows
   // One decode call per bucket over padding rows only, so every bucket's graph is captured before
@@ -86,16 +98,22 @@ class ProtocolRunner final : public StepRunner {
 std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t vocab);
 class FakeRunner final : public StepRunner {
  public:
-  FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us = 0);
+  // mixed_chunks > 0: it takes mixed steps too (the chunks, then the rows, as the two calls would).
+  FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us = 0,
+             std::uint64_t mixed_chunks = 0);
   void prefill(const ChunkCall& chunk) override;
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override { return max_rows_; }
   std::uint64_t max_chunk() const override { return max_chunk_; }
+  std::uint64_t mixed_chunks() const override { return mixed_chunks_; }
+  std::uint64_t mixed_rows() const override { return mixed_chunks_ ? max_chunk_ : 0; }
+  std::vector<Sampled> mixed(std::span<const ChunkCall> chunks, std::span<const DecodeCall> rows) override;
+  std::uint64_t mixed_calls() const { return mixed_calls_; }
   void check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs = false) const override;
   std::uint64_t prefill_rows() const { return prefill_rows_; }
 
  private:
-  std::uint64_t vocab_, max_rows_, max_chunk_, step_us_, prefill_rows_ = 0;
+  std::uint64_t vocab_, max_rows_, max_chunk_, step_us_, mixed_chunks_, prefill_rows_ = 0, mixed_calls_ = 0;
 };
 
 }  // namespace kern::serve

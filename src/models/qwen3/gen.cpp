@@ -108,6 +108,17 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
     if (!is_sha256_hex(it->second))
       fail(ErrorKind::KernelArtifact, "module '{}': '{}' is not a sha256", family, it->second);
   }
+  if (o.mixed) {
+    if (!o.batch_invariant || o.max_seqs <= kGemvMaxRows || o.decode_chain || o.gemv_fused_norm)
+      fail(ErrorKind::Api,
+           "mixed steps need batch invariance with more than {} sequences (cuBLASLt for every decode step), no "
+           "decode chain and no fused GEMV norms",
+           kGemvMaxRows);
+    if (o.prefill_logits) fail(ErrorKind::Api, "mixed steps are kern serve's: build them without prefill logits");
+    if (o.max_tokens <= o.max_seqs)
+      fail(ErrorKind::Api, "mixed steps need --max-tokens {} above --max-seqs {} (room for a chunk beside the decode rows)",
+           o.max_tokens, o.max_seqs);
+  }
   const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
   if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
 }
@@ -220,7 +231,8 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& c, const Qwen3G
   OJ m;
   m["schema_version"] = 5;
   m["model"] = o.model.empty() ? std::string("qwen3") : o.model;
-  m["vars"] = {{"tokens", {{"max", o.max_tokens}}}, {"seqs", {{"max", o.max_seqs}}}};
+  m["vars"] = {{"tokens", {{"max", o.max_tokens}}}, {"seqs", {{"max", o.max_seqs + (o.mixed ? kMixedChunkGroups : 0)}}}};
+  if (o.mixed) m["vars"]["dseqs"] = {{"max", o.max_seqs}};
   m["states"] = {{"kv", {{"bytes_per_token", c.layers * 2 * c.kv_heads * c.head_dim * 2}}}};
   m["buffers"] = buffers(g);
   OJ op_list = ops(g);
@@ -231,7 +243,12 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& c, const Qwen3G
       {"batch", {{"groups", o.max_seqs}, {"rows", 1}}}, {"graph", true}, {"calls", forward_calls(g, false)}};
   programs["load"] = {{"once", true},
                       {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};
-  programs["prefill"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}}, {"calls", forward_calls(g, true)}};
+  programs["prefill"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}},
+                         {"calls", o.mixed ? serving_calls(g, false) : forward_calls(g, true)}};
+  if (o.mixed)
+    programs["mixed"] = {
+        {"batch", {{"groups", o.max_seqs + kMixedChunkGroups}, {"rows", "tokens"}, {"decode", "dseqs"}}},
+        {"calls", serving_calls(g, true)}};
   m["programs"] = std::move(programs);
   return m;
 }

@@ -30,6 +30,10 @@ constexpr std::uint64_t kGemvMaxRows = 8;
 // this bound the launch asks for it at this m instead (`algo_m`; docs/perf.md, thirteenth session).
 constexpr std::uint64_t kDecodeAlgoM = 128;
 
+// A mixed step carries at most this many chunk groups beside its decode groups (the group var's max
+// grows by it).
+constexpr std::uint64_t kMixedChunkGroups = 8;
+
 // Shared geometry, derived once from the config and the options.
 struct Geo {
   Qwen3Shape c;
@@ -102,6 +106,12 @@ std::string layer_name(std::uint64_t l, const char* what);  // "layers.<l>.<what
 std::string hf_layer(std::uint64_t l, const char* what);    // "model.layers.<l>.<what>.weight"
 // The calls of `prefill` or `decode` (gen_calls.cpp).
 OJ forward_calls(const Geo& g, bool prefill);
+// With o.mixed: the calls of the serving `prefill` (mixed false) and `mixed` programs, built from the
+// decode program's ops over `tokens` rows (gen_calls.cpp).
+OJ serving_calls(const Geo& g, bool mixed);
+// The var the decode ops' norm and SiLU launches take their grids from: `tokens` with o.mixed (those
+// ops then also run over a chunk's rows), else `seqs` (equal to tokens in the decode program).
+inline const char* decode_rows_var(const Geo& g) { return g.o.mixed ? "tokens" : "seqs"; }
 // A call of op `op_name` (label omitted when empty).
 OJ call(const std::string& label, const char* op_name, OJ args);
 

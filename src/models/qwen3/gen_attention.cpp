@@ -22,7 +22,9 @@ constexpr std::uint64_t kLongQueries = 128, kLongThreads = 128, kLongKeys = 32;
 
 double attn_scale(const Qwen3Shape& c) { return 1.0 / std::sqrt(static_cast<double>(c.head_dim)); }
 
-// One prefill launch of `entry`: blocks of `queries` queries (rows x the q heads of one kv head).
+// One prefill launch of `entry`: blocks of `queries` queries (rows x the q heads of one kv head), from
+// the op's param 9 (first_row: 0 in the prefill program, the decode rows' count in a mixed step,
+// whose decode rows the decode attention takes).
 OJ prefill_launch(const Geo& g, const std::string& entry, std::uint64_t queries, std::uint64_t threads,
                   std::uint64_t shared) {
   const Qwen3Shape& c = g.c;
@@ -30,7 +32,7 @@ OJ prefill_launch(const Geo& g, const std::string& entry, std::uint64_t queries,
   return with_shared(launch(entry,
                             OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), p(4), p(5), p(6),
                                        p(7), p(8), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
-                                       i64(g.page_stride_elems), f32(attn_scale(c)), i32(per_block)}),
+                                       i64(g.page_stride_elems), f32(attn_scale(c)), i32(per_block), p(9)}),
                             OJ::array({ceil_div("tokens", per_block), c.kv_heads, 1}), threads),
                      shared);
 }
@@ -96,7 +98,7 @@ OJ attn_prefill_op(const Geo& g) {
     launches.push_back(std::move(big));
   }
   return op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "in buffer<i32>", "in buffer<i64>",
-             "out buffer<bf16>", "i32", "i32"},
+             "out buffer<bf16>", "i32", "i32", "i32"},
             std::move(launches));
 }
 

@@ -65,7 +65,7 @@ OJ buffers(const Geo& g) {
   b["seq_lens"] = plain("i32", OJ::array({"seqs"}), "input");
   b["seq_lens"]["fill"] = "seq_len";
   b["seq_lens"]["domain"] = {{"min", 1}, {"max", g.max_pages * g.o.page_size}};
-  b["cu_seqlens"] = plain("i32", OJ::array({g.o.max_seqs + 1}), "input");
+  b["cu_seqlens"] = plain("i32", OJ::array({g.o.max_seqs + (g.o.mixed ? kMixedChunkGroups : 0) + 1}), "input");
   b["cu_seqlens"]["fill"] = "cu_seqlens";
   b["cu_seqlens"]["domain"] = {{"min", 0}, {"max", "tokens"}, {"monotone", true}};
   // Outputs.
@@ -90,10 +90,10 @@ OJ buffers(const Geo& g) {
   b["normed"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
   b["qkv"] = plain("bf16", OJ::array({"tokens", g.qkv_width}), "workspace");
   b["attn"] = plain("bf16", OJ::array({"tokens", g.q_width}), "workspace");
-  b["delta"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
+  if (!g.o.mixed) b["delta"] = plain("bf16", OJ::array({"tokens", c.hidden}), "workspace");
   b["gate_up"] = plain("bf16", OJ::array({"tokens", 2 * c.intermediate}), "workspace");
   b["act"] = plain("bf16", OJ::array({"tokens", c.intermediate}), "workspace");
-  b["last"] = plain("bf16", OJ::array({"seqs", c.hidden}), "workspace");
+  if (g.o.prefill_logits) b["last"] = plain("bf16", OJ::array({"seqs", c.hidden}), "workspace");
   // Derived at load.
   b["rope"] = plain("f32", OJ::array({g.max_pos, c.head_dim}), "carry");
   // The decode chain's grid-barrier words: zero at load, left zero by every launch.

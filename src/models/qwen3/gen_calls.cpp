@@ -39,7 +39,7 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
   calls.push_back(rope_cache_call(g, l));
   calls.push_back(call(layer_name(l, "attn"), "attn_prefill",
                        OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("cu_seqlens"),
-                                  buf("positions"), buf("attn"), var("tokens"), var("seqs")})));
+                                  buf("positions"), buf("attn"), var("tokens"), var("seqs"), OJ{{"i32", 0}}})));
   calls.push_back(call(layer_name(l, "o_proj"), "gemm_o",
                        OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
   calls.push_back(
@@ -55,18 +55,19 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
 // The plain decode norm op: rms_norm, or with the chain decode_rms_norm (launched only above its rows).
 const char* decode_norm(const Geo& g) { return g.chain_rows > 0 ? "decode_rms_norm" : "rms_norm"; }
 
-// The per-op decode path's input norm and qkv_proj of layer l.
-void decode_qkv(const Geo& g, std::uint64_t l, OJ& calls) {
+// The per-op decode path's input norm and qkv_proj of layer l, over `m` rows (seqs in the decode
+// program, tokens in the serving prefill and mixed programs).
+void decode_qkv(const Geo& g, std::uint64_t l, OJ& calls, const char* m = "seqs") {
   if (g.o.gemv_fused_norm) {
-    calls.push_back(call(layer_name(l, "norm_qkv_proj"), "decode_norm_qkv",
-                         OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf(layer_name(l, "qkv")),
-                                    buf("qkv"), var("seqs")})));
+    calls.push_back(call(
+        layer_name(l, "norm_qkv_proj"), "decode_norm_qkv",
+        OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf(layer_name(l, "qkv")), buf("qkv"), var(m)})));
     return;
   }
   calls.push_back(call(layer_name(l, "input_norm"), decode_norm(g),
                        OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
   calls.push_back(call(layer_name(l, "qkv_proj"), "decode_qkv",
-                       OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("seqs")})));
+                       OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var(m)})));
 }
 
 // Layer l's decode chain call: o_proj through the next layer's qkv_proj (the last layer's: the lm_head).
@@ -80,11 +81,12 @@ OJ decode_chain_call(const Geo& g, std::uint64_t l) {
                          buf("chain_sync"), var("seqs")}));
 }
 
-// The per-op decode path from attention's output: o_proj, the MLP, down_proj (residuals into hidden).
-void decode_o_mlp(const Geo& g, std::uint64_t l, OJ& calls) {
+// The per-op decode path from attention's output: o_proj, the MLP, down_proj (residuals into hidden),
+// over `m` rows (as decode_qkv).
+void decode_o_mlp(const Geo& g, std::uint64_t l, OJ& calls, const char* m = "seqs") {
   const bool fused = g.o.gemv_fused_norm;
   calls.push_back(call(layer_name(l, "o_proj"), "decode_o_residual",
-                       OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var("seqs")})));
+                       OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("hidden"), var(m)})));
   OJ gate_up_args;
   if (fused) {
     gate_up_args =
@@ -95,11 +97,11 @@ void decode_o_mlp(const Geo& g, std::uint64_t l, OJ& calls) {
     gate_up_args = OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("act")});
   }
   if (decode_uses_blas(g)) gate_up_args.push_back(buf("gate_up"));
-  gate_up_args.push_back(var("seqs"));
+  gate_up_args.push_back(var(m));
   calls.push_back(call(layer_name(l, fused ? "norm_gate_up_silu" : "gate_up_silu"),
                        fused ? "decode_norm_gate_up_silu" : "decode_gate_up_silu", std::move(gate_up_args)));
   calls.push_back(call(layer_name(l, "down_proj"), "decode_down_residual",
-                       OJ::array({buf("act"), buf(layer_name(l, "down")), buf("hidden"), var("seqs")})));
+                       OJ::array({buf("act"), buf(layer_name(l, "down")), buf("hidden"), var(m)})));
 }
 
 void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
@@ -113,8 +115,9 @@ void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
   if (per_op) decode_o_mlp(g, l, calls);
 }
 
-// After the last layer: the final norm and the lm_head (prefill: of each sequence's last row).
-void head_calls(const Geo& g, bool prefill, OJ& calls) {
+// After the last layer: the final norm and the lm_head (prefill: of each sequence's last row; the
+// decode path over the first `m` rows).
+void head_calls(const Geo& g, bool prefill, OJ& calls, const char* m = "seqs") {
   if (prefill) {
     calls.push_back(call("final_norm", "add_rms_norm",
                          OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
@@ -126,12 +129,12 @@ void head_calls(const Geo& g, bool prefill, OJ& calls) {
     // the last layer's chain ends with the lm_head
   } else if (g.o.gemv_fused_norm) {
     calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
-                         OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var("seqs")})));
+                         OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var(m)})));
   } else {
     calls.push_back(call("final_norm", decode_norm(g),
                          OJ::array({buf("hidden"), buf("final_norm"), buf("normed"), var("tokens")})));
     calls.push_back(
-        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var("seqs")})));
+        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var(m)})));
   }
 }
 
@@ -143,6 +146,37 @@ OJ call(const std::string& label, const char* op_name, OJ args) {
   c["op"] = op_name;
   c["args"] = std::move(args);
   return c;
+}
+
+OJ serving_calls(const Geo& g, bool mixed) {
+  OJ calls = OJ::array();
+  calls.push_back(
+      call("embed", "embedding", OJ::array({buf("token_ids"), buf("embed"), buf("hidden"), var("tokens")})));
+  for (std::uint64_t l = 0; l < g.c.layers; ++l) {
+    decode_qkv(g, l, calls, "tokens");
+    calls.push_back(rope_cache_call(g, l));
+    // The chunks' rows (after the decode rows in a mixed step), then the decode rows.
+    calls.push_back(
+        call(layer_name(l, mixed ? "attn_chunks" : "attn"), "attn_prefill",
+             OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("cu_seqlens"), buf("positions"),
+                        buf("attn"), var("tokens"), var("seqs"), mixed ? var("dseqs") : OJ{{"i32", 0}}})));
+    if (mixed)
+      calls.push_back(
+          call(layer_name(l, "attn"), "attn_decode",
+               OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("dseqs")})));
+    decode_o_mlp(g, l, calls, "tokens");
+  }
+  if (!mixed) return calls;  // a chunk's K/V only: kern serve's first decode row samples
+  head_calls(g, false, calls, "dseqs");
+  if (g.o.sampling) {
+    calls.push_back(
+        call("sample", "sample",
+             OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"), buf("next_token"),
+                        buf("logprobs"), buf("logprob_ids"), var("dseqs"), buf("sample_arrivals")})));
+  } else {
+    calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("dseqs")})));
+  }
+  return calls;
 }
 
 OJ forward_calls(const Geo& g, bool prefill) {
@@ -160,12 +194,13 @@ OJ forward_calls(const Geo& g, bool prefill) {
       decode_layer(g, l, calls);
     }
   }
+  if (prefill && !g.o.prefill_logits) return calls;  // a chunk's K/V only (kern serve)
   head_calls(g, prefill, calls);
   if (g.o.sampling) {
-    calls.push_back(call("sample", "sample",
-                         OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"),
-                                    buf("next_token"), buf("logprobs"), buf("logprob_ids"), var("seqs"),
-                                    buf("sample_arrivals")})));
+    calls.push_back(
+        call("sample", "sample",
+             OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"), buf("next_token"),
+                        buf("logprobs"), buf("logprob_ids"), var("seqs"), buf("sample_arrivals")})));
   } else {
     calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
   }

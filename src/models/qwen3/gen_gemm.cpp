@@ -93,20 +93,22 @@ OJ blas_launch(const Geo& g, const char* ext, const char* out_dir, OJ x, OJ w, O
         l["algo_m"] = c.m_ref;
         if (c.candidate != 0) l["algo_candidate"] = c.candidate;
       }
+  } else if (g.o.mixed) {
+    l["algo_m"] = g.o.max_seqs;  // the decode program's choice: the ops also run over a mixed step's rows
   }
   return l;
 }
 
 // The cuBLASLt path's RMSNorm of x (param 0, weight param 1) into the op's scratch `normed`.
 OJ blas_norm_launch(const Geo& g, std::uint64_t m_param) {
-  OJ l = rms_norm_launch(g, scratch("normed"), m_param, "seqs");
+  OJ l = rms_norm_launch(g, scratch("normed"), m_param, decode_rows_var(g));
   set_when(l, when_blas(g));
   return l;
 }
 
 OJ normed_scratch(const Geo& g) {
   OJ sc;
-  sc["normed"] = {{"dtype", "bf16"}, {"shape", OJ::array({"seqs", g.c.hidden})}};
+  sc["normed"] = {{"dtype", "bf16"}, {"shape", OJ::array({decode_rows_var(g), g.c.hidden})}};
   return sc;
 }
 
@@ -172,7 +174,7 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
     launches.push_back(
         blas_launch(g, "cublaslt_bf16_tn", "out", std::move(x), p(w), p(gate_up), m, 2 * c.intermediate, c.hidden));
     OJ silu = launch("kern_silu_mul_bf16", OJ::array({p(gate_up), p(act), p(m), i32(c.intermediate)}),
-                     OJ::array({"seqs", (c.intermediate + 2047) / 2048, 1}), 256);
+                     OJ::array({decode_rows_var(g), (c.intermediate + 2047) / 2048, 1}), 256);
     set_when(silu, when_blas(g));
     launches.push_back(std::move(silu));
   }
@@ -183,11 +185,13 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
 
 void add_gemm_ops(const Geo& g, OJ& o) {
   const Qwen3Shape& c = g.c;
-  o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
-  o["gemm_o"] = gemm_op(c.hidden, g.q_width);
-  o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
-  o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
-  o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
+  if (!g.o.mixed) {  // with mixed steps the prefill program runs the decode ops
+    o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
+    o["gemm_o"] = gemm_op(c.hidden, g.q_width);
+    o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
+    o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
+  }
+  if (g.o.prefill_logits) o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
   if (!decode_needs_ops(g)) return;  // every decode step goes through the chain
   if (g.o.gemv_fused_norm) {
     o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);

@@ -157,13 +157,13 @@ OJ ops(const Geo& g) {
   OJ o;
   o["embedding"] = embedding_op(g);
   o["rms_norm"] = rms_norm_op(g);
-  o["add_rms_norm"] = add_rms_norm_op(g);
-  o["gather_last"] = gather_last_op(g);
+  if (!g.o.mixed) o["add_rms_norm"] = add_rms_norm_op(g);  // with mixed steps every program is decode-style
+  if (g.o.prefill_logits) o["gather_last"] = gather_last_op(g);
   o["rope_table"] = rope_table_op(g);
   o["qk_norm_rope_cache"] = qk_norm_rope_cache_op(g);
   o["attn_decode"] = attn_decode_op(g);
   o["attn_prefill"] = attn_prefill_op(g);
-  o["silu_mul"] = silu_mul_op(g);
+  if (!g.o.mixed) o["silu_mul"] = silu_mul_op(g);
   if (g.o.sampling) {
     o["sample"] = sample_op(g);
   } else {

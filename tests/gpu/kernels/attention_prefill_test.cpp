@@ -111,9 +111,9 @@ struct DeviceProblem {
         pos(pr.pos) {}
 
   // The whole problem in one call (rows_per_block 0: the variant's default).
-  void run(Fatbin& fb, const Variant& v, int rows_per_block = 0) {
+  void run(Fatbin& fb, const Variant& v, int rows_per_block = 0, int first_row = 0) {
     std::vector<int32_t> lens(p.lens.begin(), p.lens.end());
-    call(fb, v, 0, p.rows, p.cu, lens, rows_per_block > 0 ? rows_per_block : v.rows_per_block(p.g));
+    call(fb, v, 0, p.rows, p.cu, lens, rows_per_block > 0 ? rows_per_block : v.rows_per_block(p.g), first_row);
   }
 
   // Rows [r0, r1) of sequence 0 (no extra rows) as their own call: seq_len = end of the slice
@@ -123,7 +123,7 @@ struct DeviceProblem {
   }
 
   void call(Fatbin& fb, const Variant& v, int r0, int r1, const std::vector<int32_t>& cu,
-            const std::vector<int32_t>& lens, int rows_per_block) {
+            const std::vector<int32_t>& lens, int rows_per_block, int first_row = 0) {
     const AttnGeometry& g = p.g;
     const int rows = r1 - r0, seqs = static_cast<int>(lens.size());
     Device<int32_t> d_cu(cu), d_lens(lens);
@@ -131,7 +131,7 @@ struct DeviceProblem {
               qkv.get() + static_cast<int64_t>(r0) * g.q_stride(), g.q_stride(), cache.get() + p.kv->layer_off,
               table.get(), p.kv->max_pages, d_lens.get(), d_cu.get(), pos.get() + r0,
               out.get() + static_cast<int64_t>(r0) * g.out_width(), rows, seqs, g.heads, g.kv_heads, g.page_size,
-              p.kv->page_stride, p.scale, rows_per_block);
+              p.kv->page_stride, p.scale, rows_per_block, first_row);
   }
 };
 
@@ -194,6 +194,41 @@ TEST(AttentionPrefillMmaGpu, OneRowPerBlock) { check(Problem({32, 8, 128, 16}, {
 TEST(AttentionPrefillMmaGpu, PageSizeNotAPowerOfTwo) { check(Problem({32, 8, 128, 12}, {{30, 50}}, 214)); }
 TEST(AttentionPrefillMmaGpu, Long4kKeys) { check(Problem({32, 8, 128, 16}, {{4000, 96}}, 212)); }
 TEST(AttentionPrefillMmaGpu, FirstChunkOfManyTiles) { check(Problem({32, 8, 128, 16}, {{0, 1100}}, 213)); }
+
+// A mixed step's layout (kern serve): one-row sequences first (decode rows, which the decode kernel
+// takes), then chunks; with first_row = the chunk rows' start the kernel leaves the rows below alone
+// (still poisoned) and gives the chunk rows bitwise what a call without the one-row sequences gives.
+TEST(AttentionPrefillMmaGpu, FirstRowLeavesDecodeRowsAlone) {
+  const AttnGeometry g{32, 8, 128, 16};
+  const int decode_rows = 37;
+  std::vector<Chunk> chunks;
+  for (int i = 0; i < decode_rows; ++i) chunks.push_back({100 + 13 * i, 1});
+  chunks.push_back({64, 200});
+  chunks.push_back({0, 75});
+  const Problem p(g, chunks, 231);
+  Fatbin fb("attention_prefill");
+  prepare(fb, kProduction, g);
+  DeviceProblem d(p);
+  d.run(fb, kProduction, 0, decode_rows);
+  const auto mixed = d.out.download();
+  d.out.poison();
+  d.run(fb, kProduction, 0, 0);
+  const auto whole = d.out.download();
+  const size_t n = g.out_width();
+  ASSERT_EQ(count_nan(whole), 0u);
+  EXPECT_EQ(count_nan(std::vector<bf16_bits>(mixed.begin(), mixed.begin() + decode_rows * n)), decode_rows * n)
+      << "rows below first_row were written";
+  EXPECT_EQ(std::memcmp(mixed.data() + decode_rows * n, whole.data() + decode_rows * n,
+                        (p.rows - decode_rows) * n * sizeof(bf16_bits)),
+            0)
+      << "the chunk rows differ from the call that computed every row";
+  // ... and they are attention: the last chunk's last row against the float64 reference.
+  std::vector<double> ref(n), got(n);
+  reference_attention_row(*p.kv, decode_rows + 1, p.qkv.data() + static_cast<size_t>(p.rows - 1) * g.q_stride(), 75,
+                          p.scale, ref.data());
+  for (size_t i = 0; i < n; ++i) got[i] = bf16_to_float(mixed[(p.rows - 1) * n + i]);
+  EXPECT_LT(rel_frobenius(got, ref), 1e-2);
+}
 
 // Row invariance: rows 0..n-1 of one sequence give bitwise the same output in one call, in n calls
 // of one row, in calls of 7 rows, and with other block widths.
@@ -301,7 +336,7 @@ TEST(PerfGpu, PrefillMma) {
     auto time = [&](Fatbin& f, const std::string& name, int threads, int per_block, int n) {
       return f.time_us(name, n, dim3((rows + per_block - 1) / per_block, g.kv_heads), dim3(threads), qkv.get(),
                        g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
-                       rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block);
+                       rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block, 0);
     };
     for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
       prepare(fb, *v, g);

@@ -55,7 +55,9 @@ struct Collect final : TokenSink {
 };
 
 struct Model {
-  Model() {
+  // mixed: the manifest has kern serve's mixed program (and no prefill logits; every program runs the
+  // decode ops).
+  explicit Model(bool mixed = false) {
     dir = std::filesystem::temp_directory_path() / ("kern-serve-gpu-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     models::SynthOptions so;
@@ -67,6 +69,8 @@ struct Model {
     gen.max_seqs = 64;
     gen.max_tokens = 512;
     gen.model = "tiny";
+    gen.mixed = mixed;
+    gen.prefill_logits = !mixed;
     gen.module_sha256 = models::hash_kernel_fatbins(kernels_dir());
     const auto manifest = models::generate_qwen3_manifest(so.shape, gen);
     verified.emplace(core::verify(core::parse_manifest(manifest.dump())));
@@ -99,8 +103,10 @@ std::vector<std::vector<pool::Token>> prompts(std::size_t n, std::uint64_t seed)
 
 // The engine over the model's runtime: 64 sequences per step, 64-row chunks, no prefix cache.
 struct Served {
-  static EngineConfig config() {
+  static EngineConfig config(const StepRunner& runner) {
     EngineConfig cfg;
+    cfg.scheduler.mixed_rows = runner.mixed_rows();  // 0 without a mixed program
+    cfg.scheduler.mixed_chunks = runner.mixed_chunks();
     cfg.scheduler.max_running = 64;
     cfg.scheduler.chunk = 64;
     cfg.scheduler.prefill_budget = 512;
@@ -109,7 +115,9 @@ struct Served {
     return cfg;
   }
   Served(Model& m, driver::Executor& exec)
-      : pages(*m.rt), runner(*m.protocol, exec, std::move(m.rt->lease(1)).value(), 64), engine(config(), pages, runner) {
+      : pages(*m.rt),
+        runner(*m.protocol, exec, std::move(m.rt->lease(1)).value(), 64),
+        engine(config(runner), pages, runner) {
     engine.start();
   }
   RuntimePages pages;
@@ -117,8 +125,8 @@ struct Served {
   Engine engine;
 };
 
-TEST(ServeGpu, GreedyTokensEqualKernRunAloneAndAmong63Others) {
-  Model m;
+void greedy_alone_and_among_others(bool mixed) {
+  Model m(mixed);
   constexpr std::uint64_t kSteps = 24;
   const auto ps = prompts(64, 3);
   driver::RuntimeExecutor exec(*m.rt);
@@ -181,8 +189,22 @@ TEST(ServeGpu, GreedyTokensEqualKernRunAloneAndAmong63Others) {
               static_cast<unsigned long long>(mt.steps), static_cast<unsigned long long>(mt.prefill_rows),
               static_cast<unsigned long long>(mt.pages_used), static_cast<unsigned long long>(mt.pages_total));
   EXPECT_EQ(equal, 64u) << "batch invariance: a request's tokens do not depend on what shares its steps";
+  if (mixed) {
+    std::printf("[serve-gpu] mixed steps: %llu of %llu steps carried chunks beside decode rows\n",
+                static_cast<unsigned long long>(mt.mixed_calls), static_cast<unsigned long long>(mt.steps));
+    EXPECT_GT(mt.mixed_calls, 0u);
+  } else {
+    EXPECT_EQ(mt.mixed_calls, 0u);
+  }
   engine.stop();
 }
+
+TEST(ServeGpu, GreedyTokensEqualKernRunAloneAndAmong63Others) { greedy_alone_and_among_others(false); }
+
+// Mixed steps: the 64 prompts' chunks ride beside the earlier requests' decode rows in one forward,
+// and every token still equals kern run's, which never mixes (its chunks through the prefill
+// program, its rows through the decode graphs).
+TEST(ServeGpu, MixedStepsGiveKernRunsTokensBitwise) { greedy_alone_and_among_others(true); }
 
 // Sampled rows with mixed settings (greedy, temperature, top-k / top-p, min-p, and the three
 // penalties over each row's generated tokens): a seeded request gives kern run's generator's tokens

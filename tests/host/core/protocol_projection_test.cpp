@@ -122,6 +122,39 @@ TEST(ProtocolProjection, ContextAndSpanVars) {
   EXPECT_THROW(p.vars(*s, 3, 1, 5000, 5), Error);  // context beyond its var
 }
 
+// A mixed step (batch.decode, kern's extension): decode groups first, then chunk groups, every row
+// of the call on the row axis. It is neither a plain forward nor the chunk program.
+const char* const kMixed = R"([{"op":"add","path":"/vars/dseqs","value":{"max":8}},
+    {"op":"add","path":"/programs/mixed","value":{"batch":{"groups":12,"rows":"tokens","decode":"dseqs"},"calls":[]}},
+    {"op":"copy","from":"/programs/decode/calls","path":"/programs/mixed/calls"}])";
+
+TEST(ProtocolProjection, MixedStep) {
+  const Protocol p = project("qwen", kMixed);
+  auto m = p.mixed();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->program, "mixed");
+  EXPECT_EQ(m->decode_var, "dseqs");
+  EXPECT_EQ(m->decode_groups, 8u);
+  EXPECT_EQ(m->groups, 12u);
+  EXPECT_TRUE(m->emits_tokens);
+  EXPECT_EQ(p.forward(5, 1)->program, "decode");
+  EXPECT_EQ(p.forward(1, 100)->program, "prefill");
+  EXPECT_EQ(p.chunk()->program, "prefill");
+  EXPECT_FALSE(project("qwen").mixed());
+  const auto v = p.mixed_vars(*m, 5, 2, 200, 900);
+  EXPECT_EQ(v.at("tokens"), 200u);
+  EXPECT_EQ(v.at("seqs"), 7u);
+  EXPECT_EQ(v.at("dseqs"), 5u);
+  EXPECT_EQ(p.mixed_vars(*m, 8, 4, 12, 1).at("seqs"), 12u);
+  EXPECT_THROW(p.mixed_vars(*m, 0, 1, 10, 1), Error);    // no decode group: the chunk program's step
+  EXPECT_THROW(p.mixed_vars(*m, 9, 1, 20, 1), Error);    // beyond the decode var
+  EXPECT_THROW(p.mixed_vars(*m, 8, 5, 20, 1), Error);    // beyond the groups bound
+  EXPECT_THROW(p.mixed_vars(*m, 3, 0, 20, 1), Error);    // no chunk
+  EXPECT_THROW(p.mixed_vars(*m, 3, 2, 4, 1), Error);     // fewer rows than groups
+  EXPECT_THROW(p.mixed_vars(*m, 3, 2, 257, 1), Error);   // beyond the row axis
+  EXPECT_THROW(p.mixed_vars(*p.chunk(), 1, 1, 4, 1), Error);  // not a mixed program
+}
+
 TEST(ProtocolProjection, DerivePrograms) {
   const Protocol p = project("toy_derive");
   EXPECT_EQ(p.derive_programs(), std::vector<std::string>{"convert"});

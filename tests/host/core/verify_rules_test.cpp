@@ -295,6 +295,14 @@ std::vector<Case> cases() {
        "R9.batch", "programs.decode.batch.span"},
       {"batch_context_unknown", "qwen", R"([{"op":"add","path":"/programs/decode/batch/context","value":"nope"}])",
        "R9.batch", "programs.decode.batch.context"},
+      {"batch_decode_unknown", "qwen", R"([{"op":"add","path":"/programs/prefill/batch/decode","value":"nope"}])",
+       "R9.batch", "programs.prefill.batch.decode", 2},  // undeclared, and one group
+      {"batch_decode_with_literal_rows", "qwen",
+       R"([{"op":"add","path":"/vars/dseqs","value":{"max":4}},{"op":"add","path":"/programs/decode/batch/decode","value":"dseqs"}])",
+       "R9.batch", "programs.decode.batch.decode"},
+      {"batch_decode_is_rows_var", "qwen",
+       R"([{"op":"replace","path":"/programs/prefill/batch/groups","value":4},{"op":"add","path":"/programs/prefill/batch/decode","value":"tokens"}])",
+       "R9.batch", "programs.prefill.batch.decode"},
       // R10 unused declarations
       {"unused_var", "qwen", R"([{"op":"add","path":"/vars/unused","value":{"max":4}}])", "R10.unused", "vars.unused"},
       {"unused_buffer", "qwen",

@@ -556,7 +556,9 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   EXPECT_FALSE(big[1]["when"].contains("max"));
   EXPECT_EQ(big[1]["block"][0], 128);
   EXPECT_EQ(big[1]["shared_mem"], (128u + 2 * 2 * 32) * (128 + 8) * 2);
-  EXPECT_EQ(big[1]["args"].back()["i32"], 128 / 4);  // rows per block: 128 queries / G
+  const auto& big_args = big[1]["args"];
+  EXPECT_EQ(big_args[big_args.size() - 2]["i32"], 128 / 4);  // rows per block: 128 queries / G
+  EXPECT_EQ(big_args.back()["param"], 9);                    // first_row: the op's (0 in the prefill program)
   EXPECT_EQ(big[0]["args"], big[1]["args"]);         // same arguments, rows per block included (both 128 queries)
   // head_dim 64 (the m32n32s2 layout is built for 128 only): one launch whatever the bound.
   Qwen3Shape s64 = qwen3_preset("0.6b");
@@ -625,6 +627,99 @@ TEST(GenQwen3, PrefillKeepsCublasGemmsForEveryRowCount) {
     EXPECT_FALSE(launches[0].contains("when")) << name;
   }
   EXPECT_EQ(call_named(m["programs"]["prefill"], "layers.3.o_proj")["args"][3]["var"], "tokens");
+}
+
+// kern serve's manifest: the prefill program ends at the last layer (its first decode row samples a
+// prompt's first token), and what only the prefill's head used is gone (the verifier refuses unused
+// declarations); the decode program is the same call for call.
+TEST(GenQwen3, PrefillWithoutLogitsEndsAtTheLastLayer) {
+  const Qwen3Shape c = config("4b");
+  Qwen3GenOptions o = options(true);
+  o.max_seqs = 256;
+  o.max_tokens = 512;
+  const auto with = generate_qwen3_manifest(c, o);
+  o.prefill_logits = false;
+  const auto m = generate_qwen3_manifest(c, o);
+  const core::Verified v = core::verify(parse(m));
+  const core::Protocol protocol = core::check_protocol(v);
+  ASSERT_TRUE(protocol.chunk().has_value());
+  EXPECT_FALSE(protocol.chunk()->emits_tokens);
+  ASSERT_TRUE(protocol.forward(256, 1).has_value());
+  EXPECT_TRUE(protocol.forward(256, 1)->emits_tokens);
+  const auto& calls = m["programs"]["prefill"]["calls"];
+  ASSERT_EQ(calls.size(), 1 + 9 * c.layers);
+  EXPECT_EQ(calls.back()["op"], "gemm_down");
+  EXPECT_EQ(with["programs"]["prefill"]["calls"].size(), 1 + 9 * c.layers + 4);
+  EXPECT_EQ(m["programs"]["decode"], with["programs"]["decode"]);
+  for (const char* gone : {"gather_last", "gemm_lm_head"}) {
+    EXPECT_TRUE(with["ops"].contains(gone)) << gone;
+    EXPECT_FALSE(m["ops"].contains(gone)) << gone;
+  }
+  EXPECT_FALSE(m["buffers"].contains("last"));
+}
+
+// Mixed steps (kern serve): a third program runs decode rows then chunk rows in one forward, and every
+// serving program computes a row with the decode program's ops (one GEMM algorithm per weight), so a
+// row's bits do not depend on which program ran it.
+TEST(GenQwen3, MixedStepsRunTheDecodeOpsOverEveryRow) {
+  const Qwen3Shape c = config("4b");
+  Qwen3GenOptions o = options(true);
+  o.max_seqs = 256;
+  o.max_tokens = 512;
+  o.prefill_logits = false;
+  const auto plain = generate_qwen3_manifest(c, o);
+  o.mixed = true;
+  const auto m = generate_qwen3_manifest(c, o);
+  const core::Verified v = core::verify(parse(m));
+  const core::Protocol protocol = core::check_protocol(v);
+  const auto mixed = protocol.mixed();
+  ASSERT_TRUE(mixed.has_value());
+  EXPECT_EQ(mixed->program, "mixed");
+  EXPECT_EQ(mixed->decode_var, "dseqs");
+  EXPECT_EQ(mixed->decode_groups, 256u);
+  EXPECT_EQ(mixed->groups, 264u);
+  EXPECT_TRUE(mixed->emits_tokens);
+  EXPECT_EQ(protocol.forward(256, 1)->program, "decode");
+  EXPECT_EQ(protocol.chunk()->program, "prefill");
+  EXPECT_EQ(m["vars"]["seqs"]["max"], 264);
+  EXPECT_EQ(m["buffers"]["cu_seqlens"]["shape"][0], 265);
+  // The decode program makes the same calls; the prefill-only ops are gone.
+  EXPECT_EQ(m["programs"]["decode"], plain["programs"]["decode"]);
+  for (const char* gone : {"gemm_qkv", "gemm_o", "gemm_gate_up", "gemm_down", "add_rms_norm", "silu_mul"})
+    EXPECT_FALSE(m["ops"].contains(gone)) << gone;
+  const auto& prefill = m["programs"]["prefill"]["calls"];
+  const std::vector<std::string> layer = {"rms_norm",          "decode_qkv", "qk_norm_rope_cache",  "attn_prefill",
+                                          "decode_o_residual", "rms_norm",   "decode_gate_up_silu", "decode_down_residual"};
+  ASSERT_EQ(prefill.size(), 1 + layer.size() * c.layers);
+  EXPECT_EQ(op_names(prefill, 1, layer.size()), layer);
+  EXPECT_EQ(call_named(m["programs"]["prefill"], "layers.5.qkv_proj")["args"][3]["var"], "tokens");
+  EXPECT_EQ(call_named(m["programs"]["prefill"], "layers.5.attn")["args"][9]["i32"], 0);
+  const auto& mx = m["programs"]["mixed"];
+  ASSERT_EQ(mx["calls"].size(), 1 + (layer.size() + 1) * c.layers + 3);
+  EXPECT_EQ(call_named(mx, "layers.5.attn_chunks")["args"][9]["var"], "dseqs");
+  EXPECT_EQ(call_named(mx, "layers.5.attn")["op"], "attn_decode");
+  EXPECT_EQ(call_named(mx, "layers.5.attn")["args"][5]["var"], "dseqs");
+  EXPECT_EQ(call_named(mx, "layers.5.down_proj")["args"][3]["var"], "tokens");
+  EXPECT_EQ(call_named(mx, "lm_head")["args"][3]["var"], "dseqs");
+  EXPECT_EQ(call_named(mx, "sample")["args"][7]["var"], "dseqs");
+  // The decode ops' norms and SiLU cover every row of the call; the GEMMs keep one algorithm.
+  EXPECT_EQ(m["ops"]["decode_gate_up_silu"]["impl"]["launches"][1]["grid"][0], "tokens");
+  EXPECT_EQ(m["ops"]["decode_qkv"]["impl"]["launches"][0]["algo_m"],
+            plain["ops"]["decode_qkv"]["impl"]["launches"][0]["algo_m"]);
+  // At 64 sequences the decode algorithm is still chosen at 64, not at the tokens bound.
+  o.max_seqs = 64;
+  const auto m64 = generate_qwen3_manifest(c, o);
+  EXPECT_NO_THROW(core::check_protocol(core::verify(parse(m64))));
+  EXPECT_EQ(m64["ops"]["decode_down_residual"]["impl"]["launches"][0]["algo_m"], 64);
+  // What mixed steps cannot honour.
+  for (auto bad : {+[](Qwen3GenOptions& x) { x.prefill_logits = true; },
+                   +[](Qwen3GenOptions& x) { x.batch_invariant = false; },
+                   +[](Qwen3GenOptions& x) { x.max_seqs = 8; },
+                   +[](Qwen3GenOptions& x) { x.max_tokens = 64; }}) {
+    Qwen3GenOptions b = o;
+    bad(b);
+    EXPECT_THROW(generate_qwen3_manifest(c, b), kern::Error);
+  }
 }
 
 TEST(GenQwen3, OptionsShapeTheManifest) {

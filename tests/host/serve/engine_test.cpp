@@ -80,14 +80,20 @@ EngineRequest request(std::vector<pool::Token> prompt, std::uint64_t max_new, st
 }
 
 struct Rig {
-  explicit Rig(std::uint64_t step_us = 0) : pages(8192, 16), runner(50000, 8, 64, step_us), engine(config(), pages, runner) {
+  // mixed_chunks > 0: the runner takes mixed steps and the scheduler bounds a step's rows by them.
+  explicit Rig(std::uint64_t step_us = 0, std::uint64_t mixed_chunks = 0)
+      : pages(8192, 16), runner(50000, 8, 64, step_us, mixed_chunks), engine(config(mixed_chunks), pages, runner) {
     engine.start();
   }
-  static EngineConfig config() {
+  static EngineConfig config(std::uint64_t mixed_chunks = 0) {
     EngineConfig c;
     c.scheduler.max_running = 8;
     c.scheduler.chunk = 64;
     c.scheduler.prefill_budget = 128;
+    if (mixed_chunks > 0) {
+      c.scheduler.mixed_rows = 64;
+      c.scheduler.mixed_chunks = mixed_chunks;
+    }
     c.idle_wait_ms = 5;
     return c;
   }
@@ -115,6 +121,36 @@ TEST(Engine, RequestsStreamTheFakeModelsTokensAndEnd) {
   }
   EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
   EXPECT_GE(r.runner.prefill_rows(), 99u + 2u);
+}
+
+// Mixed steps: while one request decodes, the others' prompts ride in its steps; every stream is the
+// fake model's, as without them, and the steps that had both ran as one mixed call.
+TEST(Engine, MixedStepsCarryChunksBesideDecodeRows) {
+  Rig r(0, 2);
+  std::vector<std::shared_ptr<Recorder>> sinks;
+  std::vector<std::vector<pool::Token>> prompts;
+  for (int i = 0; i < 5; ++i) {
+    prompts.emplace_back(static_cast<std::size_t>(3 + 70 * i), static_cast<pool::Token>(9 + i));
+    sinks.push_back(std::make_shared<Recorder>());
+    ASSERT_EQ(r.engine.submit(request(prompts.back(), 20, sinks.back())), Engine::Submitted::Queued);
+  }
+  ASSERT_TRUE(wait_for([&] {
+    for (auto& k : sinks)
+      if (!k->done(1)) return false;
+    return true;
+  }));
+  for (std::size_t i = 0; i < sinks.size(); ++i) {
+    ASSERT_EQ(sinks[i]->tokens[0].size(), 20u) << i;
+    std::int64_t prev = prompts[i].back();
+    for (std::size_t t = 0; t < 20; ++t) {
+      EXPECT_EQ(sinks[i]->tokens[0][t], fake_next(prev, prompts[i].size() - 1 + t, 50000)) << i << " " << t;
+      prev = sinks[i]->tokens[0][t];
+    }
+  }
+  EXPECT_GT(r.runner.mixed_calls(), 0u);
+  EXPECT_GE(r.runner.prefill_rows(), 2u + 72 + 142 + 212 + 282);
+  EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  EXPECT_EQ(r.engine.metrics().mixed_calls, r.runner.mixed_calls());
 }
 
 // Penalized rows get their generated tokens (the fed one last): the fake model's next token then

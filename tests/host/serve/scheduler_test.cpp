@@ -72,6 +72,42 @@ TEST(Scheduler, ChunksThePromptUnderTheBudgetThenDecodesOneRowPerStep) {
   EXPECT_EQ(s.live(), 0u);
 }
 
+// Mixed steps: the step's last chunks that fit beside the decode rows are marked for the mixed
+// call, the chunk at the boundary cut in two; the others run first, and chunks keep their order.
+TEST(Scheduler, TheLastChunksRideWithTheDecodeRows) {
+  PoolPages pages(4096);
+  Scheduler s({.max_running = 8, .chunk = 16, .prefill_budget = 64, .mixed_rows = 20, .mixed_chunks = 2}, pages);
+  const SeqId a = s.submit({iota_prompt(3), 50, {}, 1}).value().at(0);   // 2 prompt rows
+  const SeqId b = s.submit({iota_prompt(81), 50, {}, 1}).value().at(0);  // 80
+  Plan p = s.plan();  // a's 2 rows (it completes), then 62 of b's under the budget of 64
+  ASSERT_EQ(p.decode.size(), 1u);
+  EXPECT_EQ(p.decode[0].seq, a);
+  ASSERT_EQ(p.chunks.size(), 6u);
+  EXPECT_EQ(p.mixed_from, 4u);  // 5 + 14 rows beside the decode row: 20
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> want = {{0, 2},   {0, 16}, {16, 16},
+                                                                     {32, 11}, {43, 5}, {48, 14}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(p.chunks[i].seq, i == 0 ? a : b) << i;
+    EXPECT_EQ(p.chunks[i].first, want[i].first) << i;
+    EXPECT_EQ(p.chunks[i].count, want[i].second) << i;
+  }
+  s.commit(p, std::vector<std::int64_t>{5});
+  p = s.plan();  // b's last 18 rows (16 + 2: it completes) and two decode rows: all of it mixed
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[1].first + p.chunks[1].count, 80u);
+  EXPECT_EQ(p.mixed_from, 0u);
+  EXPECT_EQ(p.decode.size(), 2u);
+  s.commit(p, std::vector<std::int64_t>{5, 6});
+  // Without decode rows a step has no mixed part.
+  Scheduler t({.max_running = 8, .chunk = 16, .prefill_budget = 64, .mixed_rows = 20, .mixed_chunks = 2}, pages);
+  t.submit({iota_prompt(100), 5, {}, 1});  // 99 rows: more than one step's budget
+  p = t.plan();
+  EXPECT_EQ(p.mixed_from, p.chunks.size());
+  drain(s);
+  drain(t);
+  EXPECT_EQ(s.live() + t.live(), 0u);
+}
+
 TEST(Scheduler, ANewRequestJoinsTheRunningBatchAndAStopTokenEndsOnlyItsSequence) {
   PoolPages pages(4096);
   Scheduler s({.max_running = 4, .chunk = 64, .prefill_budget = 64}, pages);
@@ -269,6 +305,10 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
   cfg.prefill_budget = cfg.chunk + pick(128);
   cfg.max_len = 512;
   cfg.prefix_cache = pick(4) != 0;
+  if (pick(3) == 0) {  // mixed steps: the last chunks beside the decode rows
+    cfg.mixed_rows = 1 + pick(80);
+    cfg.mixed_chunks = pick(4);
+  }
   Scheduler s(cfg, pages);
   // A few shared prefixes so the index is hit.
   std::vector<std::vector<pool::Token>> bases;
@@ -324,6 +364,18 @@ RunResult property_run(std::uint64_t seed, std::uint64_t steps) {
     for (const Chunk& c : p.chunks) rows += c.count;
     if (rows > cfg.prefill_budget) fail(ErrorKind::Api, "seed {}: {} prefill rows over the budget", seed, rows);
     if (p.decode.size() > cfg.max_running) fail(ErrorKind::Api, "seed {}: decode batch over the bound", seed);
+    if (p.mixed_from > p.chunks.size()) fail(ErrorKind::Api, "seed {}: mixed part past the chunks", seed);
+    if (p.mixed_from < p.chunks.size()) {
+      std::uint64_t mixed = p.decode.size();
+      for (std::size_t i = p.mixed_from; i < p.chunks.size(); ++i) mixed += p.chunks[i].count;
+      if (cfg.mixed_rows == 0 || p.decode.empty() || mixed > cfg.mixed_rows)
+        fail(ErrorKind::Api, "seed {}: a mixed part of {} rows (bound {}, {} decode rows)", seed, mixed, cfg.mixed_rows,
+             p.decode.size());
+      if (cfg.mixed_chunks > 0 && p.chunks.size() - p.mixed_from > cfg.mixed_chunks)
+        fail(ErrorKind::Api, "seed {}: {} mixed chunks over {}", seed, p.chunks.size() - p.mixed_from, cfg.mixed_chunks);
+    }
+    for (const Chunk& c : p.chunks)
+      if (c.count == 0) fail(ErrorKind::Api, "seed {}: an empty chunk", seed);
     std::vector<std::int64_t> sampled;
     for (const Row& r : p.decode) {
       // A fork or a prefix hit may have served positions the model did not see computed.
