@@ -298,6 +298,23 @@ const FillSlot* Protocol::fill(Fill role) const {
 }
 
 namespace {
+// A call's var table: every var at its max, then the ones a call sets, each within its bounds.
+struct VarTable {
+  VarTable(const Manifest& manifest, const Forward& forward) : m(manifest), f(forward) {
+    for (const auto& [n, v] : m.vars) out[n] = v.max;
+  }
+  void set(const std::string& var, std::uint64_t value, const char* what) {
+    if (var.empty()) return;
+    const std::uint64_t max = m.vars.at(var).max;
+    if (value < 1 || value > max)
+      fail(ErrorKind::Api, "program {}: {} {} outside var {} bounds [1, {}]", f.program, what, value, var, max);
+    out[var] = value;
+  }
+  const Manifest& m;
+  const Forward& f;
+  std::map<std::string, std::uint64_t> out;
+};
+
 bool better(const Forward& a, const Forward& b) {  // a tighter than b
   if (a.groups != b.groups) return a.groups < b.groups;
   if (a.rows_var.empty() != b.rows_var.empty()) return a.rows_var.empty();
@@ -339,21 +356,14 @@ std::map<std::string, std::uint64_t> Protocol::mixed_vars(const Forward& f, std:
   if (rows < decode + chunks || rows > f.rows)
     fail(ErrorKind::Api, "program {}: {} rows for {} decode and {} chunk groups (at most {})", f.program, rows, decode,
          chunks, f.rows);
-  const Manifest& m = v_.manifest();
-  std::map<std::string, std::uint64_t> out;
-  for (const auto& [n, v] : m.vars) out[n] = v.max;
-  auto set = [&](const std::string& var, std::uint64_t value, const char* what) {
-    if (var.empty()) return;
-    const std::uint64_t max = m.vars.at(var).max;
-    if (value < 1 || value > max)
-      fail(ErrorKind::Api, "program {}: {} {} outside var {} bounds [1, {}]", f.program, what, value, var, max);
-    out[var] = value;
-  };
+  VarTable t(v_.manifest(), f);
+  std::map<std::string, std::uint64_t>& out = t.out;
+  auto set = [&](const std::string& var, std::uint64_t value, const char* what) { t.set(var, value, what); };
   set(row_var_, rows, "rows");
   set(group_var_, decode + chunks, "groups");
   set(f.decode_var, decode, "decode groups");
   if (!context_var_.empty()) set(context_var_, longest_context, "longest context");
-  return out;
+  return std::move(out);
 }
 
 std::optional<Forward> Protocol::spanned(std::uint64_t groups) const {
@@ -371,15 +381,9 @@ std::map<std::string, std::uint64_t> Protocol::vars(const Forward& f, std::uint6
     fail(ErrorKind::Api, "program {}: {} groups outside [1, {}]", f.program, groups, f.groups);
   if (f.rows_var.empty() ? rows != f.rows : (rows < 1 || rows > f.rows))
     fail(ErrorKind::Api, "program {}: {} rows do not fit its shape", f.program, rows);
-  std::map<std::string, std::uint64_t> out;
-  for (const auto& [n, v] : m.vars) out[n] = v.max;
-  auto set = [&](const std::string& var, std::uint64_t value, const char* what) {
-    if (var.empty()) return;
-    const std::uint64_t max = m.vars.at(var).max;
-    if (value < 1 || value > max)
-      fail(ErrorKind::Api, "program {}: {} {} outside var {} bounds [1, {}]", f.program, what, value, var, max);
-    out[var] = value;
-  };
+  VarTable t(m, f);
+  std::map<std::string, std::uint64_t>& out = t.out;
+  auto set = [&](const std::string& var, std::uint64_t value, const char* what) { t.set(var, value, what); };
   if (!f.span.empty() && span < 1)
     fail(ErrorKind::Api, "program {}: a span call needs a span of at least 1", f.program);
   std::uint64_t total = 0;

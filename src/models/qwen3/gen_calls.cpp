@@ -138,6 +138,14 @@ void head_calls(const Geo& g, bool prefill, OJ& calls, const char* m = "seqs") {
   }
 }
 
+// The token of each of the first `m` rows of the logits: the sampling op, or argmax without it.
+OJ token_call(const Geo& g, const char* m) {
+  if (!g.o.sampling) return call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var(m)}));
+  return call("sample", "sample",
+              OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"), buf("next_token"),
+                         buf("logprobs"), buf("logprob_ids"), var(m), buf("sample_arrivals")}));
+}
+
 }  // namespace
 
 OJ call(const std::string& label, const char* op_name, OJ args) {
@@ -168,14 +176,7 @@ OJ serving_calls(const Geo& g, bool mixed) {
   }
   if (!mixed) return calls;  // a chunk's K/V only: kern serve's first decode row samples
   head_calls(g, false, calls, "dseqs");
-  if (g.o.sampling) {
-    calls.push_back(
-        call("sample", "sample",
-             OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"), buf("next_token"),
-                        buf("logprobs"), buf("logprob_ids"), var("dseqs"), buf("sample_arrivals")})));
-  } else {
-    calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("dseqs")})));
-  }
+  calls.push_back(token_call(g, "dseqs"));
   return calls;
 }
 
@@ -196,14 +197,7 @@ OJ forward_calls(const Geo& g, bool prefill) {
   }
   if (prefill && !g.o.prefill_logits) return calls;  // a chunk's K/V only (kern serve)
   head_calls(g, prefill, calls);
-  if (g.o.sampling) {
-    calls.push_back(
-        call("sample", "sample",
-             OJ::array({buf("logits"), buf("sampling"), buf("sampling_keys"), buf("history"), buf("next_token"),
-                        buf("logprobs"), buf("logprob_ids"), var("seqs"), buf("sample_arrivals")})));
-  } else {
-    calls.push_back(call("argmax", "argmax", OJ::array({buf("logits"), buf("next_token"), var("seqs")})));
-  }
+  calls.push_back(token_call(g, "seqs"));
   return calls;
 }
 
