@@ -357,13 +357,11 @@ std::map<std::string, std::uint64_t> Protocol::mixed_vars(const Forward& f, std:
     fail(ErrorKind::Api, "program {}: {} rows for {} decode and {} chunk groups (at most {})", f.program, rows, decode,
          chunks, f.rows);
   VarTable t(v_.manifest(), f);
-  std::map<std::string, std::uint64_t>& out = t.out;
-  auto set = [&](const std::string& var, std::uint64_t value, const char* what) { t.set(var, value, what); };
-  set(row_var_, rows, "rows");
-  set(group_var_, decode + chunks, "groups");
-  set(f.decode_var, decode, "decode groups");
-  if (!context_var_.empty()) set(context_var_, longest_context, "longest context");
-  return std::move(out);
+  t.set(row_var_, rows, "rows");
+  t.set(group_var_, decode + chunks, "groups");
+  t.set(f.decode_var, decode, "decode groups");
+  if (!context_var_.empty()) t.set(context_var_, longest_context, "longest context");
+  return std::move(t.out);
 }
 
 std::optional<Forward> Protocol::spanned(std::uint64_t groups) const {
@@ -382,20 +380,18 @@ std::map<std::string, std::uint64_t> Protocol::vars(const Forward& f, std::uint6
   if (f.rows_var.empty() ? rows != f.rows : (rows < 1 || rows > f.rows))
     fail(ErrorKind::Api, "program {}: {} rows do not fit its shape", f.program, rows);
   VarTable t(m, f);
-  std::map<std::string, std::uint64_t>& out = t.out;
-  auto set = [&](const std::string& var, std::uint64_t value, const char* what) { t.set(var, value, what); };
   if (!f.span.empty() && span < 1)
     fail(ErrorKind::Api, "program {}: a span call needs a span of at least 1", f.program);
   std::uint64_t total = 0;
   if (__builtin_mul_overflow(groups, rows, &total) ||
       __builtin_add_overflow(total, f.span.empty() ? 0 : span - 1, &total))
     fail(ErrorKind::Api, "program {}: {} groups x {} rows overflows", f.program, groups, rows);
-  set(row_var_, total, "rows");
-  set(group_var_, groups, "groups");
-  if (!f.rows_var.empty() && f.rows_var != row_var_) set(f.rows_var, rows, "rows");
-  if (!context_var_.empty()) set(context_var_, longest_context, "longest context");
-  if (!f.span.empty()) set(f.span, span, "span");
-  return out;
+  t.set(row_var_, total, "rows");
+  t.set(group_var_, groups, "groups");
+  if (!f.rows_var.empty() && f.rows_var != row_var_) t.set(f.rows_var, rows, "rows");
+  if (!context_var_.empty()) t.set(context_var_, longest_context, "longest context");
+  if (!f.span.empty()) t.set(f.span, span, "span");
+  return std::move(t.out);
 }
 
 std::vector<Violation> protocol_violations(const Verified& v) {

@@ -213,13 +213,10 @@ void Engine::step() {
     auto o = open_requests_.find(owner->second.first);
     return o != open_requests_.end() && o->second.score_prompt;
   };
-  // The plan's mixed part (its last chunks, cut to fit beside the decode rows) runs with the decode
-  // rows in one forward, after the other chunks.
-  std::uint64_t mixed_rows = plan.decode.size();
-  for (std::size_t i = plan.mixed_from; i < plan.chunks.size(); ++i) mixed_rows += plan.chunks[i].count;
-  const bool mixed = runner_.mixed_chunks() > 0 && plan.mixed_from < plan.chunks.size() && !plan.decode.empty() &&
-                     plan.chunks.size() - plan.mixed_from <= runner_.mixed_chunks() &&
-                     mixed_rows <= runner_.mixed_rows() && std::none_of(plan.decode.begin(), plan.decode.end(), scores);
+  // The plan's mixed part (its last chunks, cut by the scheduler to fit beside the decode rows) runs
+  // with the decode rows in one forward, after the other chunks.
+  const bool mixed =
+      plan.mixed_from < plan.chunks.size() && std::none_of(plan.decode.begin(), plan.decode.end(), scores);
   const std::size_t alone = mixed ? plan.mixed_from : plan.chunks.size();
   std::vector<std::vector<std::uint64_t>> chunk_slots;
   std::vector<ChunkCall> chunk_calls;

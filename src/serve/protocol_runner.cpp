@@ -294,20 +294,20 @@ std::vector<Sampled> ProtocolRunner::mixed(std::span<const ChunkCall> chunks, st
   State& s = *s_;
   if (!s.mixed) fail(ErrorKind::Api, "serve: the manifest has no mixed program");
   const std::uint64_t d = rows.size(), c = chunks.size();
-  if (d == 0 || c == 0 || d > s.max_rows || c > mixed_chunks())
-    fail(ErrorKind::Api, "serve: a mixed step of {} decode rows (at most {}) and {} chunks (at most {})", d, s.max_rows,
-         c, mixed_chunks());
-  std::uint64_t total = d;
+  // Decode rows take the decode program's groups (their sampling and history rows).
+  if (d > s.max_rows) fail(ErrorKind::Api, "serve: {} decode rows over the bound {}", d, s.max_rows);
+  std::uint64_t total = d, longest = 1;
   for (const ChunkCall& ch : chunks) {
     if (ch.tokens.empty() || ch.slots.size() != ch.tokens.size())
       fail(ErrorKind::Api, "serve: a mixed step's chunk of {} rows ({} slots)", ch.tokens.size(), ch.slots.size());
     total += ch.tokens.size();
+    longest = std::max<std::uint64_t>(longest, ch.first + ch.tokens.size());
   }
-  if (total > s.mixed->rows)
-    fail(ErrorKind::Api, "serve: a mixed step of {} rows over the bound {}", total, s.mixed->rows);
+  for (const DecodeCall& r : rows) longest = std::max(longest, r.position + 1);
+  // The var table first: it refuses a call outside the program's bounds before any input is written.
+  const std::map<std::string, std::uint64_t> table = s.protocol.mixed_vars(*s.mixed, d, c, total, longest);
   std::vector<const pool::Lease*> leases;
   std::vector<std::int64_t> token, position, slot, len, cu{0}, decode_position(d);
-  std::uint64_t longest = 1;
   bool want_logprobs = false;
   for (std::size_t g = 0; g < d; ++g) {
     const DecodeCall& r = rows[g];
@@ -318,7 +318,6 @@ std::vector<Sampled> ProtocolRunner::mixed(std::span<const ChunkCall> chunks, st
     slot.push_back(static_cast<std::int64_t>(r.forced >= 0 ? s.pad_slot : r.slot));
     len.push_back(static_cast<std::int64_t>(r.position + 1));
     cu.push_back(cu.back() + 1);
-    longest = std::max(longest, r.position + 1);
     want_logprobs = want_logprobs || (r.sampling && r.sampling->wants_logprobs());
   }
   for (const ChunkCall& ch : chunks) {
@@ -330,7 +329,6 @@ std::vector<Sampled> ProtocolRunner::mixed(std::span<const ChunkCall> chunks, st
     }
     len.push_back(static_cast<std::int64_t>(ch.first + ch.tokens.size()));
     cu.push_back(cu.back() + static_cast<std::int64_t>(ch.tokens.size()));
-    longest = std::max<std::uint64_t>(longest, ch.first + ch.tokens.size());
   }
   s.write_rows(leases);
   s.write_ints(Fill::Token, token);
@@ -340,7 +338,6 @@ std::vector<Sampled> ProtocolRunner::mixed(std::span<const ChunkCall> chunks, st
   s.write_ints(Fill::SeqLen, len);
   s.write_ints(Fill::CuSeqlens, cu);
   s.write_sampling(rows, d, decode_position);
-  const std::map<std::string, std::uint64_t> table = s.protocol.mixed_vars(*s.mixed, d, c, total, longest);
   const core::Vars vars(table.begin(), table.end());
   const core::FillSlot& out = *s.protocol.fill(Fill::Tokens);
   s.exec.run(s.mixed->program, vars);
