@@ -287,8 +287,9 @@ constexpr P kSampleRace[] = {
     {"iparams", "in buffer<i64>"},
     {"history", "in buffer<i32>"},
     {"tokens", "out buffer<i64>"},
-    {"logprobs", "out buffer<f32>"},     // only [r, 0]
-    {"parts", "out buffer<f32>"},        // [rows, race_chunks(vocab), 8]: written, then read by the row's last CTA
+    {"logprobs", "out buffer<f32>"},     // [rows, 21], as the cluster kernel's (rows it takes)
+    {"top_ids", "out buffer<i32>"},      // [rows, 20], as the cluster kernel's (rows it takes)
+    {"parts", "out buffer<f32>"},        // [rows, race_chunks(vocab), kRaceWords]: written, then read by the row's last CTA
     {"arrivals", "inout buffer<i32>"},   // [rows]: zero at load, left zero by every launch
     {"route", "out buffer<i32>"},        // [rows]
     {"rows", "i32"},

@@ -127,8 +127,8 @@ OJ sample_op(const Geo& g) {
   const auto chunks = static_cast<std::uint64_t>(kern_sample::race_chunks(static_cast<std::int64_t>(vocab)));
   const OJ tail = OJ::array({i32(vocab), i32(sample_history_stride(g))});
   OJ race = launch("kern_sample_race_bf16",
-                   OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), scratch("race_parts"), p(8), scratch("route"), p(7),
-                              tail[0], tail[1]}),
+                   OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("race_parts"), p(8), scratch("route"),
+                              p(7), tail[0], tail[1]}),
                    OJ::array({chunks, "seqs", 1}), kern_sample::kRaceThreads);
   OJ cluster = launch("kern_sample_bf16",
                       OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("route"), p(7), tail[0], tail[1]}),

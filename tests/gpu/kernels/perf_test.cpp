@@ -160,6 +160,8 @@ TEST(PerfGpu, Sample) {
       {"temperature 0.8 logprobs 20", 0.8f, 1.0f, 0.0f, 0, 20},
       {"top-k 50 top-p 0.9 logprobs 20", 0.8f, 0.9f, 0.0f, 50, 20},
       {"greedy logprobs 20", 0.0f, 1.0f, 0.0f, 0, 20},
+      {"qwen3 thinking: temperature 0.6 top-k 20 top-p 0.95", 0.6f, 0.95f, 0.0f, 20, 0},
+      {"qwen3 non-thinking: temperature 0.7 top-k 20 top-p 0.8", 0.7f, 0.8f, 0.0f, 20, 0},
   };
   for (int rows : {1, 64}) {
     std::normal_distribution<float> n(0.0f, 2.0f);

@@ -296,9 +296,26 @@ struct ChiCase {
   int hist_stride = 1;
 };
 
-// The race kernel takes the row (by its parameters; a min-p row may still be rejected to the cluster).
-bool race_row(const SampleParams& p, int vocab) {
-  return !(p.top_k > 0 && p.top_k < vocab) && !(p.top_p < 1.0f) && p.n_logprobs <= 0;
+// Where the op should leave a row (docs/kernels.md, "Sampling"): 1 the race kernel, 0 the cluster
+// kernel, -1 either (min-p alone: rejection, decided by the draw). The race kernel takes every row
+// but forced ones and those with both penalties and top log-probs; a top-k / top-p row only when
+// its kept set is a proper prefix of the row's 64 largest keys (top_k <= 63, fewer than 64 kept).
+int expected_route(const SampleParams& p, int64_t history_len, int vocab, const SampleReference& ref) {
+  const bool rep = p.repetition > 0.0f && std::isfinite(p.repetition) && p.repetition != 1.0f;
+  const bool pre = std::isfinite(p.presence) && p.presence != 0.0f;
+  const bool fre = std::isfinite(p.frequency) && p.frequency != 0.0f;
+  const bool penalties = history_len > 0 && (rep || pre || fre);
+  if (penalties && p.n_logprobs > 0) return 0;
+  const bool greedy = !(p.temperature > 0.0f);
+  const bool topk = p.top_k > 0 && p.top_k < vocab, topp = p.top_p < 1.0f;
+  if (!greedy && (topk || topp)) {
+    if (topk && p.top_k >= 64) return 0;
+    int64_t kept = 0;
+    for (double pr : ref.probs) kept += pr > 0.0 ? 1 : 0;
+    return kept < 64 ? 1 : 0;
+  }
+  if (!greedy && p.min_p > 0.0f) return -1;
+  return 1;
 }
 
 void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches = 100, Path path = Path::Op) {
@@ -341,10 +358,13 @@ void chi_square_case(const ChiCase& c, int rows_per_launch = 1000, int launches 
   std::printf("[chi-square] %s%s (top_p %.6g, min_p %.6g): %d kept tokens, %.4f raced, %s\n", c.name.c_str(),
               path == Path::Op ? "" : " (cluster only)", params.top_p, params.min_p, kept,
               static_cast<double>(raced) / static_cast<double>(draws), cs.describe().c_str());
-  if (path == Path::ClusterOnly || !race_row(params, c.vocab)) {
-    EXPECT_EQ(raced, 0);
-  } else if (params.min_p <= 0.0f) {
-    EXPECT_EQ(raced, draws) << "temperature rows all taken by the race";
+  const int want = path == Path::ClusterOnly
+                       ? 0
+                       : expected_route(params, std::min<int64_t>(params.history.size(), c.hist_stride), c.vocab, ref);
+  if (want == 0) {
+    EXPECT_EQ(raced, 0) << "the cluster kernel's rows";
+  } else if (want == 1) {
+    EXPECT_EQ(raced, draws) << "every draw taken by the race kernel";
   } else {
     EXPECT_GT(raced, 0) << "min-p: some draws accepted by the race";
   }
@@ -438,13 +458,12 @@ TEST_P(SampleChiSquare, MatchesTheExactDistribution) {
 }
 INSTANTIATE_TEST_SUITE_P(SampleGpu, SampleChiSquare, ::testing::Range(0, kChiCases));
 
-// The op as production runs it, on the settings the race kernel takes: its Gumbel-max draws, and
-// min-p by rejection with the cluster kernel drawing the rejected rows (the mixture must still be
-// exactly the min-p distribution).
+// The op as production runs it, on every setting: the race kernel's Gumbel-max draws over every
+// token and over a top-k / top-p row's kept prefix of its 64 largest keys, min-p by rejection with
+// the cluster kernel drawing the rejected rows (the mixture must still be exactly the min-p
+// distribution), the rows it leaves to the cluster kernel.
 std::vector<ChiCase> race_cases() {
-  std::vector<ChiCase> cases;
-  for (const ChiCase& c : chi_cases())
-    if (race_row(c.p, c.vocab)) cases.push_back(c);
+  std::vector<ChiCase> cases = chi_cases();
   std::mt19937_64 rng(305);
   SampleParams p;
   p.temperature = 1.0f;
@@ -468,7 +487,7 @@ std::vector<ChiCase> race_cases() {
   return cases;
 }
 
-constexpr int kRaceCases = 7;
+constexpr int kRaceCases = 14;
 
 class SampleChiSquareOp : public ::testing::TestWithParam<int> {};
 
@@ -669,12 +688,12 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
   }
   EXPECT_TRUE(o.tokens[14] < 11 || o.tokens[14] > 13) << "penalised tokens 11..13 still the maximum";
   for (size_t r = 0; r < in.size(); ++r) {
-    const SampleParams& p = in[r].p;
-    if (!race_row(p, vocab)) {
-      EXPECT_EQ(o.route[r], 0) << "row " << r << " needs ranking: the cluster kernel's";
-    } else if (!(p.min_p > 0.0f)) {
-      EXPECT_EQ(o.route[r], 1) << "row " << r << ": the race kernel's";
-    }
+    SampleParams p = in[r].p;
+    if (p.history.size() > static_cast<size_t>(stride)) p.history.resize(stride);
+    const int64_t len = std::min<int64_t>(in[r].history_len >= 0 ? in[r].history_len : static_cast<int64_t>(p.history.size()),
+                                          stride);
+    const int want = expected_route(p, len, vocab, sample_reference(row_floats(logits, vocab, static_cast<int>(r)), p));
+    if (want >= 0) EXPECT_EQ(o.route[r], want) << "row " << r;
   }
   // the same rows through the cluster kernel alone
   const Outputs oc = Sampler(Path::ClusterOnly).run(logits, vocab, in, stride);
