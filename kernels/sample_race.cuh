@@ -36,7 +36,7 @@ namespace kern_sample_dev {
 constexpr int kRaceWarps = kern_sample::kRaceThreads / 32;
 constexpr int kList = kern_sample::kRaceList;  // 64
 constexpr int kGather = 2 * kList;             // a chunk's listed tokens before the sort: 65 to 128
-constexpr int kStage = 80;                     // lists staged in shared memory per round of the row's merge
+constexpr int kStage = 24;                     // lists staged in shared memory per round of the row's merge
 static_assert(kList == 64, "warp_merge_top64 holds 64 keys");
 static_assert(kern_sample::kRaceTokens == 8, "one 16-byte load and 8 bins per thread");
 
@@ -154,9 +154,8 @@ __device__ __forceinline__ uint64_t race_key(const Params& p, float l, int32_t i
 // d < 2^-5; bin b: [2^(b-6), 2^(b-5)); bin 15 from 2^9 on), then the crowded bin cut in 16 equal
 // parts, then that part again. All scalings are by powers of two of differences taken exactly, so
 // counting and listing agree token by token.
-__device__ __forceinline__ int octave_bin(float d) {
-  if (d < 0.03125f) return 0;
-  return min(15, static_cast<int>((__float_as_uint(d) >> 23) & 0xffu) - 127 + 6);
+__device__ __forceinline__ int octave_bin(float d) {  // d >= 0: its exponent field, shifted and clamped
+  return min(15, max(0, static_cast<int>(__float_as_uint(d) >> 23) - 121));
 }
 __device__ __forceinline__ float octave_lo(int b) { return b == 0 ? 0.0f : __uint_as_float(static_cast<uint32_t>(b - 6 + 127) << 23); }
 __device__ __forceinline__ float octave_inv(int b) {  // 16 / the bin's width
@@ -165,7 +164,7 @@ __device__ __forceinline__ float octave_inv(int b) {  // 16 / the bin's width
 
 }  // namespace kern_sample_dev
 
-extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 4)
+extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     kern_sample_race_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
                           const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
                           int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
@@ -186,11 +185,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 4)
     return;
   }
   const bool filtered = !p.greedy && (p.use_topk || p.use_topp);  // drawn from the list
-#ifdef KERN_RACE_NO_LIST  // timing experiment only: the kernel without its list path
-  const bool listed = false;
-#else
   const bool listed = filtered || p.n_logprobs > 0;                 // the chunk's list is built
-#endif
   const bool full_race = !p.greedy && !filtered;                    // every token's race key
   const bool row_mass = filtered && p.use_topp && !p.use_topk;      // top-p of the whole row's mass
   // the chunk's history counts and listed tokens, later (the row's last CTA) the chunks' lists staged
@@ -289,13 +284,21 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 4)
     float lo = 0.0f, inv = 0.0f;
     // token e's bin at pass `pass` (1, 2, 3), -1 where it is not counted there; recomputed from x
     // at every use (the same arithmetic each time, so counting and listing agree token by token)
-    auto bin_at = [&](float xe, int pass) {
-      if (isnan(xe)) return -1;
-      const float d = mc - xe;
-      const int b1 = octave_bin(d);
+    uint32_t b1p = 0, valid = 0;  // pass 1's bins, a nibble per token; which tokens are not NaN
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (!isnan(x[e])) {
+        valid |= 1u << e;
+        b1p |= static_cast<uint32_t>(octave_bin(mc - x[e])) << (4 * e);
+      }
+    // token e's bin at pass `pass` (1, 2, 3), -1 where it is not counted there (the same arithmetic
+    // at every use, so counting and listing agree token by token)
+    auto bin_at = [&](int e, int pass) {
+      if (!((valid >> e) & 1u)) return -1;
+      const int b1 = static_cast<int>((b1p >> (4 * e)) & 15u);
       if (pass == 1) return b1;
       if (b1 != J) return -1;
-      const float f = (d - lo) * inv;
+      const float f = ((mc - x[e]) - lo) * inv;
       const int b2 = min(15, static_cast<int>(f));
       if (pass == 2) return b2;
       if (b2 != S) return -1;
@@ -304,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 4)
     auto pick = [&](int pass, uint32_t base) {
       int bins[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) bins[e] = bin_at(x[e], pass);
+      for (int e = 0; e < 8; ++e) bins[e] = bin_at(e, pass);
       return block_bin_pick<kRaceWarps>(bins, base, kList + 1, red_bins);
     };
     constexpr uint32_t room = kGather;
@@ -342,12 +345,12 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 4)
       uint32_t in = 0, c = 0;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const int q = bin_at(x[e], 1);
+        const int q = bin_at(e, 1);
         bool take = q >= 0;
         if (depth >= 1) take = take && q <= J;
         if (depth >= 2 && take && q == J) {
-          const int q2 = bin_at(x[e], 2);
-          take = q2 < S || (q2 == S && (depth == 2 || bin_at(x[e], 3) <= T));
+          const int q2 = bin_at(e, 2);
+          take = q2 < S || (q2 == S && (depth == 2 || bin_at(e, 3) <= T));
         }
         in |= take ? 1u << e : 0u;
       }
