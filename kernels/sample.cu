@@ -1,6 +1,8 @@
 // Sampling + log-probs for a decode step (docs/kernels.md, "Sampling"): the op is two kernels.
-// kern_sample_race_bf16 (kernels/sample_race.cuh) takes the rows that need no ranking in one pass
-// over the whole GPU and marks them in route; kern_sample_bf16, below, takes the others (route 0):
+// kern_sample_race_bf16 (kernels/sample_race.cuh) takes most rows in one pass over the whole GPU
+// (ranking ones through per-chunk candidate lists) and marks them in route; kern_sample_bf16,
+// below, takes the others (route 0: forced rows, penalties with log-probs, min-p rejections, kept
+// sets the lists cannot hold):
 // one thread-block cluster of kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA stages
 // its slice of the row's raw logits into shared memory at once (cp.async) and keeps the penalized,
 // temperature-scaled logits beside them; the CTAs combine their partial results
@@ -15,7 +17,7 @@
 //         kept = { l_i >= max(t_k, t_p, t_m) }: t_k the top_k-th largest l (ties at it kept),
 //         t_p the l at which the descending cumulative mass of the top-k set first reaches
 //         top_p · (its mass), t_m = max l + log(min_p); token drawn from kept ∝ e: by the race
-//         (sample_race.cuh) for rows without top-k / top-p, else by inverse CDF here with
+//         (sample_race.cuh) for the rows it takes, else by inverse CDF here with
 //         u = Philox4x32-10(key seed, counter (counter, 0)) (kernels/philox.cuh).
 //   forced (sampling_keys[r, 5] = id + 1, id < vocab): token = id, drawn or argmax'd never (a prompt
 //         position scored: its log-probs below are the point);
