@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kern/base/error.hpp"
 
@@ -18,23 +19,53 @@ int kind_of(float v) {
   return 0;
 }
 
-std::int64_t argmax_finite(std::span<const float> row) {
-  std::int64_t best = -1;
+// a before b: larger first, ties to the lower id
+bool before(std::span<const float> row, std::size_t a, std::size_t b) {
+  return row[a] > row[b] || (row[a] == row[b] && a < b);
+}
+
+// The finite entries' ids in rank order, the first k (fewer when there are fewer).
+std::vector<std::size_t> top_ids(std::span<const float> row, std::size_t k) {
+  std::vector<std::size_t> ids;
   for (std::size_t i = 0; i < row.size(); ++i)
-    if (std::isfinite(row[i]) && (best < 0 || row[i] > row[static_cast<std::size_t>(best)]))
-      best = static_cast<std::int64_t>(i);
-  return best;
+    if (std::isfinite(row[i])) ids.push_back(i);
+  const std::size_t n = std::min(k, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    [&](std::size_t a, std::size_t b) { return before(row, a, b); });
+  ids.resize(n);
+  return ids;
 }
 
 }  // namespace
+
+std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::Pass:
+      return "PASS";
+    case Verdict::Fail:
+      return "FAIL";
+    case Verdict::Inconclusive:
+      return "INCONCLUSIVE";
+  }
+  return "?";
+}
 
 PositionCompare compare_rows(std::span<const float> ref, std::span<const float> test) {
   if (ref.size() != test.size() || ref.empty())
     fail(ErrorKind::Api, "compare_rows: rows of {} and {} entries (they must be equal and non-empty)", ref.size(),
          test.size());
   PositionCompare out;
-  out.top1_ref = argmax_finite(ref);
-  out.top1_test = argmax_finite(test);
+  out.identical = std::memcmp(ref.data(), test.data(), ref.size_bytes()) == 0;
+  const std::vector<std::size_t> tr = top_ids(ref, 20), tt = top_ids(test, 20);
+  if (!tr.empty()) out.top1_ref = static_cast<std::int64_t>(tr[0]);
+  if (!tt.empty()) out.top1_test = static_cast<std::int64_t>(tt[0]);
+  if (tr.size() >= 2) out.margin_ref = static_cast<double>(ref[tr[0]]) - ref[tr[1]];
+  for (std::size_t a : tr) out.top20_overlap += std::find(tt.begin(), tt.end(), a) != tt.end() ? 1 : 0;
+  if (!tr.empty() && std::isfinite(test[tr[0]])) {
+    out.rank_in_test = 0;
+    for (std::size_t i = 0; i < test.size(); ++i)
+      if (std::isfinite(test[i]) && before(test, i, tr[0])) ++out.rank_in_test;
+  }
   double mr = -std::numeric_limits<double>::infinity(), mt = mr;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const int kr = kind_of(ref[i]), kt = kind_of(test[i]);
@@ -69,46 +100,76 @@ CompareReport summarize(std::span<const PositionCompare> positions, const Compar
   CompareReport r;
   r.positions = positions.size();
   if (positions.empty()) {
-    r.reasons.push_back("nothing compared: the workload has no positions");
+    r.verdict = Verdict::Inconclusive;
+    r.rung = "nothing compared";
+    r.reasons.push_back("the workload has no positions");
     return r;
   }
   std::size_t agree = 0;
   double kl_sum = 0.0;
+  bool any_flip = false;
   for (std::size_t p = 0; p < positions.size(); ++p) {
     const PositionCompare& c = positions[p];
+    const bool over = !(c.kl <= t.kl);  // NaN counts as infinite
+    const bool flip = c.top1_ref != c.top1_test;
     kl_sum += c.kl;
-    if (p == 0 || c.kl > r.kl_max) r.kl_max = c.kl, r.kl_max_at = p;
+    if (p == 0 || c.kl > r.kl_max || std::isnan(c.kl)) r.kl_max = c.kl, r.kl_max_at = p;
     if (p == 0 || c.max_abs_diff > r.max_abs_diff) r.max_abs_diff = c.max_abs_diff, r.max_abs_diff_at = p;
     r.nonfinite += c.nonfinite;
-    const bool same = c.top1_ref == c.top1_test;
-    agree += same ? 1 : 0;
-    const bool breaks = !same || c.nonfinite > 0 || !(c.kl <= t.kl) || !(c.max_abs_diff <= t.max_abs_diff);
-    if (breaks && !r.first_divergence) r.first_divergence = p;
+    r.identical += c.identical ? 1 : 0;
+    r.over_kl += over ? 1 : 0;
+    if (flip) {
+      r.min_margin_at_flip = any_flip ? std::min(r.min_margin_at_flip, c.margin_ref) : c.margin_ref;
+      any_flip = true;
+      ++r.flips;
+      r.flips_over_kl += over ? 1 : 0;
+    } else {
+      ++agree;
+    }
+    if (!c.identical && (flip || over || c.nonfinite > 0) && !r.first_divergence) r.first_divergence = p;
   }
   r.kl_mean = kl_sum / static_cast<double>(positions.size());
   r.top1_agreement = static_cast<double>(agree) / static_cast<double>(positions.size());
-  if (!(r.kl_max <= t.kl))
-    r.reasons.push_back(fmt::format("KL {:.6g} at position {} exceeds {:.6g}", r.kl_max, r.kl_max_at, t.kl));
-  if (!(r.max_abs_diff <= t.max_abs_diff))
-    r.reasons.push_back(fmt::format("max |logit difference| {:.6g} at position {} exceeds {:.6g}", r.max_abs_diff,
-                                    r.max_abs_diff_at, t.max_abs_diff));
   if (r.nonfinite > 0)
     r.reasons.push_back(fmt::format("{} entries are NaN or infinite on one side only", r.nonfinite));
-  if (r.top1_agreement < t.top1_agreement)
-    r.reasons.push_back(fmt::format("top-1 agreement {:.4f} below {:.4f}", r.top1_agreement, t.top1_agreement));
-  r.pass = r.reasons.empty();
+  if (r.flips_over_kl > 0)
+    r.reasons.push_back(fmt::format("{} top-1 flips on rows whose KL exceeds {:.6g} (max KL {:.6g} at position {})",
+                                    r.flips_over_kl, t.kl, r.kl_max, r.kl_max_at));
+  if (!r.reasons.empty()) {
+    r.verdict = Verdict::Fail;
+    r.rung = r.nonfinite > 0 ? "non-finite logits" : "argmax flip beyond the KL threshold";
+    return r;
+  }
+  if (r.identical == r.positions) {
+    r.verdict = Verdict::Pass;
+    r.rung = "logits bit-identical";
+    return r;
+  }
+  if (r.over_kl == 0) {
+    r.verdict = Verdict::Pass;
+    r.rung = "logit evidence";
+    return r;
+  }
+  r.verdict = Verdict::Inconclusive;
+  r.rung = "KL above the threshold without a flip";
+  r.reasons.push_back(
+      fmt::format("{} positions have KL above {:.6g} (max {:.6g} at {}) but the same top-1", r.over_kl, t.kl, r.kl_max,
+                  r.kl_max_at));
   return r;
 }
 
 std::string describe(const CompareReport& r, const CompareThresholds& t) {
-  std::string s = fmt::format("positions {}; KL mean {:.6g}, max {:.6g} at {} (threshold {:.6g}); top-1 agreement {:.4f}",
-                              r.positions, r.kl_mean, r.kl_max, r.kl_max_at, t.kl, r.top1_agreement);
+  std::string s = fmt::format("positions {} ({} bit-identical); KL mean {:.6g}, max {:.6g} at {} (threshold {:.6g})",
+                              r.positions, r.identical, r.kl_mean, r.kl_max, r.kl_max_at, t.kl);
+  s += fmt::format("\ntop-1 agreement {:.4f}: {} flips, {} beyond the threshold", r.top1_agreement, r.flips,
+                   r.flips_over_kl);
+  if (r.flips > 0) s += fmt::format(" (the reference's smallest margin at a flip {:.6g})", r.min_margin_at_flip);
   s += fmt::format("\nmax |logit difference| {:.6g} at {}; non-finite disagreements {}", r.max_abs_diff,
                    r.max_abs_diff_at, r.nonfinite);
   s += r.first_divergence ? fmt::format("\nfirst divergence at position {}", *r.first_divergence)
                           : std::string("\nno divergence");
-  s += r.pass ? "\nverdict: PASS" : "\nverdict: FAIL";
   for (const std::string& why : r.reasons) s += "\n  " + why;
+  s += fmt::format("\n{}: {}", to_string(r.verdict), r.rung);
   return s;
 }
 

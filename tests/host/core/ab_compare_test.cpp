@@ -93,62 +93,95 @@ TEST(AbCompare, RowsOfDifferentLengthsAreAnApiError) {
   EXPECT_THROW(compare_rows(std::vector<float>{}, std::vector<float>{}), Error);
 }
 
-PositionCompare pos(double kl, std::int64_t r, std::int64_t t, double diff = 0.0, std::int64_t nonfinite = 0) {
+TEST(AbCompare, MarginsRanksAndTopTwentyOverlap) {
+  std::vector<float> ref(100), test(100);
+  for (int i = 0; i < 100; ++i) ref[i] = static_cast<float>(i % 50);  // 49 at ids 49 and 99: ties
+  test = ref;
+  EXPECT_TRUE(compare_rows(ref, test).identical);
+  test[49] = 10.0f;  // the reference's top-1 (id 49, tie to the lower id) falls in the test row
+  const PositionCompare c = compare_rows(ref, test);
+  EXPECT_FALSE(c.identical);
+  EXPECT_EQ(c.top1_ref, 49);
+  EXPECT_EQ(c.top1_test, 99);
+  EXPECT_EQ(c.margin_ref, 0.0);  // 49 and 49
+  // in the test row, ahead of id 49 (10): the values 11..49 at ids 11..48 and 61..99 (78 entries)
+  EXPECT_EQ(c.rank_in_test, 78);
+  // top 20 of ref: 49, 99, 48, 98, ..., 40, 90; of test: 99, 48, 98, ..., 40, 90, 39: 19 shared
+  EXPECT_EQ(c.top20_overlap, 19);
+  ref[3] = 60.0f;
+  EXPECT_EQ(compare_rows(ref, test).margin_ref, 11.0);
+}
+
+PositionCompare pos(double kl, std::int64_t r, std::int64_t t, bool identical = false, std::int64_t nonfinite = 0,
+                    double margin = 1.0) {
   PositionCompare c;
   c.kl = kl;
   c.top1_ref = r;
   c.top1_test = t;
-  c.max_abs_diff = diff;
+  c.identical = identical;
   c.nonfinite = nonfinite;
+  c.margin_ref = margin;
   return c;
 }
 
-TEST(AbCompare, VerdictPassesWithinTheThresholds) {
-  const std::vector<PositionCompare> w = {pos(0.001, 5, 5, 0.1), pos(0.009, 7, 7, 0.3), pos(0.0, 2, 2)};
+TEST(AbCompare, BitIdenticalRowsPass) {
+  const std::vector<PositionCompare> w = {pos(0.0, 5, 5, true), pos(0.0, 7, 7, true)};
   const CompareReport r = summarize(w);
-  EXPECT_TRUE(r.pass) << describe(r, {});
-  EXPECT_EQ(r.positions, 3u);
-  EXPECT_NEAR(r.kl_mean, 0.01 / 3, 1e-12);
-  EXPECT_EQ(r.kl_max, 0.009);
-  EXPECT_EQ(r.kl_max_at, 1u);
-  EXPECT_EQ(r.top1_agreement, 1.0);
-  EXPECT_EQ(r.max_abs_diff_at, 1u);
+  EXPECT_EQ(r.verdict, Verdict::Pass) << describe(r, {});
+  EXPECT_EQ(r.rung, "logits bit-identical");
   EXPECT_FALSE(r.first_divergence.has_value());
-  EXPECT_NE(describe(r, {}).find("verdict: PASS"), std::string::npos);
 }
 
-TEST(AbCompare, VerdictNamesWhatFailedAndWhere) {
-  const std::vector<PositionCompare> w = {pos(0.001, 5, 5), pos(0.002, 7, 8), pos(0.05, 2, 2), pos(0.0, 1, 1, 0.0, 3)};
-  const CompareReport r = summarize(w, {.kl = 0.01, .top1_agreement = 0.9});
-  EXPECT_FALSE(r.pass);
-  ASSERT_TRUE(r.first_divergence.has_value());
-  EXPECT_EQ(*r.first_divergence, 1u);  // the top-1 mismatch comes before the KL breach
-  EXPECT_EQ(r.kl_max_at, 2u);
-  EXPECT_EQ(r.nonfinite, 3);
-  EXPECT_DOUBLE_EQ(r.top1_agreement, 0.75);
-  ASSERT_EQ(r.reasons.size(), 3u) << describe(r, {});
-  EXPECT_NE(r.reasons[0].find("at position 2"), std::string::npos) << r.reasons[0];
-  EXPECT_NE(r.reasons[1].find("3 entries"), std::string::npos) << r.reasons[1];
-  EXPECT_NE(r.reasons[2].find("top-1 agreement 0.7500"), std::string::npos) << r.reasons[2];
-  // a NaN KL never passes
-  const std::vector<PositionCompare> bad = {pos(std::numeric_limits<double>::quiet_NaN(), 1, 1)};
-  EXPECT_FALSE(summarize(bad).pass);
-  EXPECT_EQ(summarize(bad).first_divergence, 0u);
+TEST(AbCompare, FlipsWithinTheThresholdAreLogitEvidence) {
+  const std::vector<PositionCompare> w = {pos(0.001, 5, 5), pos(0.009, 7, 8, false, 0, 0.02), pos(0.0, 2, 2, true)};
+  const CompareReport r = summarize(w);
+  EXPECT_EQ(r.verdict, Verdict::Pass) << describe(r, {});
+  EXPECT_EQ(r.rung, "logit evidence");
+  EXPECT_NEAR(r.kl_mean, 0.01 / 3, 1e-12);
+  EXPECT_EQ(r.kl_max_at, 1u);
+  EXPECT_EQ(r.flips, 1u);
+  EXPECT_EQ(r.flips_over_kl, 0u);
+  EXPECT_EQ(r.identical, 1u);
+  EXPECT_DOUBLE_EQ(r.top1_agreement, 2.0 / 3);
+  EXPECT_EQ(r.min_margin_at_flip, 0.02);
+  EXPECT_EQ(r.first_divergence, 1u);
+  EXPECT_NE(describe(r, {}).find("PASS: logit evidence"), std::string::npos) << describe(r, {});
 }
 
-TEST(AbCompare, MaxDiffThresholdIsOptional) {
-  const std::vector<PositionCompare> w = {pos(0.0, 1, 1, 2.5)};
-  EXPECT_TRUE(summarize(w).pass);
-  const CompareReport r = summarize(w, {.kl = 0.01, .top1_agreement = 0.0, .max_abs_diff = 1.0});
-  EXPECT_FALSE(r.pass);
-  EXPECT_EQ(r.first_divergence, 0u);
-}
-
-TEST(AbCompare, NothingComparedIsAFailure) {
-  const CompareReport r = summarize(std::vector<PositionCompare>{});
-  EXPECT_FALSE(r.pass);
+TEST(AbCompare, AFlipBeyondTheThresholdFails) {
+  const std::vector<PositionCompare> w = {pos(0.001, 5, 5), pos(0.02, 2, 2), pos(0.05, 7, 8)};
+  const CompareReport r = summarize(w, {.kl = 0.01});
+  EXPECT_EQ(r.verdict, Verdict::Fail);
+  EXPECT_EQ(r.rung, "argmax flip beyond the KL threshold");
+  EXPECT_EQ(r.first_divergence, 1u);  // KL over the threshold already at 1
   ASSERT_EQ(r.reasons.size(), 1u);
-  EXPECT_NE(r.reasons[0].find("nothing compared"), std::string::npos);
+  EXPECT_NE(r.reasons[0].find("1 top-1 flips"), std::string::npos) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("at position 2"), std::string::npos) << r.reasons[0];
+  // a looser threshold turns the same workload into logit evidence
+  EXPECT_EQ(summarize(w, {.kl = 0.1}).verdict, Verdict::Pass);
+}
+
+TEST(AbCompare, KlOverTheThresholdWithoutAFlipIsInconclusive) {
+  const std::vector<PositionCompare> w = {pos(0.001, 5, 5), pos(0.5, 2, 2)};
+  const CompareReport r = summarize(w);
+  EXPECT_EQ(r.verdict, Verdict::Inconclusive) << describe(r, {});
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_NE(r.reasons[0].find("1 positions have KL above"), std::string::npos) << r.reasons[0];
+}
+
+TEST(AbCompare, NonFiniteDisagreementsAndNanKlNeverPass) {
+  EXPECT_EQ(summarize(std::vector<PositionCompare>{pos(0.0, 1, 1, false, 3)}).verdict, Verdict::Fail);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const CompareReport flip = summarize(std::vector<PositionCompare>{pos(0.0, 1, 1), pos(nan, 1, 2)});
+  EXPECT_EQ(flip.verdict, Verdict::Fail);  // NaN is infinite KL
+  EXPECT_EQ(flip.kl_max_at, 1u);
+  EXPECT_EQ(summarize(std::vector<PositionCompare>{pos(nan, 1, 1)}).verdict, Verdict::Inconclusive);
+}
+
+TEST(AbCompare, NothingComparedIsInconclusive) {
+  const CompareReport r = summarize(std::vector<PositionCompare>{});
+  EXPECT_EQ(r.verdict, Verdict::Inconclusive);
+  EXPECT_EQ(r.rung, "nothing compared");
 }
 
 }  // namespace
