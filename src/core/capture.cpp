@@ -87,6 +87,8 @@ Capture parse_capture(std::string_view text) {
       j = Json::parse(s);
     } catch (const Json::parse_error& e) {
       bad(line, fmt::format("not JSON (byte {}): {}", e.byte, e.what()));
+    } catch (const Json::exception& e) {  // e.g. a number too large for a double (out_of_range 406)
+      bad(line, fmt::format("not JSON: {}", e.what()));
     }
     if (!j.is_object()) bad(line, "a record must be a JSON object");
     if (!header) {

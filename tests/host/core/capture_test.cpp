@@ -107,6 +107,7 @@ std::string launch(const std::string& fields) {
 TEST(Capture, MalformedRecordsAreRefusedWithTheirLine) {
   const std::string ok = "\"grid\": [1, 1, 1], \"block\": [32, 1, 1], \"shared\": 0, \"params\": []";
   refused(launch(ok) + "\n{nope", "not JSON", 4);
+  refused("-17e442841", "number overflow");  // found by fuzz_capture: nlohmann's out_of_range, not a parse_error
   refused("[1, 2]", "a record must be a JSON object");
   refused("{\"kind\": \"kernel\"}", "unknown record kind \"kernel\"");
   refused("{\"kind\": \"module\", \"sha256\": \"" + kA + "\", \"bytes\": 11, \"format\": \"cubin\"}", "recorded again");
