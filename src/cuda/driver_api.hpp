@@ -49,6 +49,9 @@ namespace kern::cuda::detail {
   X(cuMemHostAlloc, cuMemHostAlloc)                                                           \
   X(cuMemFreeHost, cuMemFreeHost)                                                             \
   X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2)                                  \
+  X(cuMemHostRegister, cuMemHostRegister_v2)                                                  \
+  X(cuMemHostUnregister, cuMemHostUnregister)                                                 \
+  X(cuPointerGetAttributes, cuPointerGetAttributes)                                           \
   X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                                                  \
   X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                                                  \
   X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                                                  \

@@ -71,6 +71,84 @@ DevicePtr PinnedMemory::device_ptr() const {
   return p;
 }
 
+PointerAttributes pointer_attributes(const void* address) {
+  const auto ptr = reinterpret_cast<CUdeviceptr>(address);
+  unsigned int type = 0;
+  unsigned int managed = 0;
+  int ordinal = -1;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[] = {&type, &managed, &ordinal};
+  // An address CUDA does not know gets the attributes' null values and CUDA_SUCCESS.
+  KERN_CU(cuPointerGetAttributes, 3, which, data, ptr);
+  PointerAttributes a;
+  a.ordinal = ordinal;
+  a.device_ptr = ptr;
+  if (managed)
+    a.type = PointerAttributes::Type::Managed;
+  else if (type == CU_MEMORYTYPE_DEVICE)
+    a.type = PointerAttributes::Type::Device;
+  else if (type == CU_MEMORYTYPE_HOST)
+    a.type = PointerAttributes::Type::Host;
+  if (a.type == PointerAttributes::Type::Unknown) {
+    a.device_ptr = 0;
+    return a;
+  }
+  // The allocation holding the address: where the driver does not say (or names a range that does
+  // not hold it), the range stays unknown.
+  CUdeviceptr start = 0;
+  std::size_t size = 0;
+  CUpointer_attribute range[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* rd[] = {&start, &size};
+  if (api().cuPointerGetAttributes(2, range, rd, ptr) == CUDA_SUCCESS && start <= ptr && ptr - start < size) {
+    a.range_start = start;
+    a.range_bytes = size;
+  }
+  if (a.type == PointerAttributes::Type::Host) {
+    // No device pointer (pinned without DEVICEMAP in another context): 0, which the caller refuses.
+    CUdeviceptr dev = 0;
+    CUpointer_attribute dp[] = {CU_POINTER_ATTRIBUTE_DEVICE_POINTER};
+    void* dd[] = {&dev};
+    a.device_ptr = api().cuPointerGetAttributes(1, dp, dd, ptr) == CUDA_SUCCESS ? dev : 0;
+  }
+  return a;
+}
+
+HostRegistration HostRegistration::map(void* host, std::size_t bytes, std::string_view what) {
+  HostRegistration r;
+  if (!host || bytes == 0) return r;
+  detail::check_while(api().cuMemHostRegister(host, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP),
+                      "cuMemHostRegister", ErrorKind::Api, "page-locking and mapping {} bytes of host memory at {} for {}",
+                      bytes, host, what);
+  r.host_ = host;
+  CUdeviceptr dev = 0;
+  const CUresult got = api().cuMemHostGetDevicePointer(&dev, host, 0);
+  if (got != CUDA_SUCCESS) {
+    detail::warn_if_failed(api().cuMemHostUnregister(host), "cuMemHostUnregister");
+    r.host_ = nullptr;
+    detail::check_while(got, "cuMemHostGetDevicePointer", ErrorKind::Api,
+                        "mapping {} bytes of registered host memory at {} for {}", bytes, host, what);
+  }
+  r.device_ = dev;
+  return r;
+}
+
+HostRegistration::~HostRegistration() {
+  if (host_) detail::warn_if_failed(api().cuMemHostUnregister(host_), "cuMemHostUnregister");
+}
+
+HostRegistration::HostRegistration(HostRegistration&& o) noexcept
+    : host_(std::exchange(o.host_, nullptr)), device_(std::exchange(o.device_, 0)) {}
+
+HostRegistration& HostRegistration::operator=(HostRegistration&& o) noexcept {
+  if (this != &o) {
+    if (host_) detail::warn_if_failed(api().cuMemHostUnregister(host_), "cuMemHostUnregister");
+    host_ = std::exchange(o.host_, nullptr);
+    device_ = std::exchange(o.device_, 0);
+  }
+  return *this;
+}
+
 void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, const Stream& s) {
   if (bytes) KERN_CU(cuMemcpyHtoDAsync, dst, src, bytes, raw(s));
 }

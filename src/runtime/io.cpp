@@ -178,6 +178,7 @@ void Runtime::write_state_at(std::string_view name, std::uint64_t offset, std::s
 void Runtime::zero_states() {
   Impl& r = *impl_;
   for (const auto& [name, decl] : r.m->states) {
+    if (decl.host) continue;  // the caller's memory (its span may hold bytes that are not the tensor's)
     const rt::Pointer p = r.states->loaded(name);
     if (p.bytes) cuda::memset_d8_async(p.address, 0, p.bytes, *r.stream);
   }

@@ -130,7 +130,7 @@ void Runtime::Impl::allocate() {
   }
   // The pool last: with no token capacity it takes what the buffers and scratch left. Input
   // domains then admit every page and slot its arenas reach (a remap may make any of them).
-  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, *context, *stream);
+  states = std::make_unique<rt::PooledStateMemory>(*m, options.capacity, *context, *stream, options.host_states);
   for (auto& [name, slot] : buffers)
     if (slot.decl->kind == core::BufferKind::Input) slot.domain = rt::resolve_domain(*m, name, *slot.decl, states->reach());
 }

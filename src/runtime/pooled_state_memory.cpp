@@ -7,11 +7,58 @@
 
 namespace kern::runtime {
 
+namespace {
+
+HostMemoryFacts facts_of(const cuda::PointerAttributes& a) {
+  using T = cuda::PointerAttributes::Type;
+  HostMemoryFacts f;
+  f.kind = a.type == T::Host      ? HostMemoryFacts::Kind::Pinned
+           : a.type == T::Device  ? HostMemoryFacts::Kind::Device
+           : a.type == T::Managed ? HostMemoryFacts::Kind::Managed
+                                  : HostMemoryFacts::Kind::Unregistered;
+  f.ordinal = a.ordinal;
+  f.range_start = a.range_start;
+  f.range_bytes = a.range_bytes;
+  return f;
+}
+
+}  // namespace
+
 PooledStateMemory::PooledStateMemory(const core::Manifest& m, const Capacity& capacity,
-                                     const cuda::Context& context, const cuda::Stream& stream) {
+                                     const cuda::Context& context, const cuda::Stream& stream,
+                                     const std::map<std::string, HostTensor>& host) {
   const int ordinal = context.ordinal();
+  check_host_bindings(m, host);
+  for (const auto& [name, t] : host) {
+    const std::uint64_t span = check_host_tensor(name, *m.states.at(name).host, t);
+    const cuda::PointerAttributes a = cuda::pointer_attributes(t.data);
+    const auto address = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(t.data));
+    cuda::DevicePtr device = 0;
+    switch (plan_host_binding(name, address, span, facts_of(a), ordinal)) {
+      case HostBinding::Register:
+        registrations_.push_back(cuda::HostRegistration::map(t.data, span, "host state " + name));
+        device = registrations_.back().device_ptr();
+        break;
+      case HostBinding::MapPinned:
+        if (!a.device_ptr)
+          fail(ErrorKind::Api,
+               "host state {}: the bound address {} is pinned host memory with no device mapping in this context "
+               "(pin it portable and mapped, or pass pageable memory for the runtime to register)",
+               name, t.data);
+        device = a.device_ptr;
+        break;
+      case HostBinding::Direct: device = address; break;
+    }
+    log().info("host state {}: {} bytes at {} ({}), device pointer {:#x}", name, span, t.data,
+               a.type == cuda::PointerAttributes::Type::Unknown  ? "pageable host memory, registered"
+               : a.type == cuda::PointerAttributes::Type::Host   ? "pinned host memory"
+               : a.type == cuda::PointerAttributes::Type::Device ? "device memory"
+                                                                 : "managed memory",
+               device);
+    host_.emplace(name, Pointer{device, span});
+  }
   for (const auto& [name, s] : m.states) {
-    if (s.host) fail(ErrorKind::Manifest, "state {} is host-provided; host states are not supported yet", name);
+    if (s.host) continue;  // bound above
     if (s.bytes_per_seq && capacity.seqs == 0)
       fail(ErrorKind::Api, "state {} is per-sequence: load needs Capacity.seqs > 0", name);
     if (!s.bytes) continue;
@@ -80,12 +127,14 @@ PooledStateMemory::~PooledStateMemory() = default;
 
 Pointer PooledStateMemory::region(std::string_view state) const {
   if (auto it = fixed_.find(state); it != fixed_.end()) return Pointer{it->second.ptr(), it->second.size()};
+  if (auto it = host_.find(state); it != host_.end()) return it->second;
   if (auto it = pooled_.find(state); it != pooled_.end()) return it->second;
   fail(ErrorKind::Manifest, "unknown state '{}'", state);
 }
 
 Pointer PooledStateMemory::loaded(std::string_view state) const {
   if (auto it = fixed_.find(state); it != fixed_.end()) return Pointer{it->second.ptr(), it->second.size()};
+  if (auto it = host_.find(state); it != host_.end()) return it->second;
   auto it = loaded_.find(state);
   if (it == loaded_.end()) fail(ErrorKind::Manifest, "unknown state '{}'", state);
   const pool::Pool& p = state_pool_->pool();

@@ -2,7 +2,9 @@
 // is an arena of VMM address space reserved once for its whole reach, backed by physical chunks
 // created at load and mapped where the pool's initial plan says (kern/pool: the decisions; this
 // class only executes them). Fixed-size states stay plain allocations. Addresses never move, so
-// argument images and captured graphs stay valid across later remaps.
+// argument images and captured graphs stay valid across later remaps. Host states are the
+// caller's tensors (RuntimeOptions::host_states), checked against their declared layout and
+// bound through a device pointer (kern/runtime/host_state.hpp).
 #pragma once
 
 #include <map>
@@ -12,6 +14,7 @@
 
 #include "kern/cuda/vmm.hpp"
 #include "kern/pool/pool.hpp"
+#include "kern/runtime/host_state.hpp"
 #include "runtime/cuda_state_device.hpp"
 #include "runtime/state_memory.hpp"
 #include "runtime/state_pool.hpp"
@@ -23,12 +26,14 @@ class PooledStateMemory final : public StateMemory {
   // The pool's budget is Capacity {tokens rounded up to the page unit, seqs}, or with tokens 0
   // every chunk that fits in the device's free memory less 1 GiB of headroom (buffers and scratch
   // are allocated before this). Everything mapped is zeroed on `stream`. Error(Api) for a per-seq
-  // state without seqs, Error(Driver) when the device has no VMM.
+  // state without seqs, Error(Driver) when the device has no VMM. `host` binds every host state
+  // (Error(Api) for a missing, extra or mismatched tensor; host states are never zeroed).
   PooledStateMemory(const core::Manifest& m, const Capacity& capacity, const cuda::Context& context,
-                    const cuda::Stream& stream);
+                    const cuda::Stream& stream, const std::map<std::string, HostTensor>& host = {});
   ~PooledStateMemory() override;
   // Fixed states: their allocation. Pooled states: the arena's whole reach (every page or slot a
-  // remap can ever make), so argument images and graphs built at load address them all.
+  // remap can ever make), so argument images and graphs built at load address them all. Host
+  // states: the bound tensor's span at its device pointer.
   Pointer region(std::string_view state) const override;
   // The bytes alive at load: fixed states whole, pooled states pages 0.. or slots 0.. up to what
   // the pool made first (contiguous from the base). Api error once the pool has remapped.
@@ -43,6 +48,8 @@ class PooledStateMemory final : public StateMemory {
 
  private:
   std::map<std::string, cuda::DeviceMemory, std::less<>> fixed_;
+  std::map<std::string, Pointer, std::less<>> host_;       // host states: span at the device pointer
+  std::vector<cuda::HostRegistration> registrations_;     // pageable host tensors the runtime pinned
   std::uint64_t chunk_bytes_ = 0;
   std::vector<cuda::PhysicalChunk> chunks_;  // index: the pool's chunk number
   std::vector<cuda::VirtualRange> arenas_;   // index: the pool's arena number (destroyed before the chunks)

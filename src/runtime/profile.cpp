@@ -100,6 +100,7 @@ void Runtime::fill_states(std::uint16_t pattern) {
   cuda::PinnedMemory host = cuda::PinnedMemory::allocate(kChunk, "state fill pattern");
   for (std::size_t i = 0; i < kChunk / 2; ++i) std::memcpy(host.data() + 2 * i, &pattern, 2);
   for (const auto& [name, decl] : r.m->states) {
+    if (decl.host) continue;  // the caller's memory
     const rt::Pointer region = r.states->loaded(name);
     const std::size_t first = std::min<std::size_t>(kChunk, region.bytes);
     if (first == 0) continue;

@@ -19,12 +19,30 @@ void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const wei
   for (const auto& [g, r] : ranks) rank32[g] = static_cast<std::uint32_t>(r);
   std::vector<rt::LoadTarget> targets;
   std::vector<cuda::DevicePtr> dst;
+  std::vector<std::pair<BufferSlot*, weights::BindPlan>> on_cpu;  // host placement: read by the CPU last
   for (BufferSlot* slot : bufs) {
     BufferSlot& b = *slot;
     weights::BindPlan plan = weights::plan_bind(b.name, *b.decl, b.bytes, tensors, rank32);
     stats.weight_bytes += b.bytes;
     if (b.host.data()) {
-      weights::execute_bind_plan_on_host(plan, tensors, std::span<std::byte>(b.host.data(), b.bytes));
+      // Host placement: device-resident tensors copy device to host (runtime stream), host and
+      // file bytes are read by the CPU straight into the pinned buffer after the device copies.
+      weights::BindPlan cpu = plan;
+      cpu.copies.clear();
+      for (const weights::BindCopy& c : plan.copies) {
+        const weights::TensorInfo* t = tensors.find(c.tensor);
+        if (!t) fail(ErrorKind::WeightArtifact, "buffer {}: tensor {} is missing", b.name, c.tensor);
+        if (t->location.kind != weights::TensorLocation::Kind::Device) {
+          cpu.copies.push_back(c);
+        } else if (c.kind == weights::BindCopy::Kind::Strided && c.height > 1) {
+          cuda::copy_2d_d2h_async(b.host.data() + c.dst_offset, c.dst_pitch, t->location.device + c.src_offset,
+                                  c.src_pitch, c.width, c.height, *stream);
+        } else {
+          cuda::copy_d2h_async(b.host.data() + c.dst_offset, t->location.device + c.src_offset, c.width * c.height,
+                               *stream);
+        }
+      }
+      if (!cpu.copies.empty()) on_cpu.emplace_back(&b, std::move(cpu));
       continue;
     }
     // Device-resident tensors copy device to device (runtime stream); the rest through the loader.
@@ -50,6 +68,8 @@ void Runtime::Impl::bind_buffers(const std::vector<BufferSlot*>& bufs, const wei
   const std::uint64_t fills_before = loader.stats().fills;
   loader.load(targets, dst, tensors);
   stats.staging_chunks += loader.stats().fills - fills_before;
+  for (auto& [b, plan] : on_cpu)
+    weights::execute_bind_plan_on_host(plan, tensors, std::span<std::byte>(b->host.data(), b->bytes));
   stream->synchronize();
 }
 

@@ -120,6 +120,35 @@ class PinnedMemory {
   std::size_t size_ = 0;
 };
 
+// What the driver knows about an address (cuPointerGetAttributes in the current context): an
+// address CUDA does not know (pageable host memory) is Unknown.
+struct PointerAttributes {
+  enum class Type : std::uint8_t { Unknown, Host, Device, Managed };
+  Type type = Type::Unknown;
+  int ordinal = -1;               // the device it was allocated or registered against
+  DevicePtr device_ptr = 0;       // Host: the address kernels use (0: not mapped); else the address
+  std::uint64_t range_start = 0;  // the allocation (or reserved range) holding it; 0 bytes: unknown
+  std::uint64_t range_bytes = 0;
+};
+PointerAttributes pointer_attributes(const void* address);
+
+// Caller-owned host memory page-locked and mapped for the device (cuMemHostRegister with
+// PORTABLE | DEVICEMAP) for the object's life. Error(Api) naming `what` when the driver refuses
+// (an address that is not host memory, a range overlapping another registration, ...).
+class HostRegistration {
+ public:
+  HostRegistration() = default;
+  static HostRegistration map(void* host, std::size_t bytes, std::string_view what);
+  ~HostRegistration();
+  HostRegistration(HostRegistration&& o) noexcept;
+  HostRegistration& operator=(HostRegistration&& o) noexcept;
+  DevicePtr device_ptr() const { return device_; }
+
+ private:
+  void* host_ = nullptr;
+  DevicePtr device_ = 0;
+};
+
 void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, const Stream& s);
 void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, const Stream& s);
 void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, const Stream& s);

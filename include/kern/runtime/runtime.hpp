@@ -28,6 +28,7 @@
 #include "kern/pool/host.hpp"
 #include "kern/pool/pool.hpp"
 #include "kern/runtime/domain.hpp"
+#include "kern/runtime/host_state.hpp"
 #include "kern/runtime/vars.hpp"
 #include "kern/runtime/waking.hpp"
 #include "kern/weights/tensors.hpp"
@@ -40,6 +41,12 @@ struct RuntimeOptions {
   Capacity capacity;                           // paged / per-seq state sizing
   std::map<std::string, std::uint64_t> ranks;  // topology group -> this rank's index (default 0 for size-1 groups)
   bool eager = false;                          // never use graphs (--eager)
+  // Host states: the caller's tensor for every `host` state of the manifest (and only those),
+  // bound at load. Each must have exactly the declared layout (kern/runtime/host_state.hpp;
+  // Error(Api) naming the state and what differs); kernels get a device pointer to it (device
+  // memory of this GPU as it is, pinned host memory through its mapping, pageable host memory
+  // page-locked and mapped by the runtime until it is destroyed). The memory must outlive the runtime.
+  std::map<std::string, HostTensor> host_states;
 };
 
 // Counters a test or bench can read.
@@ -123,7 +130,8 @@ class Runtime {
   // Runs `program` eagerly with timing events between its calls, `reps` times (the host is given
   // a head start of queued copies so launch gaps do not count): per call, the median GPU ms.
   std::vector<CallTime> time_calls(std::string_view program, const Vars& vars, std::size_t reps = 5);
-  // Fills every state with one 16-bit pattern (e.g. a small bf16 value) and waits.
+  // Fills every state but host states (the caller's memory) with one 16-bit pattern (e.g. a
+  // small bf16 value) and waits.
   void fill_states(std::uint16_t pattern);
 
   // The state pool (docs/pool.md, runtime/state_pool.hpp): leases of pages and slots of the
@@ -162,8 +170,9 @@ class Runtime {
   pool::Granted<pool::Lease> wake_now(const pool::Parked& parked, std::uint64_t len, std::uint64_t tokens);
 
   // State bytes for tests: the objects alive at load (fixed states whole; pooled states from
-  // page / slot 0 up to what the pool made at load). Api error once the pool has remapped (the
-  // bytes are no longer one contiguous run): write through leases' rows and slots instead.
+  // page / slot 0 up to what the pool made at load; host states their bound span). Api error once
+  // the pool has remapped (the bytes are no longer one contiguous run): write through leases'
+  // rows and slots instead. zero_states leaves host states alone.
   std::vector<std::byte> read_state(std::string_view state);
   void read_state_at(std::string_view state, std::uint64_t offset, std::span<std::byte> out);
   void write_state_at(std::string_view state, std::uint64_t offset, std::span<const std::byte> bytes);
