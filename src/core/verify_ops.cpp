@@ -141,10 +141,11 @@ class OpChecker {
       else if (c_.m.modules.count(l.module) == 0)
         c_.add(key(lp, "module"), "R6.module", "undeclared module '" + l.module + "'");
       if (l.entry.empty()) c_.add(key(lp, "entry"), "R6.entry", "entry is empty");
-      if (l.algo) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc] extern launches");
-      if (l.algo_m) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cublaslt_bf16_tn[_acc] extern launches");
+      if (l.algo) c_.add(key(lp, "algo"), "R6.extern", "algo only on cuBLASLt GEMM extern launches (cublaslt_*)");
+      if (l.algo_m) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cuBLASLt GEMM extern launches (cublaslt_*)");
       if (l.algo_candidate)
-        c_.add(key(lp, "algo_candidate"), "R6.extern", "algo_candidate only on cublaslt_bf16_tn[_acc] extern launches");
+        c_.add(key(lp, "algo_candidate"), "R6.extern",
+               "algo_candidate only on cuBLASLt GEMM extern launches (cublaslt_*)");
       check_geometry(l, lp);
       // The load-time co-residency proof counts blocks per SM, not clusters per GPU
       // (cuOccupancyMaxActiveClusters): the two are not supported together.
@@ -178,14 +179,15 @@ class OpChecker {
     if (l.cooperative)
       c_.add(key(lp, "cooperative"), "R12.cooperative", "cooperative is not allowed on extern launches");
     const ExternSpec* x = find_extern(name);
-    if (l.algo && !(x && x->takes_algo)) c_.add(key(lp, "algo"), "R6.extern", "algo only on cublaslt_bf16_tn[_acc]");
+    if (l.algo && !(x && x->takes_algo))
+      c_.add(key(lp, "algo"), "R6.extern", "algo only on cuBLASLt GEMM externs (cublaslt_*)");
     if (l.algo_m && !(x && x->takes_algo))
-      c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cublaslt_bf16_tn[_acc]");
+      c_.add(key(lp, "algo_m"), "R6.extern", "algo_m only on cuBLASLt GEMM externs (cublaslt_*)");
     if (l.algo_m && l.algo)
       c_.add(key(lp, "algo_m"), "R6.extern", "algo_m chooses an algorithm and algo pins one: give one of them");
     if (l.algo_m && *l.algo_m == 0) c_.add(key(lp, "algo_m"), "R6.extern", "algo_m is at least 1");
     if (l.algo_candidate && !(x && x->takes_algo))
-      c_.add(key(lp, "algo_candidate"), "R6.extern", "algo_candidate only on cublaslt_bf16_tn[_acc]");
+      c_.add(key(lp, "algo_candidate"), "R6.extern", "algo_candidate only on cuBLASLt GEMM externs (cublaslt_*)");
     if (l.algo_candidate && l.algo)
       c_.add(key(lp, "algo_candidate"), "R6.extern",
              "algo_candidate picks among the heuristic's answers and algo pins one: give one of them");

@@ -72,6 +72,35 @@ void check(cublasStatus_t r, const char* call) {
 
 #define KERN_LT(fn, ...) check(lt().fn(__VA_ARGS__), #fn)
 
+bool is_fp8(const GemmShape& s) { return s.in == DType::FP8E4M3; }
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F32: return CUDA_R_32F;
+    case DType::FP8E4M3: return CUDA_R_8F_E4M3;
+    default: fail(ErrorKind::Api, "cuBLASLt GEMMs take no {} operands", manifest_name(t));
+  }
+}
+
+// "bf16" or "fp8e4m3->f32", for messages.
+std::string types_text(const GemmShape& s) {
+  if (s.in == s.out) return std::string(manifest_name(s.in));
+  return fmt::format("{}->{}", manifest_name(s.in), manifest_name(s.out));
+}
+
+// The type pairs kern runs (docs/runtime.md): bf16 -> bf16, e4m3 -> bf16 / f32 without beta
+// (FP8 needs TN, f32 compute and scale type, and 16-byte rows of A and W: k % 16 == 0).
+void check_types(const GemmShape& s) {
+  const bool bf16 = s.in == DType::BF16 && s.out == DType::BF16;
+  const bool fp8 = s.in == DType::FP8E4M3 && (s.out == DType::BF16 || s.out == DType::F32) && !s.accumulate;
+  if (!bf16 && !fp8)
+    fail(ErrorKind::Api, "cuBLASLt GEMM: {}{} is not a type pair kern runs", types_text(s),
+         s.accumulate ? " with accumulate" : "");
+  if (fp8 && (s.k % 16 != 0 || s.lda % 16 != 0))
+    fail(ErrorKind::Api, "cuBLASLt FP8 GEMM: k {} and the A row stride {} must be multiples of 16", s.k, s.lda);
+}
+
 struct Layouts {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t w = nullptr, a = nullptr, c = nullptr;
@@ -84,15 +113,27 @@ struct Layouts {
     if (w) lt().cublasLtMatrixLayoutDestroy(w);
     if (desc) lt().cublasLtMatmulDescDestroy(desc);
   }
-  // Column-major view: W is k×n (ld k) used transposed, A is k×m (ld lda), C is n×m (ld ldc).
-  void create(const GemmShape& s, std::uint64_t m) {
+  // Column-major view: W is k×n (ld k) used transposed, A is k×m (ld lda), C is n×m (ld ldc); f32
+  // compute and scale type. cuBLASLt's "A" is W and its "B" is A. FP8 descriptors carry scale
+  // pointers from the start, so the heuristic and the checks see the attributes the launch has:
+  // `scale_stand_in` until gemm() sets the launch's own (the queries never read device memory).
+  void create(const GemmShape& s, std::uint64_t m, DevicePtr scale_stand_in) {
     KERN_LT(cublasLtMatmulDescCreate, &desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     KERN_LT(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     KERN_LT(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    KERN_LT(cublasLtMatrixLayoutCreate, &w, CUDA_R_16BF, s.k, s.n, static_cast<int64_t>(s.k));
-    KERN_LT(cublasLtMatrixLayoutCreate, &a, CUDA_R_16BF, s.k, m, static_cast<int64_t>(s.lda));
-    KERN_LT(cublasLtMatrixLayoutCreate, &c, CUDA_R_16BF, s.n, m, static_cast<int64_t>(s.ldc));
+    if (is_fp8(s)) set_scales(scale_stand_in, scale_stand_in);
+    const cudaDataType_t in = lt_type(s.in), out = lt_type(s.out);
+    KERN_LT(cublasLtMatrixLayoutCreate, &w, in, s.k, s.n, static_cast<int64_t>(s.k));
+    KERN_LT(cublasLtMatrixLayoutCreate, &a, in, s.k, m, static_cast<int64_t>(s.lda));
+    KERN_LT(cublasLtMatrixLayoutCreate, &c, out, s.n, m, static_cast<int64_t>(s.ldc));
+  }
+  // FP8: our A's scale is cuBLASLt's B scale, W's its A scale.
+  void set_scales(DevicePtr a_scale, DevicePtr w_scale) const {
+    const void* pa = reinterpret_cast<const void*>(w_scale);
+    const void* pb = reinterpret_cast<const void*>(a_scale);
+    KERN_LT(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
+    KERN_LT(cublasLtMatmulDescSetAttribute, desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
   }
 };
 
@@ -166,7 +207,7 @@ std::string BlasLt::describe(const GemmShape& s) {
 }
 
 BlasLt::ChoiceKey BlasLt::choice_key(const GemmShape& s) {
-  return ChoiceKey(s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo, s.candidate,
+  return ChoiceKey(s.in, s.out, s.m_ref ? s.m_ref : s.m, s.n, s.k, s.lda, s.ldc, s.accumulate, s.algo, s.candidate,
                    s.strict_candidate);
 }
 
@@ -174,14 +215,17 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
   const ChoiceKey key = choice_key(s);
   auto it = choices_.find(key);
   if (it != choices_.end()) return *it->second;
+  check_types(s);
+  const std::string types = types_text(s);
   auto c = std::make_unique<Choice>();
   const auto handle = static_cast<cublasLtHandle_t>(handle_);
   if (s.algo) {
     const GemmAlgo& g = *s.algo;
     if (g.id < 0 || g.id > std::numeric_limits<int>::max())
       fail(ErrorKind::Manifest, "pinned cuBLASLt algo: id {} is out of range", g.id);
-    KERN_LT(cublasLtMatmulAlgoInit, handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
-            CUDA_R_16BF, static_cast<int>(g.id), &c->algo);
+    // Types in cublasLtMatmulAlgoInit's order: compute, scale, A (our W), B (our A), C, D.
+    KERN_LT(cublasLtMatmulAlgoInit, handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, lt_type(s.in), lt_type(s.in),
+            lt_type(s.out), lt_type(s.out), static_cast<int>(g.id), &c->algo);
     set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, g.tile, "tile");
     set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, g.stages, "stages");
     set_config<std::int32_t>(c->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, g.split_k, "split_k");
@@ -196,8 +240,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     // or its `candidate`-th such answer.
     const std::uint64_t m_ref = s.m_ref ? s.m_ref : s.m;
     Layouts at_ref, at_one;
-    at_ref.create(s, m_ref);
-    at_one.create(s, 1);
+    at_ref.create(s, m_ref, workspace_.ptr());
+    at_one.create(s, 1, workspace_.ptr());
     cublasLtMatmulPreference_t pref = nullptr;
     KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
     std::uint64_t ws = kWorkspaceBytes;
@@ -225,14 +269,14 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     }
     if (first < 0)
       fail(ErrorKind::Blas,
-           "cuBLASLt has no algorithm for bf16 n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates)",
-           s.n, s.k, s.lda, s.ldc, m_ref, found);
+           "cuBLASLt has no algorithm for {} n={} k={} lda={} ldc={} that runs at both m={} and m=1 ({} candidates)",
+           types, s.n, s.k, s.lda, s.ldc, m_ref, found);
     if (pick < 0) {
       if (s.strict_candidate)
-        fail(ErrorKind::Blas, "cuBLASLt offers {} algorithms for bf16 n={} k={} at m={} that also run at m=1, not #{}",
-             valid, s.n, s.k, m_ref, s.candidate);
-      log().warn("cuBLASLt offers {} algorithms for bf16 n={} k={} at m={} that also run at m=1, not #{}: its first",
-                 valid, s.n, s.k, m_ref, s.candidate);
+        fail(ErrorKind::Blas, "cuBLASLt offers {} algorithms for {} n={} k={} at m={} that also run at m=1, not #{}",
+             valid, types, s.n, s.k, m_ref, s.candidate);
+      log().warn("cuBLASLt offers {} algorithms for {} n={} k={} at m={} that also run at m=1, not #{}: its first",
+                 valid, types, s.n, s.k, m_ref, s.candidate);
       pick = first;
     }
     c->algo = results[pick].algo;
@@ -240,8 +284,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
                             s.candidate ? fmt::format(" (candidate #{} asked)", s.candidate) : std::string());
   }
   c->text = config_text(c->algo);
-  log().debug("cuBLASLt n={} k={} lda={} ldc={}{}: {} ({})", s.n, s.k, s.lda, s.ldc, s.accumulate ? " acc" : "",
-              c->text, c->origin);
+  log().debug("cuBLASLt {} n={} k={} lda={} ldc={}{}: {} ({})", types, s.n, s.k, s.lda, s.ldc,
+              s.accumulate ? " acc" : "", c->text, c->origin);
   return *choices_.emplace(key, std::move(c)).first->second;
 }
 
@@ -252,30 +296,36 @@ const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
   const Choice& c = choice(s);
   auto p = std::make_unique<Plan>();
   p->choice = &c;
-  p->layouts.create(s, s.m);
+  p->layouts.create(s, s.m, workspace_.ptr());
   cublasLtMatmulHeuristicResult_t probe{};
   const cublasStatus_t r =
       lt().cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), p->layouts.desc, p->layouts.w, p->layouts.a,
                                    p->layouts.c, p->layouts.c, &c.algo, &probe);
   if (r != CUBLAS_STATUS_SUCCESS || probe.workspaceSize > kWorkspaceBytes) {
     const char* name = lt().cublasLtGetStatusName(r);
-    fail(ErrorKind::Blas, "cuBLASLt algorithm [{}] ({}) does not run bf16 m={} n={} k={} lda={} ldc={}: {}", c.text,
-         c.origin, s.m, s.n, s.k, s.lda, s.ldc,
+    fail(ErrorKind::Blas, "cuBLASLt algorithm [{}] ({}) does not run {} m={} n={} k={} lda={} ldc={}: {}", c.text,
+         c.origin, types_text(s), s.m, s.n, s.k, s.lda, s.ldc,
          r != CUBLAS_STATUS_SUCCESS ? std::string(name ? name : "?")
                                     : fmt::format("needs {} bytes of workspace", probe.workspaceSize));
   }
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-void BlasLt::gemm_bf16_tn(const GemmShape& s, DevicePtr a, DevicePtr w, DevicePtr c, const Stream& stream) {
+void BlasLt::gemm(const GemmShape& s, const GemmOperands& ops, const Stream& stream) {
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
   const Plan& p = plan(s);
   const Layouts& l = p.layouts;
+  if (is_fp8(s)) {
+    if (!ops.a_scale || !ops.w_scale) fail(ErrorKind::Api, "cuBLASLt FP8 GEMM: a_scale and w_scale must both be given");
+    // Plans are shared by every launch of the same shape: each call sets its own scales (host-only
+    // work, read by cublasLtMatmul below, so a captured graph keeps this launch's pointers).
+    l.set_scales(ops.a_scale, ops.w_scale);
+  }
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(w), l.w,
-          reinterpret_cast<const void*>(a), l.a, &beta, reinterpret_cast<const void*>(c), l.c,
-          reinterpret_cast<void*>(c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()), kWorkspaceBytes,
-          static_cast<cudaStream_t>(stream.handle()));
+  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(ops.w),
+          l.w, reinterpret_cast<const void*>(ops.a), l.a, &beta, reinterpret_cast<const void*>(ops.c), l.c,
+          reinterpret_cast<void*>(ops.c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()),
+          kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle()));
 }
 
 }  // namespace kern::cuda

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kern/base/error.hpp"
+#include "runtime/gemm_args.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern::runtime {
@@ -13,34 +14,9 @@ namespace {
   throw Error::call(c.context(), Error(ErrorKind::Api, fmt::format("{} = {} overflows at these vars", what, e.text)));
 }
 
-std::uint64_t ext_value(const rt::ArgValue& v, const std::uint64_t* vars, bool& ok) {
-  if (v.patches.empty()) return rt::load_le(v.bytes.data(), v.bytes.size());
-  auto r = v.patches[0].expr.eval(vars);
-  ok = ok && r.has_value();
-  return r.value_or(0);
-}
-
-void check_gemm(const CallExec& c, LaunchExec& e) {
-  const cuda::GemmShape& s = e.gemm;
-  const std::uint64_t m = s.m, n = s.n, k = s.k;
-  if (s.ldc < n || s.lda < k)
-    throw Error::call(
-        c.context(),
-        Error(ErrorKind::Manifest,
-              fmt::format("GEMM m={} n={} k={}: ldc {} must be >= n and A row stride {} >= k", m, n, k, s.ldc, s.lda)));
-  if (m == 0 || n == 0 || k == 0) return;
-  auto need = [&](std::uint64_t rows, std::uint64_t stride, std::uint64_t cols, std::uint64_t have, const char* what) {
-    unsigned __int128 bytes = (static_cast<unsigned __int128>(rows - 1) * stride + cols) * 2;
-    if (bytes > have)
-      throw Error::call(
-          c.context(),
-          Error(ErrorKind::Manifest,
-                fmt::format("GEMM m={} n={} k={}: {} needs {} bytes but its buffer has {} after the offset", m, n, k,
-                            what, static_cast<std::uint64_t>(bytes), have)));
-  };
-  need(m, s.lda, k, e.ext_args[0].pointer->bytes, "A");
-  need(n, k, k, e.ext_args[1].pointer->bytes, "W");
-  need(m, s.ldc, n, e.ext_args[2].pointer->bytes, "C");
+void check_gemm(const CallExec& c, const LaunchExec& e) {
+  if (auto problem = rt::gemm_shape_problem(*e.ext, e.gemm, e.ext_args))
+    throw Error::call(c.context(), Error(ErrorKind::Manifest, *problem));
 }
 
 }  // namespace
@@ -55,21 +31,13 @@ void Runtime::Impl::apply(ProgramExec& p) {
         e.active = (!e.when_min || x >= *e.when_min) && (!e.when_max || x <= *e.when_max);
       }
       if (e.ext) {
-        bool ok = true;
-        cuda::GemmShape& s = e.gemm;
-        s.m = ext_value(e.ext_args[3], v, ok);
-        s.n = ext_value(e.ext_args[4], v, ok);
-        s.k = ext_value(e.ext_args[5], v, ok);
-        s.ldc = e.ext_args.size() > 6 ? ext_value(e.ext_args[6], v, ok) : s.n;
-        s.lda = e.ext_args.size() > 7 ? ext_value(e.ext_args[7], v, ok) : s.k;
-        s.accumulate = e.ext->accumulate;
-        if (!ok)
+        if (!rt::gemm_shape_at(*e.ext, e.ext_args, v, e.gemm))
           throw Error::call(c.context(), Error(ErrorKind::Api, "a GEMM size expression overflows at these vars"));
-        for (int i = 0; i < 3; ++i) e.gemm_ptrs[i] = e.ext_args[i].pointer->address;
+        e.gemm_ops = rt::gemm_operands(*e.ext, e.ext_args);
         if (e.active) {
           check_gemm(c, e);
           try {
-            blas->prepare(e.gemm);
+            if (e.ext->library == core::ExternSpec::Library::CublasLt) blas->prepare(e.gemm);
           } catch (const Error& err) {
             throw Error::call(c.context(), err);
           }
@@ -115,7 +83,10 @@ void Runtime::Impl::enqueue_call(CallExec& c) {
   for (LaunchExec& e : c.launches) {
     if (!e.active) continue;
     if (e.ext) {
-      blas->gemm_bf16_tn(e.gemm, e.gemm_ptrs[0], e.gemm_ptrs[1], e.gemm_ptrs[2], *stream);
+      if (e.ext->library == core::ExternSpec::Library::Cublas)
+        cublas->gemm_bf16_tn_f32(e.gemm, e.gemm_ops.a, e.gemm_ops.w, e.gemm_ops.c, *stream);
+      else
+        blas->gemm(e.gemm, e.gemm_ops, *stream);
       ++stats.gemm_calls;
     } else {
       cuda::launch(e.fn, e.geometry, e.image.params(), *stream);

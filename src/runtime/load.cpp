@@ -6,6 +6,7 @@
 #include "kern/base/log.hpp"
 #include "kern/registry/registry.hpp"
 #include "runtime/cooperative.hpp"
+#include "runtime/gemm_args.hpp"
 #include "runtime/pooled_state_memory.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -195,24 +196,22 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
         e.ext = core::find_extern(name);
         if (!e.ext || !e.ext->in_runtime)
           fail(ErrorKind::Manifest, "launch {}: extern:{} is not supported yet", li, name);
-        if (values.size() < e.ext->min_args || values.size() > e.ext->max_args)
-          fail(ErrorKind::Manifest, "launch {}: extern:{} takes {}, got {} args", li, name, e.ext->signature,
-               values.size());
-        for (int i = 0; i < 3; ++i)
-          if (!values[i].pointer)
-            fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be a buffer", li, name, i);
-        for (std::size_t i = 3; i < values.size(); ++i)
-          if (values[i].pointer || values[i].is_float)
-            fail(ErrorKind::Manifest, "launch {}: extern:{} arg {} must be an integer", li, name, i);
-        if (!blas) blas = std::make_unique<cuda::BlasLt>();
+        if (auto problem = rt::gemm_args_problem(*e.ext, values))
+          fail(ErrorKind::Manifest, "launch {}: extern:{}: {}", li, name, *problem);
+        if (e.ext->library == core::ExternSpec::Library::Cublas) {
+          if (!cublas) cublas = std::make_unique<cuda::Blas>(*stream);
+        } else if (!blas) {
+          blas = std::make_unique<cuda::BlasLt>();
+        }
         // Row invariance: the algorithm is chosen at m's value at the var bounds (docs/runtime.md).
+        const rt::ArgValue& m_arg = values[rt::GemmArgIndex(*e.ext).m];
         if (l.algo_candidate) e.gemm.candidate = *l.algo_candidate;
         if (l.algo_m) {
           e.gemm.m_ref = *l.algo_m;
-        } else if (values[3].patches.empty()) {
-          e.gemm.m_ref = rt::load_le(values[3].bytes.data(), values[3].bytes.size());
+        } else if (m_arg.patches.empty()) {
+          e.gemm.m_ref = rt::load_le(m_arg.bytes.data(), m_arg.bytes.size());
         } else {
-          auto at_bound = values[3].patches[0].expr.eval(at_max.data());
+          auto at_bound = m_arg.patches[0].expr.eval(at_max.data());
           if (!at_bound) fail(ErrorKind::Manifest, "launch {}: extern:{} m overflows at the var bounds", li, name);
           e.gemm.m_ref = *at_bound;
         }

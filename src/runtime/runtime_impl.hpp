@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kern/core/externs.hpp"
+#include "kern/cuda/blas.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
 #include "kern/runtime/runtime.hpp"
@@ -55,7 +56,7 @@ struct LaunchExec {
   cuda::LaunchGeometry geometry;
   bool active = true;
   cuda::GemmShape gemm;
-  std::array<cuda::DevicePtr, 3> gemm_ptrs{};
+  cuda::GemmOperands gemm_ops;
 };
 
 struct CallExec {
@@ -87,7 +88,8 @@ struct Runtime::Impl {
   std::vector<std::uint64_t> var_values;  // run-time scratch, sized at load
   std::unique_ptr<cuda::Context> context;
   std::unique_ptr<cuda::Stream> stream;
-  std::unique_ptr<cuda::BlasLt> blas;  // created when a GEMM extern is used
+  std::unique_ptr<cuda::BlasLt> blas;  // created when a cuBLASLt GEMM extern is used
+  std::unique_ptr<cuda::Blas> cublas;  // created when a cuBLAS GEMM extern is used (bound to `stream`)
   std::vector<std::vector<cuda::Module>> modules_storage;
   std::map<std::string, std::vector<cuda::Module>*, std::less<>> modules;
   std::map<std::string, BufferSlot, std::less<>> buffers;

@@ -18,12 +18,19 @@ struct ExternSpec {
     Gemm,        // row-major C[m,n] = A[m,k]·W[n,k]ᵀ: a, w, c, [scales], m, n, k [, ldc [, a_row_stride]]
     Collective,  // NCCL: send, recv, count, rank (the last arg is {"rank": <group>})
   };
+  enum class Library : std::uint8_t {
+    CublasLt,  // cublasLtMatmul (row-invariant algorithm choice, `algo` pinning)
+    Cublas,    // cublasGemmEx (cuBLAS's own choice per shape)
+    Nccl,
+  };
   std::string name;  // without the "extern:" prefix
   Family family = Family::Gemm;
-  DType in = DType::BF16;   // Gemm: a and w; Collective: send and recv
-  DType out = DType::BF16;  // Gemm: c
-  bool accumulate = false;  // Gemm: c is inout (beta = 1)
-  std::size_t scales = 0;   // Gemm: 'in buffer<f32>' scale args after c (fp8: a_scale, w_scale)
+  Library library = Library::CublasLt;
+  DType in = DType::BF16;        // Gemm: a and w; Collective: send and recv
+  DType out = DType::BF16;       // Gemm: c
+  bool accumulate = false;       // Gemm: c is inout (beta = 1)
+  std::size_t scales = 0;        // Gemm: 'in buffer<f32>' scale args after c (fp8: a_scale, w_scale)
+  std::uint64_t k_multiple = 1;  // Gemm: k must be a multiple of this (fp8: 16), checked at load and per run
   std::size_t min_args = 0, max_args = 0;
   bool takes_algo = false;      // a pinned cuBLASLt `algo` is allowed on the launch
   bool in_runtime = false;      // the kern runtime runs it; the others verify but fail at load

@@ -1,10 +1,11 @@
 // cuBLASLt through dlopen (libcublasLt.so.13, falling back to .so / .so.12): the GEMM
-// behind the `extern:cublaslt_bf16_tn[_acc]` launches.
+// behind the `extern:cublaslt_bf16_tn[_acc]` and `extern:cublaslt_fp8_tn[_f32]` launches.
 //
-// Row-major C[m,n] = A[m,k] · W[n,k]ᵀ (bf16 in, f32 compute, bf16 out), mapped onto
-// cuBLASLt's column-major form as Cᵀ[n,m] = op_T(W)·Aᵀ with transa = T. One handle and one
-// 32 MiB workspace per object; the algorithm is chosen once per (m_ref, n, k, strides) and cached,
-// so a launch does no host synchronisation and can be captured into a graph.
+// Row-major C[m,n] = A[m,k] · W[n,k]ᵀ (f32 compute), mapped onto cuBLASLt's column-major form
+// as Cᵀ[n,m] = op_T(W)·Aᵀ with transa = T (the TN layout FP8 needs on Hopper): bf16 in and out,
+// or e4m3 in with bf16 / f32 out and per-tensor f32 scales. One handle and one 32 MiB workspace
+// per object; the algorithm is chosen once per (types, m_ref, n, k, strides) and cached, so a
+// launch does no host synchronisation and can be captured into a graph.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <string>
 #include <tuple>
 
+#include "kern/base/dtype.hpp"
 #include "kern/cuda/cuda.hpp"
 
 namespace kern::cuda {
@@ -27,6 +29,8 @@ struct GemmAlgo {
 };
 
 struct GemmShape {
+  // Operand types: bf16 -> bf16, or fp8e4m3 -> bf16 / f32 (the catalogue's in / out).
+  DType in = DType::BF16, out = DType::BF16;
   std::uint64_t m = 0, n = 0, k = 0;
   std::uint64_t lda = 0;    // A row stride in elements (>= k)
   std::uint64_t ldc = 0;    // C row stride in elements (>= n)
@@ -42,6 +46,13 @@ struct GemmShape {
   std::optional<GemmAlgo> algo;  // pinned by the manifest: used as given, checked at every m
 };
 
+// The device addresses of one GEMM. FP8: a_scale and w_scale point at one f32 each, the factors
+// the stored e4m3 values are multiplied by (C = (a_scale·A)·(w_scale·W)ᵀ).
+struct GemmOperands {
+  DevicePtr a = 0, w = 0, c = 0;
+  DevicePtr a_scale = 0, w_scale = 0;
+};
+
 class BlasLt {
  public:
   static constexpr std::size_t kWorkspaceBytes = 32u << 20;
@@ -50,8 +61,13 @@ class BlasLt {
   BlasLt(const BlasLt&) = delete;
   BlasLt& operator=(const BlasLt&) = delete;
 
-  // Enqueues the GEMM on `s`. m, n or k = 0 is a no-op. Error(Blas) naming the call.
-  void gemm_bf16_tn(const GemmShape& shape, DevicePtr a, DevicePtr w, DevicePtr c, const Stream& s);
+  // Enqueues the GEMM on `s`. m, n or k = 0 is a no-op. Error(Blas) naming the call; Error(Api) for
+  // a type pair it does not run or an FP8 GEMM without both scales.
+  void gemm(const GemmShape& shape, const GemmOperands& ops, const Stream& s);
+  // The bf16 GEMM (shape.in / out bf16).
+  void gemm_bf16_tn(const GemmShape& shape, DevicePtr a, DevicePtr w, DevicePtr c, const Stream& s) {
+    gemm(shape, GemmOperands{a, w, c}, s);
+  }
   // Queries and caches the algorithm for `shape` now (off the launch path, outside capture).
   void prepare(const GemmShape& shape);
   std::size_t cached_plans() const;
@@ -62,8 +78,8 @@ class BlasLt {
  private:
   struct Plan;
   struct Choice;
-  using ChoiceKey = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool,
-                               std::optional<GemmAlgo>, std::uint32_t, bool>;
+  using ChoiceKey = std::tuple<DType, DType, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                               bool, std::optional<GemmAlgo>, std::uint32_t, bool>;
   using PlanKey = std::tuple<std::uint64_t, ChoiceKey>;
   static ChoiceKey choice_key(const GemmShape& s);
   const Choice& choice(const GemmShape& shape);

@@ -52,7 +52,7 @@ struct RuntimeOptions {
 // Counters a test or bench can read.
 struct RuntimeStats {
   std::uint64_t kernel_launches = 0;  // cuLaunchKernel(Ex) calls
-  std::uint64_t gemm_calls = 0;       // cuBLASLt matmuls enqueued
+  std::uint64_t gemm_calls = 0;       // cuBLAS / cuBLASLt GEMMs enqueued
   std::uint64_t graph_captures = 0;
   std::uint64_t graph_launches = 0;
   std::uint64_t geometry_evaluations = 0;  // re-evaluations of a program's var-dependent values

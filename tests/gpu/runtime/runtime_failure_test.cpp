@@ -1,4 +1,4 @@
-// Load-time failures: a tampered module (hash), an ABI mismatch, an unsupported extern; and the
+// Load-time failures: a tampered module (hash), an ABI mismatch, an unsupported extern (NCCL); and the
 // driver-level facts the suite relies on.
 #include <filesystem>
 
@@ -73,18 +73,20 @@ TEST(RuntimeGpuFailures, TamperedModuleIsKernelArtifact) {
 }
 
 TEST(RuntimeGpuFailures, UnsupportedExternIsRejectedAtLoad) {
+  // The NCCL collectives verify but the runtime does not run them yet (every GEMM extern it does).
   const char* op =
-      R"(, "f32gemm": {"params": ["in buffer<bf16>", "in buffer<bf16>", "out buffer<f32>", "i32", "i32", "i32"],
-     "impl": {"launches": [{"entry": "extern:cublas_bf16_tn_f32"}]}})";
+      R"(, "allreduce": {"params": ["in buffer<f32>", "out buffer<f32>", "i32"],
+     "impl": {"launches": [{"entry": "extern:nccl_allreduce_f32", "params": ["in buffer<f32>", "out buffer<f32>", "i32", "i32"],
+                            "args": [{"param": 0}, {"param": 1}, {"param": 2}, {"rank": "tp"}]}]}})";
   std::string json = axpy_manifest("i32", op);
   // wire the op into a program so the verifier accepts it
+  json.replace(json.find(R"("vars": {)"), 9, R"("topology": {"groups": {"tp": 1}}, "vars": {)");
   json.replace(json.find(R"("buffers": {)"), 12,
-               R"("buffers": {"a": {"dtype": "bf16", "shape": [4, 4], "kind": "input"},
-                 "c": {"dtype": "f32", "shape": [4, 4], "kind": "output"},)");
+               R"("buffers": {"r": {"dtype": "f32", "shape": [1024], "kind": "output"},)");
   json.replace(
       json.find(R"("programs": {)"), 13,
-      R"("programs": {"g": {"calls": [{"op": "f32gemm", "args": [{"buf": "a"}, {"buf": "a"}, {"buf": "c"}, {"i32": 4}, {"i32": 4}, {"i32": 4}]}]},)");
-  expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "not supported yet");
+      R"("programs": {"g": {"calls": [{"op": "allreduce", "args": [{"buf": "x"}, {"buf": "r"}, {"i32": 1024}]}]},)");
+  expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "extern:nccl_allreduce_f32 is not supported yet");
 }
 
 // A `cooperative` launch is proven co-resident at load (occupancy x SMs): a grid too large for the

@@ -132,6 +132,12 @@ std::vector<Case> cases() {
       // verifier still checks typed manifests built in code.
       {"algo_on_kernel", "qwen", "", "R6.extern", "ops.embedding.impl.launches[0].algo", 1,
        [](Manifest& m) { m.ops["embedding"].impl.launches[0].algo = Algo{}; }},
+      // cuBLAS chooses its own algorithm: no `algo` on cublas_bf16_tn_f32 (its bf16 c is the second)
+      {"algo_on_cublas_gemm_ex", "qwen", "", "R6.extern", "ops.gemm.impl.launches[0].algo", 2,
+       [](Manifest& m) {
+         m.ops["gemm"].impl.launches[0].entry = "extern:cublas_bf16_tn_f32";
+         m.ops["gemm"].impl.launches[0].algo = Algo{};
+       }},
       {"algo_m_on_kernel", "qwen", "", "R6.extern", "ops.embedding.impl.launches[0].algo_m", 1,
        [](Manifest& m) { m.ops["embedding"].impl.launches[0].algo_m = 16; }},
       {"algo_m_zero", "qwen", R"([{"op":"add","path":"/ops/gemm/impl/launches/0/algo_m","value":0}])", "R6.extern",
