@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "kern/base/error.hpp"
 #include "kern/base/log.hpp"
@@ -117,6 +118,7 @@ struct Layouts {
   // compute and scale type. cuBLASLt's "A" is W and its "B" is A. FP8 descriptors carry scale
   // pointers from the start, so the heuristic and the checks see the attributes the launch has:
   // `scale_stand_in` until gemm() sets the launch's own (the queries never read device memory).
+  // The stand-in is aligned to exactly kFp8Alignment, no more than a launch's scales are.
   void create(const GemmShape& s, std::uint64_t m, DevicePtr scale_stand_in) {
     KERN_LT(cublasLtMatmulDescCreate, &desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -168,6 +170,8 @@ std::string config_text(const cublasLtMatmulAlgo_t& a) {
       get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
       get_config<std::uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
+
+std::string hex(DevicePtr p) { return fmt::format("{:#x}", static_cast<std::uint64_t>(p)); }
 
 }  // namespace
 
@@ -224,8 +228,14 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     if (g.id < 0 || g.id > std::numeric_limits<int>::max())
       fail(ErrorKind::Manifest, "pinned cuBLASLt algo: id {} is out of range", g.id);
     // Types in cublasLtMatmulAlgoInit's order: compute, scale, A (our W), B (our A), C, D.
-    KERN_LT(cublasLtMatmulAlgoInit, handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, lt_type(s.in), lt_type(s.in),
-            lt_type(s.out), lt_type(s.out), static_cast<int>(g.id), &c->algo);
+    const cublasStatus_t r = lt().cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, lt_type(s.in),
+                                                         lt_type(s.in), lt_type(s.out), lt_type(s.out),
+                                                         static_cast<int>(g.id), &c->algo);
+    if (r != CUBLAS_STATUS_SUCCESS) {
+      const char* name = lt().cublasLtGetStatusName(r);
+      fail(ErrorKind::Blas, "pinned cuBLASLt algorithm id {} for {} n={} k={} lda={} ldc={}: cublasLtMatmulAlgoInit: {}",
+           g.id, types, s.n, s.k, s.lda, s.ldc, name ? name : std::to_string(static_cast<int>(r)));
+    }
     set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, g.tile, "tile");
     set_config<std::uint32_t>(c->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, g.stages, "stages");
     set_config<std::int32_t>(c->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, g.split_k, "split_k");
@@ -240,8 +250,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     // or its `candidate`-th such answer.
     const std::uint64_t m_ref = s.m_ref ? s.m_ref : s.m;
     Layouts at_ref, at_one;
-    at_ref.create(s, m_ref, workspace_.ptr());
-    at_one.create(s, 1, workspace_.ptr());
+    at_ref.create(s, m_ref, scale_stand_in());
+    at_one.create(s, 1, scale_stand_in());
     cublasLtMatmulPreference_t pref = nullptr;
     KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
     std::uint64_t ws = kWorkspaceBytes;
@@ -296,7 +306,7 @@ const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
   const Choice& c = choice(s);
   auto p = std::make_unique<Plan>();
   p->choice = &c;
-  p->layouts.create(s, s.m, workspace_.ptr());
+  p->layouts.create(s, s.m, scale_stand_in());
   cublasLtMatmulHeuristicResult_t probe{};
   const cublasStatus_t r =
       lt().cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), p->layouts.desc, p->layouts.w, p->layouts.a,
@@ -311,21 +321,44 @@ const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
+DevicePtr BlasLt::scale_stand_in() const { return workspace_.ptr() + kFp8Alignment; }
+
 void BlasLt::gemm(const GemmShape& s, const GemmOperands& ops, const Stream& stream) {
   if (s.m == 0 || s.n == 0 || s.k == 0) return;
-  const Plan& p = plan(s);
-  const Layouts& l = p.layouts;
   if (is_fp8(s)) {
     if (!ops.a_scale || !ops.w_scale) fail(ErrorKind::Api, "cuBLASLt FP8 GEMM: a_scale and w_scale must both be given");
-    // Plans are shared by every launch of the same shape: each call sets its own scales (host-only
-    // work, read by cublasLtMatmul below, so a captured graph keeps this launch's pointers).
-    l.set_scales(ops.a_scale, ops.w_scale);
+    // cublasLtMatmulAlgoCheck sees no addresses (and the stand-in scales are only kFp8Alignment-
+    // aligned): a less aligned operand would pass every check and be refused by cublasLtMatmul
+    // itself (CUBLAS_STATUS_NOT_SUPPORTED), so it is refused here, by name.
+    const std::pair<const char*, DevicePtr> operands[] = {
+        {"A", ops.a}, {"W", ops.w}, {"C", ops.c}, {"a_scale", ops.a_scale}, {"w_scale", ops.w_scale}};
+    for (const auto& [what, ptr] : operands)
+      if (ptr % kFp8Alignment != 0)
+        fail(ErrorKind::Api, "cuBLASLt FP8 GEMM m={} n={} k={}: {} at {} is not {}-byte aligned", s.m, s.n, s.k, what,
+             hex(ptr), kFp8Alignment);
   }
+  const Plan& p = plan(s);
+  const Layouts& l = p.layouts;
+  // Plans are shared by every launch of the same shape: each FP8 call sets its own scales
+  // (host-only work, read by cublasLtMatmul below, so a captured graph keeps this launch's pointers).
+  if (is_fp8(s)) l.set_scales(ops.a_scale, ops.w_scale);
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  KERN_LT(cublasLtMatmul, static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(ops.w),
-          l.w, reinterpret_cast<const void*>(ops.a), l.a, &beta, reinterpret_cast<const void*>(ops.c), l.c,
-          reinterpret_cast<void*>(ops.c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()),
-          kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle()));
+  const cublasStatus_t r = lt().cublasLtMatmul(
+      static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(ops.w), l.w,
+      reinterpret_cast<const void*>(ops.a), l.a, &beta, reinterpret_cast<const void*>(ops.c), l.c,
+      reinterpret_cast<void*>(ops.c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()),
+      kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle()));
+  if (r != CUBLAS_STATUS_SUCCESS) {
+    // What cublasLtMatmulAlgoCheck could not see: the addresses (CUBLASLT_LOG_LEVEL=1 makes
+    // cuBLASLt print its own reason).
+    const char* name = lt().cublasLtGetStatusName(r);
+    const char* str = lt().cublasLtGetStatusString(r);
+    fail(ErrorKind::Blas,
+         "cublasLtMatmul failed: {} ({}) for {} m={} n={} k={} lda={} ldc={} with algorithm [{}] ({}); A {} W {} C {}{}",
+         name ? name : std::to_string(static_cast<int>(r)), str ? str : "no description", types_text(s), s.m, s.n,
+         s.k, s.lda, s.ldc, p.choice->text, p.choice->origin, hex(ops.a), hex(ops.w), hex(ops.c),
+         is_fp8(s) ? fmt::format(" a_scale {} w_scale {}", hex(ops.a_scale), hex(ops.w_scale)) : std::string());
+  }
 }
 
 }  // namespace kern::cuda

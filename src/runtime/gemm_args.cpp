@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 namespace kern::runtime {
 namespace {
 
@@ -23,6 +25,23 @@ std::optional<std::string> gemm_args_problem(const core::ExternSpec& x, std::spa
     const bool buffer = i < at.m;
     if (buffer && !values[i].pointer) return fmt::format("arg {} must be a buffer", i);
     if (!buffer && (values[i].pointer || values[i].is_float)) return fmt::format("arg {} must be an integer", i);
+  }
+  // FP8: cuBLASLt's checks see no addresses and its FP8 kernels need 16-byte-aligned operands
+  // (BlasLt::kFp8Alignment): a call offset that breaks that would otherwise be refused by
+  // cublasLtMatmul at the first run, so it is refused here.
+  if (x.in == DType::FP8E4M3) {
+    const std::pair<std::size_t, const char*> operands[] = {
+        {GemmArgIndex::a, "A"}, {GemmArgIndex::w, "W"}, {GemmArgIndex::c, "C"}, {GemmArgIndex::a_scale, "a_scale"},
+        {GemmArgIndex::w_scale, "w_scale"}};
+    for (const auto& [i, what] : operands) {
+      if (i >= 3 + x.scales) continue;
+      const std::uint64_t address = values[i].pointer->address;
+      if (address % cuda::BlasLt::kFp8Alignment != 0)
+        return fmt::format("arg {} ({}) at {:#x} is not {}-byte aligned: cuBLASLt's FP8 GEMMs need aligned A, W and "
+                           "C, and kern holds the scales to the same rule (give the call an offset that is a multiple "
+                           "of {})",
+                           i, what, address, cuda::BlasLt::kFp8Alignment, cuda::BlasLt::kFp8Alignment);
+    }
   }
   const ArgValue& k = values[at.k];
   if (x.k_multiple > 1 && k.patches.empty()) {
@@ -74,6 +93,13 @@ std::optional<std::string> gemm_shape_problem(const core::ExternSpec& x, const c
     need(1, 1, 1, 4, values[at.w_scale], "w_scale");
   }
   return problem;
+}
+
+bool gemm_shape_is_literal_but_m(const core::ExternSpec& x, std::span<const ArgValue> values) {
+  const GemmArgIndex at(x);
+  for (std::size_t i : {at.n, at.k, at.ldc, at.lda})
+    if (i < values.size() && !values[i].patches.empty()) return false;
+  return true;
 }
 
 cuda::GemmOperands gemm_operands(const core::ExternSpec& x, std::span<const ArgValue> values) {

@@ -24,8 +24,9 @@ struct GemmArgIndex {
 };
 
 // The first problem of a launch's resolved args against GEMM row `x`, or nullopt: their count,
-// buffers at a, w, c and the scales, integers after them, a constant k that is not a multiple of
-// the row's k_multiple (a var-dependent k is checked per run, by gemm_shape_problem).
+// buffers at a, w, c and the scales, integers after them, an fp8 operand (A, W, C or a scale)
+// whose address is not a multiple of cuda::BlasLt::kFp8Alignment, a constant k that is not a
+// multiple of the row's k_multiple (a var-dependent k is checked per run, by gemm_shape_problem).
 std::optional<std::string> gemm_args_problem(const core::ExternSpec& x, std::span<const ArgValue> values);
 
 // Sets s.in / out / accumulate from the row and s.m, n, k, ldc (default n) and lda (the A row
@@ -39,6 +40,9 @@ bool gemm_shape_at(const core::ExternSpec& x, std::span<const ArgValue> values, 
 // within its buffer after the offset.
 std::optional<std::string> gemm_shape_problem(const core::ExternSpec& x, const cuda::GemmShape& s,
                                               std::span<const ArgValue> values);
+
+// Whether n, k and the strides the args give are literals (the shape is then known at load up to m).
+bool gemm_shape_is_literal_but_m(const core::ExternSpec& x, std::span<const ArgValue> values);
 
 // The device addresses of the launch's operands (scales 0 for a row without them).
 cuda::GemmOperands gemm_operands(const core::ExternSpec& x, std::span<const ArgValue> values);

@@ -220,6 +220,21 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
           e.gemm.algo = cuda::GemmAlgo{a.id,      a.tile,   a.stages,      a.split_k,      a.reduction,
                                        a.swizzle, a.custom, a.inner_shape, a.cluster_shape};
         }
+        // A cuBLASLt launch whose shape is literal but for m (a weight GEMM) has its algorithm
+        // chosen now, or its pinned one built, and checked (cublasLtMatmulAlgoCheck) at m_ref and
+        // at m = 1: one that cannot run the launch's shape is a Blas error at load naming the call
+        // and the shape rather than at the first run. Other m are checked as they come.
+        if (e.ext->library == core::ExternSpec::Library::CublasLt && e.gemm.m_ref > 0 &&
+            rt::gemm_shape_is_literal_but_m(*e.ext, values)) {
+          cuda::GemmShape s = e.gemm;
+          if (rt::gemm_shape_at(*e.ext, values, at_max.data(), s) && s.ldc >= s.n && s.lda >= s.k &&
+              (e.ext->k_multiple <= 1 || s.k % e.ext->k_multiple == 0)) {
+            for (const std::uint64_t m : {e.gemm.m_ref, std::uint64_t{1}}) {
+              s.m = m;
+              blas->prepare(s);
+            }
+          }
+        }
         e.ext_args = std::move(values);
       } else {
         e.fn = resolve_entry(call.op, li, l);

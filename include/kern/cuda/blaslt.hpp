@@ -56,13 +56,19 @@ struct GemmOperands {
 class BlasLt {
  public:
   static constexpr std::size_t kWorkspaceBytes = 32u << 20;
+  // FP8: A, W, C and both scale pointers must be multiples of this (cuBLAS documents 16-byte
+  // aligned matrix pointers for its FP8 kernels; kern holds the scales to the same rule, and the
+  // heuristic and the checks see scale pointers aligned to exactly this). gemm() refuses others
+  // (Error(Api)) before anything is enqueued; the runtime refuses them at load.
+  static constexpr std::uint64_t kFp8Alignment = 16;
   BlasLt();  // Error(Driver) when libcublasLt cannot be loaded
   ~BlasLt();
   BlasLt(const BlasLt&) = delete;
   BlasLt& operator=(const BlasLt&) = delete;
 
-  // Enqueues the GEMM on `s`. m, n or k = 0 is a no-op. Error(Blas) naming the call; Error(Api) for
-  // a type pair it does not run or an FP8 GEMM without both scales.
+  // Enqueues the GEMM on `s`. m, n or k = 0 is a no-op. Error(Blas) naming the call, the shape,
+  // the algorithm and the addresses; Error(Api) for a type pair it does not run, an FP8 GEMM
+  // without both scales or with an operand not kFp8Alignment-aligned.
   void gemm(const GemmShape& shape, const GemmOperands& ops, const Stream& s);
   // The bf16 GEMM (shape.in / out bf16).
   void gemm_bf16_tn(const GemmShape& shape, DevicePtr a, DevicePtr w, DevicePtr c, const Stream& s) {
@@ -84,6 +90,7 @@ class BlasLt {
   static ChoiceKey choice_key(const GemmShape& s);
   const Choice& choice(const GemmShape& shape);
   const Plan& plan(const GemmShape& shape);
+  DevicePtr scale_stand_in() const;  // inside the workspace, aligned to exactly kFp8Alignment
   void* handle_ = nullptr;
   DeviceMemory workspace_;
   std::map<ChoiceKey, std::unique_ptr<Choice>> choices_;

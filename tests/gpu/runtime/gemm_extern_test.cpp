@@ -349,8 +349,53 @@ TEST(RuntimeGpuGemmExternChecks, Fp8LiteralKNotAMultipleOf16IsRefusedAtLoad) {
                "extern:cublaslt_fp8_tn: k = 2040 is not a multiple of 16");
 }
 
+// An fp8 call offset that leaves a scale (or A, W, C) off 16 bytes is refused at load: cuBLASLt's
+// checks see no addresses (on the H200, 2026-12-04, cublasLtMatmul answered
+// CUBLAS_STATUS_NOT_SUPPORTED to the one call with a w_scale 4 bytes into its allocation).
+TEST(RuntimeGpuGemmExternChecks, Fp8MisalignedScaleIsRefusedAtLoad) {
+  std::string json = kExternManifest;
+  const std::string buffer = R"("sw": {"dtype": "f32", "shape": [1], "kind": "input"})";
+  const std::size_t b = json.find(buffer);
+  ASSERT_NE(b, std::string::npos);
+  json.replace(b, buffer.size(), R"("sw": {"dtype": "f32", "shape": [8], "kind": "input"})");
+  const std::string from = R"({"buf": "sa"}, {"buf": "sw"}, {"var": "m"}, {"i32": 1024}, {"i32": 2048}]}]},
+    "fp8_f32_graph")";
+  const std::size_t at = json.find(from);
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, from.size(), R"({"buf": "sa"}, {"buf": "sw", "offset": 4}, {"var": "m"}, {"i32": 1024}, {"i32": 2048}]}]},
+    "fp8_f32_graph")");
+  expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "arg 4 (w_scale) at 0x");
+  // 16 bytes in is accepted
+  json.replace(json.find(R"("offset": 4)"), 11, R"("offset": 16)");
+  auto rt = load(verified(json));
+  EXPECT_TRUE(rt != nullptr);
+}
+
+// A pinned fp8 algorithm cuBLASLt cannot build or run for a launch whose n and k are literals is a
+// Blas error at load naming the call and the shape, not one at the first run.
+TEST(RuntimeGpuGemmExternChecks, Fp8UnsupportedPinnedAlgorithmIsRefusedAtLoad) {
+  std::string json = kExternManifest;
+  const std::string from = R"("impl": {"launches": [{"entry": "extern:cublaslt_fp8_tn_f32"}]})";
+  const std::size_t at = json.find(from);
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, from.size(),
+               R"("impl": {"launches": [{"entry": "extern:cublaslt_fp8_tn_f32", "algo": {"id": 987654, "tile": 0, "stages": 0, "split_k": 1, "reduction": 0, "swizzle": 0, "custom": 0, "inner_shape": 0, "cluster_shape": 0}}]})");
+  try {
+    load(verified(json));
+    ADD_FAILURE() << "an fp8 algorithm id cuBLASLt does not have was accepted at load";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.root_kind(), ErrorKind::Blas) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("fp8_f32_graph"), std::string::npos) << what;
+    EXPECT_NE(what.find("n=1024 k=2048"), std::string::npos) << what;
+    std::printf("unsupported pinned fp8 algo refused at load: %s\n", what.c_str());
+  }
+}
+
 // Through BlasLt directly, as RuntimeGpuGemmInvariance does for bf16: pinning the heuristic's own
-// fp8 choice reproduces its bits.
+// fp8 choice reproduces its bits. The scales sit 16 bytes apart (BlasLt::kFp8Alignment); a
+// 4-byte-aligned one is refused before anything is enqueued (with w_scale at +4, as this test first
+// had it, cublasLtMatmul answered CUBLAS_STATUS_NOT_SUPPORTED after every check had passed).
 TEST(RuntimeGpuGemmExternChecks, Fp8PinnedAlgorithmReproducesTheHeuristicsChoice) {
   cuda::ensure_driver();
   cuda::Context ctx(0);
@@ -361,15 +406,16 @@ TEST(RuntimeGpuGemmExternChecks, Fp8PinnedAlgorithmReproducesTheHeuristicsChoice
   auto da = cuda::DeviceMemory::allocate(a.q.size(), "a");
   auto dw = cuda::DeviceMemory::allocate(w.q.size(), "w");
   auto dc = cuda::DeviceMemory::allocate(m * n * 4, "c");
-  auto ds = cuda::DeviceMemory::allocate(8, "scales");
+  auto ds = cuda::DeviceMemory::allocate(2 * cuda::BlasLt::kFp8Alignment, "scales");
   const float scales[2] = {a.scale, w.scale};
   cuda::copy_h2d_async(da.ptr(), a.q.data(), a.q.size(), stream);
   cuda::copy_h2d_async(dw.ptr(), w.q.data(), w.q.size(), stream);
-  cuda::copy_h2d_async(ds.ptr(), scales, sizeof scales, stream);
+  cuda::copy_h2d_async(ds.ptr(), &scales[0], 4, stream);
+  cuda::copy_h2d_async(ds.ptr() + cuda::BlasLt::kFp8Alignment, &scales[1], 4, stream);
   cuda::GemmShape s;
   s.in = DType::FP8E4M3, s.out = DType::F32;
   s.m = m, s.n = n, s.k = k, s.lda = k, s.ldc = n, s.m_ref = 512;
-  const cuda::GemmOperands ops{da.ptr(), dw.ptr(), dc.ptr(), ds.ptr(), ds.ptr() + 4};
+  const cuda::GemmOperands ops{da.ptr(), dw.ptr(), dc.ptr(), ds.ptr(), ds.ptr() + cuda::BlasLt::kFp8Alignment};
   blas.gemm(s, ops, stream);
   std::vector<float> ref(m * n), got(m * n);
   cuda::copy_d2h_async(ref.data(), dc.ptr(), ref.size() * 4, stream);
@@ -406,6 +452,17 @@ TEST(RuntimeGpuGemmExternChecks, Fp8PinnedAlgorithmReproducesTheHeuristicsChoice
         blas.gemm(s, cuda::GemmOperands{da.ptr(), dw.ptr(), dc.ptr()}, stream);
       },
       ErrorKind::Api, "a_scale and w_scale must both be given");
+  // nor with a scale off 16 bytes (the layout this test first had: both in one 8-byte allocation)
+  expect_error(
+      [&] {
+        blas.gemm(s, cuda::GemmOperands{da.ptr(), dw.ptr(), dc.ptr(), ds.ptr(), ds.ptr() + 4}, stream);
+      },
+      ErrorKind::Api, "w_scale at 0x");
+  expect_error(
+      [&] {
+        blas.gemm(pinned, cuda::GemmOperands{da.ptr(), dw.ptr(), dc.ptr(), ds.ptr() + 8, ds.ptr() + 16}, stream);
+      },
+      ErrorKind::Api, "is not 16-byte aligned");
 }
 
 }  // namespace

@@ -152,6 +152,51 @@ TEST_F(RuntimeGemmArgs, Fp8ConstantKMustBeAMultipleOf16) {
   EXPECT_EQ(gemm_shape_problem(*var.x, s, var.values), std::nullopt);
 }
 
+// cuBLASLt's checks see no addresses, and cublasLtMatmul refuses (CUBLAS_STATUS_NOT_SUPPORTED) an
+// FP8 operand it cannot use at that alignment, so load refuses a call offset that breaks 16 bytes.
+TEST_F(RuntimeGemmArgs, Fp8OperandsMustBe16ByteAligned) {
+  auto with = [](const std::string& a, const std::string& w, const std::string& c, const std::string& sa,
+                 const std::string& sw) {
+    return R"({"buf": "a8")" + a + R"(}, {"buf": "w8")" + w + R"(}, {"buf": "c16")" + c + R"(}, {"buf": "sa")" + sa +
+           R"(}, {"buf": "sw")" + sw + R"(}, {"var": "m"}, {"i32": 32}, {"i32": 32})";
+  };
+  const std::string off4 = R"(, "offset": 4)", off8 = R"(, "offset": 8)", off16 = R"(, "offset": 16)",
+                    off32 = R"(, "offset": 32)";
+  Launch scale4("cublaslt_fp8_tn", kFp8Params, with("", "", "", "", off4));
+  EXPECT_EQ(gemm_args_problem(*scale4.x, scale4.values),
+            "arg 4 (w_scale) at 0x80004 is not 16-byte aligned: cuBLASLt's FP8 GEMMs need aligned A, W and C, and kern "
+            "holds the scales to the same rule (give the call an offset that is a multiple of 16)");
+  Launch a_scale8("cublaslt_fp8_tn", kFp8Params, with("", "", "", off8, ""));
+  EXPECT_NE(gemm_args_problem(*a_scale8.x, a_scale8.values).value_or("").find("arg 3 (a_scale) at 0x70008"),
+            std::string::npos);
+  Launch a8("cublaslt_fp8_tn", kFp8Params, with(off8, "", "", "", ""));
+  EXPECT_NE(gemm_args_problem(*a8.x, a8.values).value_or("").find("arg 0 (A) at 0x10008 is not 16-byte aligned"),
+            std::string::npos);
+  Launch w4("cublaslt_fp8_tn", kFp8Params, with("", off4, "", "", ""));
+  EXPECT_NE(gemm_args_problem(*w4.x, w4.values).value_or("").find("arg 1 (W)"), std::string::npos);
+  Launch c8("cublaslt_fp8_tn", kFp8Params, with("", "", off8, "", ""));
+  EXPECT_NE(gemm_args_problem(*c8.x, c8.values).value_or("").find("arg 2 (C)"), std::string::npos);
+  Launch aligned("cublaslt_fp8_tn", kFp8Params, with(off32, off16, off32, off16, off32));
+  EXPECT_EQ(gemm_args_problem(*aligned.x, aligned.values), std::nullopt);
+  // bf16 rows keep their element alignment (cuBLASLt's heuristic and checks handle them)
+  Launch bf16("cublas_bf16_tn_f32", kBf16F32Params,
+              R"({"buf": "a16", "offset": 2}, {"buf": "w16"}, {"buf": "c32", "offset": 4}, {"var": "m"}, {"i32": 32}, {"i32": 40})");
+  EXPECT_EQ(gemm_args_problem(*bf16.x, bf16.values), std::nullopt);
+}
+
+// Load chooses (or checks a pinned) algorithm for launches whose n, k and strides are literals.
+TEST_F(RuntimeGemmArgs, ShapeLiteralButMIsKnownAtLoad) {
+  Launch literal("cublaslt_fp8_tn", kFp8Params, fp8_args(R"({"i32": 32})"));
+  EXPECT_TRUE(gemm_shape_is_literal_but_m(*literal.x, literal.values));
+  Launch var_k("cublaslt_fp8_tn", kFp8Params, fp8_args(R"({"var": "k"})"));
+  EXPECT_FALSE(gemm_shape_is_literal_but_m(*var_k.x, var_k.values));
+  Launch var_ldc("cublaslt_fp8_tn_f32", kFp8F32Params, fp8_args(R"({"i32": 32}, {"var": "k"})", "c32"));
+  EXPECT_FALSE(gemm_shape_is_literal_but_m(*var_ldc.x, var_ldc.values));
+  Launch bf16("cublas_bf16_tn_f32", kBf16F32Params,
+              R"({"buf": "a16"}, {"buf": "w16"}, {"buf": "c32"}, {"var": "m"}, {"i32": 24}, {"i32": 40})");
+  EXPECT_TRUE(gemm_shape_is_literal_but_m(*bf16.x, bf16.values));
+}
+
 TEST_F(RuntimeGemmArgs, ArityAndArgKinds) {
   // 7 args for an extern taking 8 or 9
   Launch few(
