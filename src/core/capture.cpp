@@ -118,7 +118,7 @@ Capture parse_capture(std::string_view text) {
                               m.format, c.modules[it->second].bytes, c.modules[it->second].format));
       }
     } else if (kind == "launch") {
-      only_keys(j, line, {"kind", "module", "entry", "grid", "block", "shared", "params", "graph", "ns"});
+      only_keys(j, line, {"kind", "module", "entry", "grid", "block", "shared", "params", "graph", "ns", "runs"});
       CaptureLaunch l;
       l.line = line;
       const std::string module = string_of(j, line, "module");
@@ -148,6 +148,13 @@ Capture parse_capture(std::string_view text) {
       }
       if (j.contains("graph")) l.graph = unsigned_of(j, line, "graph", UINT64_MAX);
       if (j.contains("ns")) l.ns = unsigned_of(j, line, "ns", UINT64_MAX / 2);
+      if (j.contains("runs")) {
+        if (!l.ns) bad(line, "\"runs\" without \"ns\": runs count timed executions");
+        l.runs = unsigned_of(j, line, "runs", UINT32_MAX);
+        if (l.runs == 0) bad(line, "\"runs\" must be at least 1");
+      } else if (l.ns) {
+        l.runs = 1;
+      }
       c.launches.push_back(std::move(l));
     } else {
       bad(line, fmt::format("unknown record kind \"{}\" (module, launch)", kind));
@@ -183,9 +190,30 @@ std::string write_capture(const Capture& c) {
     for (const CaptureParam& p : l.params) j["params"].push_back({p.offset, p.size});
     if (l.graph) j["graph"] = *l.graph;
     if (l.ns) j["ns"] = *l.ns;
+    if (l.ns && l.runs > 1) j["runs"] = l.runs;
     out += j.dump() + "\n";
   }
   for (std::size_t m = 0; m < c.modules.size(); ++m) module(m);  // modules nothing launched
+  return out;
+}
+
+std::vector<std::optional<std::size_t>> assign_modules(const std::vector<ModuleSymbols>& images,
+                                                       const std::vector<std::vector<std::string>>& names_per_handle) {
+  auto holds = [&](std::size_t m, const std::string& name) {
+    const std::vector<std::string>& f = images[m].functions;
+    return std::binary_search(f.begin(), f.end(), name);
+  };
+  std::vector<std::optional<std::size_t>> out;
+  out.reserve(names_per_handle.size());
+  for (const std::vector<std::string>& names : names_per_handle) {
+    std::optional<std::size_t> all, first;
+    for (std::size_t m = 0; m < images.size(); ++m) {
+      if (names.empty() || !holds(m, names.front())) continue;
+      first = m;  // the last loaded wins
+      if (std::all_of(names.begin(), names.end(), [&](const std::string& n) { return holds(m, n); })) all = m;
+    }
+    out.push_back(all ? all : first);
+  }
   return out;
 }
 
@@ -200,8 +228,20 @@ CaptureSummary summarize_capture(const Capture& c) {
     ++k.launches;
     ++s.launches;
     if (l.graph) ++k.graph_launches, ++s.graph_launches;
-    if (l.ns) ++k.timed, ++s.timed, k.ns += *l.ns, s.ns += *l.ns;
+    if (l.ns) {
+      const std::uint64_t runs = std::max<std::uint64_t>(l.runs, 1);
+      ++k.timed, ++s.timed, k.ns += *l.ns, s.ns += *l.ns, k.runs += runs, s.runs += runs;
+    }
   }
+  std::map<std::uint64_t, CaptureGraph> graphs;
+  for (const CaptureLaunch& l : c.launches) {
+    if (!l.graph) continue;
+    CaptureGraph& g = graphs[*l.graph];
+    g.id = *l.graph;
+    ++g.nodes;
+    if (l.ns) g.replays = std::max<std::uint64_t>(g.replays, std::max<std::uint64_t>(l.runs, 1)), g.ns += *l.ns;
+  }
+  for (auto& [id, g] : graphs) s.graphs.push_back(g);
   s.entries = by.size();
   for (auto& [key, k] : by) {
     k.share = s.ns > 0 ? static_cast<double>(k.ns) / static_cast<double>(s.ns) : 0.0;
@@ -214,15 +254,19 @@ CaptureSummary summarize_capture(const Capture& c) {
 }
 
 std::string describe(const CaptureSummary& s, std::size_t top) {
-  std::string out = fmt::format("{} modules, {} entries, {} launches ({} in graphs), {} timed: {:.3f} ms", s.modules,
-                                s.entries, s.launches, s.graph_launches, s.timed, static_cast<double>(s.ns) * 1e-6);
-  out += fmt::format("\n{:>7} {:>9} {:>12}  {:<12} {}", "share", "launches", "us", "module", "entry");
+  std::string out =
+      fmt::format("{} modules, {} entries, {} launches ({} graph kernel nodes), {} timed over {} runs: {:.3f} ms",
+                  s.modules, s.entries, s.launches, s.graph_launches, s.timed, s.runs, static_cast<double>(s.ns) * 1e-6);
+  out += fmt::format("\n{:>7} {:>9} {:>9} {:>12}  {:<12} {}", "share", "launches", "runs", "us", "module", "entry");
   for (std::size_t i = 0; i < s.kernels.size() && i < top; ++i) {
     const CaptureKernel& k = s.kernels[i];
-    out += fmt::format("\n{:>6.1f}% {:>9} {:>12.1f}  {:<12} {}", 100.0 * k.share, k.launches,
+    out += fmt::format("\n{:>6.1f}% {:>9} {:>9} {:>12.1f}  {:<12} {}", 100.0 * k.share, k.launches, k.runs,
                        static_cast<double>(k.ns) * 1e-3, k.module.substr(0, 12), k.entry);
   }
   if (s.kernels.size() > top) out += fmt::format("\n({} more)", s.kernels.size() - top);
+  for (const CaptureGraph& g : s.graphs)
+    out += fmt::format("\ngraph {}: {} kernel nodes, {} replays timed, {:.1f} us per replay", g.id, g.nodes, g.replays,
+                       g.replays ? static_cast<double>(g.ns) * 1e-3 / static_cast<double>(g.replays) : 0.0);
   return out;
 }
 

@@ -116,7 +116,8 @@ Elf64 parse_elf64(const Bytes& b) {
   return elf;
 }
 
-std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf) {
+namespace {
+std::vector<std::string> elf_function_symbols(const Bytes& b, const Elf64& elf, bool with_local) {
   std::vector<std::string> out;
   for (const auto& sec : elf.sections) {
     if (sec.type != kShtSymtab) continue;
@@ -134,7 +135,8 @@ std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf) 
       std::uint16_t shndx = b.u16(at + 6, "st_shndx");
       bool func = (info & 0xf) == 2;
       bool global = (info >> 4) == 1 || (info >> 4) == 2;
-      if (!func || !global || shndx == 0 || name == 0) continue;
+      bool local = (info >> 4) == 0;
+      if (!func || !(global || (with_local && local)) || shndx == 0 || name == 0) continue;
       if (name >= strtab.size)
         fail(ErrorKind::KernelArtifact, "{}: symbol name offset {} beyond the name table ({} bytes)", b.what(), name,
              strtab.size);
@@ -145,5 +147,10 @@ std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf) 
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
+
+}  // namespace
+
+std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf) { return elf_function_symbols(b, elf, false); }
+std::vector<std::string> elf_functions(const Bytes& b, const Elf64& elf) { return elf_function_symbols(b, elf, true); }
 
 }  // namespace kern::registry

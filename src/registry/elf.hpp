@@ -42,5 +42,8 @@ Elf64 parse_elf64(const Bytes& b);
 // Names of the global functions (STT_FUNC, STB_GLOBAL/WEAK, defined) of the ELF's symbol
 // table, sorted and unique; empty when there is no symbol table.
 std::vector<std::string> elf_global_functions(const Bytes& b, const Elf64& elf);
+// The same with local functions too (a cubin's kernels of internal linkage): what a loaded image
+// can launch.
+std::vector<std::string> elf_functions(const Bytes& b, const Elf64& elf);
 
 }  // namespace kern::registry

@@ -22,9 +22,9 @@ std::string sample() {
          "{\"kind\": \"module\", \"sha256\": \"" + kB + "\", \"bytes\": 100, \"format\": \"fatbin\"}\n"
          "{\"kind\": \"module\", \"sha256\": \"" + kA + "\", \"bytes\": 4096, \"format\": \"cubin\"}\n"
          "{\"kind\": \"launch\", \"module\": \"" + kB + "\", \"entry\": \"gemm\", \"grid\": [132, 2, 1], \"block\": [128, 1, 1],"
-         " \"shared\": 200000, \"params\": [[0, 8], [16, 8], [24, 128]], \"graph\": 3, \"ns\": 9000}\n"
+         " \"shared\": 200000, \"params\": [[0, 8], [16, 8], [24, 128]], \"graph\": 3, \"ns\": 9000, \"runs\": 3}\n"
          "{\"kind\": \"launch\", \"module\": \"" + kA + "\", \"entry\": \"rms\", \"grid\": [4, 1, 1], \"block\": [256, 1, 1],"
-         " \"shared\": 0, \"params\": [[0, 8], [8, 4]], \"graph\": 3, \"ns\": 1000}\n"
+         " \"shared\": 0, \"params\": [[0, 8], [8, 4]], \"graph\": 3, \"ns\": 1000, \"runs\": 2}\n"
          "{\"kind\": \"launch\", \"module\": \"" + kB + "\", \"entry\": \"copy\", \"grid\": [1, 1, 1], \"block\": [32, 1, 1],"
          " \"shared\": 0, \"params\": []}";
 }
@@ -47,7 +47,10 @@ TEST(Capture, ParsesEveryField) {
   EXPECT_EQ(g.params[2].size, 128u);
   EXPECT_EQ(g.graph, 3u);
   EXPECT_EQ(g.line, 7u);
+  EXPECT_EQ(g.runs, 3u);
+  EXPECT_EQ(c.launches[0].runs, 1u);  // "ns" alone: one timed execution
   EXPECT_FALSE(c.launches[3].ns.has_value());
+  EXPECT_EQ(c.launches[3].runs, 0u);
 }
 
 TEST(Capture, WritesWhatItReads) {
@@ -61,6 +64,7 @@ TEST(Capture, WritesWhatItReads) {
     EXPECT_EQ(d.modules[d.launches[i].module].sha256, c.modules[c.launches[i].module].sha256);
     EXPECT_EQ(d.launches[i].ns, c.launches[i].ns);
     EXPECT_EQ(d.launches[i].graph, c.launches[i].graph);
+    EXPECT_EQ(d.launches[i].runs, c.launches[i].runs);
   }
 }
 
@@ -80,8 +84,18 @@ TEST(Capture, SummaryIsByTimeShare) {
   EXPECT_EQ(s.kernels[1].ns, 4000u);
   EXPECT_EQ(s.kernels[2].entry, "copy");
   EXPECT_EQ(s.kernels[2].timed, 0u);
+  EXPECT_EQ(s.runs, 6u);  // 1 eager + 3 + 2 graph replays
+  EXPECT_EQ(s.kernels[1].runs, 3u);
+  ASSERT_EQ(s.graphs.size(), 1u);
+  EXPECT_EQ(s.graphs[0].id, 3u);
+  EXPECT_EQ(s.graphs[0].nodes, 2u);
+  EXPECT_EQ(s.graphs[0].replays, 3u);
+  EXPECT_EQ(s.graphs[0].ns, 10000u);
   const std::string text = describe(s, 2);
-  EXPECT_NE(text.find("2 modules, 3 entries, 4 launches (2 in graphs), 3 timed: 0.013 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 modules, 3 entries, 4 launches (2 graph kernel nodes), 3 timed over 6 runs: 0.013 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("graph 3: 2 kernel nodes, 3 replays timed, 3.3 us per replay"), std::string::npos) << text;
   EXPECT_NE(text.find("69.2%"), std::string::npos) << text;
   EXPECT_NE(text.find("(1 more)"), std::string::npos) << text;
 }
@@ -127,6 +141,8 @@ TEST(Capture, MalformedRecordsAreRefusedWithTheirLine) {
   refused(launch("\"grid\": [1, 1, 1], \"block\": [32, 1, 1], \"shared\": 0, \"params\": [[0, 0]]"), "params[0]");
   refused(launch("\"grid\": [1, 1, 1], \"block\": [32, 1, 1], \"shared\": 0"), "\"params\" must be");
   refused(launch(ok + ", \"ns\": 1.5"), "\"ns\" must be a non-negative integer");
+  refused(launch(ok + ", \"runs\": 2"), "\"runs\" without \"ns\"");
+  refused(launch(ok + ", \"ns\": 10, \"runs\": 0"), "at least 1");
   refused("{\"kind\": \"launch\", \"module\": \"" + kA + "\", \"entry\": \"\", " + ok + "}", "empty entry");
 }
 
@@ -138,6 +154,27 @@ TEST(Capture, TheHeaderComesFirst) {
   const Capture c = parse_capture("{\"kern_capture\": 1}");
   EXPECT_TRUE(c.modules.empty());
   EXPECT_EQ(summarize_capture(c).launches, 0u);
+}
+
+// The injection library knows each loaded image's symbols and each launch's CUmodule handle:
+// which image a handle is follows from the names launched through it.
+TEST(Capture, ModulesAreAssignedByTheNamesLaunched) {
+  const std::vector<ModuleSymbols> images = {
+      {{"a", "b"}},       // 0
+      {{"b", "c"}},       // 1
+      {{"a", "b", "d"}},  // 2: loaded after 0, holds what 0 holds
+      {{"x"}},            // 3
+  };
+  const std::vector<std::optional<std::size_t>> got =
+      assign_modules(images, {{"c"}, {"a", "d"}, {"a"}, {"b", "c"}, {"z"}, {"x", "a"}, {}});
+  ASSERT_EQ(got.size(), 7u);
+  EXPECT_EQ(got[0], 1u);             // only 1 holds c
+  EXPECT_EQ(got[1], 2u);             // only 2 holds both
+  EXPECT_EQ(got[2], 2u);             // 0 and 2 hold a: the one loaded last
+  EXPECT_EQ(got[3], 1u);             // b alone would say 2; c decides
+  EXPECT_FALSE(got[4].has_value());  // nobody holds z
+  EXPECT_EQ(got[5], 3u);             // no image holds both: the last holding the first name
+  EXPECT_FALSE(got[6].has_value());  // a handle without names
 }
 
 }  // namespace

@@ -9,28 +9,12 @@
 #include <sstream>
 
 #include "kern/base/file.hpp"
+#include "kern_cli.hpp"
 
 namespace {
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-CliResult run_kern(const std::string& args) {
-  const std::string bin = std::string(KERN_BINARY_DIR) + "/bin/kern";
-  const auto dir = std::filesystem::temp_directory_path() / ("kern_verify_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string out = (dir / "out").string(), err = (dir / "err").string();
-  const std::string cmd = "cd '" + dir.string() + "' && '" + bin + "' " + args + " >'" + out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = kern::read_file(out);
-  r.err = kern::read_file(err);
-  std::filesystem::remove_all(dir);
-  return r;
-}
+using kern_test::CliResult;
+CliResult run_kern(const std::string& args) { return kern_test::run_kern(args, "verify_cli"); }
 
 std::string src(const std::string& rel) { return std::string(KERN_SOURCE_DIR) + "/" + rel; }
 
