@@ -1,8 +1,9 @@
-// Sampling + log-probs for a decode step (docs/kernels.md, "Sampling"): the op is two kernels.
+// Sampling + log-probs for a decode step (docs/kernels.md, "Sampling"): the op is three kernels.
 // kern_sample_race_bf16 (kernels/sample_race.cuh) takes most rows in one pass over the whole GPU
-// (ranking ones through per-chunk candidate lists) and marks them in route; kern_sample_bf16,
-// below, takes the others (route 0: forced rows, penalties with log-probs, min-p rejections, kept
-// sets the lists cannot hold):
+// and marks them in route; kern_sample_rank_bf16 (same file) decides the ranking rows it left
+// (route 2) through the row's top keys above a threshold; kern_sample_bf16, below, takes the others
+// (route 0: forced rows, penalties with a ranking, min-p rejections, kept sets past the row's 63
+// largest keys, more candidates than the rank kernel holds):
 // one thread-block cluster of kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA stages
 // its slice of the row's raw logits into shared memory at once (cp.async) and keeps the penalized,
 // temperature-scaled logits beside them; the CTAs combine their partial results

@@ -25,12 +25,11 @@ KERN_SAMPLE_FN int64_t slice_slots(int64_t vocab) { return (chunk(vocab) + 14) /
 KERN_SAMPLE_FN int64_t shared_bytes(int64_t vocab) { return slice_slots(vocab) * 8 * (2 + 4) + kRegionBytes; }
 
 // The one-pass race kernel (kern_sample_race_bf16): kRaceThreads threads per CTA, kRaceTokens
-// tokens each, race_chunks(vocab) CTAs per row, each writing one kRaceWords-word partial result:
-// a 16-word header and the chunk's kRaceList largest keys (u64).
+// tokens each, race_chunks(vocab) CTAs per row, each writing one kRaceWords-word partial result
+// (kernels/sample_race.cuh, RacePart).
 constexpr int kRaceThreads = 256;
 constexpr int kRaceTokens = 8;  // one 16-byte load per thread
 constexpr int kRaceChunk = kRaceTokens * kRaceThreads;
-constexpr int kRaceList = 64;
-constexpr int kRaceWords = 16 + 2 * kRaceList;
+constexpr int kRaceWords = 48;  // 16 words every row folds, then 8 segments x 2 keys (u64)
 KERN_SAMPLE_FN int64_t race_chunks(int64_t vocab) { return (vocab + kRaceChunk - 1) / kRaceChunk; }
 }  // namespace kern_sample

@@ -5,11 +5,9 @@
 //
 // Each CTA folds its 2048 tokens into a partial: raw (max, sum of exp) for the log-probs, the greedy
 // argmax, the race's winner, max l and, where top-p needs the row's mass, sum exp(l - max l). Rows
-// that rank (top-k, top-p, top-n log-probs) also get the chunk's 64 largest keys, sorted, and the
-// 65th (kernels/sample_rank.cuh: bins by distance below the chunk's maximum, counted without
-// atomics, refined until between 65 and 128 tokens are in; then one warp's bitonic sort). The last
-// CTA of the row to arrive folds the partials in chunk order (a fixed order: the token does not
-// depend on the batch or on timing), writes the outputs and resets the row's arrival count (a carry
+// that rank (top-k, top-p, top-n log-probs) also get the chunk's second largest key. The last CTA
+// of the row to arrive folds the partials in chunk order (a fixed order: the token does not depend
+// on the batch or on timing), writes the outputs and resets the row's arrival count (a carry
 // buffer: zero at load, left zero by every launch).
 //
 // A temperature row samples by the Gumbel-max race: token = argmax_i (l_i - log E_i), E_i an Exp(1)
@@ -18,38 +16,52 @@
 // - min-p alone by rejection: the race winner over all tokens is accepted when its l >= max l +
 //   log(min_p); a rejected row goes to the cluster kernel, whose draw uses counters the race never
 //   uses: overall each kept token comes out with probability (1 - tail) q_i + tail q_i = q_i.
-// - top-k / top-p (and min-p with them): the row's 64 largest keys are the top 64 of the chunks'
-//   lists (every chunk's list holds its own top 64, and the chunk whose 65th key is largest has 64
-//   keys above every unlisted one); when the kept set is a proper prefix of them, the race runs over
-//   it with the same noise; otherwise (more than 63 kept, ties running past the list, a chunk whose
-//   bins could not be refined) the row goes to the cluster kernel. Which path a row takes depends
-//   only on its logits and settings, never on the draw, so each is exactly the kept distribution.
+// - top-k / top-p (and min-p with them), top-n log-probs: the row's 64 largest keys, found by the
+//   rank kernel (kern_sample_rank_bf16, below: the row's last CTA here leaves it route 2, the
+//   segments' keys and the row's folds) through a threshold (docs/kernels.md, "Ranking rows by a threshold"): tau, the value
+//   at which 64 of the segments' two largest keys (a segment: one warp's 256 tokens) are reached,
+//   has at least 64 keys at or above it, so every key of the row's top 64 is >= tau; the candidates
+//   >= tau are the segments' maxima where a segment's second key is below tau, and a rescan of the
+//   segments whose second key is not; ranked by counting, they give the row's sorted top keys. When the kept set is a proper prefix of them, the race runs
+//   over it with the same noise; otherwise (more than 63 kept, ties running past the known keys,
+//   more than kCands candidates) the row goes to the cluster kernel, as do ranking rows with
+//   penalties. Which path a row takes depends only on its logits and settings, never on the draw,
+//   so each is exactly the kept distribution.
 #pragma once
 
 #include "philox.cuh"
 #include "sample_common.cuh"
 #include "sample_layout.cuh"
-#include "sample_rank.cuh"
 
 namespace kern_sample_dev {
 
+__device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int o) {
+  const uint32_t lo = __shfl_xor_sync(kFull, static_cast<uint32_t>(v), o);
+  const uint32_t hi = __shfl_xor_sync(kFull, static_cast<uint32_t>(v >> 32), o);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
 constexpr int kRaceWarps = kern_sample::kRaceThreads / 32;
-constexpr int kList = kern_sample::kRaceList;  // 64
-constexpr int kGather = 2 * kList;             // a chunk's listed tokens before the sort: 65 to 128
-constexpr int kStage = 24;                     // lists staged in shared memory per round of the row's merge
-static_assert(kList == 64, "warp_merge_top64 holds 64 keys");
-static_assert(kern_sample::kRaceTokens == 8, "one 16-byte load and 8 bins per thread");
+constexpr int kList = 64;        // the row's top keys a ranking row is decided over
+constexpr int kCands = 1024;     // candidates >= tau the last CTA holds (more: the cluster kernel's row)
+constexpr int kRankChunks = 128;  // chunks a ranking row may have (vocab up to 262,144)
+constexpr int kSegKeys = 2 * kRaceWarps;           // a chunk's keys: each segment's (warp's) two largest
+constexpr int kTauKeys = kSegKeys * kRankChunks;  // the keys tau is taken from
+static_assert(kern_sample::kRaceTokens == 8, "one 16-byte load per thread");
 
 // One chunk's partial result, as stored (kern_sample::kRaceWords words): the partial every row
-// folds (32 bytes), what a listed row folds besides, then the list. Keys are cand_key's (value
-// above, ~id below; 0 = none): their maximum is the argmax with ties to the lower id.
+// folds (32 bytes), then what a ranking row folds besides. Keys are cand_key's (value above, ~id
+// below; 0 = none): their maximum is the argmax with ties to the lower id.
 struct RacePart {
-  float rm, rs;                // raw logits: max, sum of exp(x - max)
-  unsigned long long g, k;     // greedy: the penalized logit's key; the race: l - log E's key
-  float lmax, ls;              // the largest l; sum of exp(l - lmax) (top-p rows without top-k)
-  unsigned long long u;        // the chunk's 65th key (0: it has at most 64 valid tokens)
-  uint32_t overflow, pad[5];   // 1: the chunk's list could not be built (the row is the cluster kernel's)
-  unsigned long long list[kList];  // the chunk's largest keys, descending, 0-padded
+  float rm, rs;             // raw logits: max, sum of exp(x - max)
+  unsigned long long g, k;  // greedy: the penalized logit's key; the race: l - log E's key
+  float lmax, ls;           // the largest l; sum of exp(l - lmax) (top-p rows without top-k)
+  // chunk 0 of a ranking row, written by the row's last CTA for the rank kernel: the row's folds
+  float rec_log_z, rec_lmax, rec_mass;  // log of the raw softmax's denominator; max l; sum exp(l - max l)
+  int32_t rec_tok_g;                    // the greedy token
+  unsigned long long rec_race_key;      // the full race's winner (0: none)
+  uint32_t pad[2];
+  unsigned long long seg[kSegKeys];  // a ranking row: segment w's largest key at 2 w, its second at 2 w + 1 (0: none)
 };
 static_assert(sizeof(RacePart) == 4 * kern_sample::kRaceWords, "the partial's stored size");
 
@@ -75,26 +87,23 @@ __device__ __forceinline__ RaceFold shfl_fold(const RaceFold& a, int o) {
 
 __device__ __forceinline__ RaceFold empty_fold() { return {0.0f, 0ull, 0ull, -INFINITY}; }
 
-// What a listed row folds besides (the row's last CTA only): the scaled mass, the largest 65th key,
-// any chunk's overflow.
+// What a ranking row folds besides: the scaled mass (sums in the tree's order) and a key maximum.
 struct ListFold {
   float ls;
   unsigned long long u;
-  uint32_t overflow;
 };
 
 __device__ __forceinline__ void fold(ListFold& a, const ListFold& b) {
   a.ls += b.ls;
   a.u = max(a.u, b.u);
-  a.overflow |= b.overflow;
 }
 
 __device__ __forceinline__ ListFold shfl_fold(const ListFold& a, int o) {
-  return {__shfl_xor_sync(kFull, a.ls, o), __shfl_xor_sync(kFull, a.u, o), __shfl_xor_sync(kFull, a.overflow, o)};
+  return {__shfl_xor_sync(kFull, a.ls, o), __shfl_xor_sync(kFull, a.u, o)};
 }
 
 __device__ __forceinline__ void empty(RaceFold& a) { a = empty_fold(); }
-__device__ __forceinline__ void empty(ListFold& a) { a = {0.0f, 0ull, 0u}; }
+__device__ __forceinline__ void empty(ListFold& a) { a = {0.0f, 0ull}; }
 
 // Every thread returns the CTA's fold: an xor tree per warp, the warps' results through shared
 // memory, the same tree over them in every warp (a fixed order, whatever the timing).
@@ -150,339 +159,166 @@ __device__ __forceinline__ uint64_t race_key(const Params& p, float l, int32_t i
   return cand_key(l - log_exponential(word), id);
 }
 
-// The chunk's bins by distance d >= 0 below its maximum (docs/kernels.md): pass 1 in octaves (bin 0:
-// d < 2^-5; bin b: [2^(b-6), 2^(b-5)); bin 15 from 2^9 on), then the crowded bin cut in 16 equal
-// parts, then that part again. All scalings are by powers of two of differences taken exactly, so
-// counting and listing agree token by token.
-__device__ __forceinline__ int octave_bin(float d) {  // d >= 0: its exponent field, shifted and clamped
-  return min(15, max(0, static_cast<int>(__float_as_uint(d) >> 23) - 121));
-}
-__device__ __forceinline__ float octave_lo(int b) { return b == 0 ? 0.0f : __uint_as_float(static_cast<uint32_t>(b - 6 + 127) << 23); }
-__device__ __forceinline__ float octave_inv(int b) {  // 16 / the bin's width
-  return __uint_as_float(static_cast<uint32_t>((b == 0 ? 9 : 10 - b) + 127) << 23);
-}
+// A ranking row (every thread of the rank kernel's CTA): the row's top keys by a threshold, then
+// the cluster kernel's rules over them and the race over the kept prefix (docs/kernels.md,
+// "Ranking rows by a threshold").
+struct RankRow {
+  Params p;
+  const kern_dev::bf16* rowp;
+  const RacePart* row_parts;
+  int32_t row, nch, vocab;
+  float inv_t, row_lmax, mass, log_z;  // mass: top-p's whole-row sum exp(l - max l)
+  int32_t tok_g;
+  unsigned long long race_key;  // the full race's winner (log-prob rows without a filter)
+  bool sampled, filtered;
+};
+struct RankSmem {
+  unsigned long long* cands;  // [kCands]
+  uint16_t* vals;             // [kTauKeys]
+  uint16_t* rescan;           // [kRankChunks * kRaceWarps]
+  uint32_t* hist;             // [256]
+  uint32_t *n_cands, *n_rescan;
+  int *tau_bin, *tau_above;   // [2]
+  unsigned long long* top;    // [kList]
+};
 
-}  // namespace kern_sample_dev
-
-extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
-    kern_sample_race_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
-                          const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
-                          int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
-                          float* __restrict__ parts, int32_t* __restrict__ arrivals, int32_t* __restrict__ route,
-                          int32_t rows, int32_t vocab, int32_t history_stride) {
-  using namespace kern_sample_dev;
-  using kern_sample::kRaceChunk;
+__device__ __forceinline__ void rank_row(const RankRow& rr, const RankSmem& sm, int64_t* __restrict__ tokens,
+                                      float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
+                                      int32_t* __restrict__ route, int32_t* __restrict__ arrivals) {
   using kern_sample::kRaceThreads;
-  wait_for_previous_grid();
-  allow_next_grid();
-  const int32_t row = blockIdx.y, chunk = blockIdx.x, nch = gridDim.x;
-  if (row >= rows || vocab <= 0 || blockDim.x != kRaceThreads) return;
-  if (static_cast<int64_t>(nch) != kern_sample::race_chunks(vocab)) __trap();
-  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
-                               history_stride);
-  if (p.forced >= 0 || (p.penalties && p.n_logprobs > 0)) {  // the cluster kernel's row (uniform over the row's CTAs)
-    if (chunk == 0 && threadIdx.x == 0) route[row] = 0;
-    return;
-  }
-  const bool filtered = !p.greedy && (p.use_topk || p.use_topp);  // drawn from the list
-  const bool listed = filtered || p.n_logprobs > 0;                 // the chunk's list is built
-  const bool full_race = !p.greedy && !filtered;                    // every token's race key
-  const bool row_mass = filtered && p.use_topp && !p.use_topk;      // top-p of the whole row's mass
-  // the chunk's history counts and listed tokens, later (the row's last CTA) the chunks' lists staged
-  // for the merge, kStage at a time
-  __shared__ __align__(16) unsigned long long pool[kStage * kList];
-  static_assert(kRaceChunk / 2 + kGather <= kStage * kList, "the counts and the gather list fit the pool");
-  uint32_t* cnt = reinterpret_cast<uint32_t*>(pool);  // [kRaceChunk]
-  unsigned long long* gather = pool + kRaceChunk / 2;  // [kGather]
-  __shared__ RaceFold red[kRaceWarps];
-  __shared__ ListFold red_list[kRaceWarps];
-  __shared__ float red_max[kRaceWarps];
-  __shared__ uint32_t red_bins[8 * kRaceWarps];
-  __shared__ unsigned long long tops[kRaceWarps / 2][kList];
-  __shared__ uint32_t gathered;
-  __shared__ int last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int32_t begin = chunk * kRaceChunk, end = min(vocab, begin + kRaceChunk);
-  const int32_t* h = history + static_cast<int64_t>(row) * history_stride;
-  if (p.penalties) {
-    for (int i = threadIdx.x; i < kRaceChunk; i += kRaceThreads) cnt[i] = 0;
-    if (threadIdx.x == 0) gathered = 0;
+  const Params& p = rr.p;
+  const kern_dev::bf16* rowp = rr.rowp;
+  const RacePart* row_parts = rr.row_parts;
+  const int32_t row = rr.row, nch = rr.nch, vocab = rr.vocab;
+  const float inv_t = rr.inv_t, row_lmax = rr.row_lmax, log_z = rr.log_z;
+  const int32_t tok_g = rr.tok_g;
+  const bool sampled = rr.sampled, filtered = rr.filtered;
+  uint32_t* hist = sm.hist;
+  uint16_t* vals = sm.vals;
+  uint16_t* rescan = sm.rescan;
+  uint32_t& n_cands = *sm.n_cands;
+  uint32_t& n_rescan = *sm.n_rescan;
+  int* tau_bin = sm.tau_bin;
+  int* tau_above = sm.tau_above;
+  unsigned long long* top = sm.top;
+  ListFold lf{rr.mass, 0ull};
+  struct {
+    unsigned long long k;
+    float lmax;
+  } b{rr.race_key, row_lmax};
+  // The row's top keys. tau: the largest value at or above which 64 of the segments' keys lie (a
+  // radix select on the keys' top 16 bits, the bf16 value, in two 8-bit passes); keys are unique
+  // (the id is in them). With fewer than 64 keys, tau = 0: every valid token is a candidate.
+  unsigned long long* cands = sm.cands;
+  const int nk = kSegKeys * nch;
+  // a key's top 16 bits are its bf16 value's order (0 only for no key: NaN is never a key)
+  for (int t = threadIdx.x; t < nk; t += kRaceThreads)
+    vals[t] = static_cast<uint16_t>(__ldcg(&row_parts[t / kSegKeys].seg[t % kSegKeys]) >> 48);
+  hist[threadIdx.x] = 0;
+  if (threadIdx.x < 2) tau_bin[threadIdx.x] = -1, tau_above[threadIdx.x] = 0;
+  if (threadIdx.x == 0) n_cands = 0, n_rescan = 0;
+  __syncthreads();
+  // Warp 0: the highest bin b with base + (keys in bins >= b) >= 64, and base + (keys in bins > b).
+  auto pick_bin = [&](int base, int pass) {
+    if (warp != 0) return;
+    uint32_t mine_sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) mine_sum += hist[8 * lane + j];
+    uint32_t suffix = mine_sum;  // bins of lanes >= this one
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t t = __shfl_down_sync(kFull, suffix, o);
+      if (lane + o < 32) suffix += t;
+    }
+    uint32_t above = static_cast<uint32_t>(base) + suffix - mine_sum;  // in the lanes above this one
+#pragma unroll
+    for (int j = 7; j >= 0; --j) {
+      const uint32_t with = above + hist[8 * lane + j];
+      if (above < static_cast<uint32_t>(kList) && with >= static_cast<uint32_t>(kList)) {
+        tau_bin[pass] = 8 * lane + j;
+        tau_above[pass] = static_cast<int>(above);
+      }
+      above = with;
+    }
+  };
+  for (int t = threadIdx.x; t < nk; t += kRaceThreads)
+    if (vals[t] != 0) atomicAdd(&hist[vals[t] >> 8], 1u);
+  __syncthreads();
+  pick_bin(0, 0);
+  __syncthreads();
+  const int b1 = tau_bin[0];
+  unsigned long long tau = 0;
+  if (b1 >= 0) {
+    hist[threadIdx.x] = 0;
     __syncthreads();
-    count_history(h, p.history_len, begin, end - begin, 0, cnt);
+    for (int t = threadIdx.x; t < nk; t += kRaceThreads)
+      if (vals[t] != 0 && (vals[t] >> 8) == b1) atomicAdd(&hist[vals[t] & 255u], 1u);
     __syncthreads();
-  } else if (threadIdx.x == 0) {
-    gathered = 0;
-  }
-  // This thread's tokens: [i0, i0 + 8), i0 = begin + 8 t (every load coalesced).
-  const kern_dev::bf16* rowp = logits + static_cast<int64_t>(row) * vocab;
-  const int32_t i0 = begin + 8 * static_cast<int32_t>(threadIdx.x);
-  float x[8];
-  if (i0 + 8 <= end && (reinterpret_cast<uintptr_t>(rowp + i0) & 15u) == 0) {
-    unpack_bf16x8(*reinterpret_cast<const uint4*>(rowp + i0), x);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = i0 + e < end ? to_f(rowp[i0 + e]) : __int_as_float(0x7fc00000);
-  }
-  // the raw logits' maximum over the CTA (NaN and the padding ignored), then their sum of exp against it
-  float rm = -INFINITY;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) rm = fmaxf(rm, x[e]);
-  rm = block_max_f(rm, red_max);
-  RaceFold a = empty_fold();
-  if (rm != -INFINITY) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (!isnan(x[e])) a.rs += __expf(x[e] - rm);
-  }
-  if (p.penalties) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) penalize(x[e], cnt[8 * threadIdx.x + e], p);
-  }
-  const float inv_t = p.greedy ? 1.0f : 1.0f / p.temperature;
-#pragma unroll
-  for (int e = 0; e < 8; ++e)
-    if (!isnan(x[e])) a.g = max(a.g, static_cast<unsigned long long>(cand_key(x[e], i0 + e)));
-  if (!p.greedy && i0 < end) {
-    kern_philox::U32x4 w0, w1;
-    if (full_race) {
-      w0 = kern_philox::race_words(p.seed, p.counter, static_cast<uint32_t>(i0) / 4);
-      w1 = kern_philox::race_words(p.seed, p.counter, static_cast<uint32_t>(i0) / 4 + 1);
-    }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float l = scaled(x[e], inv_t);
-      a.lmax = fmaxf(a.lmax, l);
-      if (full_race && l != -INFINITY)
-        a.k = max(a.k, static_cast<unsigned long long>(
-                           cand_key(l - log_exponential(e < 4 ? w0.v[e] : w1.v[e - 4]), i0 + e)));
-    }
-  }
-  a = block_fold(a, red);
-  float ls = 0.0f;
-  if (row_mass && a.lmax != -INFINITY) {  // sum exp(l - the chunk's max l), the tree's order
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float l = scaled(x[e], inv_t);
-      if (l != -INFINITY) ls += __expf(l - a.lmax);
-    }
-    ls = block_fold(ListFold{ls, 0ull, 0u}, red_list).ls;
-  }
-  RacePart* row_parts = reinterpret_cast<RacePart*>(parts) + static_cast<int64_t>(row) * nch;
-  RacePart* mine = row_parts + chunk;
-  uint32_t overflow = 0;
-  unsigned long long u_key = 0;
-  if (listed && a.g == 0) {  // no valid token in the chunk: an empty list
-    if (warp == 0) {
-      mine->list[lane] = 0ull;
-      mine->list[lane + 32] = 0ull;
-    }
-  } else if (listed) {
-    // The chunk's list: its tokens by distance below its maximum, bins refined until between 65 and
-    // 128 are in (or all valid ones, when at most 128 are), then sorted by one warp.
-    const float mc = cand_value(a.g);
-    int J = 16, S = 16, T = 16, depth = 0;  // the bins chosen at each pass; how many passes decide
-    float lo = 0.0f, inv = 0.0f;
-    // token e's bin at pass `pass` (1, 2, 3), -1 where it is not counted there; recomputed from x
-    // at every use (the same arithmetic each time, so counting and listing agree token by token)
-    uint32_t b1p = 0, valid = 0;  // pass 1's bins, a nibble per token; which tokens are not NaN
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (!isnan(x[e])) {
-        valid |= 1u << e;
-        b1p |= static_cast<uint32_t>(octave_bin(mc - x[e])) << (4 * e);
-      }
-    // token e's bin at pass `pass` (1, 2, 3), -1 where it is not counted there (the same arithmetic
-    // at every use, so counting and listing agree token by token)
-    auto bin_at = [&](int e, int pass) {
-      if (!((valid >> e) & 1u)) return -1;
-      const int b1 = static_cast<int>((b1p >> (4 * e)) & 15u);
-      if (pass == 1) return b1;
-      if (b1 != J) return -1;
-      const float f = ((mc - x[e]) - lo) * inv;
-      const int b2 = min(15, static_cast<int>(f));
-      if (pass == 2) return b2;
-      if (b2 != S) return -1;
-      return min(15, static_cast<int>((f - static_cast<float>(S)) * 16.0f));
-    };
-    auto pick = [&](int pass, uint32_t base) {
-      int bins[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) bins[e] = bin_at(e, pass);
-      return block_bin_pick<kRaceWarps>(bins, base, kList + 1, red_bins);
-    };
-    constexpr uint32_t room = kGather;
-    const BinPick s1 = pick(1, 0);
-    if (!isfinite(mc)) {
-      overflow = 1;  // +inf or all -inf: distances are not numbers (the cluster kernel's row)
-    } else if (s1.through <= room) {
-      depth = 0;  // fewer than 65 valid tokens (bin 16: through counts them all): list every one
-      if (s1.bin < 16) {
-        depth = 1;
-        J = s1.bin;
-      }
-    } else if (s1.bin >= 15) {
-      overflow = 1;
-    } else {
-      J = s1.bin;
-      lo = octave_lo(J);
-      inv = octave_inv(J);
-      const BinPick s2 = pick(2, s1.before);
-      S = s2.bin;
-      if (s2.through <= room) {
-        depth = 2;
-      } else {
-        const BinPick s3 = pick(3, s2.before);
-        T = s3.bin;
-        if (s3.through <= room) {
-          depth = 3;
-        } else {
-          overflow = 1;  // ties: more than 64 tokens share the boundary's value
-        }
-      }
-    }
-    if (!overflow) {
-      // the listed tokens into `gather` (order by arrival: the sort below makes it deterministic)
-      uint32_t in = 0, c = 0;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int q = bin_at(e, 1);
-        bool take = q >= 0;
-        if (depth >= 1) take = take && q <= J;
-        if (depth >= 2 && take && q == J) {
-          const int q2 = bin_at(e, 2);
-          take = q2 < S || (q2 == S && (depth == 2 || bin_at(e, 3) <= T));
-        }
-        in |= take ? 1u << e : 0u;
-      }
-      c = __popc(in);
-      uint32_t incl = c;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t t = __shfl_up_sync(kFull, incl, o);
-        if (lane >= o) incl += t;
-      }
-      uint32_t base = 0;
-      if (lane == 31) base = atomicAdd(&gathered, incl);
-      base = __shfl_sync(kFull, base, 31) + incl - c;
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (in & (1u << e)) gather[base++] = cand_key(x[e], i0 + e);
-    }
+    pick_bin(tau_above[0], 1);
     __syncthreads();
-    if (warp == 0 && !overflow) {
-      const uint32_t n = min(gathered, static_cast<uint32_t>(kGather));
-      uint64_t v[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = lane + 32 * i < static_cast<int>(n) ? gather[lane + 32 * i] : 0ull;
-      warp_sort_desc<4>(v);
-      mine->list[lane] = v[0];
-      mine->list[lane + 32] = v[1];
-      u_key = __shfl_sync(kFull, v[2], 0);  // element 64: the chunk's 65th key (0 when it has <= 64)
-    }
+    tau = static_cast<unsigned long long>((b1 << 8) | tau_bin[1]) << 48;  // every key of that value or above
   }
-  if (listed && warp == 0) {  // the list entries this lane wrote, before the count below
-    __threadfence();
-    __syncwarp();
-  }
-  if (threadIdx.x == 0) {
-    RacePart* q = mine;
-    reinterpret_cast<ulonglong2*>(q)[0] = make_ulonglong2(
-        (static_cast<unsigned long long>(__float_as_uint(a.rs)) << 32) | __float_as_uint(rm), a.g);
-    reinterpret_cast<ulonglong2*>(q)[1] = make_ulonglong2(
-        a.k, (static_cast<unsigned long long>(__float_as_uint(ls)) << 32) | __float_as_uint(a.lmax));
-    if (listed) {
-      q->u = u_key;
-      q->overflow = overflow;
+  // A segment whose second key is below tau holds one candidate, its largest key (when >= tau); the
+  // others are rescanned, each by one warp, two at a time.
+  auto add = [&](unsigned long long k) {
+    const uint32_t at = atomicAdd(&n_cands, 1u);
+    if (at < kCands) cands[at] = k;
+  };
+  const uint16_t tv = static_cast<uint16_t>(tau >> 48);
+  for (int sg = threadIdx.x; sg < kRaceWarps * nch; sg += kRaceThreads) {
+    const uint16_t g = vals[2 * sg], u = vals[2 * sg + 1];
+    if (u != 0 && u >= tv) {
+      rescan[atomicAdd(&n_rescan, 1u)] = static_cast<uint16_t>(sg);
+    } else if (g != 0 && g >= tv) {
+      add(__ldcg(&row_parts[sg / kRaceWarps].seg[2 * (sg % kRaceWarps)]));
     }
-    __threadfence();
-    last = atomicAdd(&arrivals[row], 1) == nch - 1;
   }
   __syncthreads();
-  if (!last) return;
-  __threadfence();  // every other chunk's partial is visible
-  // The row: the chunks' maximum first, then their sums against it and the keys, in chunk order per
-  // thread and the tree's order across threads.
-  float crm = -INFINITY;
-  for (int c = threadIdx.x; c < nch; c += kRaceThreads) crm = fmaxf(crm, __ldcg(&row_parts[c].rm));
-  const float row_rm = block_max_f(crm, red_max);
-  RaceFold b = empty_fold();
-  for (int c = threadIdx.x; c < nch; c += kRaceThreads) {
-    const ulonglong2* src = reinterpret_cast<const ulonglong2*>(row_parts + c);
-    const ulonglong2 u = __ldcg(src), w = __ldcg(src + 1);
-    const float cm = __uint_as_float(static_cast<uint32_t>(u.x)), cs = __uint_as_float(static_cast<uint32_t>(u.x >> 32));
-    fold(b, {cm == -INFINITY ? 0.0f : cs * __expf(cm - row_rm), u.y, w.x, __uint_as_float(static_cast<uint32_t>(w.y))});
-  }
-  b = block_fold(b, red);
-  const float row_lmax = b.lmax;
-  ListFold lf{0.0f, 0ull, 0u};
-  if (listed) {  // the scaled masses against the row's max l, the largest 65th key, any overflow
-    for (int c = threadIdx.x; c < nch; c += kRaceThreads) {
-      const RacePart* q = row_parts + c;
-      const float cl = __ldcg(&q->lmax), cls = __ldcg(&q->ls);
-      fold(lf, {cl == -INFINITY ? 0.0f : cls * __expf(cl - row_lmax), __ldcg(&q->u), __ldcg(&q->overflow)});
+  auto load8 = [&](int32_t j0, float (&y)[8]) {
+    if (j0 + 8 <= vocab && (reinterpret_cast<uintptr_t>(rowp + j0) & 15u) == 0) {
+      unpack_bf16x8(__ldcg(reinterpret_cast<const uint4*>(rowp + j0)), y);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] = j0 + e < vocab ? to_f(rowp[j0 + e]) : __int_as_float(0x7fc00000);
     }
-    lf = block_fold(lf, red_list);
-  }
-  const float log_z = row_rm + logf(b.rs);
-  const int32_t tok_g = b.g == 0 ? 0 : cand_id(b.g);  // greedy, or no finite scaled logit
-  const bool sampled = !p.greedy && b.lmax != -INFINITY;
-  if (listed && b.g == 0) {  // every raw logit NaN and a list asked for: the cluster kernel's row
-    if (threadIdx.x == 0) {
-      arrivals[row] = 0;
-      route[row] = 0;
+  };
+  const int nr = static_cast<int>(n_rescan);
+  for (int r = warp; r < nr; r += 2 * kRaceWarps) {
+    const int r2 = r + kRaceWarps;
+    const int32_t j0 = static_cast<int32_t>(rescan[r]) * 256 + 8 * lane;
+    const int32_t j1 = r2 < nr ? static_cast<int32_t>(rescan[r2]) * 256 + 8 * lane : vocab;
+    float y0[8], y1[8];
+    load8(j0, y0);
+    load8(j1, y1);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (!isnan(y0[e]) && cand_key(y0[e], j0 + e) >= tau) add(cand_key(y0[e], j0 + e));
+      if (!isnan(y1[e]) && cand_key(y1[e], j1 + e) >= tau) add(cand_key(y1[e], j1 + e));
     }
-    return;
   }
-  if (!listed) {  // the greedy token, or the race over every token
-    const bool race = sampled && full_race;
-    const int32_t tok = race ? (b.k == 0 ? 0 : cand_id(b.k)) : tok_g;
-    bool done = !race || b.k != 0;
-    if (race && done && p.use_minp) {  // the winner's l, penalized as above
-      float c = 0.0f;
-      if (p.penalties)
-        for (int64_t j = threadIdx.x; j < p.history_len; j += kRaceThreads) c += h[j] == tok ? 1.0f : 0.0f;
-      c = block_fold(RaceFold{c, 0ull, 0ull, -INFINITY}, red).rs;  // a count: exact below 2^24
-      float xw = to_f(rowp[tok]);
-      penalize(xw, static_cast<uint32_t>(c), p);
-      done = scaled(xw, inv_t) >= b.lmax + logf(p.min_p);
+  if (threadIdx.x < kList) top[threadIdx.x] = 0ull;
+  __syncthreads();
+  const uint32_t n = n_cands;
+  // more candidates than held: the cluster kernel's row (uniform: every thread reads n)
+  if (n <= static_cast<uint32_t>(kCands)) {
+    for (uint32_t t = threadIdx.x; t < n; t += kRaceThreads) {
+      const unsigned long long k = cands[t];
+      int above = 0;
+      for (uint32_t j = 0; j < n; ++j) above += cands[j] > k ? 1 : 0;
+      if (above < kList) top[above] = k;
     }
-    if (threadIdx.x != 0) return;
-    arrivals[row] = 0;
-    route[row] = done ? 1 : 0;
-    if (!done) return;
-    tokens[row] = tok;
-    logprobs[static_cast<int64_t>(row) * (1 + kMaxLogprobs)] = to_f(rowp[tok]) - log_z;
-    return;
   }
-  // The row's 64 largest keys: the chunks' lists staged in shared memory (kStage at a time, every
-  // 16-byte piece in flight at once), each warp merging lists warp, warp + 8, ... into its top 64,
-  // then the warps' results pairwise. Keys are unique, so the result does not depend on the order.
-  uint64_t v[2] = {0ull, 0ull};
-  for (int r0 = 0; r0 < nch; r0 += kStage) {
-    const int nr = min(kStage, nch - r0);
-    ulonglong2* dst = reinterpret_cast<ulonglong2*>(pool);
-    for (int i = threadIdx.x; i < nr * (kList / 2); i += kRaceThreads)
-      dst[i] = __ldcg(reinterpret_cast<const ulonglong2*>(row_parts[r0 + i / (kList / 2)].list) + i % (kList / 2));
-    __syncthreads();
-    for (int j = warp; j < nr; j += kRaceWarps) {
-      const unsigned long long* L = pool + j * kList;
-      warp_merge_top64(v, L[kList - 1 - lane], L[kList / 2 - 1 - lane]);
-    }
-    __syncthreads();
-  }
-  for (int s = kRaceWarps / 2; s >= 1; s >>= 1) {
-    if (warp >= s && warp < 2 * s) {
-      tops[warp - s][lane] = v[0];
-      tops[warp - s][lane + 32] = v[1];
-    }
-    __syncthreads();
-    if (warp < s) warp_merge_top64(v, tops[warp][kList - 1 - lane], tops[warp][kList / 2 - 1 - lane]);
-    __syncthreads();
-  }
+  __syncthreads();
   if (warp != 0) return;
+  uint64_t v[2] = {top[lane], top[lane + 32]};
+  // every key outside the candidates is below tau: past the candidates' top 64 more of the row may
+  // exist unless tau is 0 (every valid token a candidate) and there are at most 64 of them
+  lf.u = (tau != 0 || n > static_cast<uint32_t>(kList)) ? 1ull : 0ull;
+  const bool overflow = n > static_cast<uint32_t>(kCands);
   // Warp 0: the row's top 64 (element e = lane + 32 i in v[i], descending; 0 = none).
-  bool fallback = lf.overflow != 0;
-  // n1: how many of them lie above every unlisted key (all of them are then the row's, in order)
+  bool fallback = overflow;
+  // n1: how many of them are known (every key of the row not among them is smaller)
   const int n1 = __popc(__ballot_sync(kFull, v[0] > lf.u)) + __popc(__ballot_sync(kFull, v[1] > lf.u));
   // more of the row may lie beyond the n1 known ones unless every valid token was listed and fits
   const bool beyond = lf.u != 0 || n1 == kList;
@@ -577,4 +413,257 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
       top_ids[static_cast<int64_t>(row) * kMaxLogprobs + e] = cand_id(v[i]);
     }
   }
+}
+
+}  // namespace kern_sample_dev
+
+extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
+    kern_sample_race_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
+                          const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
+                          int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
+                          float* __restrict__ parts, int32_t* __restrict__ arrivals, int32_t* __restrict__ route,
+                          int32_t rows, int32_t vocab, int32_t history_stride) {
+  using namespace kern_sample_dev;
+  using kern_sample::kRaceChunk;
+  using kern_sample::kRaceThreads;
+  wait_for_previous_grid();
+  allow_next_grid();
+  const int32_t row = blockIdx.y, chunk = blockIdx.x, nch = gridDim.x;
+  if (row >= rows || vocab <= 0 || blockDim.x != kRaceThreads) return;
+  if (static_cast<int64_t>(nch) != kern_sample::race_chunks(vocab)) __trap();
+  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
+                               history_stride);
+  const bool filtered = !p.greedy && (p.use_topk || p.use_topp);  // drawn from the row's top keys
+  const bool listed = filtered || p.n_logprobs > 0;                 // the row's top keys are found
+  const bool full_race = !p.greedy && !filtered;                    // every token's race key
+  const bool row_mass = filtered && p.use_topp && !p.use_topk;      // top-p of the whole row's mass
+  // the cluster kernel's rows (uniform over the row's CTAs): forced, ranking with penalties, a
+  // vocabulary of more chunks than the last CTA ranks
+  if (p.forced >= 0 || (p.penalties && listed) || (listed && nch > kRankChunks)) {
+    if (chunk == 0 && threadIdx.x == 0) route[row] = 0;
+    return;
+  }
+  __shared__ __align__(16) uint32_t cnt[kRaceChunk];  // the chunk's history counts
+  __shared__ RaceFold red[kRaceWarps];
+  __shared__ ListFold red_list[kRaceWarps];
+  __shared__ float red_max[kRaceWarps];
+  __shared__ int last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t begin = chunk * kRaceChunk, end = min(vocab, begin + kRaceChunk);
+  const int32_t* h = history + static_cast<int64_t>(row) * history_stride;
+  if (p.penalties) {
+    for (int i = threadIdx.x; i < kRaceChunk; i += kRaceThreads) cnt[i] = 0;
+    __syncthreads();
+    count_history(h, p.history_len, begin, end - begin, 0, cnt);
+    __syncthreads();
+  }
+  // This thread's tokens: [i0, i0 + 8), i0 = begin + 8 t (every load coalesced).
+  const kern_dev::bf16* rowp = logits + static_cast<int64_t>(row) * vocab;
+  const int32_t i0 = begin + 8 * static_cast<int32_t>(threadIdx.x);
+  float x[8];
+  if (i0 + 8 <= end && (reinterpret_cast<uintptr_t>(rowp + i0) & 15u) == 0) {
+    unpack_bf16x8(*reinterpret_cast<const uint4*>(rowp + i0), x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = i0 + e < end ? to_f(rowp[i0 + e]) : __int_as_float(0x7fc00000);
+  }
+  // the raw logits' maximum over the CTA (NaN and the padding ignored), then their sum of exp against it
+  float rm = -INFINITY;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) rm = fmaxf(rm, x[e]);
+  rm = block_max_f(rm, red_max);
+  RaceFold a = empty_fold();
+  if (rm != -INFINITY) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (!isnan(x[e])) a.rs += __expf(x[e] - rm);
+  }
+  if (p.penalties) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) penalize(x[e], cnt[8 * threadIdx.x + e], p);
+  }
+  const float inv_t = p.greedy ? 1.0f : 1.0f / p.temperature;
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    if (!isnan(x[e])) a.g = max(a.g, static_cast<unsigned long long>(cand_key(x[e], i0 + e)));
+  if (!p.greedy && i0 < end) {
+    kern_philox::U32x4 w0, w1;
+    if (full_race) {
+      w0 = kern_philox::race_words(p.seed, p.counter, static_cast<uint32_t>(i0) / 4);
+      w1 = kern_philox::race_words(p.seed, p.counter, static_cast<uint32_t>(i0) / 4 + 1);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float l = scaled(x[e], inv_t);
+      a.lmax = fmaxf(a.lmax, l);
+      if (full_race && l != -INFINITY)
+        a.k = max(a.k, static_cast<unsigned long long>(
+                           cand_key(l - log_exponential(e < 4 ? w0.v[e] : w1.v[e - 4]), i0 + e)));
+    }
+  }
+  a = block_fold(a, red);
+  RacePart* row_parts = reinterpret_cast<RacePart*>(parts) + static_cast<int64_t>(row) * nch;
+  RacePart* mine = row_parts + chunk;
+  // A ranking row's chunk (no penalties here: the raw logits' keys): each warp's two largest keys
+  // over its 256 tokens (an xor tree of (first, second) pairs, exact in any order), stored by its
+  // lane 0; a top-p row without top-k: sum exp(l - the chunk's max l), in the tree's order.
+  float ls = 0.0f;
+  if (listed) {
+    unsigned long long k1 = 0, k2 = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (isnan(x[e])) continue;
+      const unsigned long long key = cand_key(x[e], i0 + e);
+      if (key > k1) {
+        k2 = k1;
+        k1 = key;
+      } else if (key > k2) {
+        k2 = key;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const unsigned long long o1 = shfl_xor_u64(k1, o), o2 = shfl_xor_u64(k2, o);
+      k2 = max(min(k1, o1), max(k2, o2));
+      k1 = max(k1, o1);
+    }
+    if (lane == 0) {
+      reinterpret_cast<ulonglong2*>(mine->seg)[warp] = make_ulonglong2(k1, k2);
+      __threadfence();  // before thread 0 counts the chunk in
+    }
+    if (row_mass && a.lmax != -INFINITY) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float l = scaled(x[e], inv_t);
+        if (l != -INFINITY) ls += __expf(l - a.lmax);
+      }
+    }
+    if (row_mass) ls = block_fold(ListFold{ls, 0ull}, red_list).ls;
+  }
+  if (threadIdx.x == 0) {
+    RacePart* q = mine;
+    reinterpret_cast<ulonglong2*>(q)[0] = make_ulonglong2(
+        (static_cast<unsigned long long>(__float_as_uint(a.rs)) << 32) | __float_as_uint(rm), a.g);
+    reinterpret_cast<ulonglong2*>(q)[1] = make_ulonglong2(
+        a.k, (static_cast<unsigned long long>(__float_as_uint(ls)) << 32) | __float_as_uint(a.lmax));
+    __threadfence();
+    last = atomicAdd(&arrivals[row], 1) == nch - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every other chunk's partial is visible
+  // The row: the chunks' maximum first, then their sums against it and the keys, in chunk order per
+  // thread and the tree's order across threads.
+  float crm = -INFINITY;
+  for (int c = threadIdx.x; c < nch; c += kRaceThreads) crm = fmaxf(crm, __ldcg(&row_parts[c].rm));
+  const float row_rm = block_max_f(crm, red_max);
+  RaceFold b = empty_fold();
+  for (int c = threadIdx.x; c < nch; c += kRaceThreads) {
+    const ulonglong2* src = reinterpret_cast<const ulonglong2*>(row_parts + c);
+    const ulonglong2 u = __ldcg(src), w = __ldcg(src + 1);
+    const float cm = __uint_as_float(static_cast<uint32_t>(u.x)), cs = __uint_as_float(static_cast<uint32_t>(u.x >> 32));
+    fold(b, {cm == -INFINITY ? 0.0f : cs * __expf(cm - row_rm), u.y, w.x, __uint_as_float(static_cast<uint32_t>(w.y))});
+  }
+  b = block_fold(b, red);
+  const float row_lmax = b.lmax;
+  ListFold lf{0.0f, 0ull};
+  if (row_mass) {  // the scaled masses against the row's max l
+    for (int c = threadIdx.x; c < nch; c += kRaceThreads) {
+      const RacePart* q = row_parts + c;
+      const float cl = __ldcg(&q->lmax), cls = __ldcg(&q->ls);
+      fold(lf, {cl == -INFINITY ? 0.0f : cls * __expf(cl - row_lmax), 0ull});
+    }
+    lf = block_fold(lf, red_list);
+  }
+  const float log_z = row_rm + logf(b.rs);
+  const int32_t tok_g = b.g == 0 ? 0 : cand_id(b.g);  // greedy, or no finite scaled logit
+  const bool sampled = !p.greedy && b.lmax != -INFINITY;
+  if (listed && b.g == 0) {  // every raw logit NaN and a list asked for: the cluster kernel's row
+    if (threadIdx.x == 0) {
+      arrivals[row] = 0;
+      route[row] = 0;
+    }
+    return;
+  }
+  if (!listed) {  // the greedy token, or the race over every token
+    const bool race = sampled && full_race;
+    const int32_t tok = race ? (b.k == 0 ? 0 : cand_id(b.k)) : tok_g;
+    bool done = !race || b.k != 0;
+    if (race && done && p.use_minp) {  // the winner's l, penalized as above
+      float c = 0.0f;
+      if (p.penalties)
+        for (int64_t j = threadIdx.x; j < p.history_len; j += kRaceThreads) c += h[j] == tok ? 1.0f : 0.0f;
+      c = block_fold(RaceFold{c, 0ull, 0ull, -INFINITY}, red).rs;  // a count: exact below 2^24
+      float xw = to_f(rowp[tok]);
+      penalize(xw, static_cast<uint32_t>(c), p);
+      done = scaled(xw, inv_t) >= b.lmax + logf(p.min_p);
+    }
+    if (threadIdx.x != 0) return;
+    arrivals[row] = 0;
+    route[row] = done ? 1 : 0;
+    if (!done) return;
+    tokens[row] = tok;
+    logprobs[static_cast<int64_t>(row) * (1 + kMaxLogprobs)] = to_f(rowp[tok]) - log_z;
+    return;
+  }
+  // A ranking row: its folds for the rank kernel (kern_sample_rank_bf16, below), which finds its
+  // top keys and its token. In a kernel of its own: that code inside this one slowed every row's
+  // common path (temperature rows at batch 64: 88 us instead of 62, docs/perf.md).
+  if (threadIdx.x == 0) {
+    RacePart* rec = row_parts;
+    rec->rec_log_z = log_z;
+    rec->rec_lmax = row_lmax;
+    rec->rec_mass = lf.ls;
+    rec->rec_tok_g = tok_g;
+    rec->rec_race_key = b.k;
+    arrivals[row] = 0;
+    route[row] = 2;
+  }
+}
+
+// The sampling op's second kernel: one CTA per row; rows the race kernel left with route 2 (the
+// ranking rows) get their top keys and token here, from the race's partials (the segments' keys,
+// chunk 0's record) and the logits of the segments that can hold more than one candidate; every
+// other row returns at once. It leaves route 1 (done) or 0 (the cluster kernel's row).
+extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 1)
+    kern_sample_rank_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
+                          const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
+                          int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
+                          float* __restrict__ parts, int32_t* __restrict__ arrivals, int32_t* __restrict__ route,
+                          int32_t rows, int32_t vocab, int32_t history_stride) {
+  using namespace kern_sample_dev;
+  (void)history;
+  wait_for_previous_grid();
+  allow_next_grid();
+  const int32_t row = blockIdx.y;
+  if (row >= rows || vocab <= 0 || blockDim.x != kern_sample::kRaceThreads || gridDim.x != 1) return;
+  if (__ldcg(&route[row]) != 2) return;  // uniform over the CTA
+  const int32_t nch = static_cast<int32_t>(kern_sample::race_chunks(vocab));
+  const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
+                               history_stride);
+  __shared__ __align__(16) unsigned long long cands[kCands];
+  __shared__ unsigned long long top[kList];
+  __shared__ uint32_t n_cands, n_rescan, hist[256];
+  __shared__ uint16_t vals[kTauKeys];                     // the segments' keys' values (bf16 order, 0: none)
+  __shared__ uint16_t rescan[kRankChunks * kRaceWarps];  // segments to read again
+  __shared__ int tau_bin[2], tau_above[2];               // the radix select's two passes
+  const RacePart* row_parts = reinterpret_cast<const RacePart*>(parts) + static_cast<int64_t>(row) * nch;
+  const float row_lmax = __ldcg(&row_parts->rec_lmax);
+  const bool filtered = !p.greedy && (p.use_topk || p.use_topp);
+  RankRow rr{p,
+             logits + static_cast<int64_t>(row) * vocab,
+             row_parts,
+             row,
+             nch,
+             vocab,
+             p.greedy ? 1.0f : 1.0f / p.temperature,
+             row_lmax,
+             __ldcg(&row_parts->rec_mass),
+             __ldcg(&row_parts->rec_log_z),
+             __ldcg(&row_parts->rec_tok_g),
+             __ldcg(&row_parts->rec_race_key),
+             !p.greedy && row_lmax != -INFINITY,
+             filtered};
+  rank_row(rr, RankSmem{cands, vals, rescan, hist, &n_cands, &n_rescan, tau_bin, tau_above, top}, tokens, logprobs,
+           top_ids, route, arrivals);
 }

@@ -291,12 +291,14 @@ constexpr P kSampleRace[] = {
     {"top_ids", "out buffer<i32>"},      // [rows, 20], as the cluster kernel's (rows it takes)
     {"parts", "out buffer<f32>"},        // [rows, race_chunks(vocab), kRaceWords]: written, then read by the row's last CTA
     {"arrivals", "inout buffer<i32>"},   // [rows]: zero at load, left zero by every launch
-    {"route", "out buffer<i32>"},        // [rows]
+    {"route", "out buffer<i32>"},        // [rows]: 1 done; 2 (race) the rank kernel's; 0 the cluster kernel's
     {"rows", "i32"},
     {"vocab", "i32"},
     {"history_stride", "i32"},
 };
-constexpr KernelEntry kSampleFamily[] = {{"kern_sample_race_bf16", kSampleRace}, {"kern_sample_bf16", kSample}};
+// The rank kernel takes the race kernel's parameters (it reads the partials and route the race left).
+constexpr KernelEntry kSampleFamily[] = {
+    {"kern_sample_race_bf16", kSampleRace}, {"kern_sample_rank_bf16", kSampleRace}, {"kern_sample_bf16", kSample}};
 
 constexpr KernelFamily kFamilies[] = {
     {"activation", kActivation},

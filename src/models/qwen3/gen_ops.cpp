@@ -116,7 +116,8 @@ OJ argmax_op(const Geo& g) {
 }
 
 // Sampling + log-probs (kernels/sample.cu): the one-pass race kernel over race_chunks(vocab) CTAs
-// per row, then one 8-CTA cluster per row, returning at once where the race took the row (route 1),
+// per row, the rank kernel (one CTA per row, for the ranking rows the race left with route 2),
+// then one 8-CTA cluster per row, returning at once where the race or the rank kernel took the row (route 1),
 // each CTA's slice in dynamic shared memory (kernels/sample_layout.cuh; the kernel traps on less).
 std::uint64_t sample_shared_bytes(std::uint64_t vocab) {
   return static_cast<std::uint64_t>(kern_sample::shared_bytes(static_cast<std::int64_t>(vocab)));
@@ -126,10 +127,10 @@ OJ sample_op(const Geo& g) {
   const std::uint64_t vocab = g.c.vocab;
   const auto chunks = static_cast<std::uint64_t>(kern_sample::race_chunks(static_cast<std::int64_t>(vocab)));
   const OJ tail = OJ::array({i32(vocab), i32(sample_history_stride(g))});
-  OJ race = launch("kern_sample_race_bf16",
-                   OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("race_parts"), p(8), scratch("route"),
-                              p(7), tail[0], tail[1]}),
-                   OJ::array({chunks, "seqs", 1}), kern_sample::kRaceThreads);
+  const OJ race_args = OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("race_parts"), p(8),
+                                  scratch("route"), p(7), tail[0], tail[1]});
+  OJ race = launch("kern_sample_race_bf16", race_args, OJ::array({chunks, "seqs", 1}), kern_sample::kRaceThreads);
+  OJ rank = launch("kern_sample_rank_bf16", race_args, OJ::array({1, "seqs", 1}), kern_sample::kRaceThreads);
   OJ cluster = launch("kern_sample_bf16",
                       OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("route"), p(7), tail[0], tail[1]}),
                       OJ::array({kern_sample::kCluster, "seqs", 1}), kern_sample::kThreads);
@@ -138,7 +139,7 @@ OJ sample_op(const Geo& g) {
   sc["route"] = {{"dtype", "i32"}, {"shape", OJ::array({"seqs"})}};
   return op({"in buffer<bf16>", "in buffer<f32>", "in buffer<i64>", "in buffer<i32>", "out buffer<i64>",
              "out buffer<f32>", "out buffer<i32>", "i32", "inout buffer<i32>"},
-            OJ::array({with_pdl(std::move(race), g),
+            OJ::array({with_pdl(std::move(race), g), with_pdl(std::move(rank), g),
                        with_pdl(with_shared(std::move(cluster), sample_shared_bytes(vocab)), g)}),
             std::move(sc));
 }

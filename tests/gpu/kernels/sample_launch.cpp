@@ -24,6 +24,9 @@ void SampleOp::enqueue(cudaStream_t stream, const Args& a, Path path) {
     fb_.enqueue("kern_sample_race_bf16", stream, dim3(chunks_, a.rows), dim3(kern_sample::kRaceThreads), a.logits,
                 a.fparams, a.iparams, a.history, a.tokens, a.logprobs, a.top_ids, parts_.get(), arrivals_.get(), route_.get(),
                 a.rows, vocab_, a.history_stride);
+    fb_.enqueue("kern_sample_rank_bf16", stream, dim3(1, a.rows), dim3(kern_sample::kRaceThreads), a.logits,
+                a.fparams, a.iparams, a.history, a.tokens, a.logprobs, a.top_ids, parts_.get(), arrivals_.get(), route_.get(),
+                a.rows, vocab_, a.history_stride);
   } else {
     check_cuda(cudaMemsetAsync(route_.get(), 0, route_.bytes(), stream), "cudaMemsetAsync route");
   }

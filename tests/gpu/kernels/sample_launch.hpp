@@ -1,7 +1,7 @@
 // The sampling op as kern gen's manifest runs it (src/models/qwen3/gen_ops.cpp: the race kernel,
-// then the cluster kernel for the rows it left), for the GPU tests and the timing; or the cluster
-// kernel alone (every row routed to it), so that its own paths stay tested for every setting; or
-// the race kernel alone (timing).
+// the rank kernel for the ranking rows, then the cluster kernel for the rows they left), for the
+// GPU tests and the timing; or the cluster kernel alone (every row routed to it), so that its own
+// paths stay tested for every setting; or the race and rank kernels alone (timing).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@ namespace kern_gpu_test {
 
 class SampleOp {
  public:
-  enum class Path { Op, ClusterOnly, RaceOnly };  // RaceOnly: for timing (rows it leaves get no token)
+  enum class Path { Op, ClusterOnly, RaceOnly };  // RaceOnly: race + rank, for timing (rows they leave get no token)
   SampleOp(int vocab, int max_rows);
 
   struct Args {

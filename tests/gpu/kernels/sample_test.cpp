@@ -298,16 +298,18 @@ struct ChiCase {
 
 // Where the op should leave a row (docs/kernels.md, "Sampling"): 1 the race kernel, 0 the cluster
 // kernel, -1 either (min-p alone: rejection, decided by the draw). The race kernel takes every row
-// but forced ones and those with both penalties and top log-probs; a top-k / top-p row only when
-// its kept set is a proper prefix of the row's 64 largest keys (top_k <= 63, fewer than 64 kept).
+// but forced ones and those with both penalties and a ranking (top-k, top-p, top log-probs); a
+// top-k / top-p row only when its kept set is a proper prefix of the row's 64 largest keys
+// (top_k <= 63, fewer than 64 kept).
 int expected_route(const SampleParams& p, int64_t history_len, int vocab, const SampleReference& ref) {
   const bool rep = p.repetition > 0.0f && std::isfinite(p.repetition) && p.repetition != 1.0f;
   const bool pre = std::isfinite(p.presence) && p.presence != 0.0f;
   const bool fre = std::isfinite(p.frequency) && p.frequency != 0.0f;
   const bool penalties = history_len > 0 && (rep || pre || fre);
-  if (penalties && p.n_logprobs > 0) return 0;
   const bool greedy = !(p.temperature > 0.0f);
   const bool topk = p.top_k > 0 && p.top_k < vocab, topp = p.top_p < 1.0f;
+  const bool ranks = (!greedy && (topk || topp)) || p.n_logprobs > 0;  // the race kernel finds the row's top keys
+  if (penalties && ranks) return 0;
   if (!greedy && (topk || topp)) {
     if (topk && p.top_k >= 64) return 0;
     int64_t kept = 0;
@@ -706,6 +708,63 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
 }
 
 // ---- determinism ----------------------------------------------------------------------------------
+
+// Rows whose large logits crowd a few chunks (a vocabulary's frequent tokens share low ids): the
+// race kernel's threshold over the chunks' two largest keys then admits many candidates from those
+// chunks. Up to kCands (1,024) it ranks them exactly; past it the row is the cluster kernel's.
+// Either way the tokens lie in the kept set and the top log-probs are the reference's, in order.
+TEST(SampleGpu, CrowdedChunksRankExactly) {
+  std::mt19937_64 rng(611);
+  const int vocab = kQwenVocab;
+  std::normal_distribution<float> bulk(0.0f, 1.0f);
+  std::uniform_real_distribution<float> high(5.0f, 6.0f);
+  struct Crowd {
+    int first, count;  // tokens [first, first + count) drawn high
+    int route;         // where the row must be decided
+  };
+  const Crowd crowds[] = {
+      {0, 300, 1},         // a chunk of 2,048 holding 300 high tokens: rescanned, ~360 candidates
+      {2048, 800, 1},      // ~860 candidates: still held
+      {0, 4096, 0},        // two whole chunks high: more than 1,024 candidates
+      {151552, 384, 1},    // the last, short chunk all high
+  };
+  std::vector<bf16_bits> logits;
+  std::vector<RowIn> in;
+  for (const Crowd& c : crowds) {
+    std::vector<bf16_bits> row(vocab);
+    for (auto& x : row) x = float_to_bf16(bulk(rng));
+    for (int i = c.first; i < std::min(vocab, c.first + c.count); ++i) row[i] = float_to_bf16(high(rng));
+    logits.insert(logits.end(), row.begin(), row.end());
+    for (int setting = 0; setting < 2; ++setting) {
+      RowIn r;
+      r.p.seed = 5;
+      r.p.counter = static_cast<int64_t>(in.size());
+      if (setting == 0) {  // Qwen3's recommended sampling
+        r.p.temperature = 0.6f;
+        r.p.top_k = 20;
+        r.p.top_p = 0.95f;
+      } else {  // greedy with the top 20 log-probs
+        r.p.temperature = 0.0f;
+        r.p.n_logprobs = 20;
+      }
+      in.push_back(r);
+    }
+  }
+  // rows 2k and 2k + 1 share crowd k's logits
+  std::vector<bf16_bits> all;
+  for (size_t r = 0; r < in.size(); ++r)
+    all.insert(all.end(), logits.begin() + static_cast<long>(r / 2) * vocab,
+               logits.begin() + static_cast<long>(r / 2 + 1) * vocab);
+  for (size_t r = 0; r < in.size(); ++r)
+    in[r].p = center_decisions(row_floats(all, vocab, static_cast<int>(r)), in[r].p);
+  Sampler s;
+  const Outputs o = s.run(all, vocab, in, 1);
+  for (size_t r = 0; r < in.size(); ++r) {
+    const std::vector<float> f = row_floats(all, vocab, static_cast<int>(r));
+    check_row(o, static_cast<int>(r), f, sample_reference(f, in[r].p), "crowded");
+    EXPECT_EQ(o.route[r], crowds[r / 2].route) << "row " << r;
+  }
+}
 
 TEST(SampleGpu, SameSeedAndCounterSameResultAtAnyBatchPosition) {
   std::mt19937_64 rng(601);
