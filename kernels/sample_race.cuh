@@ -417,12 +417,15 @@ __device__ __forceinline__ void rank_row(const RankRow& rr, const RankSmem& sm, 
 
 }  // namespace kern_sample_dev
 
+// The race and rank kernels' parameters (one list: the catalogue's kSampleRace table).
+#define KERN_SAMPLE_RACE_PARAMS                                                                                       \
+  const kern_dev::bf16 *__restrict__ logits, const float *__restrict__ fparams, const int64_t *__restrict__ iparams, \
+      const int32_t *__restrict__ history, int64_t *__restrict__ tokens, float *__restrict__ logprobs,              \
+      int32_t *__restrict__ top_ids, float *__restrict__ parts, int32_t *__restrict__ arrivals,                     \
+      int32_t *__restrict__ route, int32_t rows, int32_t vocab, int32_t history_stride
+
 extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
-    kern_sample_race_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
-                          const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
-                          int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
-                          float* __restrict__ parts, int32_t* __restrict__ arrivals, int32_t* __restrict__ route,
-                          int32_t rows, int32_t vocab, int32_t history_stride) {
+    kern_sample_race_bf16(KERN_SAMPLE_RACE_PARAMS) {
   using namespace kern_sample_dev;
   using kern_sample::kRaceChunk;
   using kern_sample::kRaceThreads;
@@ -626,11 +629,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
 // chunk 0's record) and the logits of the segments that can hold more than one candidate; every
 // other row returns at once. It leaves route 1 (done) or 0 (the cluster kernel's row).
 extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 1)
-    kern_sample_rank_bf16(const kern_dev::bf16* __restrict__ logits, const float* __restrict__ fparams,
-                          const int64_t* __restrict__ iparams, const int32_t* __restrict__ history,
-                          int64_t* __restrict__ tokens, float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
-                          float* __restrict__ parts, int32_t* __restrict__ arrivals, int32_t* __restrict__ route,
-                          int32_t rows, int32_t vocab, int32_t history_stride) {
+    kern_sample_rank_bf16(KERN_SAMPLE_RACE_PARAMS) {
   using namespace kern_sample_dev;
   (void)history;
   wait_for_previous_grid();

@@ -9,6 +9,7 @@
 
 #include "kern/base/error.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/library_open.hpp"
 
 namespace kern::cuda {
 namespace {
@@ -31,16 +32,7 @@ struct BlasApi {
 };
 
 BlasApi load_blas() {
-  const char* names[] = {"libcublas.so.13", "libcublas.so", "libcublas.so.12"};
-  void* lib = nullptr;
-  std::string tried;
-  for (const char* n : names) {
-    lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    const char* why = dlerror();
-    tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", n, why ? why : "?");
-  }
-  if (!lib) fail(ErrorKind::Driver, "cuBLAS could not be loaded: tried {}", tried);
+  void* lib = detail::open_first_library({"libcublas.so.13", "libcublas.so", "libcublas.so.12"}, "cuBLAS");
   BlasApi a;
   auto sym = [lib](auto& field, const char* name) {
     field = reinterpret_cast<std::remove_reference_t<decltype(field)>>(dlsym(lib, name));

@@ -11,6 +11,7 @@
 #include "kern/base/error.hpp"
 #include "kern/base/log.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/library_open.hpp"
 
 namespace kern::cuda {
 namespace {
@@ -42,16 +43,7 @@ struct LtApi {
 };
 
 LtApi load_lt() {
-  const char* names[] = {"libcublasLt.so.13", "libcublasLt.so", "libcublasLt.so.12"};
-  void* lib = nullptr;
-  std::string tried;
-  for (const char* n : names) {
-    lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    const char* why = dlerror();
-    tried += fmt::format("{}{} ({})", tried.empty() ? "" : "; ", n, why ? why : "?");
-  }
-  if (!lib) fail(ErrorKind::Driver, "cuBLASLt could not be loaded: tried {}", tried);
+  void* lib = detail::open_first_library({"libcublasLt.so.13", "libcublasLt.so", "libcublasLt.so.12"}, "cuBLASLt");
   LtApi a;
 #define KERN_LT_LOAD(name)                                        \
   a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name)); \
