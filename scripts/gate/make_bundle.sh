@@ -13,7 +13,7 @@ ls "$build"/kernels/*.fatbin > /dev/null 2>&1 || { echo "no $build/kernels/*.fat
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/kernels" "$bundle/tokenizer"
 cp "$build/bin/kern" "$bundle/bin/"
-cp "$build"/kernels/*.fatbin "$bundle/kernels/"
+find "$build/kernels" -maxdepth 1 -type f \( -name "*.fatbin" -o -name "*.cubin" \) -exec cp {} "$bundle/kernels/" \;  # cubins: modules landed by hash (kern kernels)
 cp "$tok/tokenizer.json" "$bundle/tokenizer/"
 [ -f "$tok/tokenizer_config.json" ] && cp "$tok/tokenizer_config.json" "$bundle/tokenizer/"
 # Shared libraries beyond glibc/libgcc that the binary needs (e.g. toml++, fmt when the build

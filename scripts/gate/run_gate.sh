@@ -71,6 +71,13 @@ for shape in $SHAPES; do
   # shellcheck disable=SC2086  # GEN_ARGS: extra kern gen flags, word-split on purpose (e.g. --decode-chain)
   "$kern" gen qwen3 "$ckpt" -o "$WORK/$shape.json" --kernels-dir "$bundle/kernels" --logits-output ${GEN_ARGS:-} \
     2> "$WORK/$shape-gen.log" || { echo "$shape: gen failed"; cat "$WORK/$shape-gen.log"; printf '%s\tgen\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+  # MANIFEST_HOOK: a command given the manifest's path last, which may rewrite it in place (e.g.
+  # scripts/capture/captured_silu_mul.py: captured kernels in place of kern's)
+  if [ -n "${MANIFEST_HOOK:-}" ]; then
+    eval "$MANIFEST_HOOK \"\$WORK/\$shape.json\"" >> "$WORK/$shape-gen.log" 2>&1 ||
+      { echo "$shape: MANIFEST_HOOK failed"; tail -5 "$WORK/$shape-gen.log"; printf '%s\tgen\t-\t-\t1\t-\n' "$shape" >> "$runs"; continue; }
+    echo "$shape: manifest rewritten by MANIFEST_HOOK: $(tail -1 "$WORK/$shape-gen.log" | cut -c1-160)"
+  fi
   echo "$shape: synthesized in $(( (t1 - t0) / 1000000 )) ms, manifest $(stat -c %s "$WORK/$shape.json") bytes"
   mkdir -p "$WORK/$shape-runs"
   run_one() {  # prompt-index variant extra-args...
