@@ -65,6 +65,7 @@ struct Options {
   std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
   std::uint64_t gemv_prefetch_bytes = 0;  // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;           // kern gen's --gemv-fused-norm
+  bool fp8 = false;                       // kern gen's --fp8 (e4m3 layer GEMMs; sm_89+)
   std::uint64_t gemv_max_blocks = 0;      // kern gen's --gemv-max-blocks
   std::uint64_t pinned_mib = 2048;        // pinned host <-> device copy ceilings (0: none)
   bool no_pool = false;                   // skip the state pool's figures (issue 16)
@@ -323,6 +324,7 @@ int run() {
   gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
   gen.gemv_prefetch_bytes = opt.gemv_prefetch_bytes;
   gen.gemv_fused_norm = opt.gemv_fused_norm;
+  gen.fp8 = opt.fp8;
   gen.gemv_max_blocks = opt.gemv_max_blocks;
   gen.model = fs::path(opt.weights).filename().string();
   gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);
@@ -558,6 +560,7 @@ Runner setup(CLI::App& app) {
                   "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")
       ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_flag("--gemv-fused-norm", opt.gemv_fused_norm, "kern gen --gemv-fused-norm");
+  cmd->add_flag("--fp8", opt.fp8, "kern gen --fp8: e4m3 layer GEMMs (the peer stays bf16)");
   cmd->add_option("--gemv-max-blocks", opt.gemv_max_blocks, "kern gen --gemv-max-blocks (0: one block per tile)")
       ->check(CLI::Range(0, 0x7fffffff));
   cmd->add_option("--pinned-mib", opt.pinned_mib,

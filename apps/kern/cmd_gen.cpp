@@ -139,6 +139,10 @@ Runner setup(CLI::App& app) {
                         "Decode attention partial: block (4 warps per range), warp (one warp per range, a fixed grid "
                         "of --attn-target-blocks blocks), or auto (the default: warp above 8 sequences when "
                         "batch-invariant)");
+  q->add_flag("--fp8", opt.gen.fp8,
+              "e4m3 GEMMs for the layers (cuBLASLt, sm_89+): each layer's linear weights quantized per tensor at "
+              "load by a derive program, each GEMM's input per tensor per call; embedding, lm_head and norms stay "
+              "bf16 (not batch-invariant; not with --decode-chain, --gemv-fused-norm or --mixed)");
   q->add_flag("!--decode-attn-f32", opt.gen.decode_attn_mma,
               "Decode attention partials on the f32 CUDA-core kernel instead of the tensor-core one");
   CLI::Option* blocks =

@@ -214,6 +214,26 @@ constexpr KernelEntry kGemvFamily[] = {
     {"kern_gemv_rms_norm_gate_up_silu_bf16", kGemvRmsNormGateUpSilu},
 };
 
+// ---------------------------------------------------------------- quant (kernels/quant.cu)
+// Per-tensor e4m3 quantization of a bf16 tensor (the fp8 GEMMs' operands, kern gen --fp8).
+constexpr P kAbsmaxPartial[] = {
+    {"x", "in buffer<bf16>"},         // [rows, cols]
+    {"partials", "out buffer<f32>"},  // [grid]: the largest |x| of each CTA's slice
+    {"rows", "i32"},
+    {"cols", "i32"},
+};
+constexpr P kQuantE4m3[] = {
+    {"x", "in buffer<bf16>"},          // [rows, cols]
+    {"partials", "in buffer<f32>"},    // [parts], from kern_absmax_partial_bf16 over the same x
+    {"scale", "out buffer<f32>"},      // [1]: absmax / 448 (1 for an all-zero x)
+    {"q", "out buffer<fp8e4m3>"},      // [rows, cols]: e4m3(x / scale), saturated
+    {"rows", "i32"},
+    {"cols", "i32"},
+    {"parts", "i32"},
+};
+constexpr KernelEntry kQuantFamily[] = {{"kern_absmax_partial_bf16", kAbsmaxPartial},
+                                        {"kern_quant_e4m3_bf16", kQuantE4m3}};
+
 // ---------------------------------------------------------------- rmsnorm (kernels/rmsnorm.cu)
 constexpr P kRmsNorm[] = {
     {"x", "in buffer<bf16>"},   // [rows, hidden]
@@ -308,6 +328,7 @@ constexpr KernelFamily kFamilies[] = {
     {"decode_chain", kDecodeChainFamily},
     {"embedding", kEmbeddingFamily},
     {"gemv", kGemvFamily},
+    {"quant", kQuantFamily},
     {"rmsnorm", kRmsNormFamily},
     {"rope", kRopeFamily},
     {"sample", kSampleFamily},

@@ -101,6 +101,18 @@ struct Qwen3GenOptions {
   // traffic and reduce work in big steps, shorter ones spread a small step over more SMs. 0: the
   // partial kernel's own (decode_attn_split below).
   std::uint64_t decode_attn_split_tokens = 0;
+  // fp8 (e4m3) GEMMs for the layers (kern gen --fp8; docs/kernels.md "Per-tensor e4m3 quantization"):
+  // each layer's qkv, o_proj, gate_up and down weight is a bf16 `source` bound from the checkpoint,
+  // quantized per tensor at load by the `quantize` derive program into an fp8e4m3 carry and a scale
+  // (absmax / 448); before each of those GEMMs the bf16 activation is quantized per tensor (its own
+  // absmax, per call) in the graph, then extern:cublaslt_fp8_tn. The embedding, the lm_head and the
+  // norms stay bf16. Every decode step uses cuBLASLt (no GEMV), and decode is laid out as prefill is
+  // (GEMMs into `delta`, the residual added by the next add_rms_norm: the fp8 GEMM has no accumulating
+  // form). A row's activation scale is the absmax of the whole call, so a row's bits depend on the
+  // rows it shares a call with (not batch-invariant whatever batch_invariant says, and a prompt's
+  // chunking changes them). Needs sm_89 or later (cuBLASLt's fp8 kernels), k (hidden, the q width,
+  // intermediate) a multiple of 16, no decode chain, no fused GEMV norms, no mixed steps.
+  bool fp8 = false;
   std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

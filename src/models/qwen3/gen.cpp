@@ -1,6 +1,7 @@
 // The Qwen3 manifest builder's entry points: the options check, the geometry, the modules and the
 // programs; and the launch helpers every op family shares (models/qwen3/gen.hpp).
 #include <set>
+#include <utility>
 
 #include "kern/base/error.hpp"
 #include "kern/base/sha256.hpp"
@@ -79,6 +80,31 @@ namespace {
 
 constexpr std::uint64_t kI32Max = 0x7fffffff;
 
+// --fp8: the options it excludes, and cuBLASLt's fp8 rule that k is a multiple of 16 for every layer GEMM.
+void check_fp8(const Qwen3Shape& c, const Qwen3GenOptions& o) {
+  if (o.decode_chain)
+    fail(ErrorKind::Api,
+         "--fp8 cannot be combined with --decode-chain: the decode chain's kernel is bf16 only (with --fp8 every "
+         "decode step runs its GEMMs on cuBLASLt's fp8 kernels)");
+  if (o.gemv_fused_norm)
+    fail(ErrorKind::Api,
+         "--fp8 cannot be combined with --gemv-fused-norm: the fused norms live in the bf16 GEMV, which an fp8 "
+         "manifest does not use");
+  if (o.mixed)
+    fail(ErrorKind::Api,
+         "--fp8 cannot be combined with --mixed: mixed steps promise that a row's bits do not depend on the program "
+         "that ran it, and an fp8 GEMM's activation scale is the absmax of every row of its call");
+  const std::pair<const char*, std::uint64_t> ks[] = {{"hidden_size", c.hidden},
+                                                      {"num_attention_heads x head_dim", c.heads * c.head_dim},
+                                                      {"intermediate_size", c.intermediate}};
+  for (const auto& [what, k] : ks)
+    if (k % 16 != 0)
+      fail(ErrorKind::Api,
+           "--fp8: cuBLASLt's fp8 GEMMs need k (each layer GEMM's reduction width) to be a multiple of 16, and this "
+           "shape's {} is {}",
+           what, k);
+}
+
 void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
   if (o.max_tokens == 0 || o.max_tokens > kI32Max)
     fail(ErrorKind::Api, "--max-tokens must be in [1, {}], got {}", kI32Max, o.max_tokens);
@@ -119,6 +145,7 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
       fail(ErrorKind::Api, "mixed steps need --max-tokens {} above --max-seqs {} (room for a chunk beside the decode rows)",
            o.max_tokens, o.max_seqs);
   }
+  if (o.fp8) check_fp8(c, o);
   const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
   if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
 }
@@ -140,6 +167,8 @@ Geo geometry(const Qwen3Shape& c, const Qwen3GenOptions& o) {
     if (o.max_seqs > kGemvMaxRows) g.gemv_rows = 0;
     if (g.chain_rows < o.max_seqs) g.chain_rows = g.chain_stage_bytes = g.chain_shared = 0;
   }
+  // fp8: the GEMV is bf16 only; cuBLASLt serves every decode step (the lm_head's too).
+  if (o.fp8) g.gemv_rows = 0;
   return g;
 }
 
@@ -245,6 +274,7 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& c, const Qwen3G
                       {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};
   programs["prefill"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}},
                          {"calls", o.mixed ? serving_calls(g, false) : forward_calls(g, true)}};
+  if (o.fp8) programs["quantize"] = {{"derive", true}, {"calls", quantize_calls(g)}};
   if (o.mixed)
     programs["mixed"] = {
         {"batch", {{"groups", o.max_seqs + kMixedChunkGroups}, {"rows", "tokens"}, {"decode", "dseqs"}}},

@@ -4,10 +4,10 @@
 //   gen.cpp            options check, geometry, modules, programs; the public entry points
 //   gen_ops.cpp        the op table; embedding, norms, RoPE, SiLU·mul, argmax, sample ops
 //   gen_attention.cpp  decode (split-KV) and prefill attention ops
-//   gen_gemm.cpp       prefill cuBLASLt GEMMs, decode GEMV / cuBLASLt ops
+//   gen_gemm.cpp       prefill cuBLASLt GEMMs, decode GEMV / cuBLASLt ops, the fp8 GEMM and quantize ops
 //   gen_chain.cpp      the decode chain's plan and ops
-//   gen_buffers.cpp    buffers and weight bindings
-//   gen_calls.cpp      the forward pass of both serving programs
+//   gen_buffers.cpp    buffers and weight bindings (fp8: sources, e4m3 carries and scales)
+//   gen_calls.cpp      the forward pass of both serving programs; the fp8 derive program
 #pragma once
 
 #include <cstdint>
@@ -104,6 +104,18 @@ void add_chain_ops(const Geo& g, OJ& o);
 OJ buffers(const Geo& g);                                   // gen_buffers.cpp
 std::string layer_name(std::uint64_t l, const char* what);  // "layers.<l>.<what>": a weight buffer, a call label
 std::string hf_layer(std::uint64_t l, const char* what);    // "model.layers.<l>.<what>.weight"
+// --fp8: the layer weights the derive program quantizes, [rows, cols] each (gen_buffers.cpp). Weight `w`
+// of layer l is the fp8e4m3 carry layer_name(l, w), its scale fp8_scale(l, w) (f32, element 0 of 4)
+// and the bf16 source fp8_source(l, w) bound as the bf16 weight would be.
+struct Fp8Weight {
+  const char* name;  // qkv, o_proj, gate_up, down
+  std::uint64_t rows, cols;
+};
+std::vector<Fp8Weight> fp8_weights(const Geo& g);
+std::string fp8_scale(std::uint64_t l, const char* w);   // "layers.<l>.<w>_scale"
+std::string fp8_source(std::uint64_t l, const char* w);  // "layers.<l>.<w>_bf16"
+// The `quantize` derive program's calls: one quantize_e4m3 per fp8 weight (gen_calls.cpp).
+OJ quantize_calls(const Geo& g);
 // The calls of `prefill` or `decode` (gen_calls.cpp).
 OJ forward_calls(const Geo& g, bool prefill);
 // With o.mixed: the calls of the serving `prefill` (mixed false) and `mixed` programs, built from the

@@ -1,5 +1,6 @@
 // The Qwen3 manifest's buffers: caller inputs, outputs, activations, the RoPE table, the decode chain's
-// barrier words, and the weights bound to the Hugging Face tensor names.
+// barrier words, and the weights bound to the Hugging Face tensor names (--fp8: the layers' linear
+// weights as bf16 sources and the e4m3 carries and scales the derive program makes of them).
 #include "models/qwen3/gen.hpp"
 
 namespace kern::models::qwen3_gen {
@@ -24,6 +25,23 @@ OJ plain(const char* dtype, OJ shape, const char* kind) {
   return b;
 }
 
+// A layer's linear weight `w` ([rows, cols], bound to `tensors`): a bf16 weight, or with --fp8 the bf16
+// source, the fp8e4m3 carry and its scale the derive program writes (f32, one value in 16 bytes:
+// cuBLASLt's fp8 GEMMs take 16-byte-aligned operands and kern holds the scales to the same rule; every
+// buffer is an allocation of its own).
+void linear(const Geo& g, OJ& b, std::uint64_t l, const char* w, std::uint64_t rows, std::uint64_t cols,
+            std::vector<std::string> tensors) {
+  OJ bf16 = weight(OJ::array({rows, cols}), std::move(tensors));
+  if (!g.o.fp8) {
+    b[layer_name(l, w)] = std::move(bf16);
+    return;
+  }
+  bf16["kind"] = "source";
+  b[fp8_source(l, w)] = std::move(bf16);
+  b[layer_name(l, w)] = plain("fp8e4m3", OJ::array({rows, cols}), "carry");
+  b[fp8_scale(l, w)] = plain("f32", OJ::array({4}), "carry");
+}
+
 // The weights, bound to the HF names (q/k/v and gate/up concatenated; a tied lm_head binds the embedding).
 void weight_buffers(const Geo& g, OJ& b) {
   const Qwen3Shape& c = g.c;
@@ -32,20 +50,28 @@ void weight_buffers(const Geo& g, OJ& b) {
   b["final_norm"] = weight(OJ::array({c.hidden}), {"model.norm.weight"});
   for (std::uint64_t l = 0; l < c.layers; ++l) {
     b[layer_name(l, "input_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "input_layernorm")});
-    b[layer_name(l, "qkv")] =
-        weight(OJ::array({g.qkv_width, c.hidden}),
-               {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")});
+    linear(g, b, l, "qkv", g.qkv_width, c.hidden,
+           {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")});
     b[layer_name(l, "q_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.q_norm")});
     b[layer_name(l, "k_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.k_norm")});
-    b[layer_name(l, "o_proj")] = weight(OJ::array({c.hidden, g.q_width}), {hf_layer(l, "self_attn.o_proj")});
+    linear(g, b, l, "o_proj", c.hidden, g.q_width, {hf_layer(l, "self_attn.o_proj")});
     b[layer_name(l, "post_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "post_attention_layernorm")});
-    b[layer_name(l, "gate_up")] =
-        weight(OJ::array({2 * c.intermediate, c.hidden}), {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
-    b[layer_name(l, "down")] = weight(OJ::array({c.hidden, c.intermediate}), {hf_layer(l, "mlp.down_proj")});
+    linear(g, b, l, "gate_up", 2 * c.intermediate, c.hidden, {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
+    linear(g, b, l, "down", c.hidden, c.intermediate, {hf_layer(l, "mlp.down_proj")});
   }
 }
 
 }  // namespace
+
+std::vector<Fp8Weight> fp8_weights(const Geo& g) {
+  const Qwen3Shape& c = g.c;
+  return {{"qkv", g.qkv_width, c.hidden},
+          {"o_proj", c.hidden, g.q_width},
+          {"gate_up", 2 * c.intermediate, c.hidden},
+          {"down", c.hidden, c.intermediate}};
+}
+std::string fp8_scale(std::uint64_t l, const char* w) { return layer_name(l, w) + "_scale"; }
+std::string fp8_source(std::uint64_t l, const char* w) { return layer_name(l, w) + "_bf16"; }
 
 OJ buffers(const Geo& g) {
   const Qwen3Shape& c = g.c;

@@ -11,6 +11,10 @@
 // next layer's qkv_proj (the last layer's: the final norm and the lm_head). The per-op calls stay in
 // the program for larger steps; their launches' `when` makes them no-ops for chain-sized steps, and
 // the chain's makes it a no-op above.
+//
+// With --fp8 the decode program is laid out as prefill is (GEMMs into `delta`, add_rms_norm), on the
+// decode GEMM ops (fp8, cuBLASLt at every step size) and attn_decode; the lm_head stays bf16. The
+// `quantize` derive program makes the layers' e4m3 weights and scales from their bf16 sources at load.
 #include "models/qwen3/gen.hpp"
 
 namespace kern::models::qwen3_gen {
@@ -25,7 +29,21 @@ OJ rope_cache_call(const Geo& g, std::uint64_t l) {
                          buf("positions"), buf("slot_mapping"), kv(g, l), var("tokens")}));
 }
 
-void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
+// A GEMM call of layer l's weight `w` over `m` rows (--fp8: the weight's scale after it).
+OJ gemm_call(const Geo& g, std::uint64_t l, const char* label, const char* op_name, const char* x, const char* w,
+             const char* y, const char* m) {
+  OJ args = OJ::array({buf(x), buf(layer_name(l, w))});
+  if (g.o.fp8) args.push_back(buf(fp8_scale(l, w)));
+  args.push_back(buf(y));
+  args.push_back(var(m));
+  return call(layer_name(l, label), op_name, std::move(args));
+}
+
+// A layer with its GEMMs into `delta` and the residual added by the next add_rms_norm: the prefill
+// program's, and with --fp8 also the decode program's (`prefill` false: attn_decode and the decode GEMM
+// ops over `seqs` rows; the fp8 GEMM has no accumulating form).
+void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls, bool prefill = true) {
+  const char* m = prefill ? "tokens" : "seqs";
   if (l == 0) {
     calls.push_back(call(layer_name(l, "input_norm"), "rms_norm",
                          OJ::array({buf("hidden"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
@@ -34,22 +52,25 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls) {
         call(layer_name(l, "input_norm"), "add_rms_norm",
              OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "input_norm")), buf("normed"), var("tokens")})));
   }
-  calls.push_back(call(layer_name(l, "qkv_proj"), "gemm_qkv",
-                       OJ::array({buf("normed"), buf(layer_name(l, "qkv")), buf("qkv"), var("tokens")})));
+  calls.push_back(gemm_call(g, l, "qkv_proj", prefill ? "gemm_qkv" : "decode_qkv", "normed", "qkv", "qkv", m));
   calls.push_back(rope_cache_call(g, l));
-  calls.push_back(call(layer_name(l, "attn"), "attn_prefill",
-                       OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("cu_seqlens"),
-                                  buf("positions"), buf("attn"), var("tokens"), var("seqs"), OJ{{"i32", 0}}})));
-  calls.push_back(call(layer_name(l, "o_proj"), "gemm_o",
-                       OJ::array({buf("attn"), buf(layer_name(l, "o_proj")), buf("delta"), var("tokens")})));
+  if (prefill) {
+    calls.push_back(call(layer_name(l, "attn"), "attn_prefill",
+                         OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("cu_seqlens"),
+                                    buf("positions"), buf("attn"), var("tokens"), var("seqs"), OJ{{"i32", 0}}})));
+  } else {
+    calls.push_back(
+        call(layer_name(l, "attn"), "attn_decode",
+             OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("seqs")})));
+  }
+  calls.push_back(gemm_call(g, l, "o_proj", prefill ? "gemm_o" : "decode_o", "attn", "o_proj", "delta", m));
   calls.push_back(
       call(layer_name(l, "post_norm"), "add_rms_norm",
            OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
-  calls.push_back(call(layer_name(l, "gate_up_proj"), "gemm_gate_up",
-                       OJ::array({buf("normed"), buf(layer_name(l, "gate_up")), buf("gate_up"), var("tokens")})));
+  calls.push_back(
+      gemm_call(g, l, "gate_up_proj", prefill ? "gemm_gate_up" : "decode_gate_up", "normed", "gate_up", "gate_up", m));
   calls.push_back(call(layer_name(l, "silu_mul"), "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
-  calls.push_back(call(layer_name(l, "down_proj"), "gemm_down",
-                       OJ::array({buf("act"), buf(layer_name(l, "down")), buf("delta"), var("tokens")})));
+  calls.push_back(gemm_call(g, l, "down_proj", prefill ? "gemm_down" : "decode_down", "act", "down", "delta", m));
 }
 
 // The plain decode norm op: rms_norm, or with the chain decode_rms_norm (launched only above its rows).
@@ -105,6 +126,10 @@ void decode_o_mlp(const Geo& g, std::uint64_t l, OJ& calls, const char* m = "seq
 }
 
 void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
+  if (g.o.fp8) {
+    prefill_layer(g, l, calls, false);
+    return;
+  }
   const bool per_op = decode_needs_ops(g);
   if (per_op) decode_qkv(g, l, calls);
   calls.push_back(rope_cache_call(g, l));
@@ -127,6 +152,11 @@ void head_calls(const Geo& g, bool prefill, OJ& calls, const char* m = "seqs") {
         call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
   } else if (!decode_needs_ops(g)) {
     // the last layer's chain ends with the lm_head
+  } else if (g.o.fp8) {  // the last down_proj is in delta
+    calls.push_back(call("final_norm", "add_rms_norm",
+                         OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
+    calls.push_back(
+        call("lm_head", "decode_lm_head", OJ::array({buf("normed"), buf("lm_head"), buf("logits"), var(m)})));
   } else if (g.o.gemv_fused_norm) {
     calls.push_back(call("norm_lm_head", "decode_norm_lm_head",
                          OJ::array({buf("hidden"), buf("final_norm"), buf("lm_head"), buf("logits"), var(m)})));
@@ -154,6 +184,16 @@ OJ call(const std::string& label, const char* op_name, OJ args) {
   c["op"] = op_name;
   c["args"] = std::move(args);
   return c;
+}
+
+OJ quantize_calls(const Geo& g) {
+  OJ calls = OJ::array();
+  for (std::uint64_t l = 0; l < g.c.layers; ++l)
+    for (const Fp8Weight& w : fp8_weights(g))
+      calls.push_back(call(layer_name(l, w.name), "quantize_e4m3",
+                           OJ::array({buf(fp8_source(l, w.name)), buf(fp8_scale(l, w.name)), buf(layer_name(l, w.name)),
+                                      i32(w.rows), i32(w.cols)})));
+  return calls;
 }
 
 OJ serving_calls(const Geo& g, bool mixed) {

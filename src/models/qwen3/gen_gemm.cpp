@@ -1,6 +1,8 @@
 // The Qwen3 manifest's GEMM ops: the prefill GEMMs (cuBLASLt) and the decode GEMMs, each carrying kern's
 // GEMV (kernels/gemv.cu) for steps up to gemv_rows sequences and cuBLASLt above (batch-invariant
-// manifests serving more than kGemvMaxRows sequences: cuBLASLt for every step, one algorithm).
+// manifests serving more than kGemvMaxRows sequences: cuBLASLt for every step, one algorithm). With
+// --fp8 the layers' GEMMs quantize their bf16 input per tensor (kernels/quant.cu) and run
+// extern:cublaslt_fp8_tn at every step size, and the `quantize_e4m3` op is the derive program's.
 #include <algorithm>
 
 #include "models/qwen3/gen.hpp"
@@ -12,6 +14,73 @@ namespace {
 // 4B shape timed on the H200).
 constexpr std::uint64_t kGemvThreads = 256;
 constexpr std::uint64_t kGemvTileRows = 16;  // weight rows per block (gate_up: 8 gate + 8 up rows)
+
+// ---------------------------------------------------------------- fp8 (--fp8)
+
+// The quant kernels' threads per block, and their grid: one block per kQuantBlockElems elements of the
+// largest tensor a launch sees, at most kQuantMaxBlocks (the kernels stride over any grid; the partial
+// maxima are as many as the blocks).
+constexpr std::uint64_t kQuantThreads = 256;
+constexpr std::uint64_t kQuantMaxBlocks = 256;
+constexpr std::uint64_t kQuantBlockElems = 8192;  // 4 strides of 256 threads x 8 elements
+
+std::uint64_t quant_blocks(std::uint64_t max_elements) {
+  return std::clamp<std::uint64_t>((max_elements + kQuantBlockElems - 1) / kQuantBlockElems, 1, kQuantMaxBlocks);
+}
+
+// The per-tensor quantization of x (op param `x`, rows × cols) into the e4m3 `q` and the f32 `scale`,
+// through the partial maxima in the op's scratch `quant_parts` ([blocks] f32): kern_absmax_partial_bf16,
+// then kern_quant_e4m3_bf16 (docs/kernels.md).
+void add_quant_launches(const Geo& g, OJ& launches, OJ scale, OJ q, OJ rows, OJ cols, std::uint64_t blocks, bool pdl) {
+  OJ parts = launch("kern_absmax_partial_bf16", OJ::array({p(0), scratch("quant_parts"), rows, cols}),
+                    OJ::array({blocks, 1, 1}), kQuantThreads);
+  OJ quant = launch("kern_quant_e4m3_bf16",
+                    OJ::array({p(0), scratch("quant_parts"), std::move(scale), std::move(q), rows, cols, i32(blocks)}),
+                    OJ::array({blocks, 1, 1}), kQuantThreads);
+  launches.push_back(pdl ? with_pdl(std::move(parts), g) : std::move(parts));
+  launches.push_back(pdl ? with_pdl(std::move(quant), g) : std::move(quant));
+}
+
+// The derive program's op: x (a bf16 source, rows × cols) -> scale (f32, element 0) and q (fp8e4m3).
+// Params: x, scale, q, rows, cols (the rows and cols are the call's literals).
+OJ quantize_op(const Geo& g) {
+  OJ launches = OJ::array();
+  add_quant_launches(g, launches, p(1), p(2), p(3), p(4), kQuantMaxBlocks, false);
+  OJ sc;
+  sc["quant_parts"] = {{"dtype", "f32"}, {"shape", OJ::array({kQuantMaxBlocks})}};
+  return op({"in buffer<bf16>", "out buffer<f32>", "out buffer<fp8e4m3>", "i32", "i32"}, std::move(launches),
+            std::move(sc));
+}
+
+// An fp8 GEMM op: y[m, n] = x·Wᵀ with x (bf16) quantized per tensor in the op's scratch, W the e4m3
+// weight and its scale (the derive program's). `rows` is the var bounding m: tokens (prefill) or seqs
+// (decode, with the decode launches' algorithm pinning). Params: x, w, w_scale, y, m.
+OJ fp8_gemm_op(const Geo& g, std::uint64_t n, std::uint64_t k, bool decode) {
+  const char* rows = decode ? "seqs" : "tokens";
+  const std::uint64_t max_rows = decode ? g.o.max_seqs : g.o.max_tokens;
+  const std::uint64_t blocks = quant_blocks(max_rows * k);
+  OJ launches = OJ::array();
+  add_quant_launches(g, launches, scratch("x_scale"), scratch("x_e4m3"), p(4), i32(k), blocks, true);
+  OJ l;
+  l["entry"] = "extern:cublaslt_fp8_tn";
+  l["params"] = {"in buffer<fp8e4m3>", "in buffer<fp8e4m3>", "out buffer<bf16>", "in buffer<f32>", "in buffer<f32>",
+                 "i32", "i32", "i32"};
+  l["args"] = OJ::array({scratch("x_e4m3"), p(1), p(3), scratch("x_scale"), p(2), p(4), i32(n), i32(k)});
+  // Decode: one algorithm for every step size (row-invariant, as the bf16 decode GEMMs), asked for at
+  // kDecodeAlgoM above it (the bf16 path's tuned candidates were measured for bf16: not used here).
+  if (decode && g.o.max_seqs > kDecodeAlgoM) l["algo_m"] = kDecodeAlgoM;
+  launches.push_back(std::move(l));
+  OJ sc;
+  sc["quant_parts"] = {{"dtype", "f32"}, {"shape", OJ::array({blocks})}};
+  // The scale is one f32, declared 16 bytes: cuBLASLt's fp8 GEMMs take 16-byte-aligned operands and
+  // kern holds the scales to the same rule (each scratch is an allocation of its own).
+  sc["x_scale"] = {{"dtype", "f32"}, {"shape", OJ::array({4})}};
+  sc["x_e4m3"] = {{"dtype", "fp8e4m3"}, {"shape", OJ::array({rows, k})}};
+  return op({"in buffer<bf16>", "in buffer<fp8e4m3>", "in buffer<f32>", "out buffer<bf16>", "i32"}, std::move(launches),
+            std::move(sc));
+}
+
+// ---------------------------------------------------------------- bf16
 
 OJ gemm_op(std::uint64_t n, std::uint64_t k) {
   OJ l;
@@ -185,6 +254,20 @@ OJ decode_gate_up_silu_op(const Geo& g, bool fused) {
 
 void add_gemm_ops(const Geo& g, OJ& o) {
   const Qwen3Shape& c = g.c;
+  if (g.o.fp8) {  // no mixed steps, no chain, no GEMV (check_options, geometry)
+    o["gemm_qkv"] = fp8_gemm_op(g, g.qkv_width, c.hidden, false);
+    o["gemm_o"] = fp8_gemm_op(g, c.hidden, g.q_width, false);
+    o["gemm_gate_up"] = fp8_gemm_op(g, 2 * c.intermediate, c.hidden, false);
+    o["gemm_down"] = fp8_gemm_op(g, c.hidden, c.intermediate, false);
+    if (g.o.prefill_logits) o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
+    o["decode_qkv"] = fp8_gemm_op(g, g.qkv_width, c.hidden, true);
+    o["decode_o"] = fp8_gemm_op(g, c.hidden, g.q_width, true);
+    o["decode_gate_up"] = fp8_gemm_op(g, 2 * c.intermediate, c.hidden, true);
+    o["decode_down"] = fp8_gemm_op(g, c.hidden, c.intermediate, true);
+    o["decode_lm_head"] = decode_gemm_op(g, c.vocab, c.hidden);  // bf16, cuBLASLt for every step
+    o["quantize_e4m3"] = quantize_op(g);
+    return;
+  }
   if (!g.o.mixed) {  // with mixed steps the prefill program runs the decode ops
     o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
     o["gemm_o"] = gemm_op(c.hidden, g.q_width);

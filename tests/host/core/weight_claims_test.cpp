@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "kern/base/json.hpp"
 #include "kern/base/sha256.hpp"
 #include "kern/core/manifest.hpp"
@@ -127,6 +130,57 @@ TEST(WeightClaims, AWeightAProgramWritesIsNeverClaimed) {
     refused = refused || (x.buffer == w && x.why.find("the reference's `" + w + "` has the same declaration") != std::string::npos);
   EXPECT_TRUE(refused);
   EXPECT_TRUE(weight_writer(m, w).empty());
+}
+
+// An fp8 variant (kern gen --fp8) over the bf16 manifest: what it keeps in bf16 (embedding, lm_head, norms)
+// is claimed; its layer weights are no weights at all (bf16 sources the derive program reads, e4m3 carries
+// and scales it writes) and none of them is claimed. The other way round the bf16 layer weights find no twin.
+TEST(WeightClaims, AnFp8VariantClaimsTheBf16WeightsItKeepsAndNotItsFp8Ones) {
+  models::Qwen3GenOptions fp8;
+  fp8.fp8 = true;
+  const Manifest ref = parsed(generated({})), cand = parsed(generated(fp8));
+  const WeightClaims c = weight_claims(cand, ref);
+  EXPECT_TRUE(c.not_claimed.empty()) << c.not_claimed.front().buffer << ": " << c.not_claimed.front().why;
+  std::set<std::string> claimed, want = {"embed", "lm_head", "final_norm"};
+  for (const WeightClaim& w : c.claimed) {
+    claimed.insert(w.buffer);
+    EXPECT_EQ(cand.buffers.at(w.buffer).dtype, DType::BF16) << w.buffer;
+    EXPECT_EQ(cand.buffers.at(w.buffer).kind, BufferKind::Weight) << w.buffer;
+    EXPECT_EQ(ref.buffers.at(w.reference).bind[0].tensor.name, cand.buffers.at(w.buffer).bind[0].tensor.name);
+  }
+  std::size_t layers = 0;
+  for (const auto& [name, b] : cand.buffers) layers += name.size() > 10 && name.ends_with(".input_norm");
+  ASSERT_GT(layers, 0u);
+  for (std::size_t l = 0; l < layers; ++l)
+    for (const char* w : {"input_norm", "q_norm", "k_norm", "post_norm"})
+      want.insert("layers." + std::to_string(l) + "." + w);
+  EXPECT_EQ(claimed, want);
+  std::size_t fp8_buffers = 0, sources = 0;
+  for (const auto& [name, b] : cand.buffers) {
+    if (b.dtype != DType::FP8E4M3 && b.kind != BufferKind::Source) continue;
+    fp8_buffers += b.dtype == DType::FP8E4M3;
+    sources += b.kind == BufferKind::Source;
+    EXPECT_FALSE(claimed.count(name)) << name;
+  }
+  EXPECT_EQ(fp8_buffers, 4 * layers);
+  EXPECT_EQ(sources, 4 * layers);
+  // The e4m3 weights are the derive program's output: derived, whatever their declaration.
+  EXPECT_NE(weight_writer(cand, "layers.0.qkv").find("program quantize call 0 (layers.0.qkv) writes it"),
+            std::string::npos)
+      << weight_writer(cand, "layers.0.qkv");
+  EXPECT_NE(weight_writer(cand, "layers.0.qkv_scale").find("program quantize"), std::string::npos);
+  // The bf16 manifest as the candidate: the norms, embedding and lm_head are claimed, its layer GEMM
+  // weights find no weight of the fp8 manifest to use (there they are sources).
+  const WeightClaims r = weight_claims(ref, cand);
+  EXPECT_EQ(r.claimed.size(), want.size());
+  std::set<std::string> refused;
+  for (const WeightNotClaimed& x : r.not_claimed) {
+    refused.insert(x.buffer);
+    EXPECT_NE(x.why.find("no weight of the reference"), std::string::npos) << x.buffer << ": " << x.why;
+  }
+  EXPECT_EQ(refused.size(), 4 * layers);
+  EXPECT_TRUE(refused.count("layers.0.qkv"));
+  EXPECT_TRUE(refused.count("layers.0.down"));
 }
 
 }  // namespace

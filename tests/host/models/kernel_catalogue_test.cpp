@@ -53,7 +53,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
   for (const std::string& f : qwen3_kernel_families()) o.module_sha256[f] = to_hex(sha256(f));
   Qwen3Shape c = qwen3_preset("4b");
   std::set<std::string> launched;
-  for (int variant = 0; variant < 4; ++variant) {  // 3: variant 0 with the warp-item decode attention
+  for (int variant = 0; variant < 5; ++variant) {  // 3: variant 0 with the warp-item decode attention; 4: fp8
     c.rope_scaling.type = variant == 1 ? Qwen3RopeScaling::Type::Yarn : Qwen3RopeScaling::Type::None;
     c.rope_scaling.original_max_positions = 32768;
     o.decode_chain = variant == 1;
@@ -63,6 +63,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     o.decode_attn_items = variant == 3 ? Qwen3GenOptions::DecodeAttnItems::Warp : Qwen3GenOptions::DecodeAttnItems::Block;
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 ? 8192 : 2048;
+    o.fp8 = variant == 4;  // the quant kernels
     const auto m = generate_qwen3_manifest(c, o);
     for (const auto& [name, decl] : m["ops"].items()) {
       for (const auto& l : decl["impl"]["launches"]) {
