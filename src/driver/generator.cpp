@@ -363,8 +363,11 @@ void Generator::check_fits(std::uint64_t n) const {
          max_positions_why_);
 }
 
-GenerationResult Generator::generate(std::span<const std::int64_t> prompt, GenerationObserver* observer) {
+GenerationResult Generator::generate(std::span<const std::int64_t> prompt, GenerationObserver* observer,
+                                     std::span<const std::int64_t> forced) {
   check_fits(prompt.size());
+  const std::uint64_t steps =
+      forced.empty() ? options_.steps : std::min<std::uint64_t>(options_.steps, forced.size());
   const std::uint64_t n = prompt.size();
   lease_ = pool::Lease();  // the previous sequence's pages go back to the pool
   std::fill(row_filled_.begin(), row_filled_.end(), 0);
@@ -386,9 +389,10 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   };
   // `ahead`: another step follows (unless a stop token comes), so its inputs but the token are
   // written while this one runs.
-  std::int64_t token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true, options_.steps > 1);
+  std::int64_t token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true, steps > 1);
   ++result.step_calls;
   while (true) {
+    if (!forced.empty()) token = forced[result.tokens.size()];
     result.tokens.push_back(token);
     generated_.push_back(token);
     if (observer && logprobs_) observer->on_logprobs(result.tokens.size() - 1, *logprobs_);
@@ -397,12 +401,12 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
       result.reason = StopReason::StopToken;
       break;
     }
-    if (result.tokens.size() >= options_.steps) {
+    if (result.tokens.size() >= steps) {
       result.reason = StopReason::Steps;
       break;
     }
     const std::int64_t fed[1] = {token};
-    token = call(step_, fed, n - 1 + result.tokens.size(), observer, true, result.tokens.size() + 1 < options_.steps);
+    token = call(step_, fed, n - 1 + result.tokens.size(), observer, true, result.tokens.size() + 1 < steps);
     ++result.step_calls;
   }
   return result;

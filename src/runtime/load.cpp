@@ -8,6 +8,7 @@
 #include "runtime/cooperative.hpp"
 #include "runtime/gemm_args.hpp"
 #include "runtime/pooled_state_memory.hpp"
+#include "kern/core/weight_claims.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern::runtime {
@@ -91,7 +92,7 @@ std::uint64_t buffer_bytes_at_max(const core::Buffer& b, const core::VarLookup& 
 }
 }  // namespace
 
-void Runtime::Impl::allocate() {
+void Runtime::Impl::allocate(const std::map<std::string, BufferSlot*>& claims) {
   std::map<std::string, std::uint64_t> vmax;
   for (const auto& [n, v] : m->vars) vmax[n] = v.max;
   const auto lookup = core::lookup_in(vmax);
@@ -107,6 +108,13 @@ void Runtime::Impl::allocate() {
       s.host = cuda::PinnedMemory::allocate(s.bytes, "host weight " + name);
       s.addr = s.host.device_ptr();
       s.alive = true;
+    } else if (auto claim = claims.find(name); claim != claims.end()) {
+      BufferSlot& ref = *claim->second;
+      if (!ref.shared) ref.shared = std::make_shared<cuda::DeviceMemory>(std::move(ref.device));
+      s.shared = ref.shared;
+      s.addr = ref.addr;
+      s.alive = true;
+      s.claimed = true;
     } else if (b.kind != core::BufferKind::Source) {  // sources: allocated while derive programs read them
       s.device = cuda::DeviceMemory::allocate(s.bytes, "buffer " + name);
       s.addr = s.device.ptr();
@@ -332,6 +340,16 @@ Runtime::~Runtime() {
 
 std::unique_ptr<Runtime> Runtime::load(const core::Verified& verified, const std::string& kernels_dir,
                                        const RuntimeOptions& options) {
+  return load_claiming(verified, kernels_dir, options, nullptr);
+}
+
+std::unique_ptr<Runtime> Runtime::load_over(Runtime& reference, const core::Verified& verified,
+                                            const std::string& kernels_dir, const RuntimeOptions& options) {
+  return load_claiming(verified, kernels_dir, options, &reference);
+}
+
+std::unique_ptr<Runtime> Runtime::load_claiming(const core::Verified& verified, const std::string& kernels_dir,
+                                                const RuntimeOptions& options, Runtime* reference) {
   auto impl = std::make_unique<Impl>();
   impl->verified = std::make_unique<core::Verified>(verified);
   impl->m = &impl->verified->manifest();
@@ -359,7 +377,9 @@ std::unique_ptr<Runtime> Runtime::load(const core::Verified& verified, const std
   impl->sm_count = device.sm_count;  // cooperative launches are checked against it
   impl->stream = std::make_unique<cuda::Stream>();
   impl->load_modules(kernels_dir);
-  impl->allocate();
+  std::map<std::string, BufferSlot*> claims;
+  if (reference) claims = impl->claims_over(*reference->impl_);
+  impl->allocate(claims);
   for (const auto& [name, p] : m.programs) {
     if (p.derive) continue;  // resolved call by call inside load_weights
     ProgramExec pe;
@@ -372,6 +392,50 @@ std::unique_ptr<Runtime> Runtime::load(const core::Verified& verified, const std
   }
   impl->stream->synchronize();
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+std::map<std::string, BufferSlot*> Runtime::Impl::claims_over(Impl& ref) {
+  if (!ref.weights_loaded)
+    fail(ErrorKind::Api, "load_over: the reference runtime's weights are not loaded yet (load_weights first)");
+  if (ref.options.gpu != options.gpu)
+    fail(ErrorKind::Api, "load_over: the reference runtime is on GPU {}, this one would be on GPU {}: weights are "
+         "shared on one GPU only", ref.options.gpu, options.gpu);
+  for (const auto& [group, rank] : ranks)
+    if (auto it = ref.ranks.find(group); it != ref.ranks.end() && it->second != rank)
+      fail(ErrorKind::Api, "load_over: topology group {}: the reference runtime is rank {}, this one rank {}", group,
+           it->second, rank);
+  const core::WeightClaims wc = core::weight_claims(*m, *ref.m);
+  std::map<std::string, BufferSlot*> out;
+  for (const core::WeightClaim& c : wc.claimed) {
+    BufferSlot& r = ref.buffers.at(c.reference);
+    // Host-placed weights are bound again: the pinned copy is the caller's to share, not ours.
+    if (r.decl->placement != core::Placement::Device || !r.alive || r.addr == 0) continue;
+    out.emplace(c.buffer, &r);
+  }
+  for (const core::WeightNotClaimed& n : wc.not_claimed) log().debug("load_over: {} is bound again: {}", n.buffer, n.why);
+  log().info("load_over: {} of the reference's weights are shared, {} are bound again", out.size(),
+             wc.not_claimed.size() + (wc.claimed.size() - out.size()));
+  return out;
+}
+
+Runtime::SharedWeights Runtime::shared_weights() const {
+  SharedWeights s;
+  for (const auto& [name, b] : impl_->buffers)
+    if (b.claimed) {
+      ++s.buffers;
+      s.bytes += b.bytes;
+    }
+  return s;
+}
+
+std::uint64_t Runtime::device_address(std::string_view name) const {
+  auto it = impl_->buffers.find(name);
+  if (it == impl_->buffers.end()) fail(ErrorKind::Api, "device_address: no buffer {}", name);
+  const BufferSlot& b = it->second;
+  if (b.decl->placement != core::Placement::Device || !b.alive || b.addr == 0)
+    fail(ErrorKind::Api, "device_address: buffer {} has no device memory now ({} {})", name,
+         core::to_string(b.decl->kind), b.decl->placement == core::Placement::Host ? "in host memory" : "not allocated");
+  return b.addr;
 }
 
 const RuntimeStats& Runtime::stats() const { return impl_->stats; }

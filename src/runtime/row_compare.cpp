@@ -57,6 +57,8 @@ struct DeviceRowCompare::Impl {
   cuda::Stream stream;
   cuda::DeviceMemory results;
   std::vector<kern_compare::RowResult> host;
+  cuda::DeviceMemory kept;  // reserve_kept's slots
+  std::uint64_t kept_rows = 0, kept_row_bytes = 0;
 
   Impl(std::string p, int g) : path(std::move(p)), gpu(g), context(g) {}
   ~Impl() {
@@ -119,6 +121,33 @@ DeviceRowCompare::DeviceRowCompare(int gpu, const std::string& kernels_dir) {
 DeviceRowCompare::~DeviceRowCompare() = default;
 
 const std::string& DeviceRowCompare::fatbin_path() const { return impl_->path; }
+
+void DeviceRowCompare::reserve_kept(std::uint64_t rows, std::uint64_t row_bytes) {
+  if (rows == 0 || row_bytes == 0) fail(ErrorKind::Api, "DeviceRowCompare: {} kept rows of {} bytes", rows, row_bytes);
+  Impl& m = *impl_;
+  m.context.make_current();
+  m.kept = cuda::DeviceMemory();  // free the old store before the new one is allocated
+  m.kept_rows = m.kept_row_bytes = 0;
+  m.kept = cuda::DeviceMemory::allocate(static_cast<std::size_t>(rows * row_bytes), "kern test's kept reference rows");
+  m.kept_rows = rows;
+  m.kept_row_bytes = row_bytes;
+}
+
+std::uint64_t DeviceRowCompare::kept(std::uint64_t slot) const {
+  const Impl& m = *impl_;
+  if (slot >= m.kept_rows)
+    fail(ErrorKind::Api, "DeviceRowCompare: kept slot {} of {} reserved", slot, m.kept_rows);
+  return m.kept.ptr() + slot * m.kept_row_bytes;
+}
+
+void DeviceRowCompare::keep(std::uint64_t slot, std::uint64_t src) {
+  if (src == 0) fail(ErrorKind::Api, "DeviceRowCompare: keep from a null device address");
+  Impl& m = *impl_;
+  const std::uint64_t dst = kept(slot);
+  m.context.make_current();
+  cuda::copy_d2d_async(dst, src, static_cast<std::size_t>(m.kept_row_bytes), m.stream);
+  m.stream.synchronize();
+}
 
 std::vector<core::PositionCompare> DeviceRowCompare::compare(std::uint64_t ref, std::uint64_t ref_stride,
                                                              std::uint64_t test, std::uint64_t test_stride, DType dtype,

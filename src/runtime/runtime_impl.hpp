@@ -32,6 +32,10 @@ struct BufferSlot {
   const core::Buffer* decl = nullptr;
   std::uint64_t bytes = 0;              // at var max
   cuda::DeviceMemory device;            // device placement
+  // A weight whose memory two runtimes share (Runtime::load_over): the claiming runtime's and, once
+  // claimed, the reference's (moved out of `device`); whichever runtime is destroyed last frees it.
+  std::shared_ptr<cuda::DeviceMemory> shared;
+  bool claimed = false;                 // load_over: bound by the reference; load_weights skips it
   cuda::PinnedMemory host;              // host placement (weights)
   cuda::PinnedMemory staging;           // inputs: resident pinned staging
   std::unique_ptr<cuda::Event> staged;  // inputs: created at load (io.cpp counts waits instead)
@@ -113,7 +117,12 @@ struct Runtime::Impl {
 
   // load.cpp
   void load_modules(const std::string& kernels_dir);
-  void allocate();
+  // Allocates every buffer; `claims` (load_over): candidate buffer -> the reference's slot whose
+  // memory it uses instead.
+  void allocate(const std::map<std::string, BufferSlot*>& claims = {});
+  // load_over: which of this manifest's weights use `ref`'s memory (core::weight_claims, device
+  // placement only); Error(Api) when ref's weights are not loaded, or it runs on another GPU or rank.
+  std::map<std::string, BufferSlot*> claims_over(Impl& ref);
   cuda::Function resolve_entry(const std::string& op_name, std::size_t launch_index, const core::Launch& l);
   CallExec build_call(const std::string& program, std::size_t index, const core::Call& call);
   // Error(Manifest) unless a cooperative launch's grid at its peak vars is resident all at once.

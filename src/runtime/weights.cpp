@@ -87,7 +87,7 @@ void Runtime::load_weights(const weights::Tensors& checkpoint) {
   rt::DeviceWeightLoader loader(rt::loader_options_from_env({}));
   std::vector<BufferSlot*> weights;
   for (auto& [name, b] : r.buffers)
-    if (b.decl->kind == core::BufferKind::Weight) weights.push_back(&b);
+    if (b.decl->kind == core::BufferKind::Weight && !b.claimed) weights.push_back(&b);
   r.bind_buffers(weights, tensors, loader);
   {
     const rt::DeviceLoadStats& ls = loader.stats();

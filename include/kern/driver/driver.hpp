@@ -153,7 +153,11 @@ class Generator {
   // Runs one prompt (≥ 1 token) from an empty sequence. Error(Api) when prompt + steps cannot fit
   // the capacity, a page-table row or the position domain. May be called again for a new prompt
   // (the previous sequence's lease is dropped first).
-  GenerationResult generate(std::span<const std::int64_t> prompt, GenerationObserver* observer = nullptr);
+  // `forced` (teacher forcing; kern test): when not empty, the i-th generated token is forced[i]
+  // whatever the device produced (it is what is fed back, returned and passed to on_token), and
+  // generation stops after min(steps, forced.size()) tokens or at a stop token among them.
+  GenerationResult generate(std::span<const std::int64_t> prompt, GenerationObserver* observer = nullptr,
+                            std::span<const std::int64_t> forced = {});
   // The Error(Api) generate() would raise for a prompt of this length (≥ 1), without running.
   void check_fits(std::uint64_t prompt_tokens) const;
 

@@ -38,6 +38,16 @@ class DeviceRowCompare {
                                              std::uint64_t test_stride, DType dtype, std::uint64_t vocab,
                                              std::uint64_t rows);
 
+  // A store of rows on the same GPU (kern test keeps a prompt's reference rows here while the
+  // candidate runs): reserve_kept(rows, row_bytes) makes room for `rows` slots of `row_bytes`
+  // (dropping what was kept); keep(slot, src) copies row_bytes from device address src into the
+  // slot on this object's stream and waits (the source may be overwritten once it returns);
+  // kept(slot) is the slot's device address. Error(Api) for a slot past the reservation, a null
+  // source, or keep / kept before reserve_kept.
+  void reserve_kept(std::uint64_t rows, std::uint64_t row_bytes);
+  void keep(std::uint64_t slot, std::uint64_t src);
+  std::uint64_t kept(std::uint64_t slot) const;
+
   const std::string& fatbin_path() const;
 
   struct Impl;

@@ -74,6 +74,14 @@ class Runtime {
   // Manifest (unsupported extern or feature), Api (bad options), Cuda.
   static std::unique_ptr<Runtime> load(const core::Verified& manifest, const std::string& kernels_dir,
                                        const RuntimeOptions& options);
+  // Loads `manifest` like load(), its weights sharing the reference runtime's memory where the
+  // two manifests declare them identically (core::weight_claims: bound straight from the same
+  // tensors, no program writing them; device placement): load_weights then binds only the others.
+  // The shared memory lives until both runtimes are destroyed, in either order. Error(Api) when the
+  // reference's weights are not loaded yet, or it runs on another GPU, or at another rank of a
+  // topology group both declare. For kern test (A/B of two manifests over one checkpoint).
+  static std::unique_ptr<Runtime> load_over(Runtime& reference, const core::Verified& manifest,
+                                            const std::string& kernels_dir, const RuntimeOptions& options);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -121,6 +129,16 @@ class Runtime {
   void read_output(std::string_view buffer, std::uint64_t offset, std::span<std::byte> out);
   std::vector<std::byte> read_buffer(std::string_view name);
   std::uint64_t buffer_bytes(std::string_view name) const;
+  // The device address of a device-placed buffer whose memory exists now (not a source outside its
+  // derive program): for device-side consumers on the same GPU (kern test's compare kernels read
+  // two runtimes' logits there). Error(Api) otherwise.
+  std::uint64_t device_address(std::string_view name) const;
+  // The weights this runtime uses from its load_over reference (none after a plain load).
+  struct SharedWeights {
+    std::size_t buffers = 0;
+    std::uint64_t bytes = 0;
+  };
+  SharedWeights shared_weights() const;
 
   // Profiling (profile.cpp; for kern bench, never on the serving path).
   // Runs `program` once (capturing its graph for these vars if needed), then `replays` graph
@@ -186,6 +204,8 @@ class Runtime {
 
  private:
   explicit Runtime(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<Runtime> load_claiming(const core::Verified& manifest, const std::string& kernels_dir,
+                                                const RuntimeOptions& options, Runtime* reference);
   std::unique_ptr<Impl> impl_;
 };
 
