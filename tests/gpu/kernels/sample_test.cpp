@@ -695,7 +695,9 @@ TEST(SampleGpu, MixedSettingsAndOutOfRangeParameters) {
     const int64_t len = std::min<int64_t>(in[r].history_len >= 0 ? in[r].history_len : static_cast<int64_t>(p.history.size()),
                                           stride);
     const int want = expected_route(p, len, vocab, sample_reference(row_floats(logits, vocab, static_cast<int>(r)), p));
-    if (want >= 0) EXPECT_EQ(o.route[r], want) << "row " << r;
+    if (want >= 0) {
+      EXPECT_EQ(o.route[r], want) << "row " << r;
+    }
   }
   // the same rows through the cluster kernel alone
   const Outputs oc = Sampler(Path::ClusterOnly).run(logits, vocab, in, stride);
