@@ -11,9 +11,11 @@ usage: ab_test.py KERN KERNELS_DIR MODEL_DIR WORK_DIR
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpu_checks import Checks, fresh_dir  # noqa: E402
 
 
 def run(cmd, want=(0,)):
@@ -27,14 +29,9 @@ def run(cmd, want=(0,)):
 
 def main():
     kern, kernels, model, work = sys.argv[1:5]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what, flush=True)
-        if not cond:
-            failures.append(what)
+    fresh_dir(work)
+    checks = Checks()
+    expect, failures = checks.expect, checks.failures
 
     def gen(name, *flags):
         path = os.path.join(work, name + ".json")

@@ -13,6 +13,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpu_checks import Checks, fresh_dir  # noqa: E402
+
 
 def run(cmd, **kw):
     print("+", " ".join(cmd), flush=True)
@@ -31,14 +34,9 @@ def records(path):
 
 def main():
     kern, kernels, model, work, source = sys.argv[1:6]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what, flush=True)
-        if not cond:
-            failures.append(what)
+    fresh_dir(work)
+    checks = Checks()
+    expect, failures = checks.expect, checks.failures
 
     # 1. kern run: kern's fatbins through cuModuleLoadData, eager prefill, graph decode.
     mdir = os.path.join(work, "model")

@@ -12,10 +12,12 @@ usage: fp8_run_test.py KERN KERNELS_DIR MODEL_DIR WORK_DIR
 import json
 import math
 import os
-import shutil
 import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpu_checks import Checks, fresh_dir  # noqa: E402
 
 PROMPT = "The capital of France is"
 STEPS = 24
@@ -48,14 +50,9 @@ def read_npy_f32(path):
 
 def main():
     kern, kernels, model, work = sys.argv[1:5]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    failures = []
-
-    def expect(cond, what):
-        print(("ok   " if cond else "FAIL ") + what, flush=True)
-        if not cond:
-            failures.append(what)
+    fresh_dir(work)
+    checks = Checks()
+    expect, failures = checks.expect, checks.failures
 
     manifests = {}
     for name, extra in (("bf16", []), ("fp8", ["--fp8"])):

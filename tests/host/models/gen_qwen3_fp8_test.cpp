@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "shell.hpp"
 #include "kern/base/error.hpp"
 #include "kern/base/file.hpp"
 #include "kern/base/json.hpp"
@@ -275,18 +276,6 @@ TEST(GenQwen3Fp8, RefusesWhatItCannotHonour) {
   EXPECT_NO_THROW(generate_qwen3_manifest(odd, o));
 }
 
-// Runs a shell command, returning its exit status and (merged) output.
-std::pair<int, std::string> run_cmd(const std::string& cmd) {
-  std::string out;
-  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, out};
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 // kern gen qwen3 --fp8 then kern verify, through the binary; --fp8 --decode-chain exits 1 naming both.
 TEST(GenQwen3Fp8Cli, GenThenVerify) {
   const std::string kern = std::string(KERN_BINARY_DIR) + "/bin/kern";
@@ -299,14 +288,14 @@ TEST(GenQwen3Fp8Cli, GenThenVerify) {
   const std::string model = std::string(KERN_SOURCE_DIR) + "/assets/default-model";
   const std::string manifest = (root / "fp8.json").string();
   const std::string gen = kern + " gen qwen3 " + model + " --kernels-dir " + (root / "kernels").string() + " --fp8";
-  auto [gen_rc, gen_out] = run_cmd(gen + " -o " + manifest);
+  auto [gen_rc, gen_out] = kern_test::run_shell(gen + " -o " + manifest);
   ASSERT_EQ(gen_rc, 0) << gen_out;
-  auto [verify_rc, verify_out] = run_cmd(kern + " verify " + manifest);
+  auto [verify_rc, verify_out] = kern_test::run_shell(kern + " verify " + manifest);
   EXPECT_EQ(verify_rc, 0) << verify_out;
   EXPECT_NE(verify_out.find("derive: quantize"), std::string::npos) << verify_out;
   const Json m = parse_json_strict(read_file(manifest));
   EXPECT_EQ(m["modules"]["quant"]["sha256"], to_hex(sha256("not really a fatbin: quant")));
-  auto [chain_rc, chain_out] = run_cmd(gen + " --decode-chain --chain-blocks 132 -o " + manifest);
+  auto [chain_rc, chain_out] = kern_test::run_shell(gen + " --decode-chain --chain-blocks 132 -o " + manifest);
   EXPECT_EQ(chain_rc, 1) << chain_out;
   EXPECT_NE(chain_out.find("--fp8 cannot be combined with --decode-chain"), std::string::npos) << chain_out;
   std::filesystem::remove_all(root);

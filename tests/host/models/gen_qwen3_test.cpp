@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "shell.hpp"
 #include "kern/base/error.hpp"
 #include "kern/base/file.hpp"
 #include "kern/base/json.hpp"
@@ -874,18 +875,6 @@ TEST(GenQwen3, HashesFatbinsAndReportsAMissingOne) {
   std::filesystem::remove_all(dir);
 }
 
-// Runs a shell command, returning its exit status and (merged) output.
-std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, out};
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 TEST(GenQwen3Cli, GenThenVerify) {
   const std::string kern = std::string(KERN_BINARY_DIR) + "/bin/kern";
   if (!std::filesystem::exists(kern)) GTEST_SKIP() << kern << " not built";
@@ -905,10 +894,10 @@ TEST(GenQwen3Cli, GenThenVerify) {
     write_file((dir / "config.json").string(), qwen3_config_json(qwen3_preset(preset)).dump(2));
     write_file((dir / "model.safetensors.index.json").string(), index.dump(2));
     const std::string manifest = (root / (name + ".json")).string();
-    auto [gen_rc, gen_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string() +
+    auto [gen_rc, gen_out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string() +
                                  " --max-seqs 32 -o " + manifest);
     ASSERT_EQ(gen_rc, 0) << gen_out;
-    auto [verify_rc, verify_out] = run(kern + " verify " + manifest);
+    auto [verify_rc, verify_out] = kern_test::run_shell(kern + " verify " + manifest);
     EXPECT_EQ(verify_rc, 0) << verify_out;
     const Json m = parse_json_strict(read_file(manifest));
     EXPECT_EQ(m["model"], name);
@@ -916,13 +905,13 @@ TEST(GenQwen3Cli, GenThenVerify) {
     // --decode-attn-items: auto (32 sequences: the warp-item partial), block, and a bad name refused.
     const std::string hd = "_hd" + std::to_string(c.head_dim);
     EXPECT_EQ(m["ops"]["attn_decode"]["impl"]["launches"][0]["entry"], "kern_attn_decode_warp_partial" + hd);
-    auto [block_rc, block_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
+    auto [block_rc, block_out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
                                      (root / "kernels").string() + " --max-seqs 32 --decode-attn-items block -o " +
                                      manifest);
     ASSERT_EQ(block_rc, 0) << block_out;
     EXPECT_EQ(parse_json_strict(read_file(manifest))["ops"]["attn_decode"]["impl"]["launches"][0]["entry"],
               "kern_attn_decode_mma_partial" + hd);
-    auto [items_rc, items_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
+    auto [items_rc, items_out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
                                      (root / "kernels").string() + " --decode-attn-items blocks");
     EXPECT_NE(items_rc, 0) << items_out;
     EXPECT_NE(items_out.find("blocks"), std::string::npos) << items_out;
@@ -930,7 +919,7 @@ TEST(GenQwen3Cli, GenThenVerify) {
     // The shard index without one bound tensor: refused, naming it.
     index["weight_map"].erase("model.layers.1.self_attn.v_proj.weight");
     write_file((dir / "model.safetensors.index.json").string(), index.dump(2));
-    auto [bad_rc, bad_out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
+    auto [bad_rc, bad_out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
     EXPECT_EQ(bad_rc, 1) << bad_out;
     EXPECT_NE(bad_out.find("model.layers.1.self_attn.v_proj.weight"), std::string::npos) << bad_out;
   }
@@ -940,7 +929,7 @@ TEST(GenQwen3Cli, GenThenVerify) {
     Json j = qwen3_config_json(qwen3_preset("1.7b"));
     j["head_dim"] = 256;
     write_file((dir / "config.json").string(), j.dump());
-    auto [rc, out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
+    auto [rc, out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + (root / "kernels").string());
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("head_dim 256"), std::string::npos) << out;
   }
@@ -948,7 +937,7 @@ TEST(GenQwen3Cli, GenThenVerify) {
     const std::filesystem::path dir = root / "config_only";
     std::filesystem::create_directories(dir);
     write_file((dir / "config.json").string(), qwen3_config_json(qwen3_preset("0.6b")).dump());
-    auto [rc, out] = run(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + root.string());
+    auto [rc, out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " + root.string());
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find(".fatbin not found"), std::string::npos) << out;
   }
