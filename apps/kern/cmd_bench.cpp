@@ -78,6 +78,9 @@ struct Options {
   std::uint64_t batch_context = 1024;     // every sequence's context there
 };
 Options opt;
+
+// Bytes per element of the layers' matrices that the decode floors count (e4m3 with --fp8).
+std::uint64_t layer_matrix_bytes() { return opt.fp8 ? 1 : 2; }
 CLI::Option* contexts_flag = nullptr;
 CLI::Option* prefill_flag = nullptr;
 CLI::Option* replays_flag = nullptr;
@@ -408,7 +411,7 @@ int run() {
       decode.set_context(c, static_cast<std::int64_t>(c % shape.vocab));
       const std::vector<double> step = decode.gpu_step_ms(opt.replays);
       const std::vector<double> e2e = decode.e2e_ms(e2e_steps);
-      report.decode.push_back(bench::make_decode_point(shape, c, step, e2e, report.ceilings.copy_gbps));
+      report.decode.push_back(bench::make_decode_point(shape, c, step, e2e, report.ceilings.copy_gbps, layer_matrix_bytes()));
       const bench::DecodePoint& d = report.decode.back();
       progress(fmt::format("decode at {}: GPU step {:.1f} us, e2e {:.1f} us, floor {:.1f} us ({:.3f}x)", c,
                            d.gpu_step_us, d.e2e_us, d.floor_us, d.ratio));
@@ -516,7 +519,8 @@ void measure_batched(const models::Qwen3Shape& shape, models::Qwen3GenOptions ge
     const core::Vars vars(table.begin(), table.end());
     const std::vector<double> gpu_ms = rt->time_replays(step->program, vars, reps);
     report.batched.push_back(
-        bench::make_batched_point(shape, b, context, bucket, gpu_ms, call_ms, report.ceilings.copy_gbps));
+        bench::make_batched_point(shape, b, context, bucket, gpu_ms, call_ms, report.ceilings.copy_gbps,
+                                  layer_matrix_bytes()));
     bench::BatchedPoint& p = report.batched.back();
     if (b == profile_at) {
       std::vector<std::pair<std::string, double>> calls;

@@ -27,10 +27,11 @@ void require_samples(const std::vector<double>& v, const char* what) {
 
 std::uint64_t kv_bytes_per_token(const models::Qwen3Shape& s) { return s.layers * 2 * s.kv_heads * s.head_dim * kBf16; }
 
-std::uint64_t decode_weight_bytes(const models::Qwen3Shape& s) {
-  const std::uint64_t elems = s.layers * (layer_matrix_elems(s) + layer_norm_elems(s)) + s.hidden /* final norm */ +
-                              s.vocab * s.hidden /* lm_head */ + s.hidden /* one embedding row */;
-  return elems * kBf16;
+std::uint64_t decode_weight_bytes(const models::Qwen3Shape& s, std::uint64_t matrix_bytes) {
+  if (matrix_bytes == 0) fail(ErrorKind::Api, "bench: layer matrices of 0 bytes per element");
+  const std::uint64_t bf16_elems = s.layers * layer_norm_elems(s) + s.hidden /* final norm */ +
+                                   s.vocab * s.hidden /* lm_head */ + s.hidden /* one embedding row */;
+  return s.layers * layer_matrix_elems(s) * matrix_bytes + bf16_elems * kBf16;
 }
 
 std::uint64_t decode_kv_bytes(const models::Qwen3Shape& s, std::uint64_t context) {
@@ -76,7 +77,7 @@ Ceilings make_ceilings(std::uint64_t copy_bytes, double copy_ms, std::uint64_t m
 }
 
 DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context, const std::vector<double>& step_ms,
-                              const std::vector<double>& e2e_ms, double copy_gbps) {
+                              const std::vector<double>& e2e_ms, double copy_gbps, std::uint64_t matrix_bytes) {
   require_samples(step_ms, "decode step");
   if (copy_gbps <= 0) fail(ErrorKind::Api, "bench: the floor needs a positive copy bandwidth");
   DecodePoint p;
@@ -84,7 +85,7 @@ DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context
   p.replays = step_ms.size();
   p.gpu_step_us = median(step_ms) * 1e3;
   p.e2e_us = e2e_ms.empty() ? 0 : median(e2e_ms) * 1e3;
-  p.weight_bytes = decode_weight_bytes(s);
+  p.weight_bytes = decode_weight_bytes(s, matrix_bytes);
   p.kv_bytes = decode_kv_bytes(s, context);
   p.bytes = p.weight_bytes + p.kv_bytes;
   p.floor_us = static_cast<double>(p.bytes) / (copy_gbps * 1e9) * 1e6;
@@ -94,7 +95,7 @@ DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context
 
 BatchedPoint make_batched_point(const models::Qwen3Shape& s, std::uint64_t batch, std::uint64_t context,
                                 std::uint64_t bucket, const std::vector<double>& step_ms,
-                                const std::vector<double>& call_ms, double copy_gbps) {
+                                const std::vector<double>& call_ms, double copy_gbps, std::uint64_t matrix_bytes) {
   require_samples(step_ms, "batched decode step");
   require_samples(call_ms, "batched decode call");
   if (copy_gbps <= 0) fail(ErrorKind::Api, "bench: the floor needs a positive copy bandwidth");
@@ -105,7 +106,7 @@ BatchedPoint make_batched_point(const models::Qwen3Shape& s, std::uint64_t batch
   p.bucket = bucket;
   p.gpu_step_us = median(step_ms) * 1e3;
   p.call_us = median(call_ms) * 1e3;
-  p.bytes = decode_weight_bytes(s) + batch * decode_kv_bytes(s, context);
+  p.bytes = decode_weight_bytes(s, matrix_bytes) + batch * decode_kv_bytes(s, context);
   p.floor_us = static_cast<double>(p.bytes) / (copy_gbps * 1e9) * 1e6;
   p.ratio = p.gpu_step_us / p.floor_us;
   p.tokens_per_s = p.call_us > 0 ? static_cast<double>(batch) / (p.call_us * 1e-6) : 0;

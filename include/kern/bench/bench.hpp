@@ -23,8 +23,9 @@ namespace kern::bench {
 // KV-cache bytes per token over all layers (K and V, bf16).
 std::uint64_t kv_bytes_per_token(const models::Qwen3Shape& s);
 // Weight bytes one decode step reads: every layer's matrices and norms, the final norm, the
-// whole lm_head, one embedding row (bf16).
-std::uint64_t decode_weight_bytes(const models::Qwen3Shape& s);
+// whole lm_head, one embedding row; bf16, except the layers' matrices at `matrix_bytes` per element
+// (1 for kern gen --fp8's e4m3 layer weights; their per-tensor scales are not counted).
+std::uint64_t decode_weight_bytes(const models::Qwen3Shape& s, std::uint64_t matrix_bytes = 2);
 // KV bytes one decode step at `context` tokens reads (every cached position, K and V).
 std::uint64_t decode_kv_bytes(const models::Qwen3Shape& s, std::uint64_t context);
 // Model FLOPs of a prefill of `tokens` tokens producing one next token: 2 × rows × the layers'
@@ -59,8 +60,9 @@ struct DecodePoint {
   double ratio = 0;     // gpu_step_us / floor_us
 };
 // Error(Api) when a sample list is empty or the bandwidth is not positive.
+// `matrix_bytes` as decode_weight_bytes'.
 DecodePoint make_decode_point(const models::Qwen3Shape& s, std::uint64_t context, const std::vector<double>& step_ms,
-                              const std::vector<double>& e2e_ms, double copy_gbps);
+                              const std::vector<double>& e2e_ms, double copy_gbps, std::uint64_t matrix_bytes = 2);
 
 struct PrefillPoint {
   std::uint64_t tokens = 0, chunk = 0;
@@ -94,7 +96,7 @@ struct BatchedPoint {
 // Error(Api) when a sample list is empty or the bandwidth is not positive.
 BatchedPoint make_batched_point(const models::Qwen3Shape& s, std::uint64_t batch, std::uint64_t context,
                                 std::uint64_t bucket, const std::vector<double>& step_ms,
-                                const std::vector<double>& call_ms, double copy_gbps);
+                                const std::vector<double>& call_ms, double copy_gbps, std::uint64_t matrix_bytes = 2);
 
 // The per-op profile of one prefill of `tokens` tokens (chunk = prompt): the prefill program's
 // one call over its first `rows` = tokens − 1 rows (the last token's one-row step is not in it).

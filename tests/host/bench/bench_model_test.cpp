@@ -30,6 +30,9 @@ TEST(BenchModel, SmallShapeByHand) {
   // Layer: q 64, k 32, v 32, o 64, gate+up 256, down 128 = 576; norms 20 -> 596 x 2 layers = 1192;
   // + final norm 8 + lm_head 80 + embedding row 8 = 1288 elements.
   EXPECT_EQ(decode_weight_bytes(s), 2576u);
+  // kern gen --fp8: the 1152 layer-matrix elements at one byte, the other 136 elements bf16.
+  EXPECT_EQ(decode_weight_bytes(s, 1), 1152u + 136u * 2);
+  EXPECT_THROW(decode_weight_bytes(s, 0), Error);
   EXPECT_EQ(kv_bytes_per_token(s), 2u * 2 * 2 * 2 * 2);
   // Prefill of 3 tokens: 2 x 3 x 1152 (two layers' matrices) + 4 x 2 x 4 x 2 x 6 (1 + 2 + 3 pairs) + 2 x 80.
   EXPECT_DOUBLE_EQ(prefill_flops(s, 3), 2.0 * 3 * 1152 + 4.0 * 2 * 4 * 2 * 6 + 160);
@@ -70,6 +73,10 @@ TEST(BenchModel, DecodePointFloorAndRatio) {
   EXPECT_NEAR(p.e2e_us, 2530, 1e-9);
   EXPECT_NEAR(p.ratio, 2500 / 2048.984064, 1e-12);
   EXPECT_EQ(p.replays, 3u);
+  // kern gen --fp8: 36 x 100,925,440 layer-matrix elements at one byte, 389,154,816 others bf16.
+  const DecodePoint f = make_decode_point(s, 1024, {2.6, 2.5, 2.4}, {2.53, 2.52, 2.9}, 4000, 1);
+  EXPECT_EQ(f.weight_bytes, 4'411'625'472ull);
+  EXPECT_EQ(f.bytes, 4'411'625'472ull + 150'994'944ull);
   EXPECT_THROW(make_decode_point(s, 1024, {}, {}, 4000), Error);
   EXPECT_THROW(make_decode_point(s, 1024, {1.0}, {}, 0), Error);
 }
