@@ -13,8 +13,7 @@ struct DeviceRowComparer::Impl {
   std::vector<core::PositionCompare> results;
 
   Impl(Side r, Side c, std::uint64_t v, std::uint64_t n, const std::string& kernels_dir)
-      : ref(std::move(r)), cand(std::move(c)), vocab(v), rows(n), kernels(r_gpu(), kernels_dir) {}
-  int r_gpu() const { return ref.rt->gpu(); }
+      : ref(std::move(r)), cand(std::move(c)), vocab(v), rows(n), kernels(ref.rt->gpu(), kernels_dir) {}
 };
 
 DeviceRowComparer::DeviceRowComparer(Side reference, Side candidate, std::uint64_t vocab, std::uint64_t rows,

@@ -104,14 +104,16 @@ void add_chain_ops(const Geo& g, OJ& o);
 OJ buffers(const Geo& g);                                   // gen_buffers.cpp
 std::string layer_name(std::uint64_t l, const char* what);  // "layers.<l>.<what>": a weight buffer, a call label
 std::string hf_layer(std::uint64_t l, const char* what);    // "model.layers.<l>.<what>.weight"
-// --fp8: the layer weights the derive program quantizes, [rows, cols] each (gen_buffers.cpp). Weight `w`
-// of layer l is the fp8e4m3 carry layer_name(l, w), its scale fp8_scale(l, w) (f32, element 0 of 4)
-// and the bf16 source fp8_source(l, w) bound as the bf16 weight would be.
-struct Fp8Weight {
+// A layer's linear weights, [rows, cols] each, bound to the HF tensors (q/k/v and gate/up concatenated;
+// gen_buffers.cpp). With --fp8 each is what the derive program quantizes: weight `name` of layer l is
+// the fp8e4m3 carry layer_name(l, name), its scale fp8_scale(l, name) (f32, element 0 of 4) and the
+// bf16 source fp8_source(l, name) bound as the bf16 weight would be.
+struct LinearWeight {
   const char* name;  // qkv, o_proj, gate_up, down
   std::uint64_t rows, cols;
+  std::vector<std::string> tensors;
 };
-std::vector<Fp8Weight> fp8_weights(const Geo& g);
+std::vector<LinearWeight> linear_weights(const Geo& g, std::uint64_t l);
 std::string fp8_scale(std::uint64_t l, const char* w);   // "layers.<l>.<w>_scale"
 std::string fp8_source(std::uint64_t l, const char* w);  // "layers.<l>.<w>_bf16"
 // The `quantize` derive program's calls: one quantize_e4m3 per fp8 weight (gen_calls.cpp).

@@ -29,17 +29,16 @@ OJ plain(const char* dtype, OJ shape, const char* kind) {
 // source, the fp8e4m3 carry and its scale the derive program writes (f32, one value in 16 bytes:
 // cuBLASLt's fp8 GEMMs take 16-byte-aligned operands and kern holds the scales to the same rule; every
 // buffer is an allocation of its own).
-void linear(const Geo& g, OJ& b, std::uint64_t l, const char* w, std::uint64_t rows, std::uint64_t cols,
-            std::vector<std::string> tensors) {
-  OJ bf16 = weight(OJ::array({rows, cols}), std::move(tensors));
+void linear(const Geo& g, OJ& b, std::uint64_t l, const LinearWeight& w) {
+  OJ bf16 = weight(OJ::array({w.rows, w.cols}), w.tensors);
   if (!g.o.fp8) {
-    b[layer_name(l, w)] = std::move(bf16);
+    b[layer_name(l, w.name)] = std::move(bf16);
     return;
   }
   bf16["kind"] = "source";
-  b[fp8_source(l, w)] = std::move(bf16);
-  b[layer_name(l, w)] = plain("fp8e4m3", OJ::array({rows, cols}), "carry");
-  b[fp8_scale(l, w)] = plain("f32", OJ::array({4}), "carry");
+  b[fp8_source(l, w.name)] = std::move(bf16);
+  b[layer_name(l, w.name)] = plain("fp8e4m3", OJ::array({w.rows, w.cols}), "carry");
+  b[fp8_scale(l, w.name)] = plain("f32", OJ::array({4}), "carry");
 }
 
 // The weights, bound to the HF names (q/k/v and gate/up concatenated; a tied lm_head binds the embedding).
@@ -49,26 +48,29 @@ void weight_buffers(const Geo& g, OJ& b) {
   b["lm_head"] = weight(OJ::array({c.vocab, c.hidden}), {c.tied ? "model.embed_tokens.weight" : "lm_head.weight"});
   b["final_norm"] = weight(OJ::array({c.hidden}), {"model.norm.weight"});
   for (std::uint64_t l = 0; l < c.layers; ++l) {
+    const std::vector<LinearWeight> lw = linear_weights(g, l);  // qkv, o_proj, gate_up, down
     b[layer_name(l, "input_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "input_layernorm")});
-    linear(g, b, l, "qkv", g.qkv_width, c.hidden,
-           {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")});
+    linear(g, b, l, lw[0]);
     b[layer_name(l, "q_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.q_norm")});
     b[layer_name(l, "k_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.k_norm")});
-    linear(g, b, l, "o_proj", c.hidden, g.q_width, {hf_layer(l, "self_attn.o_proj")});
+    linear(g, b, l, lw[1]);
     b[layer_name(l, "post_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "post_attention_layernorm")});
-    linear(g, b, l, "gate_up", 2 * c.intermediate, c.hidden, {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")});
-    linear(g, b, l, "down", c.hidden, c.intermediate, {hf_layer(l, "mlp.down_proj")});
+    linear(g, b, l, lw[2]);
+    linear(g, b, l, lw[3]);
   }
 }
 
 }  // namespace
 
-std::vector<Fp8Weight> fp8_weights(const Geo& g) {
+std::vector<LinearWeight> linear_weights(const Geo& g, std::uint64_t l) {
   const Qwen3Shape& c = g.c;
-  return {{"qkv", g.qkv_width, c.hidden},
-          {"o_proj", c.hidden, g.q_width},
-          {"gate_up", 2 * c.intermediate, c.hidden},
-          {"down", c.hidden, c.intermediate}};
+  return {{"qkv",
+           g.qkv_width,
+           c.hidden,
+           {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")}},
+          {"o_proj", c.hidden, g.q_width, {hf_layer(l, "self_attn.o_proj")}},
+          {"gate_up", 2 * c.intermediate, c.hidden, {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")}},
+          {"down", c.hidden, c.intermediate, {hf_layer(l, "mlp.down_proj")}}};
 }
 std::string fp8_scale(std::uint64_t l, const char* w) { return layer_name(l, w) + "_scale"; }
 std::string fp8_source(std::uint64_t l, const char* w) { return layer_name(l, w) + "_bf16"; }

@@ -189,7 +189,7 @@ OJ call(const std::string& label, const char* op_name, OJ args) {
 OJ quantize_calls(const Geo& g) {
   OJ calls = OJ::array();
   for (std::uint64_t l = 0; l < g.c.layers; ++l)
-    for (const Fp8Weight& w : fp8_weights(g))
+    for (const LinearWeight& w : linear_weights(g, l))
       calls.push_back(call(layer_name(l, w.name), "quantize_e4m3",
                            OJ::array({buf(fp8_source(l, w.name)), buf(fp8_scale(l, w.name)), buf(layer_name(l, w.name)),
                                       i32(w.rows), i32(w.cols)})));

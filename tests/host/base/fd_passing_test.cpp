@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "kern/base/error.hpp"
@@ -184,6 +185,24 @@ TEST_P(FdPassing, TimesOutWhenNothingArrives) {
 INSTANTIATE_TEST_SUITE_P(Sockets, FdPassing, ::testing::Values(UnixSocketType::Stream, UnixSocketType::SeqPacket),
                          [](const auto& info) { return info.param == UnixSocketType::Stream ? "Stream" : "SeqPacket"; });
 
+// One sendmsg of `bytes` with `fds` (at most 2) as SCM_RIGHTS, bypassing send_fd_message's framing:
+// for frames a well-behaved sender never writes.
+ssize_t send_raw(int sock, std::span<std::byte> bytes, std::span<const int> fds) {
+  char ctl[CMSG_SPACE(2 * sizeof(int))] = {};
+  iovec iov{bytes.data(), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = CMSG_SPACE(fds.size() * sizeof(int));
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(cm), fds.data(), fds.size() * sizeof(int));
+  return ::sendmsg(sock, &msg, 0);
+}
+
 // Stream only: a seqpacket record is all or nothing.
 TEST(FdPassingStream, PeerClosingMidHeaderOrMidPayloadIsAnErrorNotAHang) {
   const std::size_t before = open_fds();
@@ -196,19 +215,8 @@ TEST(FdPassingStream, PeerClosingMidHeaderOrMidPayloadIsAnErrorNotAHang) {
       int m = make_memfd("in flight");
       if (mode == 0) return ::write(c, h.data(), 10) == 10;  // 10 of 16 header bytes, then exit
       // A full header carrying one fd, 20 of 100 payload bytes, then exit.
-      char ctl[CMSG_SPACE(sizeof(int))] = {};
-      iovec iov{h.data(), h.size()};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = ctl;
-      msg.msg_controllen = sizeof ctl;
-      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(cm), &m, sizeof m);
-      if (::sendmsg(c, &msg, 0) != 16) return false;
+      const int one[] = {m};
+      if (send_raw(c, h, one) != 16) return false;
       return ::write(c, std::string(20, 'q').data(), 20) == 20;
     });
     child.reset();
@@ -229,20 +237,8 @@ TEST(FdPassingStream, FdCountDisagreeingWithHeaderIsRefusedAndClosed) {
     UniqueFd& b = sockets_6.second;
     auto h = encode_fd_frame_header({.payload_bytes = 0, .fd_count = 1});
     int m1 = make_memfd("1"), m2 = make_memfd("2");
-    int fds[] = {m1, m2};
-    char ctl[CMSG_SPACE(2 * sizeof(int))] = {};
-    iovec iov{h.data(), h.size()};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl;
-    msg.msg_controllen = sizeof ctl;
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
-    std::memcpy(CMSG_DATA(cm), fds, sizeof fds);
-    ASSERT_EQ(::sendmsg(a.get(), &msg, 0), 16);
+    const int fds[] = {m1, m2};
+    ASSERT_EQ(send_raw(a.get(), h, fds), 16);
     ::close(m1);
     ::close(m2);
     Error e = test::thrown([&] { recv_fd_message(b.get(), 1s); });
