@@ -38,7 +38,7 @@
 #include "kern/weights/tensors.hpp"
 #include "kern/core/verify.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_bench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -592,4 +592,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("bench", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_bench

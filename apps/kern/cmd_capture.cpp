@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace kern::cli {
+namespace kern::cli::cmd_capture {
 namespace {
 
 namespace fs = std::filesystem;
@@ -129,4 +129,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("capture", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_capture

@@ -16,7 +16,7 @@
 #include "kern/base/log.hpp"
 #include "kern/models/qwen3_gen.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_gen {
 namespace {
 
 namespace fs = std::filesystem;
@@ -156,4 +156,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("gen", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_gen

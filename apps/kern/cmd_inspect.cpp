@@ -13,7 +13,7 @@
 #include "kern/base/error.hpp"
 #include "kern/weights/safetensors.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_inspect {
 namespace {
 
 struct Options {
@@ -100,4 +100,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("inspect", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_inspect

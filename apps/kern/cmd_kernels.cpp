@@ -20,7 +20,7 @@
 #include "kern/registry/registry.hpp"
 #include "kern/base/sha256.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_kernels {
 namespace {
 
 namespace fs = std::filesystem;
@@ -151,4 +151,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("kernels", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_kernels

@@ -36,7 +36,7 @@
 #include "kern/tokenizer/tokenizer.hpp"
 #include "kern/core/verify.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_run {
 namespace {
 
 namespace fs = std::filesystem;
@@ -430,4 +430,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("run", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_run

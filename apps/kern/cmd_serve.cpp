@@ -25,7 +25,7 @@
 #include "kern/weights/tensors.hpp"
 #include "run_chat.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_serve {
 namespace {
 
 namespace fs = std::filesystem;
@@ -290,4 +290,4 @@ Runner setup(CLI::App& app) {
 const Registrar registrar("serve", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_serve

@@ -11,7 +11,7 @@
 #include "kern/base/log.hpp"
 #include "kern/models/qwen3_synth.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_synth {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,4 +91,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("synth", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_synth

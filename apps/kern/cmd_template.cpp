@@ -12,7 +12,7 @@
 #include "kern/base/error.hpp"
 #include "kern/chat/chat_template.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_template {
 namespace {
 
 struct Options {
@@ -45,4 +45,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("template", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_template

@@ -34,7 +34,7 @@
 #include "kern/runtime/runtime.hpp"
 #include "kern/weights/safetensors.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -251,4 +251,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("test", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_test

@@ -15,7 +15,7 @@
 #include "kern/base/json.hpp"
 #include "kern/tokenizer/tokenizer.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_tokenize {
 namespace {
 
 struct Options {
@@ -126,4 +126,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("tokenize", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_tokenize

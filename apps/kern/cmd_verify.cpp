@@ -13,7 +13,7 @@
 #include "kern/core/protocol.hpp"
 #include "kern/core/verify.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_verify {
 namespace {
 
 using namespace kern::core;
@@ -226,4 +226,4 @@ Runner setup(CLI::App& app) {
 Registrar reg("verify", setup);
 
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_verify

@@ -3,7 +3,7 @@
 
 #include "command.hpp"
 
-namespace kern::cli {
+namespace kern::cli::cmd_version {
 namespace {
 Runner setup(CLI::App& app) {
   app.add_subcommand("version", "Print kern's version");
@@ -14,4 +14,4 @@ Runner setup(CLI::App& app) {
 }
 Registrar reg("version", setup);
 }  // namespace
-}  // namespace kern::cli
+}  // namespace kern::cli::cmd_version
