@@ -153,4 +153,39 @@ size_t count_nan(const std::vector<bf16_bits>& v) {
   return n;
 }
 
+// Median microseconds per call of `enqueue` (one op, possibly several launches): a CUDA graph of
+// `per_graph` calls, replayed `replays` times, the median replay divided by per_graph.
+double graph_median_us(const std::function<void(cudaStream_t)>& enqueue, int per_graph, int replays) {
+  cudaStream_t st;
+  check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check_cuda(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int i = 0; i < per_graph; ++i) enqueue(st);
+  check_cuda(cudaStreamEndCapture(st, &graph), "end capture");
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  check_cuda(cudaGraphLaunch(exec, st), "warm-up");
+  check_cuda(cudaStreamSynchronize(st), "warm-up sync");
+  cudaEvent_t a, b;
+  check_cuda(cudaEventCreate(&a), "event");
+  check_cuda(cudaEventCreate(&b), "event");
+  std::vector<double> us;
+  for (int r = 0; r < replays; ++r) {
+    check_cuda(cudaEventRecord(a, st), "record");
+    check_cuda(cudaGraphLaunch(exec, st), "replay");
+    check_cuda(cudaEventRecord(b, st), "record");
+    check_cuda(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    us.push_back(1000.0 * ms / per_graph);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(st);
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
 }  // namespace kern_gpu_test

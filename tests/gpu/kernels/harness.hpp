@@ -144,4 +144,8 @@ void report(const std::string& what, double value);
 // Number of NaN entries (poison left unwritten, or a NaN produced).
 size_t count_nan(const std::vector<bf16_bits>& v);
 
+// Median microseconds per call of `enqueue` (one op, possibly several launches): a CUDA graph of
+// `per_graph` calls, replayed `replays` times, the median replay divided by per_graph.
+double graph_median_us(const std::function<void(cudaStream_t)>& enqueue, int per_graph = 10, int replays = 21);
+
 }  // namespace kern_gpu_test

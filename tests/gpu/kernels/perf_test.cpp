@@ -103,41 +103,6 @@ TEST(PerfGpu, SmallKernels) {
   }
 }
 
-// Median microseconds per call of `enqueue` (one op, possibly several launches): a CUDA graph of
-// `per_graph` calls, replayed `replays` times, the median replay divided by per_graph.
-double graph_median_us(const std::function<void(cudaStream_t)>& enqueue, int per_graph = 10, int replays = 21) {
-  cudaStream_t st;
-  check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  check_cuda(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "begin capture");
-  for (int i = 0; i < per_graph; ++i) enqueue(st);
-  check_cuda(cudaStreamEndCapture(st, &graph), "end capture");
-  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  check_cuda(cudaGraphLaunch(exec, st), "warm-up");
-  check_cuda(cudaStreamSynchronize(st), "warm-up sync");
-  cudaEvent_t a, b;
-  check_cuda(cudaEventCreate(&a), "event");
-  check_cuda(cudaEventCreate(&b), "event");
-  std::vector<double> us;
-  for (int r = 0; r < replays; ++r) {
-    check_cuda(cudaEventRecord(a, st), "record");
-    check_cuda(cudaGraphLaunch(exec, st), "replay");
-    check_cuda(cudaEventRecord(b, st), "record");
-    check_cuda(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    us.push_back(1000.0 * ms / per_graph);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(st);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
 // The sampling op (kernels/sample.cu: the race kernel, then the cluster kernel) over the Qwen3
 // vocabulary at batch 1 and 64, per setting, beside the cluster kernel alone (the op before the
 // race kernel), the argmax op (partial + final) and a device-to-device copy of the logits (reads
