@@ -60,6 +60,7 @@ struct Options {
   bool decode_chain = false;              // kern gen's --decode-chain (sized to the GPU's SMs)
   std::uint64_t attn_target_blocks = 0;   // kern gen's --attn-target-blocks (0: the kernel's default)
   bool decode_attn_mma = true;            // kern gen's --decode-attn-f32 (negated)
+  bool prefill_attn_wgmma = true;         // kern gen's --prefill-attn-mma (negated)
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};  // kern gen's --decode-attn-items
   bool batch_invariant = true;            // kern gen's --no-batch-invariant (negated)
   std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
@@ -319,6 +320,7 @@ int run() {
   gen.pdl = opt.pdl;
   gen.decode_attn_target_blocks = opt.attn_target_blocks;
   gen.decode_attn_mma = opt.decode_attn_mma;
+  gen.prefill_attn_wgmma = opt.prefill_attn_wgmma;
   gen.decode_attn_items = opt.decode_attn_items;
   gen.batch_invariant = opt.batch_invariant;
   gen.decode_attn_split_tokens = opt.attn_split_tokens;
@@ -556,6 +558,7 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
   cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");
+  cmd->add_flag("!--prefill-attn-mma", opt.prefill_attn_wgmma, "kern gen --prefill-attn-mma");
   add_decode_attn_items(*cmd, opt.decode_attn_items, "kern gen --decode-attn-items");
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");

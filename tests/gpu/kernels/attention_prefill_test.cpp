@@ -39,6 +39,12 @@ const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};      
 const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};       // the same, key tiles of 32
 const Variant kM32N32S2{"kern_attn_prefill_mma_m32n32s2", 128, 128, 32, true, 2};  // m32n32, two stages
 const Variant kW4S2{"kern_attn_prefill_mma_w4s2", 128, 64, 64, false, 2};          // 4 warps x 16 queries, two stages
+// The wgmma kernel (sm_90a): 2 warpgroups x 64 queries, key tiles of 64 in two stages; its shared memory
+// (66,560 bytes, swizzled tiles) is within what this formula gives.
+const Variant kWgmma{"kern_attn_prefill_wgmma", 256, 128, 64, true, 2};
+// The same with S of tile j + 1 and P·V of tile j overlapping tile j's softmax: 4 stages (132,096 bytes);
+// four stages in this formula give (128 + 512) · 136 · 2 = 174,080.
+const Variant kWgmmaPipe{"kern_attn_prefill_wgmma_pipe", 256, 128, 64, true, 4};
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -294,6 +300,26 @@ TEST(AttentionPrefillMmaGpu, VariantM32N32) {
   check_row_invariance({32, 8, 128, 16}, 511, 259, kM32N32);
 }
 
+TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
+  for (const Variant* v : {&kWgmma, &kWgmmaPipe}) {
+    SCOPED_TRACE(v->name);
+    check(Problem({32, 8, 128, 16}, {{0, 77}}, 271), 0, *v);
+    check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 272, 4), 0, *v);
+    check(Problem({64, 8, 128, 16}, {{33, 77}}, 273), 0, *v);
+    check(Problem({16, 16, 128, 16}, {{31, 100}}, 274), 0, *v);
+    check(Problem({32, 2, 128, 8}, {{63, 41}}, 275), 0, *v);
+    check(Problem({32, 8, 128, 12}, {{30, 50}}, 276), 0, *v);
+    check(Problem({32, 8, 128, 16}, {{4000, 96}}, 277), 0, *v);
+    check(Problem({32, 8, 128, 16}, {{0, 1100}}, 278), 0, *v);
+    check(Problem({32, 8, 128, 16}, {{0, 20}, {31, 37}}, 279), 1, *v);
+    check_row_invariance({32, 8, 128, 16}, 511, 280, *v);
+    check_row_invariance({64, 8, 128, 16}, 200, 281, *v);
+  }
+  // The pipelined kernel only reorders when each product is waited for: the same bits.
+  const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}, {2000, 129}}, 282, 3);
+  EXPECT_EQ(check(p, 0, kWgmma), check(p, 0, kWgmmaPipe));
+}
+
 TEST(AttentionPrefillMmaGpu, Repeatable) {
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}}, 231);
   Fatbin fb("attention_prefill");
@@ -338,7 +364,8 @@ TEST(PerfGpu, PrefillMma) {
                        g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
                        rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block, 0);
     };
-    for (const Variant* v : {&kProduction, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
+    for (const Variant* v :
+         {&kProduction, &kWgmma, &kWgmmaPipe, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
       prepare(fb, *v, g);
       const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
       const std::string name = what + " " + v->name;

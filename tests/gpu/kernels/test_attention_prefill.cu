@@ -22,3 +22,9 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 1
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2n32_hd128, 128, 8, 1, 32, 2, 1)
 //  * w4s2: 4 warps x 16 queries with two K/V stages of 64 keys (69632 bytes, up to three blocks per SM).
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4s2_hd128, 128, 4, 1, 64, 2, 3)
+// The wgmma kernel's tuning variant (kernels/attention_prefill_wgmma.cuh, sm_90a; the production entry,
+// kern_attn_prefill_wgmma_hd128, is in attention_prefill.cu): S of tile j + 1 and P·V of tile j overlap
+// tile j's softmax, four K/V stages (132,096 bytes). As fast as the production entry on the H100
+// (docs/perf.md, session 28): its warpgroups still meet at a block barrier every tile.
+#include "attention_prefill_wgmma.cuh"  // after the mma template, as in attention_prefill.cu
+KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_pipe_hd128, true)

@@ -539,6 +539,7 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
 TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   const Qwen3Shape c = config("4b");  // head_dim 128
   Qwen3GenOptions o = options();
+  o.prefill_attn_wgmma = false;  // --prefill-attn-mma (the wgmma default: PrefillAttentionOnWgmma)
   o.max_tokens = 4095;
   const auto small = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
   ASSERT_EQ(small.size(), 1u);
@@ -575,6 +576,26 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   ASSERT_EQ(moved.size(), 2u);
   EXPECT_EQ(moved[0]["when"]["max"], 999);
   EXPECT_EQ(moved[1]["when"]["min"], 1000);
+}
+
+// head_dim 128 by default: one wgmma launch for every call size (256 threads, 128 queries per block,
+// two stages of 64-key K and V tiles plus 1 KB); head_dim 64 keeps the mma.sync layout.
+TEST(GenQwen3, PrefillAttentionOnWgmma) {
+  const Qwen3Shape c = config("4b");
+  Qwen3GenOptions o = options();
+  o.max_tokens = 8192;
+  const auto l = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["entry"], "kern_attn_prefill_wgmma_hd128");
+  EXPECT_FALSE(l[0].contains("when"));
+  EXPECT_EQ(l[0]["block"][0], 256);
+  EXPECT_EQ(l[0]["shared_mem"], 2u * 2 * 64 * 128 * 2 + 1024);
+  const auto& args = l[0]["args"];
+  EXPECT_EQ(args[args.size() - 2]["i32"], 128 / 4);  // rows per block: 128 queries / G
+  Qwen3Shape s64 = qwen3_preset("0.6b");
+  s64.head_dim = 64;
+  EXPECT_EQ(generate_qwen3_manifest(s64, o)["ops"]["attn_prefill"]["impl"]["launches"][0]["entry"],
+            "kern_attn_prefill_mma_s2_hd64");
 }
 
 // Every kernel the decode program chains after another waits for it (kernels/common.cuh), so all

@@ -64,6 +64,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 ? 8192 : 2048;
     o.fp8 = variant == 4;  // the quant kernels
+    o.prefill_attn_wgmma = variant != 0;  // variant 0: the mma.sync prefill layouts (--prefill-attn-mma)
     const auto m = generate_qwen3_manifest(c, o);
     for (const auto& [name, decl] : m["ops"].items()) {
       for (const auto& l : decl["impl"]["launches"]) {

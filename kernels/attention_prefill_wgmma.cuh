@@ -1,0 +1,349 @@
+// Chunked-prefill paged attention on Hopper's warpgroup MMA (sm_90a; docs/kernels.md, "Prefill
+// attention on wgmma"): the semantics, query blocking and row invariance of
+// attention_prefill_mma.cuh (read its header first), with the two products on wgmma.mma_async:
+//  * a block is two warpgroups; warpgroup w takes queries [64 w, 64 w + 64) of the block's 128
+//    (rows of one sequence times the G q heads of one kv head), each warp 16 of them, Q's
+//    fragments in registers (the A operand of S = Q·Kᵀ, m64n64k16, 8 k-steps over hd 128);
+//  * K and V tiles of 64 keys come in by cp.async, two stages, 128-byte swizzled as wgmma reads
+//    them: [hd half][key][64 elements], so K is the K-major B of Q·Kᵀ and V the MN-major B of P·V;
+//  * S lands in registers in the mma.sync accumulator layout, so the online softmax is the mma
+//    kernel's, and P (bf16) is the register A operand of O += P·V (m64n128k16, 4 k-steps).
+// A warpgroup skips a tile none of its 64 queries sees (the whole warpgroup issues each wgmma).
+// A query's arithmetic is a fixed sequence on its own data (wgmma's summation order is fixed per
+// output element), so rows stay bitwise independent of how they are cut into calls or blocks.
+#pragma once
+
+#include "attention_prefill_mma.cuh"
+#include "wgmma.cuh"
+
+namespace {
+
+namespace prefill_wg {
+
+constexpr int kHD = 128;
+constexpr int kBN = 64;                       // keys per tile
+constexpr int kWarpgroups = 2;
+constexpr int kThreads = kWarpgroups * 128;
+constexpr int kBM = kWarpgroups * 64;         // queries per block
+constexpr int kTileBytes = kBN * kHD * 2;     // one K or V tile: two 8 KB halves
+// Dynamic shared memory: kStages stages of a K and a V tile, plus slack for the 1024-byte alignment.
+template <bool kPipe>
+constexpr int kStages = kPipe ? 4 : 2;
+template <bool kPipe>
+constexpr int kSharedBytes = kStages<kPipe> * 2 * kTileBytes + 1024;
+
+// Copies keys [t0, t0 + kBN) of kv head kvh (K into k_tile, V into v_tile: byte addresses of
+// 1024-aligned tiles) in the swizzled layout; keys at or past kend are zero-filled.
+__device__ __forceinline__ void load_tile(uint32_t k_tile, uint32_t v_tile, const PagedKv& kv, int kvh, int t0,
+                                          int kend, int64_t v_offset) {
+  constexpr int kChunks = kHD / 8;  // 16-byte pieces per key row
+#pragma unroll
+  for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
+    const int r = c / kChunks, part = c % kChunks;
+    const int j = t0 + r;
+    const bool valid = j < kend;
+    const bf16* src = kv.cache;
+    if (valid) {
+      int64_t page, row;
+      page_of(kv, j, page, row);
+      src = kv.cache + kv_offset<kHD>(kv, page, row, kvh) + part * 8;
+    }
+    const uint32_t at = static_cast<uint32_t>((part >> 3) * (kTileBytes / 2)) + sw128_offset(r, part & 7);
+    cp_async16(k_tile + at, src, valid);
+    cp_async16(v_tile + at, valid ? src + v_offset : kv.cache, valid);
+  }
+}
+
+// The mma kernel's online softmax on one score tile in the same layout (sc[4 nb + e]: row g + 8 (e >> 1),
+// key t0 + nb * 8 + 2 t + (e & 1)): masks keys a row may not see, moves each row's state (m, l) to the
+// new max, returns the accumulator's rescale alpha per row and P (bf16) as the A fragments of P·V.
+__device__ __forceinline__ void softmax_tile(float (&sc)[kBN / 2], int t0, int t, const int (&q_end)[2],
+                                             float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                             uint32_t (&pf)[kBN / 16][4]) {
+  constexpr int NB = kBN / 8;
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = t0 + nb * 8 + 2 * t + (e & 1);
+      const float s = sc[4 * nb + e] * scale_log2;
+      sc[4 * nb + e] = key < q_end[e >> 1] ? s : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], sc[4 * nb + e]);
+    }
+  float base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float mn = fmaxf(m[h], mx[h]);
+    base[h] = mn == -INFINITY ? 0.0f : mn;  // a row that has seen no key: every p is 0
+    alpha[h] = online_rescale(m[h], l[h], mn, base[h]);
+  }
+#pragma unroll
+  for (int i = 0; i < NB * 4; ++i) {
+    sc[i] = exp2f(sc[i] - base[(i >> 1) & 1]);
+    sum[(i >> 1) & 1] += sc[i];
+  }
+  l[0] += sum[0];
+  l[1] += sum[1];
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk) {
+    pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
+    pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
+    pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
+    pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
+  }
+}
+
+// o (the m64n128 accumulator: o[4 nd + e], row g + 8 (e >> 1)) times each row's alpha.
+__device__ __forceinline__ void rescale(float (&o)[kHD / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < kHD / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+}
+
+// S = Q·Kᵀ for one tile into sc (issued, not waited for): K-major B, hd half ks / 4, 16 elements
+// (32 bytes) per k-step inside it, 8-key groups 1024 bytes apart.
+__device__ __forceinline__ void issue_scores(float (&sc)[kBN / 2], const uint32_t (&qf)[kHD / 16][4], uint32_t k_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kHD / 16; ++ks)
+    wgmma_m64n64k16_rs(sc, qf[ks], wgmma_desc_sw128(k_tile + (ks >> 2) * (kTileBytes / 2) + (ks & 3) * 32, 16, 1024),
+                       ks > 0 ? 1 : 0);
+  wgmma_commit();
+}
+
+// O += P·V for one tile (issued, not waited for): MN-major B, 16 keys (two 8-key groups of 1024 bytes)
+// per k-step, hd halves 8 KB apart.
+__device__ __forceinline__ void issue_pv(float (&o)[kHD / 2], const uint32_t (&pf)[kBN / 16][4], uint32_t v_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk)
+    wgmma_m64n128k16_rs_tb(o, pf[kk], wgmma_desc_sw128(v_tile + kk * 2048, kTileBytes / 2, 1024), 1);
+  wgmma_commit();
+}
+
+// Attends the block's queries of rows [a, a + nq / G) of one sequence to kv head kvh (as
+// attend_segment of attention_prefill_mma.cuh). kPipe: a warpgroup issues S of tile j + 1 before
+// the softmax of tile j and lets P·V of tile j run into tile j + 1's softmax (four K/V stages);
+// else each product is waited for at once (two stages).
+template <bool kPipe>
+__device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const bf16* __restrict__ qkv,
+                                               int32_t q_stride, const PagedKv& kv,
+                                               const int64_t* __restrict__ positions, bf16* __restrict__ out, int a,
+                                               int nq, int G, int seq_len, int64_t cap, int heads, int kvh,
+                                               float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int KS = kHD / 16;  // k-steps of Q·Kᵀ
+  constexpr int NB = kBN / 8;   // n8 blocks of a score tile
+  constexpr int ND = kHD / 8;   // n8 blocks of the output
+  constexpr int KK = kBN / 16;  // k-steps of P·V
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = warp >> 2;
+  const int g = lane >> 2, t = lane & 3;
+  const int rows = nq / G;
+
+  // Block-wide last key, and each warpgroup's.
+  int mine = 0;
+  for (int i = threadIdx.x; i < rows; i += kThreads) mine = max(mine, key_end(positions, a + i, seq_len, cap));
+  mine = __reduce_max_sync(0xffffffffu, mine);
+  int q_idx[2], q_end[2];
+  int warp_end = 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int qi = warp * 16 + g + 8 * h;
+    q_idx[h] = qi;
+    q_end[h] = qi < nq ? key_end(positions, a + qi / G, seq_len, cap) : 0;
+    warp_end = max(warp_end, q_end[h]);
+  }
+  warp_end = __reduce_max_sync(0xffffffffu, warp_end);
+  if (lane == 0) {
+    red[warp] = mine;
+    red[8 + warp] = warp_end;
+  }
+  __syncthreads();
+  int kend = 0, wg_end = 0;
+#pragma unroll
+  for (int w = 0; w < 8; ++w) kend = max(kend, red[w]);
+#pragma unroll
+  for (int w = 0; w < 4; ++w) wg_end = max(wg_end, red[8 + 4 * wg + w]);
+
+  uint32_t qf[KS][4];
+  {
+    const int qa = q_idx[0], qb = q_idx[1];
+    const bf16* pa = qa < nq ? qkv + static_cast<int64_t>(a + qa / G) * q_stride + (kvh * G + qa % G) * kHD : nullptr;
+    const bf16* pb = qb < nq ? qkv + static_cast<int64_t>(a + qb / G) * q_stride + (kvh * G + qb % G) * kHD : nullptr;
+    load_a_fragments(qf, pa, pb, t);
+  }
+
+  float o[ND * 4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < ND * 4; ++i) o[i] = 0.0f;
+
+  const int64_t v_offset = v_block_elems(kv.page_size, kv.kv_heads, kHD);
+  const int ntiles = (kend + kBN - 1) / kBN;
+  // stage s: K tile at tiles + 2 s kTileBytes, V tile right after it
+  auto k_tile = [&](int s) { return tiles + static_cast<uint32_t>(2 * s * kTileBytes); };
+  auto v_tile = [&](int s) { return tiles + static_cast<uint32_t>((2 * s + 1) * kTileBytes); };
+  if constexpr (kPipe) {
+    // Tile j sits in stage j % 4. Tile j + 2 is copied after the barrier that opens iteration j: by
+    // then every warpgroup has waited for P·V of tile j - 2 (the stage's last reader), and it has
+    // until the next iteration's barrier to land. Each iteration waits once, after the softmax of
+    // tile j, for S of tile j + 1 and P·V of tile j - 1 (both issued before that softmax).
+    const int n_wg = (wg_end + kBN - 1) / kBN;  // tiles this warpgroup computes
+    if (ntiles > 0) load_tile(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
+    cp_async_commit();
+    if (ntiles > 1) load_tile(k_tile(1), v_tile(1), kv, kvh, kBN, kend, v_offset);
+    cp_async_commit();
+    cp_async_wait<1>();  // tile 0
+    fence_proxy_async_shared();
+    __syncthreads();
+    float sc[NB * 4];
+    if (n_wg > 0) {
+      issue_scores(sc, qf, k_tile(0));
+      wgmma_wait<0>();
+      wgmma_fence_operands(sc);
+    }
+    for (int j = 0; j < ntiles; ++j) {
+      cp_async_wait<0>();  // tile j + 1
+      fence_proxy_async_shared();
+      __syncthreads();
+      if (j + 2 < ntiles) load_tile(k_tile((j + 2) & 3), v_tile((j + 2) & 3), kv, kvh, (j + 2) * kBN, kend, v_offset);
+      cp_async_commit();
+      if (j >= n_wg) {  // past this warpgroup's last key (uniform over the warpgroup)
+        wgmma_wait<0>();  // its last P·V reads a stage a later copy overwrites
+        continue;
+      }
+      const bool next = j + 1 < n_wg;
+      float sn[NB * 4];
+      if (next) issue_scores(sn, qf, k_tile((j + 1) & 3));
+      float alpha[2];
+      uint32_t pf[KK][4];
+      softmax_tile(sc, j * kBN, t, q_end, scale_log2, m, l, alpha, pf);
+      wgmma_wait<0>();  // S of tile j + 1 and P·V of tile j - 1, both run during the softmax
+      wgmma_fence_operands(o);
+      rescale(o, alpha);
+      issue_pv(o, pf, v_tile(j & 3));  // runs during the next tile's softmax
+      if (next) {
+        wgmma_fence_operands(sn);
+#pragma unroll
+        for (int i = 0; i < NB * 4; ++i) sc[i] = sn[i];
+      }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operands(o);
+  } else {
+    if (ntiles > 0) load_tile(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
+    cp_async_commit();
+    for (int j = 0; j < ntiles; ++j) {
+      const int t0 = j * kBN;
+      const int st = j & 1;
+      if (j + 1 < ntiles) load_tile(k_tile(st ^ 1), v_tile(st ^ 1), kv, kvh, t0 + kBN, kend, v_offset);
+      cp_async_commit();
+      cp_async_wait<1>();  // this thread's pieces of tile j
+      fence_proxy_async_shared();
+      __syncthreads();  // ... and every thread's
+      if (t0 < wg_end) {
+        float sc[NB * 4];
+        issue_scores(sc, qf, k_tile(st));
+        wgmma_wait<0>();
+        wgmma_fence_operands(sc);
+        float alpha[2];
+        uint32_t pf[KK][4];
+        softmax_tile(sc, t0, t, q_end, scale_log2, m, l, alpha, pf);
+        rescale(o, alpha);
+        wgmma_fence_operands(o);
+        issue_pv(o, pf, v_tile(st));
+        wgmma_wait<0>();
+        wgmma_fence_operands(o);
+      }
+      __syncthreads();  // every warpgroup is done with the tile-j buffers
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // red and the tiles are free for the next segment
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float s = l[h];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    const int qi = q_idx[h];
+    if (qi < nq) {
+      bf16* dst = out + (static_cast<int64_t>(a + qi / G) * heads + kvh * G + qi % G) * kHD + 2 * t;
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd)
+        *reinterpret_cast<uint32_t*>(dst + nd * 8) =
+            pack_bf16x2(o[4 * nd + 2 * h] * inv, o[4 * nd + 2 * h + 1] * inv);
+    }
+  }
+#else
+  (void)tiles, (void)red, (void)qkv, (void)q_stride, (void)kv, (void)positions, (void)out, (void)a, (void)nq, (void)G,
+      (void)seq_len, (void)cap, (void)heads, (void)kvh, (void)scale_log2;
+  __trap();  // sm_90a only
+#endif
+}
+
+}  // namespace prefill_wg
+
+// The block loop of prefill_mma (attention_prefill_mma.cuh) over this kernel's segments.
+template <bool kPipe>
+__device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int32_t q_stride,
+                                              const bf16* __restrict__ cache, const int32_t* __restrict__ block_table,
+                                              int32_t max_pages, const int32_t* __restrict__ seq_lens,
+                                              const int32_t* __restrict__ cu_seqlens,
+                                              const int64_t* __restrict__ positions, bf16* __restrict__ out,
+                                              int32_t rows, int32_t seqs, int32_t heads, int32_t kv_heads,
+                                              int32_t page_size, int64_t page_stride, float scale,
+                                              int32_t rows_per_block, int32_t first_row) {
+  using namespace prefill_wg;
+  __shared__ int red[16];
+  extern __shared__ __align__(1024) unsigned char wg_smem[];
+  uint32_t dyn;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+  if (dyn < static_cast<uint32_t>(kSharedBytes<kPipe>) || blockDim.x != kThreads) __trap();
+  const uint32_t tiles = (smem_u32(wg_smem) + 1023u) & ~1023u;  // wgmma's swizzle needs 1024-byte alignment
+  const int kvh = blockIdx.y;
+  if (kvh >= kv_heads || rows_per_block < 1 || page_size < 1) return;
+  const int G = heads / kv_heads;
+  if (G < 1 || G > kBM || G * kv_heads != heads) return;
+  const int max_rows = kBM / G;
+  const int64_t cap = static_cast<int64_t>(max_pages) * page_size;
+  const float scale_log2 = scale * kLog2e;
+  const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  if (first_row < 0) return;
+  const int64_t r0 = first_row + tile * rows_per_block;
+  if (r0 >= rows) return;
+  const int r1 = static_cast<int>(r0 + rows_per_block < rows ? r0 + rows_per_block : rows);
+  for (int a = static_cast<int>(r0); a < r1;) {
+    const int s = sequence_of(cu_seqlens, seqs, a);
+    if (s < 0) {
+      bf16* dst = out + (static_cast<int64_t>(a) * heads + kvh * G) * kHD;
+      for (int i = threadIdx.x; i < G * kHD; i += kThreads) dst[i] = to_bf(0.0f);
+      ++a;
+      continue;
+    }
+    const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
+    const PagedKv kv{cache,       block_table + static_cast<int64_t>(s) * max_pages,
+                     page_size,   kv_heads,
+                     page_stride, page_shift_of(page_size)};
+    attend_segment<kPipe>(tiles, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s], cap, heads, kvh,
+                   scale_log2);
+    a = b;
+  }
+}
+
+}  // namespace
+
+// The wgmma entries (hd 128): the ABI, grid and semantics of KERN_ATTN_PREFILL_MMA_ENTRY; 256 threads,
+// prefill_wg::kSharedBytes<PIPE> of dynamic shared memory, rows_per_block = 128 / G.
+#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, PIPE)                                                                          \
+  extern "C" __global__ void __launch_bounds__(prefill_wg::kThreads, 1)                                              \
+      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,      \
+           const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,    \
+           int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,       \
+           int32_t rows_per_block, int32_t first_row) {                                                              \
+    prefill_wgmma<PIPE>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, seqs,    \
+                  heads, kv_heads, page_size, page_stride, scale, rows_per_block, first_row);                        \
+  }
