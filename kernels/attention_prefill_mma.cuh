@@ -324,6 +324,47 @@ __device__ __forceinline__ void attend_segment(bf16* sk, bf16* sv, bf16* sq, int
     }
 }
 
+// A block's rows (every prefill attention kernel's outer loop): kv head blockIdx.y, rows
+// [first_row + tile · rows_per_block, + rows_per_block) with tile = gridDim.x − 1 − blockIdx.x (blocks
+// run last rows first: with causal prefill those have the most keys, so the longest blocks start
+// first), cut into runs of one sequence of at most kBM / G rows, each handed to
+// segment(kv, a, nq = rows · G, G, seq_len, cap, kvh); rows outside every sequence get zeros.
+template <int HD, int kBM, int kThreads, class Segment>
+__device__ __forceinline__ void for_each_segment(const bf16* __restrict__ cache,
+                                                 const int32_t* __restrict__ block_table, int32_t max_pages,
+                                                 const int32_t* __restrict__ seq_lens,
+                                                 const int32_t* __restrict__ cu_seqlens, bf16* __restrict__ out,
+                                                 int32_t rows, int32_t seqs, int32_t heads, int32_t kv_heads,
+                                                 int32_t page_size, int64_t page_stride, int32_t rows_per_block,
+                                                 int32_t first_row, Segment&& segment) {
+  const int kvh = blockIdx.y;
+  if (kvh >= kv_heads || rows_per_block < 1 || page_size < 1) return;
+  const int G = heads / kv_heads;
+  if (G < 1 || G > kBM || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
+  const int max_rows = kBM / G;                           // rows attended together (they share each K/V tile)
+  const int64_t cap = static_cast<int64_t>(max_pages) * page_size;
+  const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  if (first_row < 0) return;
+  const int64_t r0 = first_row + tile * rows_per_block;
+  if (r0 >= rows) return;
+  const int r1 = static_cast<int>(r0 + rows_per_block < rows ? r0 + rows_per_block : rows);
+  for (int a = static_cast<int>(r0); a < r1;) {
+    const int s = sequence_of(cu_seqlens, seqs, a);
+    if (s < 0) {  // a row outside every sequence: zeros
+      bf16* dst = out + (static_cast<int64_t>(a) * heads + kvh * G) * HD;
+      for (int i = threadIdx.x; i < G * HD; i += kThreads) dst[i] = to_bf(0.0f);
+      ++a;
+      continue;
+    }
+    const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
+    const PagedKv kv{cache,       block_table + static_cast<int64_t>(s) * max_pages,
+                     page_size,   kv_heads,
+                     page_stride, page_shift_of(page_size)};
+    segment(kv, a, (b - a) * G, G, seq_lens[s], cap, kvh);
+    a = b;
+  }
+}
+
 // Shared memory: static when the Q fragments live in registers (MT == 1), else dynamic
 // (Q tile + K tile + V tile, launched with prefill_mma_smem_bytes(HD, kWarps, MT) bytes).
 template <int HD, int kWarps, int MT, int kBN, int kStages>
@@ -349,36 +390,13 @@ __device__ __forceinline__ void prefill_mma(const bf16* __restrict__ qkv, int32_
     sv = sk + kStages * tile_elems<HD, kBN>();
   }
   constexpr int kBM = kWarps * 16 * MT;
-  const int kvh = blockIdx.y;
-  if (kvh >= kv_heads || rows_per_block < 1 || page_size < 1) return;
-  const int G = heads / kv_heads;
-  if (G < 1 || G > kBM || G * kv_heads != heads) return;  // unsupported grouping (rejected by kern gen)
-  const int max_rows = kBM / G;                           // rows attended together (they share each K/V tile)
-  const int64_t cap = static_cast<int64_t>(max_pages) * page_size;
-  const float scale_log2 = scale * kLog2e;
-  // Blocks run in reverse row order: with causal prefill the last rows have the most keys, so the
-  // longest blocks start first.
-  const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-  if (first_row < 0) return;
-  const int64_t r0 = first_row + tile * rows_per_block;
-  if (r0 >= rows) return;
-  const int r1 = static_cast<int>(r0 + rows_per_block < rows ? r0 + rows_per_block : rows);
-  for (int a = static_cast<int>(r0); a < r1;) {
-    const int s = sequence_of(cu_seqlens, seqs, a);
-    if (s < 0) {  // a row outside every sequence: zeros
-      bf16* dst = out + (static_cast<int64_t>(a) * heads + kvh * G) * HD;
-      for (int i = threadIdx.x; i < G * HD; i += kWarps * 32) dst[i] = to_bf(0.0f);
-      ++a;
-      continue;
-    }
-    const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
-    const PagedKv kv{cache,       block_table + static_cast<int64_t>(s) * max_pages,
-                     page_size,   kv_heads,
-                     page_stride, page_shift_of(page_size)};
-    attend_segment<HD, kWarps, MT, kBN, kStages>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G,
-                                                 seq_lens[s], cap, heads, kvh, scale_log2);
-    a = b;
-  }
+  for_each_segment<HD, kBM, kWarps * 32>(
+      cache, block_table, max_pages, seq_lens, cu_seqlens, out, rows, seqs, heads, kv_heads, page_size, page_stride,
+      rows_per_block, first_row,
+      [&](const PagedKv& kv, int a, int nq, int G, int seq_len, int64_t cap, int kvh) {
+        attend_segment<HD, kWarps, MT, kBN, kStages>(sk, sv, sq, red, qkv, q_stride, kv, positions, out, a, nq, G,
+                                                     seq_len, cap, heads, kvh, scale * kLog2e);
+      });
 }
 
 }  // namespace

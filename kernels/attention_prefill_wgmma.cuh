@@ -287,7 +287,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
 
 }  // namespace prefill_wg
 
-// The block loop of prefill_mma (attention_prefill_mma.cuh) over this kernel's segments.
+// for_each_segment (attention_prefill_mma.cuh) over this kernel's segments.
 template <bool kPipe>
 __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int32_t q_stride,
                                               const bf16* __restrict__ cache, const int32_t* __restrict__ block_table,
@@ -304,34 +304,12 @@ __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int3
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
   if (dyn < static_cast<uint32_t>(kSharedBytes<kPipe>) || blockDim.x != kThreads) __trap();
   const uint32_t tiles = (smem_u32(wg_smem) + 1023u) & ~1023u;  // wgmma's swizzle needs 1024-byte alignment
-  const int kvh = blockIdx.y;
-  if (kvh >= kv_heads || rows_per_block < 1 || page_size < 1) return;
-  const int G = heads / kv_heads;
-  if (G < 1 || G > kBM || G * kv_heads != heads) return;
-  const int max_rows = kBM / G;
-  const int64_t cap = static_cast<int64_t>(max_pages) * page_size;
-  const float scale_log2 = scale * kLog2e;
-  const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-  if (first_row < 0) return;
-  const int64_t r0 = first_row + tile * rows_per_block;
-  if (r0 >= rows) return;
-  const int r1 = static_cast<int>(r0 + rows_per_block < rows ? r0 + rows_per_block : rows);
-  for (int a = static_cast<int>(r0); a < r1;) {
-    const int s = sequence_of(cu_seqlens, seqs, a);
-    if (s < 0) {
-      bf16* dst = out + (static_cast<int64_t>(a) * heads + kvh * G) * kHD;
-      for (int i = threadIdx.x; i < G * kHD; i += kThreads) dst[i] = to_bf(0.0f);
-      ++a;
-      continue;
-    }
-    const int b = min(r1, min(cu_seqlens[s + 1], a + max_rows));
-    const PagedKv kv{cache,       block_table + static_cast<int64_t>(s) * max_pages,
-                     page_size,   kv_heads,
-                     page_stride, page_shift_of(page_size)};
-    attend_segment<kPipe>(tiles, red, qkv, q_stride, kv, positions, out, a, (b - a) * G, G, seq_lens[s], cap, heads, kvh,
-                   scale_log2);
-    a = b;
-  }
+  for_each_segment<kHD, kBM, kThreads>(
+      cache, block_table, max_pages, seq_lens, cu_seqlens, out, rows, seqs, heads, kv_heads, page_size, page_stride,
+      rows_per_block, first_row, [&](const PagedKv& kv, int a, int nq, int G, int seq_len, int64_t cap, int kvh) {
+        attend_segment<kPipe>(tiles, red, qkv, q_stride, kv, positions, out, a, nq, G, seq_len, cap, heads, kvh,
+                              scale * kLog2e);
+      });
 }
 
 }  // namespace
