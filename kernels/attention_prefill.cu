@@ -20,4 +20,4 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32s2_hd128, 128, 4, 2, 32,
 // 22-24 % faster than the s2 layout at 2,048-8,192 rows on the H100 (docs/perf.md, session 28). The
 // sm_80 build of this entry traps.
 #include "attention_prefill_wgmma.cuh"
-KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_hd128, false)
+KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_hd128, false, 2, 1)

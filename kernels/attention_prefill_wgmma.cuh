@@ -1,9 +1,9 @@
 // Chunked-prefill paged attention on Hopper's warpgroup MMA (sm_90a; docs/kernels.md, "Prefill
 // attention on wgmma"): the semantics, query blocking and row invariance of
 // attention_prefill_mma.cuh (read its header first), with the two products on wgmma.mma_async:
-//  * a block is two warpgroups; warpgroup w takes queries [64 w, 64 w + 64) of the block's 128
-//    (rows of one sequence times the G q heads of one kv head), each warp 16 of them, Q's
-//    fragments in registers (the A operand of S = Q·Kᵀ, m64n64k16, 8 k-steps over hd 128);
+//  * a block is WG warpgroups (production: 2); warpgroup w takes queries [64 w, 64 w + 64) of the
+//    block's 64 WG (rows of one sequence times the G q heads of one kv head), each warp 16 of them,
+//    Q's fragments in registers (the A operand of S = Q·Kᵀ, m64n64k16, 8 k-steps over hd 128);
 //  * K and V tiles of 64 keys come in by cp.async, two stages, 128-byte swizzled as wgmma reads
 //    them: [hd half][key][64 elements], so K is the K-major B of Q·Kᵀ and V the MN-major B of P·V;
 //  * S lands in registers in the mma.sync accumulator layout, so the online softmax is the mma
@@ -22,9 +22,11 @@ namespace prefill_wg {
 
 constexpr int kHD = 128;
 constexpr int kBN = 64;                       // keys per tile
-constexpr int kWarpgroups = 2;
-constexpr int kThreads = kWarpgroups * 128;
-constexpr int kBM = kWarpgroups * 64;         // queries per block
+// A block is WG warpgroups of 64 queries each (production: 2).
+template <int WG>
+constexpr int kThreads = WG * 128;
+template <int WG>
+constexpr int kBM = WG * 64;  // queries per block
 constexpr int kTileBytes = kBN * kHD * 2;     // one K or V tile: two 8 KB halves
 // Dynamic shared memory: kStages stages of a K and a V tile, plus slack for the 1024-byte alignment.
 template <bool kPipe>
@@ -34,11 +36,12 @@ constexpr int kSharedBytes = kStages<kPipe> * 2 * kTileBytes + 1024;
 
 // Copies keys [t0, t0 + kBN) of kv head kvh (K into k_tile, V into v_tile: byte addresses of
 // 1024-aligned tiles) in the swizzled layout; keys at or past kend are zero-filled.
+template <int WG>
 __device__ __forceinline__ void load_tile(uint32_t k_tile, uint32_t v_tile, const PagedKv& kv, int kvh, int t0,
                                           int kend, int64_t v_offset) {
   constexpr int kChunks = kHD / 8;  // 16-byte pieces per key row
 #pragma unroll
-  for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
+  for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads<WG>) {
     const int r = c / kChunks, part = c % kChunks;
     const int j = t0 + r;
     const bool valid = j < kend;
@@ -127,7 +130,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[kHD / 2], const uint32_t (&p
 // attend_segment of attention_prefill_mma.cuh). kPipe: a warpgroup issues S of tile j + 1 before
 // the softmax of tile j and lets P·V of tile j run into tile j + 1's softmax (four K/V stages);
 // else each product is waited for at once (two stages).
-template <bool kPipe>
+template <bool kPipe, int WG>
 __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const bf16* __restrict__ qkv,
                                                int32_t q_stride, const PagedKv& kv,
                                                const int64_t* __restrict__ positions, bf16* __restrict__ out, int a,
@@ -144,7 +147,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
 
   // Block-wide last key, and each warpgroup's.
   int mine = 0;
-  for (int i = threadIdx.x; i < rows; i += kThreads) mine = max(mine, key_end(positions, a + i, seq_len, cap));
+  for (int i = threadIdx.x; i < rows; i += kThreads<WG>) mine = max(mine, key_end(positions, a + i, seq_len, cap));
   mine = __reduce_max_sync(0xffffffffu, mine);
   int q_idx[2], q_end[2];
   int warp_end = 0;
@@ -163,7 +166,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
   __syncthreads();
   int kend = 0, wg_end = 0;
 #pragma unroll
-  for (int w = 0; w < 8; ++w) kend = max(kend, red[w]);
+  for (int w = 0; w < 4 * WG; ++w) kend = max(kend, red[w]);
 #pragma unroll
   for (int w = 0; w < 4; ++w) wg_end = max(wg_end, red[8 + 4 * wg + w]);
 
@@ -191,9 +194,9 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
     // until the next iteration's barrier to land. Each iteration waits once, after the softmax of
     // tile j, for S of tile j + 1 and P·V of tile j - 1 (both issued before that softmax).
     const int n_wg = (wg_end + kBN - 1) / kBN;  // tiles this warpgroup computes
-    if (ntiles > 0) load_tile(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
+    if (ntiles > 0) load_tile<WG>(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
     cp_async_commit();
-    if (ntiles > 1) load_tile(k_tile(1), v_tile(1), kv, kvh, kBN, kend, v_offset);
+    if (ntiles > 1) load_tile<WG>(k_tile(1), v_tile(1), kv, kvh, kBN, kend, v_offset);
     cp_async_commit();
     cp_async_wait<1>();  // tile 0
     fence_proxy_async_shared();
@@ -208,7 +211,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
       cp_async_wait<0>();  // tile j + 1
       fence_proxy_async_shared();
       __syncthreads();
-      if (j + 2 < ntiles) load_tile(k_tile((j + 2) & 3), v_tile((j + 2) & 3), kv, kvh, (j + 2) * kBN, kend, v_offset);
+      if (j + 2 < ntiles) load_tile<WG>(k_tile((j + 2) & 3), v_tile((j + 2) & 3), kv, kvh, (j + 2) * kBN, kend, v_offset);
       cp_async_commit();
       if (j >= n_wg) {  // past this warpgroup's last key (uniform over the warpgroup)
         wgmma_wait<0>();  // its last P·V reads a stage a later copy overwrites
@@ -233,12 +236,12 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
     wgmma_wait<0>();
     wgmma_fence_operands(o);
   } else {
-    if (ntiles > 0) load_tile(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
+    if (ntiles > 0) load_tile<WG>(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
     cp_async_commit();
     for (int j = 0; j < ntiles; ++j) {
       const int t0 = j * kBN;
       const int st = j & 1;
-      if (j + 1 < ntiles) load_tile(k_tile(st ^ 1), v_tile(st ^ 1), kv, kvh, t0 + kBN, kend, v_offset);
+      if (j + 1 < ntiles) load_tile<WG>(k_tile(st ^ 1), v_tile(st ^ 1), kv, kvh, t0 + kBN, kend, v_offset);
       cp_async_commit();
       cp_async_wait<1>();  // this thread's pieces of tile j
       fence_proxy_async_shared();
@@ -288,7 +291,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
 }  // namespace prefill_wg
 
 // for_each_segment (attention_prefill_mma.cuh) over this kernel's segments.
-template <bool kPipe>
+template <bool kPipe, int WG>
 __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int32_t q_stride,
                                               const bf16* __restrict__ cache, const int32_t* __restrict__ block_table,
                                               int32_t max_pages, const int32_t* __restrict__ seq_lens,
@@ -302,26 +305,27 @@ __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int3
   extern __shared__ __align__(1024) unsigned char wg_smem[];
   uint32_t dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<uint32_t>(kSharedBytes<kPipe>) || blockDim.x != kThreads) __trap();
+  if (dyn < static_cast<uint32_t>(kSharedBytes<kPipe>) || blockDim.x != kThreads<WG>) __trap();
   const uint32_t tiles = (smem_u32(wg_smem) + 1023u) & ~1023u;  // wgmma's swizzle needs 1024-byte alignment
-  for_each_segment<kHD, kBM, kThreads>(
+  for_each_segment<kHD, kBM<WG>, kThreads<WG>>(
       cache, block_table, max_pages, seq_lens, cu_seqlens, out, rows, seqs, heads, kv_heads, page_size, page_stride,
       rows_per_block, first_row, [&](const PagedKv& kv, int a, int nq, int G, int seq_len, int64_t cap, int kvh) {
-        attend_segment<kPipe>(tiles, red, qkv, q_stride, kv, positions, out, a, nq, G, seq_len, cap, heads, kvh,
+        attend_segment<kPipe, WG>(tiles, red, qkv, q_stride, kv, positions, out, a, nq, G, seq_len, cap, heads, kvh,
                               scale * kLog2e);
       });
 }
 
 }  // namespace
 
-// The wgmma entries (hd 128): the ABI, grid and semantics of KERN_ATTN_PREFILL_MMA_ENTRY; 256 threads,
-// prefill_wg::kSharedBytes<PIPE> of dynamic shared memory, rows_per_block = 128 / G.
-#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, PIPE)                                                                          \
-  extern "C" __global__ void __launch_bounds__(prefill_wg::kThreads, 1)                                              \
+// The wgmma entries (hd 128): the ABI, grid and semantics of KERN_ATTN_PREFILL_MMA_ENTRY; WG warpgroups
+// (128 · WG threads, 64 · WG queries: rows_per_block = 64 · WG / G), prefill_wg::kSharedBytes<PIPE> of
+// dynamic shared memory, MINB blocks per SM asked of the register allocator.
+#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, PIPE, WG, MINB)                                                          \
+  extern "C" __global__ void __launch_bounds__(prefill_wg::kThreads<WG>, MINB)                                       \
       NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,      \
            const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,    \
            int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,       \
            int32_t rows_per_block, int32_t first_row) {                                                              \
-    prefill_wgmma<PIPE>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, seqs,    \
-                  heads, kv_heads, page_size, page_stride, scale, rows_per_block, first_row);                        \
+    prefill_wgmma<PIPE, WG>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, \
+                            seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block, first_row);         \
   }

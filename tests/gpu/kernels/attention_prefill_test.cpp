@@ -45,6 +45,9 @@ const Variant kWgmma{"kern_attn_prefill_wgmma", 256, 128, 64, true, 2};
 // The same with S of tile j + 1 and P·V of tile j overlapping tile j's softmax: 4 stages (132,096 bytes);
 // four stages in this formula give (128 + 512) · 136 · 2 = 174,080.
 const Variant kWgmmaPipe{"kern_attn_prefill_wgmma_pipe", 256, 128, 64, true, 4};
+// One warpgroup (64 queries) per block, two stages / pipelined with four.
+const Variant kWgmmaW1{"kern_attn_prefill_wgmma_w1", 128, 64, 64, true, 2};
+const Variant kWgmmaW1Pipe{"kern_attn_prefill_wgmma_w1p", 128, 64, 64, true, 4};
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -301,7 +304,7 @@ TEST(AttentionPrefillMmaGpu, VariantM32N32) {
 }
 
 TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
-  for (const Variant* v : {&kWgmma, &kWgmmaPipe}) {
+  for (const Variant* v : {&kWgmma, &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe}) {
     SCOPED_TRACE(v->name);
     check(Problem({32, 8, 128, 16}, {{0, 77}}, 271), 0, *v);
     check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 272, 4), 0, *v);
@@ -315,9 +318,11 @@ TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
     check_row_invariance({32, 8, 128, 16}, 511, 280, *v);
     check_row_invariance({64, 8, 128, 16}, 200, 281, *v);
   }
-  // The pipelined kernel only reorders when each product is waited for: the same bits.
+  // The variants only change when each product is waited for and which warpgroups share a block:
+  // the same bits.
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}, {2000, 129}}, 282, 3);
-  EXPECT_EQ(check(p, 0, kWgmma), check(p, 0, kWgmmaPipe));
+  const auto bits = check(p, 0, kWgmma);
+  for (const Variant* v : {&kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe}) EXPECT_EQ(check(p, 0, *v), bits) << v->name;
 }
 
 TEST(AttentionPrefillMmaGpu, Repeatable) {
@@ -365,7 +370,7 @@ TEST(PerfGpu, PrefillMma) {
                        rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block, 0);
     };
     for (const Variant* v :
-         {&kProduction, &kWgmma, &kWgmmaPipe, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
+         {&kProduction, &kWgmma, &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
       prepare(fb, *v, g);
       const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
       const std::string name = what + " " + v->name;

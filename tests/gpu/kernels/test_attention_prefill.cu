@@ -27,4 +27,10 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4s2_hd128, 128, 4, 1, 64, 2, 
 // tile j's softmax, four K/V stages (132,096 bytes). As fast as the production entry on the H100
 // (docs/perf.md, session 28): its warpgroups still meet at a block barrier every tile.
 #include "attention_prefill_wgmma.cuh"  // after the mma template, as in attention_prefill.cu
-KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_pipe_hd128, true)
+KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_pipe_hd128, true, 2, 1)
+// One warpgroup per block (64 queries, rows_per_block = 64 / G): blocks meet no other warpgroup at their
+// barriers, two per SM (two stages) or one (pipelined, four stages). Slower than the production entry
+// on the H100 (227 / 139 against 252 TFLOP/s at 8k: each K/V tile is loaded for 64 queries, not 128;
+// docs/perf.md, session 28).
+KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_w1_hd128, false, 1, 2)
+KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_w1p_hd128, true, 1, 1)
