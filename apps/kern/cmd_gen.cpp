@@ -31,13 +31,20 @@ struct Options {
 };
 Options opt;
 
-// The decode chain (--decode-chain) needs one block per SM of the GPU that runs the manifest, and sm_90.
-// Unless --chain-blocks says otherwise, ask GPU 0 when one is visible (a machine without one keeps the
-// H200's 132; the runtime refuses a grid that does not fit at load).
-void fit_chain_to_device() {
-  if (!opt.gen.decode_chain || opt.chain_blocks_given) return;
+// The decode chain (--decode-chain) needs one block per SM of the GPU that runs the manifest, and sm_90;
+// the wgmma prefill attention needs sm_90a. Ask GPU 0 when one is visible (a machine without one keeps
+// the H200's: 132 SMs unless --chain-blocks says otherwise; the runtime refuses a grid that does not
+// fit at load).
+void fit_to_device() {
+  if (!opt.gen.prefill_attn_wgmma && (!opt.gen.decode_chain || opt.chain_blocks_given)) return;
   try {
     const cuda::DeviceInfo d = cuda::device_info(0);
+    if (opt.gen.prefill_attn_wgmma && !(d.cc_major == 9 && d.cc_minor == 0)) {
+      opt.gen.prefill_attn_wgmma = false;
+      log().info("GPU 0 is sm_{}{}: the wgmma prefill attention needs sm_90a, prefill uses the mma.sync layouts",
+                 d.cc_major, d.cc_minor);
+    }
+    if (!opt.gen.decode_chain || opt.chain_blocks_given) return;
     if (d.cc_major < 9) {
       opt.gen.decode_chain = false;
       log().info("GPU 0 is sm_{}{}: the decode chain needs sm_90, decode uses the per-op kernels", d.cc_major,
@@ -46,7 +53,7 @@ void fit_chain_to_device() {
       opt.gen.chain_blocks = static_cast<std::uint64_t>(d.sm_count);
     }
   } catch (const Error& e) {
-    log().info("no GPU to size the decode chain ({}); --chain-blocks {} (an H200)", e.what(), opt.gen.chain_blocks);
+    log().info("no GPU to fit the manifest to ({}): written for an H200 (sm_90a, {} SMs)", e.what(), opt.gen.chain_blocks);
   }
 }
 
@@ -72,7 +79,7 @@ int run_qwen3() {
   }
   const std::string kernels = opt.kernels_dir.empty() ? default_kernels_dir() : opt.kernels_dir;
   opt.gen.module_sha256 = models::hash_kernel_fatbins(kernels);
-  fit_chain_to_device();
+  fit_to_device();
   opt.gen.model = opt.model;
   if (opt.gen.model.empty()) {
     const fs::path canon = fs::weakly_canonical(dir, ec);
