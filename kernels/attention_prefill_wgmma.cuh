@@ -211,7 +211,8 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
       cp_async_wait<0>();  // tile j + 1
       fence_proxy_async_shared();
       __syncthreads();
-      if (j + 2 < ntiles) load_tile<WG>(k_tile((j + 2) & 3), v_tile((j + 2) & 3), kv, kvh, (j + 2) * kBN, kend, v_offset);
+      if (j + 2 < ntiles)
+        load_tile<WG>(k_tile((j + 2) & 3), v_tile((j + 2) & 3), kv, kvh, (j + 2) * kBN, kend, v_offset);
       cp_async_commit();
       if (j >= n_wg) {  // past this warpgroup's last key (uniform over the warpgroup)
         wgmma_wait<0>();  // its last P·V reads a stage a later copy overwrites
