@@ -33,12 +33,12 @@ using namespace kern_dev;
 
 namespace {
 
-// Starts the copy of tile keys [t0, t0 + kBN) of kv head kvh into dst_k (K) and, when dst_v is not
-// null, the same keys' V into dst_v (one address computation for both); keys at or past kend are
-// zero-filled.
-template <int HD, int kBN, int kThreads>
-__device__ __forceinline__ void load_tile(bf16* dst_k, bf16* dst_v, const PagedKv& kv, int kvh, int t0, int kend,
-                                          int64_t v_offset) {
+// The 16-byte pieces of tile keys [t0, t0 + kBN) of kv head kvh, spread over kThreads threads: each
+// thread calls piece(r, part, src, valid) for key t0 + r, piece `part` of its head_dim, src its K
+// piece in the cache (the V piece is src + v_offset) when valid (key < kend), else the cache base.
+// Every prefill attention kernel's tile copy (they differ only in where a piece lands).
+template <int HD, int kBN, int kThreads, class Piece>
+__device__ __forceinline__ void for_each_tile_piece(const PagedKv& kv, int kvh, int t0, int kend, Piece&& piece) {
   constexpr int kChunks = HD / 8;  // 16-byte pieces per key row
 #pragma unroll
   for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
@@ -51,10 +51,21 @@ __device__ __forceinline__ void load_tile(bf16* dst_k, bf16* dst_v, const PagedK
       page_of(kv, j, page, row);
       src = kv.cache + kv_offset<HD>(kv, page, row, kvh) + part * 8;
     }
+    piece(r, part, src, valid);
+  }
+}
+
+// Starts the copy of tile keys [t0, t0 + kBN) of kv head kvh into dst_k (K) and, when dst_v is not
+// null, the same keys' V into dst_v (one address computation for both); keys at or past kend are
+// zero-filled.
+template <int HD, int kBN, int kThreads>
+__device__ __forceinline__ void load_tile(bf16* dst_k, bf16* dst_v, const PagedKv& kv, int kvh, int t0, int kend,
+                                          int64_t v_offset) {
+  for_each_tile_piece<HD, kBN, kThreads>(kv, kvh, t0, kend, [&](int r, int part, const bf16* src, bool valid) {
     const int at = r * (HD + 8) + part * 8;
     if (dst_k != nullptr) cp_async16(smem_u32(dst_k + at), src, valid);
     if (dst_v != nullptr) cp_async16(smem_u32(dst_v + at), valid ? src + v_offset : kv.cache, valid);
-  }
+  });
 }
 
 // End of the keys row r of sequence s may see: min(positions[r] + 1, seq_len), within [0, cap].

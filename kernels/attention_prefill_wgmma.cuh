@@ -39,22 +39,11 @@ constexpr int kSharedBytes = kStages<kPipe> * 2 * kTileBytes + 1024;
 template <int WG>
 __device__ __forceinline__ void load_tile(uint32_t k_tile, uint32_t v_tile, const PagedKv& kv, int kvh, int t0,
                                           int kend, int64_t v_offset) {
-  constexpr int kChunks = kHD / 8;  // 16-byte pieces per key row
-#pragma unroll
-  for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads<WG>) {
-    const int r = c / kChunks, part = c % kChunks;
-    const int j = t0 + r;
-    const bool valid = j < kend;
-    const bf16* src = kv.cache;
-    if (valid) {
-      int64_t page, row;
-      page_of(kv, j, page, row);
-      src = kv.cache + kv_offset<kHD>(kv, page, row, kvh) + part * 8;
-    }
+  for_each_tile_piece<kHD, kBN, kThreads<WG>>(kv, kvh, t0, kend, [&](int r, int part, const bf16* src, bool valid) {
     const uint32_t at = static_cast<uint32_t>((part >> 3) * (kTileBytes / 2)) + sw128_offset(r, part & 7);
     cp_async16(k_tile + at, src, valid);
     cp_async16(v_tile + at, valid ? src + v_offset : kv.cache, valid);
-  }
+  });
 }
 
 // The mma kernel's online softmax on one score tile in the same layout (sc[4 nb + e]: row g + 8 (e >> 1),

@@ -325,7 +325,7 @@ int run() {
   gen.decode_attn_split_tokens = opt.attn_split_tokens;
   const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
   gen.decode_chain = opt.decode_chain && device.cc_major >= 9;  // the chain kernel is sm_90 only
-  gen.prefill_attn_wgmma = opt.prefill_attn_wgmma && device.cc_major == 9 && device.cc_minor == 0;  // sm_90a only
+  gen.prefill_attn_wgmma = opt.prefill_attn_wgmma && models::prefill_attn_wgmma_runs_on(device.cc_major, device.cc_minor);
   gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
   gen.gemv_prefetch_bytes = opt.gemv_prefetch_bytes;
   gen.gemv_fused_norm = opt.gemv_fused_norm;

@@ -39,7 +39,7 @@ void fit_to_device() {
   if (!opt.gen.prefill_attn_wgmma && (!opt.gen.decode_chain || opt.chain_blocks_given)) return;
   try {
     const cuda::DeviceInfo d = cuda::device_info(0);
-    if (opt.gen.prefill_attn_wgmma && !(d.cc_major == 9 && d.cc_minor == 0)) {
+    if (opt.gen.prefill_attn_wgmma && !models::prefill_attn_wgmma_runs_on(d.cc_major, d.cc_minor)) {
       opt.gen.prefill_attn_wgmma = false;
       log().info("GPU 0 is sm_{}{}: the wgmma prefill attention needs sm_90a, prefill uses the mma.sync layouts",
                  d.cc_major, d.cc_minor);

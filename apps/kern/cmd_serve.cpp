@@ -171,7 +171,7 @@ int run_model() {
     gen.decode_attn_items = opt.decode_attn_items;
     const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
     gen.sampling = device.cc_major >= 9;
-    gen.prefill_attn_wgmma = device.cc_major == 9 && device.cc_minor == 0;  // the wgmma prefill is sm_90a only
+    gen.prefill_attn_wgmma = models::prefill_attn_wgmma_runs_on(device.cc_major, device.cc_minor);
     gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
     gen.model = fs::path(opt.weights).filename().string();
     gen.module_sha256 = models::hash_kernel_fatbins(opt.kernels);

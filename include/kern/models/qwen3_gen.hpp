@@ -77,7 +77,7 @@ struct Qwen3GenOptions {
   // head_dim 128: the prefill attention on Hopper's warpgroup MMA (kern_attn_prefill_wgmma_hd128,
   // sm_90a only) for every call, instead of the mma.sync layouts above (false: kern gen
   // --prefill-attn-mma, for other GPUs). docs/perf.md, session 28.
-  bool prefill_attn_wgmma = true;
+  bool prefill_attn_wgmma = true;  // callers that know the GPU keep it where prefill_attn_wgmma_runs_on says
   // Batch invariance (the default): a sequence's decode arithmetic never depends on how many
   // sequences share the step. The decode GEMMs use one kernel for every step size (the GEMV when
   // max_seqs <= 8, else cuBLASLt with one algorithm per launch; the decode chain only if it covers
@@ -142,6 +142,9 @@ inline constexpr std::uint64_t kDecodeAttnSplitBlock = 256;
 inline constexpr std::uint64_t kDecodeAttnSplitWarp = 128;
 inline constexpr std::uint64_t kDecodeAttnWarpMinSeqs = 9;  // Auto: the warp-item partial from this many
 std::uint64_t decode_attn_split(const Qwen3GenOptions& o);
+// Whether a GPU of this compute capability runs the wgmma prefill attention (sm_90a: 9.0 only; the
+// entry's other builds trap).
+inline constexpr bool prefill_attn_wgmma_runs_on(int cc_major, int cc_minor) { return cc_major == 9 && cc_minor == 0; }
 // The command-line names of DecodeAttnItems (--decode-attn-items).
 const std::map<std::string, Qwen3GenOptions::DecodeAttnItems>& decode_attn_items_names();
 
