@@ -115,6 +115,28 @@ __device__ __forceinline__ void issue_pv(float (&o)[kHD / 2], const uint32_t (&p
   wgmma_commit();
 }
 
+// Writes this thread's two query rows of O (the m64n128 accumulator), each divided by its row sum
+// (the l of the row's four lanes added; 0 for a row that saw no key); q_idx: the rows' query indices
+// in the segment (row a + qi / G, q head kvh · G + qi % G), rows at or past nq are not written.
+__device__ __forceinline__ void store_rows(const float (&o)[kHD / 2], const float (&l)[2], const int (&q_idx)[2],
+                                           int nq, bf16* __restrict__ out, int a, int G, int heads, int kvh, int t) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float s = l[h];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    const int qi = q_idx[h];
+    if (qi < nq) {
+      bf16* dst = out + (static_cast<int64_t>(a + qi / G) * heads + kvh * G + qi % G) * kHD + 2 * t;
+#pragma unroll
+      for (int nd = 0; nd < kHD / 8; ++nd)
+        *reinterpret_cast<uint32_t*>(dst + nd * 8) =
+            pack_bf16x2(o[4 * nd + 2 * h] * inv, o[4 * nd + 2 * h + 1] * inv);
+    }
+  }
+}
+
 // Attends the block's queries of rows [a, a + nq / G) of one sequence to kv head kvh (as
 // attend_segment of attention_prefill_mma.cuh). kPipe: a warpgroup issues S of tile j + 1 before
 // the softmax of tile j and lets P·V of tile j run into tile j + 1's softmax (four K/V stages);
@@ -256,21 +278,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
   cp_async_wait<0>();
   __syncthreads();  // red and the tiles are free for the next segment
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float s = l[h];
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
-    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-    const int qi = q_idx[h];
-    if (qi < nq) {
-      bf16* dst = out + (static_cast<int64_t>(a + qi / G) * heads + kvh * G + qi % G) * kHD + 2 * t;
-#pragma unroll
-      for (int nd = 0; nd < ND; ++nd)
-        *reinterpret_cast<uint32_t*>(dst + nd * 8) =
-            pack_bf16x2(o[4 * nd + 2 * h] * inv, o[4 * nd + 2 * h + 1] * inv);
-    }
-  }
+  store_rows(o, l, q_idx, nq, out, a, G, heads, kvh, t);
 #else
   (void)tiles, (void)red, (void)qkv, (void)q_stride, (void)kv, (void)positions, (void)out, (void)a, (void)nq, (void)G,
       (void)seq_len, (void)cap, (void)heads, (void)kvh, (void)scale_log2;

@@ -22,10 +22,12 @@ struct Variant {
   int threads, queries, keys;
   bool q_in_smem;
   int stages = 1;
+  int smem = 0;  // dynamic shared memory in bytes where the formula below does not give it
   std::string entry(const AttnGeometry& g) const { return name + "_hd" + std::to_string(g.head_dim); }
   int rows_per_block(const AttnGeometry& g) const { return std::max(1, queries / g.group()); }
   bool dynamic() const { return q_in_smem || stages > 1; }
   int shared(const AttnGeometry& g) const {
+    if (smem > 0) return smem;
     return dynamic() ? ((q_in_smem ? queries : 0) + 2 * stages * keys) * (g.head_dim + 8) * 2 : 0;
   }
 };
@@ -48,6 +50,13 @@ const Variant kWgmmaPipe{"kern_attn_prefill_wgmma_pipe", 256, 128, 64, true, 4};
 // One warpgroup (64 queries) per block, two stages / pipelined with four.
 const Variant kWgmmaW1{"kern_attn_prefill_wgmma_w1", 128, 64, 64, true, 2};
 const Variant kWgmmaW1Pipe{"kern_attn_prefill_wgmma_w1p", 128, 64, 64, true, 4};
+// Warp-specialised (a producer warpgroup fills a ring of K/V stages for two consumer warpgroups): with
+// turns at Q·Kᵀ (ping-pong) and four stages, without turns, with turns and six stages.
+const Variant kWgmmaWs{"kern_attn_prefill_wgmma_ws", 384, 128, 64, true, 4, 4 * 32768 + 1024};
+const Variant kWgmmaWsNoTurns{"kern_attn_prefill_wgmma_wsnp", 384, 128, 64, true, 4, 4 * 32768 + 1024};
+const Variant kWgmmaWs6{"kern_attn_prefill_wgmma_ws6", 384, 128, 64, true, 6, 6 * 32768 + 1024};
+// Warp-specialised, each warpgroup's products overlapping its own softmax, four stages.
+const Variant kWgmmaWso{"kern_attn_prefill_wgmma_wso", 384, 128, 64, true, 4, 4 * 32768 + 1024};
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -304,7 +313,7 @@ TEST(AttentionPrefillMmaGpu, VariantM32N32) {
 }
 
 TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
-  for (const Variant* v : {&kWgmma, &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe}) {
+  for (const Variant* v : {&kWgmma, &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kWgmmaWs, &kWgmmaWsNoTurns, &kWgmmaWs6, &kWgmmaWso}) {
     SCOPED_TRACE(v->name);
     check(Problem({32, 8, 128, 16}, {{0, 77}}, 271), 0, *v);
     check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 272, 4), 0, *v);
@@ -318,11 +327,34 @@ TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
     check_row_invariance({32, 8, 128, 16}, 511, 280, *v);
     check_row_invariance({64, 8, 128, 16}, 200, 281, *v);
   }
-  // The variants only change when each product is waited for and which warpgroups share a block:
-  // the same bits.
+  // The variants only change when each product is waited for, who copies the tiles and which
+  // warpgroups share a block: the same bits.
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}, {2000, 129}}, 282, 3);
   const auto bits = check(p, 0, kWgmma);
-  for (const Variant* v : {&kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe}) EXPECT_EQ(check(p, 0, *v), bits) << v->name;
+  for (const Variant* v : {&kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kWgmmaWs, &kWgmmaWsNoTurns, &kWgmmaWs6, &kWgmmaWso})
+    EXPECT_EQ(check(p, 0, *v), bits) << v->name;
+}
+
+// The warp-specialised kernels' barriers under load: a long first chunk, a prefix and a block that
+// spans two sequences (the ring's count runs on across segments and wraps many times), each run three
+// times, every output bitwise the two-warpgroup kernel's (no host reference: the products are the
+// same, VariantsWgmma checks them against float64).
+TEST(AttentionPrefillMmaGpu, WarpSpecialisedBitwiseUnderLoad) {
+  const Problem p({32, 8, 128, 16}, {{0, 1500}, {3000, 37}, {0, 90}, {700, 300}}, 291, 5);
+  DeviceProblem d(p);
+  Fatbin fb("attention_prefill");
+  prepare(fb, kWgmma, p.g);
+  d.run(fb, kWgmma);
+  const auto want = d.out.download();
+  for (const Variant* v : {&kWgmmaWs, &kWgmmaWsNoTurns, &kWgmmaWs6, &kWgmmaWso}) {
+    prepare(fb, *v, p.g);
+    for (int i = 0; i < 3; ++i) {
+      d.out.poison();
+      d.run(fb, *v);
+      const auto got = d.out.download();
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(bf16_bits)), 0) << v->name << " run " << i;
+    }
+  }
 }
 
 TEST(AttentionPrefillMmaGpu, Repeatable) {
@@ -340,49 +372,93 @@ TEST(AttentionPrefillMmaGpu, Repeatable) {
   }
 }
 
-// Timings at the Qwen3-4B shape (H 32, KV 8, hd 128, page 16) next to the FMA kernel of attention.cu.
-TEST(PerfGpu, PrefillMma) {
-  const AttnGeometry g{32, 8, 128, 16};
-  constexpr int kLayers = 36;
-  std::mt19937_64 rng(241);
-  Fatbin fb("attention_prefill"), old("attention");
-  for (auto [prefix, rows] : {std::pair{0, 512}, std::pair{0, 2048}, std::pair{0, 8192}, std::pair{7680, 512}}) {
-    const int len = prefix + rows, max_pages = (len + g.page_size - 1) / g.page_size;
-    const int64_t page_stride = 2LL * g.page_size * g.kv_heads * g.head_dim;  // one layer
-    Device<bf16_bits> cache(random_bf16(rng, static_cast<size_t>(max_pages) * page_stride, -1.f, 1.f));
-    std::vector<int32_t> t(max_pages);
+// One prefill chunk at the Qwen3-4B shape (H 32, KV 8, hd 128, page 16) on one sequence: `rows` new
+// rows after `prefix` cached keys, the pages shuffled, random K/V/Q; flops counts the causal work.
+struct PerfCase {
+  static constexpr AttnGeometry g{32, 8, 128, 16};
+  int prefix, rows, len, max_pages;
+  int64_t page_stride;
+  std::mt19937_64 rng;
+  Device<bf16_bits> cache;
+  Device<int32_t> table, lens, cu;
+  Device<bf16_bits> qkv, out;
+  Device<int64_t> pos;
+  float scale;
+  double flops = 0.0;  // 2 (q·k) + 2 (p·v) per key, head dim and q head
+
+  PerfCase(int prefix_, int rows_)
+      : prefix(prefix_),
+        rows(rows_),
+        len(prefix_ + rows_),
+        max_pages((len + g.page_size - 1) / g.page_size),
+        page_stride(2LL * g.page_size * g.kv_heads * g.head_dim),  // one layer
+        rng(241),
+        cache(random_bf16(rng, static_cast<size_t>(max_pages) * page_stride, -1.f, 1.f)),
+        table(shuffled_pages(rng, max_pages)),
+        lens(std::vector<int32_t>{len}),
+        cu(std::vector<int32_t>{0, rows}),
+        qkv(random_bf16(rng, static_cast<size_t>(rows) * g.q_stride(), -1.f, 1.f)),
+        out(static_cast<size_t>(rows) * g.out_width()),
+        pos(positions(prefix_, rows_)),
+        scale(1.0f / std::sqrt(static_cast<float>(g.head_dim))) {
+    for (int r = 0; r < rows; ++r) flops += 4.0 * g.head_dim * g.heads * (prefix + r + 1);
+  }
+  static std::vector<int32_t> shuffled_pages(std::mt19937_64& rng, int n) {
+    std::vector<int32_t> t(n);
     std::iota(t.begin(), t.end(), 0);
     std::shuffle(t.begin(), t.end(), rng);
-    Device<int32_t> table(t), lens(std::vector<int32_t>{len}), cu(std::vector<int32_t>{0, rows});
-    Device<bf16_bits> qkv(random_bf16(rng, static_cast<size_t>(rows) * g.q_stride(), -1.f, 1.f));
-    Device<bf16_bits> out(static_cast<size_t>(rows) * g.out_width());
-    std::vector<int64_t> pos(rows);
-    std::iota(pos.begin(), pos.end(), prefix);
-    Device<int64_t> d_pos(pos);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
-    double flops = 0.0;  // 2 (q·k) + 2 (p·v) per key, head dim and q head
-    for (int r = 0; r < rows; ++r) flops += 4.0 * g.head_dim * g.heads * (prefix + r + 1);
+    return t;
+  }
+  static std::vector<int64_t> positions(int prefix, int rows) {
+    std::vector<int64_t> p(rows);
+    std::iota(p.begin(), p.end(), prefix);
+    return p;
+  }
+  // Median µs of n launches of `name` (per_block rows per block).
+  double time(Fatbin& f, const std::string& name, int threads, int per_block, int n) {
+    return f.time_us(name, n, dim3((rows + per_block - 1) / per_block, g.kv_heads), dim3(threads), qkv.get(),
+                     g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), pos.get(), out.get(),
+                     rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block, 0);
+  }
+};
+
+const std::vector<const Variant*> kPerfVariants = {
+    &kProduction, &kWgmma,   &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kWgmmaWs,  &kWgmmaWsNoTurns, &kWgmmaWs6,
+    &kWgmmaWso,   &kFourWarps, &kM32,     &kM32N32,  &kOneStage,    &kS2N32,    &kM32N32S2,       &kW4S2};
+
+// Timings at the Qwen3-4B shape next to the FMA kernel of attention.cu.
+TEST(PerfGpu, PrefillMma) {
+  constexpr int kLayers = 36;
+  Fatbin fb("attention_prefill"), old("attention");
+  for (auto [prefix, rows] : {std::pair{0, 512}, std::pair{0, 2048}, std::pair{0, 8192}, std::pair{7680, 512}}) {
+    PerfCase c(prefix, rows);
     const std::string what = "prefill attn rows " + std::to_string(rows) + " prefix " + std::to_string(prefix);
     const int iters = rows >= 8192 ? 5 : 20;
-    auto time = [&](Fatbin& f, const std::string& name, int threads, int per_block, int n) {
-      return f.time_us(name, n, dim3((rows + per_block - 1) / per_block, g.kv_heads), dim3(threads), qkv.get(),
-                       g.q_stride(), cache.get(), table.get(), max_pages, lens.get(), cu.get(), d_pos.get(), out.get(),
-                       rows, 1, g.heads, g.kv_heads, g.page_size, page_stride, scale, per_block, 0);
-    };
-    for (const Variant* v :
-         {&kProduction, &kWgmma, &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kFourWarps, &kM32, &kM32N32, &kOneStage, &kS2N32, &kM32N32S2, &kW4S2}) {
-      prepare(fb, *v, g);
-      const double us = time(fb, v->entry(g), v->threads, v->rows_per_block(g), iters);
+    for (const Variant* v : kPerfVariants) {
+      prepare(fb, *v, c.g);
+      const double us = c.time(fb, v->entry(c.g), v->threads, v->rows_per_block(c.g), iters);
       const std::string name = what + " " + v->name;
       report(name + " ms/layer", us / 1e3);
-      report(name + " TFLOP/s", flops / (us * 1e6));
+      report(name + " TFLOP/s", c.flops / (us * 1e6));
       report(name + " ms for 36 layers", us * kLayers / 1e3);
     }
     if (rows <= 2048) {  // the FMA kernel grows too slow past that
-      const double fma = time(old, "kern_attn_prefill_hd128", g.head_dim, 16 / g.group(), 2);
+      const double fma = c.time(old, "kern_attn_prefill_hd128", c.g.head_dim, 16 / c.g.group(), 2);
       report(what + " fma (attention.cu) ms/layer", fma / 1e3);
-      report(what + " fma TFLOP/s", flops / (fma * 1e6));
+      report(what + " fma TFLOP/s", c.flops / (fma * 1e6));
     }
+  }
+}
+
+// For Nsight Compute: each wgmma variant on the 8,192-row chunk, 3 warm-up launches and 2 timed (profile
+// one: ncu -k regex:<entry>$ --launch-skip 3 -c 1).
+TEST(PerfGpu, PrefillWgmma8k) {
+  Fatbin fb("attention_prefill");
+  PerfCase c(0, 8192);
+  for (const Variant* v : kPerfVariants) {
+    if (v->name.find("wgmma") == std::string::npos) continue;
+    prepare(fb, *v, c.g);
+    report(v->name + " TFLOP/s", c.flops / (c.time(fb, v->entry(c.g), v->threads, v->rows_per_block(c.g), 2) * 1e6));
   }
 }
 

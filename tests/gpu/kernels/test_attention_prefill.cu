@@ -34,3 +34,13 @@ KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_pipe_hd128, true, 2, 1)
 // docs/perf.md, session 28).
 KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_w1_hd128, false, 1, 2)
 KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_w1p_hd128, true, 1, 1)
+// The warp-specialised wgmma kernel (kernels/attention_prefill_wgmma_ws.cuh): a producer warp fills a
+// ring of K/V stages for two consumer warpgroups, no block barrier inside a segment; ws: four stages,
+// the warpgroups take turns to issue Q·Kᵀ (ping-pong); wsnp: four stages, no turns; ws6: six stages
+// with turns; wso: four stages, each warpgroup's products overlapping its own softmax
+// (prefill_ws::kSharedBytes: 132,096 / 197,632 bytes).
+#include "attention_prefill_wgmma_ws.cuh"
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_ws_hd128, 4, true, false)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsnp_hd128, 4, false, false)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_ws6_hd128, 6, true, false)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wso_hd128, 4, false, true)
