@@ -14,10 +14,11 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2_hd128, 128, 8, 1, 64, 2, 1)
 // memory, each K/V fragment feeds two m16 tiles), key tiles of 32 in two stages (69632 bytes, two blocks per SM).
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32s2_hd128, 128, 4, 2, 32, 2, 2)
 
-// sm_90a, head_dim 128 (kern gen's default there): S = Q·Kᵀ and O += P·V on wgmma, two warpgroups x 64
-// queries, key tiles of 64 in two K/V stages (kernels/attention_prefill_wgmma.cuh); 256 threads,
-// prefill_wg::kSharedBytes<false> (66,560) bytes of dynamic shared memory, rows_per_block = 128 / G.
-// 22-24 % faster than the s2 layout at 2,048-8,192 rows on the H100 (docs/perf.md, session 28). The
-// sm_80 build of this entry traps.
-#include "attention_prefill_wgmma.cuh"
-KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_hd128, false, 2, 1)
+// sm_90a, head_dim 128 (kern gen's default there): S = Q·Kᵀ and O += P·V on wgmma, warp-specialised
+// (kernels/attention_prefill_wgmma_ws.cuh): a producer warpgroup streams 64-key K/V tiles into four
+// stages for two consumer warpgroups of 64 queries, the lean softmax; 384 threads,
+// prefill_ws::kSharedBytes<4> (132,096) bytes of dynamic shared memory, rows_per_block = 128 / G.
+// 1.65-1.7 x the two-warpgroup kernel of session 28 at 8,192 rows on the H100 and the H200
+// (docs/perf.md, session 29). The sm_80 build of this entry traps.
+#include "attention_prefill_wgmma_ws.cuh"
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_ws_hd128, 4, false, true, false)

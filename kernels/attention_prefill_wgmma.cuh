@@ -28,11 +28,8 @@ constexpr int kThreads = WG * 128;
 template <int WG>
 constexpr int kBM = WG * 64;  // queries per block
 constexpr int kTileBytes = kBN * kHD * 2;     // one K or V tile: two 8 KB halves
-// Dynamic shared memory: kStages stages of a K and a V tile, plus slack for the 1024-byte alignment.
-template <bool kPipe>
-constexpr int kStages = kPipe ? 4 : 2;
-template <bool kPipe>
-constexpr int kSharedBytes = kStages<kPipe> * 2 * kTileBytes + 1024;
+// Dynamic shared memory: two stages of a K and a V tile, plus slack for the 1024-byte alignment.
+constexpr int kSharedBytes = 2 * 2 * kTileBytes + 1024;
 
 // Copies keys [t0, t0 + kBN) of kv head kvh (K into k_tile, V into v_tile: byte addresses of
 // 1024-aligned tiles) in the swizzled layout; keys at or past kend are zero-filled.
@@ -88,6 +85,60 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[kBN / 2], int t0, int t
   }
 }
 
+// ex2.approx with subnormal results flushed to zero: one MUFU.EX2 where exp2f adds a range check
+// and two multiplies (a p below 2^-126 is 0 instead of a subnormal).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// softmax_tile with fewer instructions per score (the experiment of session 29): keys are masked only
+// in a tile that reaches past one of the thread's rows' ends, the row max is taken on the raw scores
+// (scaling is monotonic, so it is the same max), each p is exp2(s · scale - base) with one FFMA and an
+// ex2 that flushes subnormals. Not the bits of softmax_tile (the FFMA rounds once where FMUL, FADD
+// round twice).
+__device__ __forceinline__ void softmax_tile_lean(float (&sc)[kBN / 2], int t0, int t, const int (&q_end)[2],
+                                                  float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                  uint32_t (&pf)[kBN / 16][4]) {
+  constexpr int NB = kBN / 8;
+  if (t0 + kBN > min(q_end[0], q_end[1])) {
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t0 + nb * 8 + 2 * t + (e & 1);
+        if (key >= q_end[e >> 1]) sc[4 * nb + e] = -INFINITY;
+      }
+  }
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < NB * 4; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], sc[i]);
+  float base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float mn = fmaxf(m[h], mx[h] * scale_log2);
+    base[h] = mn == -INFINITY ? 0.0f : mn;  // a row that has seen no key: every p is 0
+    alpha[h] = online_rescale(m[h], l[h], mn, base[h]);
+  }
+#pragma unroll
+  for (int i = 0; i < NB * 4; ++i) {
+    sc[i] = exp2_ftz(fmaf(sc[i], scale_log2, -base[(i >> 1) & 1]));
+    sum[(i >> 1) & 1] += sc[i];
+  }
+  l[0] += sum[0];
+  l[1] += sum[1];
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk) {
+    pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
+    pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
+    pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
+    pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
+  }
+}
+
 // o (the m64n128 accumulator: o[4 nd + e], row g + 8 (e >> 1)) times each row's alpha.
 __device__ __forceinline__ void rescale(float (&o)[kHD / 2], const float (&alpha)[2]) {
 #pragma unroll
@@ -97,10 +148,11 @@ __device__ __forceinline__ void rescale(float (&o)[kHD / 2], const float (&alpha
 // S = Q·Kᵀ for one tile into sc (issued, not waited for): K-major B, hd half ks / 4, 16 elements
 // (32 bytes) per k-step inside it, 8-key groups 1024 bytes apart.
 __device__ __forceinline__ void issue_scores(float (&sc)[kBN / 2], const uint32_t (&qf)[kHD / 16][4], uint32_t k_tile) {
+  const uint64_t desc = wgmma_desc_sw128(k_tile, 16, 1024);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kHD / 16; ++ks)
-    wgmma_m64n64k16_rs(sc, qf[ks], wgmma_desc_sw128(k_tile + (ks >> 2) * (kTileBytes / 2) + (ks & 3) * 32, 16, 1024),
+    wgmma_m64n64k16_rs(sc, qf[ks], wgmma_desc_advance(desc, (ks >> 2) * (kTileBytes / 2) + (ks & 3) * 32),
                        ks > 0 ? 1 : 0);
   wgmma_commit();
 }
@@ -108,10 +160,10 @@ __device__ __forceinline__ void issue_scores(float (&sc)[kBN / 2], const uint32_
 // O += P·V for one tile (issued, not waited for): MN-major B, 16 keys (two 8-key groups of 1024 bytes)
 // per k-step, hd halves 8 KB apart.
 __device__ __forceinline__ void issue_pv(float (&o)[kHD / 2], const uint32_t (&pf)[kBN / 16][4], uint32_t v_tile) {
+  const uint64_t desc = wgmma_desc_sw128(v_tile, kTileBytes / 2, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk)
-    wgmma_m64n128k16_rs_tb(o, pf[kk], wgmma_desc_sw128(v_tile + kk * 2048, kTileBytes / 2, 1024), 1);
+  for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n128k16_rs_tb(o, pf[kk], wgmma_desc_advance(desc, kk * 2048), 1);
   wgmma_commit();
 }
 
@@ -138,10 +190,8 @@ __device__ __forceinline__ void store_rows(const float (&o)[kHD / 2], const floa
 }
 
 // Attends the block's queries of rows [a, a + nq / G) of one sequence to kv head kvh (as
-// attend_segment of attention_prefill_mma.cuh). kPipe: a warpgroup issues S of tile j + 1 before
-// the softmax of tile j and lets P·V of tile j run into tile j + 1's softmax (four K/V stages);
-// else each product is waited for at once (two stages).
-template <bool kPipe, int WG>
+// attend_segment of attention_prefill_mma.cuh): each product is waited for at once, two stages.
+template <int WG>
 __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const bf16* __restrict__ qkv,
                                                int32_t q_stride, const PagedKv& kv,
                                                const int64_t* __restrict__ positions, bf16* __restrict__ out, int a,
@@ -199,81 +249,31 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
   // stage s: K tile at tiles + 2 s kTileBytes, V tile right after it
   auto k_tile = [&](int s) { return tiles + static_cast<uint32_t>(2 * s * kTileBytes); };
   auto v_tile = [&](int s) { return tiles + static_cast<uint32_t>((2 * s + 1) * kTileBytes); };
-  if constexpr (kPipe) {
-    // Tile j sits in stage j % 4. Tile j + 2 is copied after the barrier that opens iteration j: by
-    // then every warpgroup has waited for P·V of tile j - 2 (the stage's last reader), and it has
-    // until the next iteration's barrier to land. Each iteration waits once, after the softmax of
-    // tile j, for S of tile j + 1 and P·V of tile j - 1 (both issued before that softmax).
-    const int n_wg = (wg_end + kBN - 1) / kBN;  // tiles this warpgroup computes
-    if (ntiles > 0) load_tile<WG>(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
+  if (ntiles > 0) load_tile<WG>(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
+  cp_async_commit();
+  for (int j = 0; j < ntiles; ++j) {
+    const int t0 = j * kBN;
+    const int st = j & 1;
+    if (j + 1 < ntiles) load_tile<WG>(k_tile(st ^ 1), v_tile(st ^ 1), kv, kvh, t0 + kBN, kend, v_offset);
     cp_async_commit();
-    if (ntiles > 1) load_tile<WG>(k_tile(1), v_tile(1), kv, kvh, kBN, kend, v_offset);
-    cp_async_commit();
-    cp_async_wait<1>();  // tile 0
+    cp_async_wait<1>();  // this thread's pieces of tile j
     fence_proxy_async_shared();
-    __syncthreads();
-    float sc[NB * 4];
-    if (n_wg > 0) {
-      issue_scores(sc, qf, k_tile(0));
+    __syncthreads();  // ... and every thread's
+    if (t0 < wg_end) {
+      float sc[NB * 4];
+      issue_scores(sc, qf, k_tile(st));
       wgmma_wait<0>();
       wgmma_fence_operands(sc);
-    }
-    for (int j = 0; j < ntiles; ++j) {
-      cp_async_wait<0>();  // tile j + 1
-      fence_proxy_async_shared();
-      __syncthreads();
-      if (j + 2 < ntiles)
-        load_tile<WG>(k_tile((j + 2) & 3), v_tile((j + 2) & 3), kv, kvh, (j + 2) * kBN, kend, v_offset);
-      cp_async_commit();
-      if (j >= n_wg) {  // past this warpgroup's last key (uniform over the warpgroup)
-        wgmma_wait<0>();  // its last P·V reads a stage a later copy overwrites
-        continue;
-      }
-      const bool next = j + 1 < n_wg;
-      float sn[NB * 4];
-      if (next) issue_scores(sn, qf, k_tile((j + 1) & 3));
       float alpha[2];
       uint32_t pf[KK][4];
-      softmax_tile(sc, j * kBN, t, q_end, scale_log2, m, l, alpha, pf);
-      wgmma_wait<0>();  // S of tile j + 1 and P·V of tile j - 1, both run during the softmax
-      wgmma_fence_operands(o);
+      softmax_tile(sc, t0, t, q_end, scale_log2, m, l, alpha, pf);
       rescale(o, alpha);
-      issue_pv(o, pf, v_tile(j & 3));  // runs during the next tile's softmax
-      if (next) {
-        wgmma_fence_operands(sn);
-#pragma unroll
-        for (int i = 0; i < NB * 4; ++i) sc[i] = sn[i];
-      }
+      wgmma_fence_operands(o);
+      issue_pv(o, pf, v_tile(st));
+      wgmma_wait<0>();
+      wgmma_fence_operands(o);
     }
-    wgmma_wait<0>();
-    wgmma_fence_operands(o);
-  } else {
-    if (ntiles > 0) load_tile<WG>(k_tile(0), v_tile(0), kv, kvh, 0, kend, v_offset);
-    cp_async_commit();
-    for (int j = 0; j < ntiles; ++j) {
-      const int t0 = j * kBN;
-      const int st = j & 1;
-      if (j + 1 < ntiles) load_tile<WG>(k_tile(st ^ 1), v_tile(st ^ 1), kv, kvh, t0 + kBN, kend, v_offset);
-      cp_async_commit();
-      cp_async_wait<1>();  // this thread's pieces of tile j
-      fence_proxy_async_shared();
-      __syncthreads();  // ... and every thread's
-      if (t0 < wg_end) {
-        float sc[NB * 4];
-        issue_scores(sc, qf, k_tile(st));
-        wgmma_wait<0>();
-        wgmma_fence_operands(sc);
-        float alpha[2];
-        uint32_t pf[KK][4];
-        softmax_tile(sc, t0, t, q_end, scale_log2, m, l, alpha, pf);
-        rescale(o, alpha);
-        wgmma_fence_operands(o);
-        issue_pv(o, pf, v_tile(st));
-        wgmma_wait<0>();
-        wgmma_fence_operands(o);
-      }
-      __syncthreads();  // every warpgroup is done with the tile-j buffers
-    }
+    __syncthreads();  // every warpgroup is done with the tile-j buffers
   }
   cp_async_wait<0>();
   __syncthreads();  // red and the tiles are free for the next segment
@@ -289,7 +289,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
 }  // namespace prefill_wg
 
 // for_each_segment (attention_prefill_mma.cuh) over this kernel's segments.
-template <bool kPipe, int WG>
+template <int WG>
 __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int32_t q_stride,
                                               const bf16* __restrict__ cache, const int32_t* __restrict__ block_table,
                                               int32_t max_pages, const int32_t* __restrict__ seq_lens,
@@ -303,12 +303,12 @@ __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int3
   extern __shared__ __align__(1024) unsigned char wg_smem[];
   uint32_t dyn;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
-  if (dyn < static_cast<uint32_t>(kSharedBytes<kPipe>) || blockDim.x != kThreads<WG>) __trap();
+  if (dyn < static_cast<uint32_t>(kSharedBytes) || blockDim.x != kThreads<WG>) __trap();
   const uint32_t tiles = (smem_u32(wg_smem) + 1023u) & ~1023u;  // wgmma's swizzle needs 1024-byte alignment
   for_each_segment<kHD, kBM<WG>, kThreads<WG>>(
       cache, block_table, max_pages, seq_lens, cu_seqlens, out, rows, seqs, heads, kv_heads, page_size, page_stride,
       rows_per_block, first_row, [&](const PagedKv& kv, int a, int nq, int G, int seq_len, int64_t cap, int kvh) {
-        attend_segment<kPipe, WG>(tiles, red, qkv, q_stride, kv, positions, out, a, nq, G, seq_len, cap, heads, kvh,
+        attend_segment<WG>(tiles, red, qkv, q_stride, kv, positions, out, a, nq, G, seq_len, cap, heads, kvh,
                               scale * kLog2e);
       });
 }
@@ -316,14 +316,14 @@ __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int3
 }  // namespace
 
 // The wgmma entries (hd 128): the ABI, grid and semantics of KERN_ATTN_PREFILL_MMA_ENTRY; WG warpgroups
-// (128 · WG threads, 64 · WG queries: rows_per_block = 64 · WG / G), prefill_wg::kSharedBytes<PIPE> of
+// (128 · WG threads, 64 · WG queries: rows_per_block = 64 · WG / G), prefill_wg::kSharedBytes of
 // dynamic shared memory, MINB blocks per SM asked of the register allocator.
-#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, PIPE, WG, MINB)                                                          \
+#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, WG, MINB)                                                          \
   extern "C" __global__ void __launch_bounds__(prefill_wg::kThreads<WG>, MINB)                                       \
       NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,      \
            const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,    \
            int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,       \
            int32_t rows_per_block, int32_t first_row) {                                                              \
-    prefill_wgmma<PIPE, WG>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, \
+    prefill_wgmma<WG>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, \
                             seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block, first_row);         \
   }

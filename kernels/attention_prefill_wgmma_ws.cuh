@@ -14,8 +14,11 @@
 //  * Every warpgroup walks every tile of the segment (it waits for each fill, takes its turn and
 //    releases the stage) and skips the products of tiles none of its queries sees, so the turns and
 //    the barrier phases stay in step.
-// A query's arithmetic is the same sequence as in the two-warpgroup kernel (same products, same
-// softmax, same rescale order), so its output is bitwise that kernel's.
+//  * kLean (production): softmax_tile_lean, and o is rescaled only when a row of the warp moved its
+//    max. Without it a query's arithmetic is the two-warpgroup kernel's sequence (same products, same
+//    softmax, same rescale order) and so are its bits (the test entry wsold).
+// Either way a query's arithmetic is a fixed sequence on its own data, so rows stay bitwise
+// independent of how they are cut into calls or blocks.
 #pragma once
 
 #include "attention_prefill_wgmma.cuh"
@@ -47,32 +50,82 @@ struct Ring {
   __device__ uint32_t v_tile(int s) const { return tiles + static_cast<uint32_t>((2 * s + 1) * kTileBytes); }
 };
 
-// The producer warpgroup (this thread is `tid` of its 128): tiles n0 .. n0 + ntiles - 1 of the ring (tile i in stage i % S, its u-th use
-// u = i / S) are keys [64 j, 64 j + 64) of this segment, j = i - n0.
-template <int S>
+// The producer warpgroup (this thread is `tid` of its 128): tiles n0 .. n0 + ntiles - 1 of the ring
+// (tile i in stage i % S, its u-th use u = i / S) are keys [64 j, 64 j + 64) of this segment, j = i - n0.
+// A thread copies one 16-byte column (`part`) of key rows r0, r0 + 8, ..., r0 + 56 (r0 = tid / 16): the
+// same swizzled column every 1,024 bytes. Their page-table lookups go out before the wait for the
+// stage, all eight at once.
+template <int S, bool kSleepy>
 __device__ __forceinline__ void produce(const Ring& ring, uint32_t n0, int ntiles, const PagedKv& kv, int kvh,
                                         int kend, int tid) {
+  constexpr int kParts = kHD / 8;                       // 16-byte pieces per key row
+  constexpr int kRowStep = kProducerThreads / kParts;   // 8
+  constexpr int kRows = kBN / kRowStep;                 // rows per thread per tile: 8
+  static_assert(kRowStep == 8, "a thread's rows must share their swizzle phase (row % 8)");
+  const int part = tid % kParts, r0 = tid / kParts;
+  const uint32_t at0 = static_cast<uint32_t>((part >> 3) * (kTileBytes / 2)) + sw128_offset(r0, part & 7);
+  const bf16* base = kv.cache + part * 8;
   const int64_t v_offset = v_block_elems(kv.page_size, kv.kv_heads, kHD);
   for (int j = 0; j < ntiles; ++j) {
+    const bool whole = (j + 1) * kBN <= kend;  // every key of the tile is copied (all but the last)
+    int64_t off[kRows];                         // element offset of each row's piece from base; -1 past kend
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      const int key = j * kBN + r0 + kRowStep * k;
+      off[k] = -1;
+      if (whole || key < kend) {
+        int64_t page, row;
+        page_of(kv, key, page, row);
+        off[k] = kv_offset<kHD>(kv, page, row, kvh);
+      }
+    }
     const uint32_t i = n0 + j;
     const int s = static_cast<int>(i % S);
-    mbar_wait(&ring.empty[s], ((i / S) & 1) ^ 1);  // use u - 1 released (passes at once for u = 0)
-    const uint32_t k_tile = ring.k_tile(s), v_tile = ring.v_tile(s);
-    for_each_tile_piece<kHD, kBN, kProducerThreads>(
-        kv, kvh, j * kBN, kend,
-        [&](int r, int part, const bf16* src, bool valid) {
-          const uint32_t at = static_cast<uint32_t>((part >> 3) * (kTileBytes / 2)) + sw128_offset(r, part & 7);
-          cp_async16(k_tile + at, src, valid);
-          cp_async16(v_tile + at, valid ? src + v_offset : kv.cache, valid);
-        },
-        tid);
+    const uint32_t parity = ((i / S) & 1) ^ 1;  // use u - 1 released (passes at once for u = 0)
+    if constexpr (kSleepy)
+      mbar_wait_sleepy(&ring.empty[s], parity, 64);
+    else
+      mbar_wait(&ring.empty[s], parity);
+    const uint32_t k_tile = ring.k_tile(s) + at0, v_tile = ring.v_tile(s) + at0;
+    if (whole) {
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        cp_async16(k_tile + 1024 * k, base + off[k], true);
+        cp_async16(v_tile + 1024 * k, base + off[k] + v_offset, true);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRows; ++k) {
+        const bool valid = off[k] >= 0;
+        const bf16* src = valid ? base + off[k] : kv.cache;
+        cp_async16(k_tile + 1024 * k, src, valid);
+        cp_async16(v_tile + 1024 * k, valid ? src + v_offset : kv.cache, valid);
+      }
+    }
     mbar_arrive_on_cp_async(&ring.full[s]);
   }
 }
 
 // The consumer warpgroups' part of a segment (attend_segment of attention_prefill_wgmma.cuh with the
 // ring's tiles n0 .. n0 + ntiles - 1 in place of its own copies).
-template <int S, bool kPP>
+// The softmax of a tile (kLean: softmax_tile_lean, and o is rescaled only when some row of the warp
+// moved its max; multiplying by alpha = 1 is exact, so skipping it changes no bit).
+template <bool kLean>
+__device__ __forceinline__ void softmax_and_rescale(float (&sc)[prefill_wg::kBN / 2], int t0, int t,
+                                                    const int (&q_end)[2], float scale_log2, float (&m)[2],
+                                                    float (&l)[2], float (&o)[kHD / 2],
+                                                    uint32_t (&pf)[prefill_wg::kBN / 16][4]) {
+  float alpha[2];
+  if constexpr (kLean) {
+    prefill_wg::softmax_tile_lean(sc, t0, t, q_end, scale_log2, m, l, alpha, pf);
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) prefill_wg::rescale(o, alpha);
+  } else {
+    prefill_wg::softmax_tile(sc, t0, t, q_end, scale_log2, m, l, alpha, pf);
+    prefill_wg::rescale(o, alpha);
+  }
+}
+
+template <int S, bool kPP, bool kLean>
 __device__ __forceinline__ void consume(const Ring& ring, uint32_t n0, int ntiles, int wg_end,
                                         const uint32_t (&qf)[kHD / 16][4], const int (&q_end)[2], float scale_log2,
                                         float (&o)[kHD / 2], float (&l)[2]) {
@@ -99,10 +152,8 @@ __device__ __forceinline__ void consume(const Ring& ring, uint32_t n0, int ntile
       if (pass) named_bar_arrive(wg == 0 ? kTurnWg1 : kTurnWg0, kConsumerThreads);
       wgmma_wait<0>();
       wgmma_fence_operands(sc);
-      float alpha[2];
       uint32_t pf[KK][4];
-      softmax_tile(sc, j * kBN, t, q_end, scale_log2, m, l, alpha, pf);
-      rescale(o, alpha);
+      softmax_and_rescale<kLean>(sc, j * kBN, t, q_end, scale_log2, m, l, o, pf);
       wgmma_fence_operands(o);
       issue_pv(o, pf, ring.v_tile(s));
       wgmma_wait<0>();
@@ -115,70 +166,11 @@ __device__ __forceinline__ void consume(const Ring& ring, uint32_t n0, int ntile
   }
 }
 
-// consume with each warpgroup's products overlapping its own softmax (kOverlap): S of tile j + 1 is
-// issued before the softmax of tile j, and P·V of tile j runs into the softmax of tile j + 1 (one wait
-// per tile, after the softmax, for both). A stage is released once the P·V that read it is done.
-template <int S>
-__device__ __forceinline__ void consume_overlapped(const Ring& ring, uint32_t n0, int ntiles, int wg_end,
-                                                   const uint32_t (&qf)[kHD / 16][4], const int (&q_end)[2],
-                                                   float scale_log2, float (&o)[kHD / 2], float (&l)[2]) {
-  using namespace prefill_wg;
-  constexpr int NB = kBN / 8;
-  constexpr int KK = kBN / 16;
-  const int lane = threadIdx.x & 31;
-  const int t = lane & 3;
-  const int n_wg = (wg_end + kBN - 1) / kBN;  // tiles this warpgroup computes
-  auto release = [&](uint32_t i) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&ring.empty[i % S]);
-  };
-  auto await = [&](uint32_t i) {
-    mbar_wait(&ring.full[i % S], (i / S) & 1);
-    fence_proxy_async_shared();  // the producer's cp.async writes, before wgmma reads them
-  };
-  float m[2] = {-INFINITY, -INFINITY};
-  float sc[NB * 4];
-  if (n_wg > 0) {
-    await(n0);
-    issue_scores(sc, qf, ring.k_tile(static_cast<int>(n0 % S)));
-    wgmma_wait<0>();
-    wgmma_fence_operands(sc);
-  }
-  for (int j = 0; j < n_wg; ++j) {  // n_wg is uniform over the warpgroup
-    const uint32_t i = n0 + j;
-    const bool next = j + 1 < n_wg;
-    if (next) await(i + 1);
-    float sn[NB * 4];
-    if (next) issue_scores(sn, qf, ring.k_tile(static_cast<int>((i + 1) % S)));
-    float alpha[2];
-    uint32_t pf[KK][4];
-    softmax_tile(sc, j * kBN, t, q_end, scale_log2, m, l, alpha, pf);
-    wgmma_wait<0>();  // S of tile j + 1 and P·V of tile j - 1
-    wgmma_fence_operands(o);
-    if (j > 0) release(i - 1);
-    rescale(o, alpha);
-    issue_pv(o, pf, ring.v_tile(static_cast<int>(i % S)));
-    if (next) {
-      wgmma_fence_operands(sn);
-#pragma unroll
-      for (int e = 0; e < NB * 4; ++e) sc[e] = sn[e];
-    }
-  }
-  wgmma_wait<0>();  // P·V of the last tile computed (unconditional: a wait on a divergent path
-  wgmma_fence_operands(o);  // would make ptxas serialise every wgmma of the kernel)
-  if (n_wg > 0) release(n0 + n_wg - 1);
-  // Tiles none of this warpgroup's queries sees: taken and released, to keep the phases in step.
-  for (int j = n_wg; j < ntiles; ++j) {
-    await(n0 + j);
-    release(n0 + j);
-  }
-}
-
 }  // namespace prefill_ws
 
 // for_each_segment over the block's segments; the ring's tile count runs on across them (every role
 // walks the same segments, so the producer's and the consumers' counts agree).
-template <int S, bool kPP, bool kOverlap>
+template <int S, bool kPP, bool kLean, bool kSleepy>
 __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, int32_t q_stride,
                                                  const bf16* __restrict__ cache,
                                                  const int32_t* __restrict__ block_table, int32_t max_pages,
@@ -222,7 +214,7 @@ __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, i
 #pragma unroll
           for (int w = 0; w < 8; ++w) kend = max(kend, red[w]);
           const int ntiles = (kend + kBN - 1) / kBN;
-          produce<S>(ring, n, ntiles, kv, kvh, kend, static_cast<int>(threadIdx.x) - kConsumerThreads);
+          produce<S, kSleepy>(ring, n, ntiles, kv, kvh, kend, static_cast<int>(threadIdx.x) - kConsumerThreads);
           n += static_cast<uint32_t>(ntiles);
           named_bar_sync(kSegment, kThreads);
         });
@@ -272,10 +264,7 @@ __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, i
         float l[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < kHD / 2; ++i) o[i] = 0.0f;
-        if constexpr (kOverlap)
-          consume_overlapped<S>(ring, n, ntiles, wg_end, qf, q_end, scale * kLog2e, o, l);
-        else
-          consume<S, kPP>(ring, n, ntiles, wg_end, qf, q_end, scale * kLog2e, o, l);
+        consume<S, kPP, kLean>(ring, n, ntiles, wg_end, qf, q_end, scale * kLog2e, o, l);
         n += static_cast<uint32_t>(ntiles);
         named_bar_sync(kSegment, kThreads);  // red is free for the next segment
         prefill_wg::store_rows(o, l, q_idx, nq, out, a, G, heads, kvh, t);
@@ -293,15 +282,16 @@ __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, i
 // The warp-specialised wgmma entries (hd 128): the ABI, grid and semantics of
 // KERN_ATTN_PREFILL_MMA_ENTRY; 384 threads (two consumer warpgroups and a producer warpgroup), 128 queries
 // per block (rows_per_block = 128 / G), prefill_ws::kSharedBytes<STAGES> of dynamic shared memory; PP:
-// the warpgroups take turns to issue Q·Kᵀ; OVERLAP: each warpgroup's products overlap its softmax
-// (consume_overlapped; PP is then unused).
-#define KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(NAME, STAGES, PP, OVERLAP)                                                          \
+// the warpgroups take turns to issue Q·Kᵀ; LEAN: softmax_tile_lean, o rescaled only when a max moved
+// (else the two-warpgroup kernel's softmax and bits); SLEEPY: the producer sleeps between its tries for
+// a free stage.
+#define KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(NAME, STAGES, PP, LEAN, SLEEPY)                                          \
   extern "C" __global__ void __launch_bounds__(prefill_ws::kThreads, 1)                                            \
       NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,     \
            const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,   \
            int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,      \
            int32_t rows_per_block, int32_t first_row) {                                                             \
-    prefill_wgmma_ws<STAGES, PP, OVERLAP>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, \
-                                 rows, seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block,        \
-                                 first_row);                                                                        \
+    prefill_wgmma_ws<STAGES, PP, LEAN, SLEEPY>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens,  \
+                                               positions, out, rows, seqs, heads, kv_heads, page_size, page_stride, \
+                                               scale, rows_per_block, first_row);                                   \
   }

@@ -18,6 +18,11 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
   return d;
 }
 
+// The descriptor of the same tile `bytes` further on: the start address is the low field (address >> 4,
+// 14 bits), and a shared-memory address plus an offset inside its tile stays below 2^18, so the sum
+// never carries into the next field.
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
 // Byte offset of 16-byte chunk c (0..7) of 128-byte row r in a 128-byte-swizzled tile (the swizzle
 // wgmma applies to a 1024-byte-aligned tile: chunk c of row r at chunk c ^ (r % 8)).
 __device__ __forceinline__ uint32_t sw128_offset(int r, int c) {

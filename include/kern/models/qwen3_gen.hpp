@@ -74,9 +74,9 @@ struct Qwen3GenOptions {
   // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
   // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.
   std::uint64_t prefill_long_rows = 4096;
-  // head_dim 128: the prefill attention on Hopper's warpgroup MMA (kern_attn_prefill_wgmma_hd128,
-  // sm_90a only) for every call, instead of the mma.sync layouts above (false: kern gen
-  // --prefill-attn-mma, for other GPUs). docs/perf.md, session 28.
+  // head_dim 128: the prefill attention on Hopper's warpgroup MMA, warp-specialised
+  // (kern_attn_prefill_wgmma_ws_hd128, sm_90a only) for every call, instead of the mma.sync layouts
+  // above (false: kern gen --prefill-attn-mma, for other GPUs). docs/perf.md, sessions 28 and 29.
   bool prefill_attn_wgmma = true;  // callers that know the GPU keep it where prefill_attn_wgmma_runs_on says
   // Batch invariance (the default): a sequence's decode arithmetic never depends on how many
   // sequences share the step. The decode GEMMs use one kernel for every step size (the GEMV when

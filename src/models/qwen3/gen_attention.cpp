@@ -19,10 +19,10 @@ constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256, kPrefillKe
 // memory), 11 % faster at 8192 rows on the H200 but slower at 512-2048 (docs/perf.md). Both are
 // row-invariant within themselves; a row computed by a call of each size differs only by rounding.
 constexpr std::uint64_t kLongQueries = 128, kLongThreads = 128, kLongKeys = 32;
-// The wgmma prefill (head_dim 128, sm_90a): 2 warpgroups of 64 queries, two stages of a 64-key K and V
-// tile (16 KB each) plus 1 KB of alignment slack (prefill_wg::kSharedBytes<false>; the kernel traps
-// with less).
-constexpr std::uint64_t kWgmmaQueries = 128, kWgmmaThreads = 256, kWgmmaShared = 2 * 2 * 64 * 128 * 2 + 1024;
+// The wgmma prefill (head_dim 128, sm_90a; kernels/attention_prefill_wgmma_ws.cuh): 2 consumer
+// warpgroups of 64 queries and a producer warpgroup, four stages of a 64-key K and V tile (16 KB each)
+// plus 1 KB of alignment slack (prefill_ws::kSharedBytes<4>; the kernel traps with less).
+constexpr std::uint64_t kWgmmaQueries = 128, kWgmmaThreads = 384, kWgmmaShared = 4 * 2 * 64 * 128 * 2 + 1024;
 
 double attn_scale(const Qwen3Shape& c) { return 1.0 / std::sqrt(static_cast<double>(c.head_dim)); }
 
@@ -94,7 +94,7 @@ OJ attn_prefill_op(const Geo& g) {
                                            "in buffer<i32>",  "in buffer<i64>", "out buffer<bf16>", "i32",
                                            "i32",             "i32"};
   if (c.head_dim == 128 && g.o.prefill_attn_wgmma)
-    return op(params, OJ::array({prefill_launch(g, "kern_attn_prefill_wgmma_hd128", kWgmmaQueries, kWgmmaThreads,
+    return op(params, OJ::array({prefill_launch(g, "kern_attn_prefill_wgmma_ws_hd128", kWgmmaQueries, kWgmmaThreads,
                                                 kWgmmaShared)}));
   const std::uint64_t prefill_shared = 2 * kPrefillStages * kPrefillKeys * (c.head_dim + 8) * 2;
   OJ launches = OJ::array(

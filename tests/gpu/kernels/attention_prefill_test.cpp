@@ -41,22 +41,19 @@ const Variant kM32N32{"kern_attn_prefill_mma_m32n32", 128, 128, 32, true};      
 const Variant kS2N32{"kern_attn_prefill_mma_s2n32", 256, 128, 32, false, 2};       // the same, key tiles of 32
 const Variant kM32N32S2{"kern_attn_prefill_mma_m32n32s2", 128, 128, 32, true, 2};  // m32n32, two stages
 const Variant kW4S2{"kern_attn_prefill_mma_w4s2", 128, 64, 64, false, 2};          // 4 warps x 16 queries, two stages
-// The wgmma kernel (sm_90a): 2 warpgroups x 64 queries, key tiles of 64 in two stages; its shared memory
-// (66,560 bytes, swizzled tiles) is within what this formula gives.
+// The two-warpgroup wgmma kernel of session 28 (sm_90a, test-only now): 2 warpgroups x 64 queries, key
+// tiles of 64 in two stages; its shared memory (66,560 bytes, swizzled tiles) is within what the formula
+// gives.
 const Variant kWgmma{"kern_attn_prefill_wgmma", 256, 128, 64, true, 2};
-// The same with S of tile j + 1 and P·V of tile j overlapping tile j's softmax: 4 stages (132,096 bytes);
-// four stages in this formula give (128 + 512) · 136 · 2 = 174,080.
-const Variant kWgmmaPipe{"kern_attn_prefill_wgmma_pipe", 256, 128, 64, true, 4};
-// One warpgroup (64 queries) per block, two stages / pipelined with four.
-const Variant kWgmmaW1{"kern_attn_prefill_wgmma_w1", 128, 64, 64, true, 2};
-const Variant kWgmmaW1Pipe{"kern_attn_prefill_wgmma_w1p", 128, 64, 64, true, 4};
-// Warp-specialised (a producer warpgroup fills a ring of K/V stages for two consumer warpgroups): with
-// turns at Q·Kᵀ (ping-pong) and four stages, without turns, with turns and six stages.
-const Variant kWgmmaWs{"kern_attn_prefill_wgmma_ws", 384, 128, 64, true, 4, 4 * 32768 + 1024};
-const Variant kWgmmaWsNoTurns{"kern_attn_prefill_wgmma_wsnp", 384, 128, 64, true, 4, 4 * 32768 + 1024};
-const Variant kWgmmaWs6{"kern_attn_prefill_wgmma_ws6", 384, 128, 64, true, 6, 6 * 32768 + 1024};
-// Warp-specialised, each warpgroup's products overlapping its own softmax, four stages.
-const Variant kWgmmaWso{"kern_attn_prefill_wgmma_wso", 384, 128, 64, true, 4, 4 * 32768 + 1024};
+// The warp-specialised wgmma kernel (sm_90a; kern gen's default at head_dim 128): a producer warpgroup
+// and two consumer warpgroups, four stages of 64-key K/V tiles (132,096 bytes), the lean softmax.
+constexpr int kWsShared = 4 * 32768 + 1024;
+const Variant kWgmmaWs{"kern_attn_prefill_wgmma_ws", 384, 128, 64, true, 4, kWsShared};
+// Its test-only variants: with the two-warpgroup kernel's softmax (that kernel's bits), with turns
+// (ping-pong), with a producer that sleeps between its tries for a free stage.
+const Variant kWgmmaWsOld{"kern_attn_prefill_wgmma_wsold", 384, 128, 64, true, 4, kWsShared};
+const Variant kWgmmaWsTurns{"kern_attn_prefill_wgmma_wsp", 384, 128, 64, true, 4, kWsShared};
+const Variant kWgmmaWsSleepy{"kern_attn_prefill_wgmma_wss", 384, 128, 64, true, 4, kWsShared};
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -313,7 +310,7 @@ TEST(AttentionPrefillMmaGpu, VariantM32N32) {
 }
 
 TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
-  for (const Variant* v : {&kWgmma, &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kWgmmaWs, &kWgmmaWsNoTurns, &kWgmmaWs6, &kWgmmaWso}) {
+  for (const Variant* v : {&kWgmmaWs, &kWgmma, &kWgmmaWsOld, &kWgmmaWsTurns, &kWgmmaWsSleepy}) {
     SCOPED_TRACE(v->name);
     check(Problem({32, 8, 128, 16}, {{0, 77}}, 271), 0, *v);
     check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 272, 4), 0, *v);
@@ -327,34 +324,38 @@ TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
     check_row_invariance({32, 8, 128, 16}, 511, 280, *v);
     check_row_invariance({64, 8, 128, 16}, 200, 281, *v);
   }
-  // The variants only change when each product is waited for, who copies the tiles and which
-  // warpgroups share a block: the same bits.
+  // wsold changes who copies the tiles and how the warpgroups meet, not the arithmetic: the
+  // two-warpgroup kernel's bits; the turns and the sleeping producer change neither: the production
+  // kernel's.
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}, {2000, 129}}, 282, 3);
-  const auto bits = check(p, 0, kWgmma);
-  for (const Variant* v : {&kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kWgmmaWs, &kWgmmaWsNoTurns, &kWgmmaWs6, &kWgmmaWso})
-    EXPECT_EQ(check(p, 0, *v), bits) << v->name;
+  EXPECT_EQ(check(p, 0, kWgmmaWsOld), check(p, 0, kWgmma));
+  const auto bits = check(p, 0, kWgmmaWs);
+  for (const Variant* v : {&kWgmmaWsTurns, &kWgmmaWsSleepy}) EXPECT_EQ(check(p, 0, *v), bits) << v->name;
 }
 
 // The warp-specialised kernels' barriers under load: a long first chunk, a prefix and a block that
 // spans two sequences (the ring's count runs on across segments and wraps many times), each run three
-// times, every output bitwise the two-warpgroup kernel's (no host reference: the products are the
-// same, VariantsWgmma checks them against float64).
+// times: wsold bitwise the two-warpgroup kernel, the lean ones the production kernel (no host
+// reference: VariantsWgmma checks them against float64).
 TEST(AttentionPrefillMmaGpu, WarpSpecialisedBitwiseUnderLoad) {
   const Problem p({32, 8, 128, 16}, {{0, 1500}, {3000, 37}, {0, 90}, {700, 300}}, 291, 5);
   DeviceProblem d(p);
   Fatbin fb("attention_prefill");
-  prepare(fb, kWgmma, p.g);
-  d.run(fb, kWgmma);
-  const auto want = d.out.download();
-  for (const Variant* v : {&kWgmmaWs, &kWgmmaWsNoTurns, &kWgmmaWs6, &kWgmmaWso}) {
-    prepare(fb, *v, p.g);
-    for (int i = 0; i < 3; ++i) {
-      d.out.poison();
-      d.run(fb, *v);
-      const auto got = d.out.download();
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(bf16_bits)), 0) << v->name << " run " << i;
-    }
-  }
+  auto run = [&](const Variant& v) {
+    prepare(fb, v, p.g);
+    d.out.poison();
+    d.run(fb, v);
+    return d.out.download();
+  };
+  auto expect_runs = [&](const std::vector<bf16_bits>& bits, std::initializer_list<const Variant*> variants) {
+    for (const Variant* v : variants)
+      for (int i = 0; i < 3; ++i) {
+        const auto got = run(*v);
+        ASSERT_EQ(std::memcmp(bits.data(), got.data(), bits.size() * sizeof(bf16_bits)), 0) << v->name << " run " << i;
+      }
+  };
+  expect_runs(run(kWgmma), {&kWgmmaWsOld});
+  expect_runs(run(kWgmmaWs), {&kWgmmaWs, &kWgmmaWsTurns, &kWgmmaWsSleepy});
 }
 
 TEST(AttentionPrefillMmaGpu, Repeatable) {
@@ -422,9 +423,9 @@ struct PerfCase {
   }
 };
 
-const std::vector<const Variant*> kPerfVariants = {
-    &kProduction, &kWgmma,   &kWgmmaPipe, &kWgmmaW1, &kWgmmaW1Pipe, &kWgmmaWs,  &kWgmmaWsNoTurns, &kWgmmaWs6,
-    &kWgmmaWso,   &kFourWarps, &kM32,     &kM32N32,  &kOneStage,    &kS2N32,    &kM32N32S2,       &kW4S2};
+const std::vector<const Variant*> kPerfVariants = {&kProduction,    &kWgmmaWs,   &kWgmma, &kWgmmaWsOld, &kWgmmaWsTurns,
+                                                   &kWgmmaWsSleepy, &kFourWarps, &kM32,   &kM32N32,     &kOneStage,
+                                                   &kS2N32,         &kM32N32S2,  &kW4S2};
 
 // Timings at the Qwen3-4B shape next to the FMA kernel of attention.cu.
 TEST(PerfGpu, PrefillMma) {

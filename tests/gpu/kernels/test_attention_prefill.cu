@@ -22,25 +22,17 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_m32n32_hd128, 128, 4, 2, 32, 1
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_s2n32_hd128, 128, 8, 1, 32, 2, 1)
 //  * w4s2: 4 warps x 16 queries with two K/V stages of 64 keys (69632 bytes, up to three blocks per SM).
 KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4s2_hd128, 128, 4, 1, 64, 2, 3)
-// The wgmma kernel's tuning variant (kernels/attention_prefill_wgmma.cuh, sm_90a; the production entry,
-// kern_attn_prefill_wgmma_hd128, is in attention_prefill.cu): S of tile j + 1 and P·V of tile j overlap
-// tile j's softmax, four K/V stages (132,096 bytes). As fast as the production entry on the H100
-// (docs/perf.md, session 28): its warpgroups still meet at a block barrier every tile.
+// The two-warpgroup wgmma kernel (kernels/attention_prefill_wgmma.cuh, sm_90a; kern gen's default of
+// session 28): 256 threads, key tiles of 64 in two K/V stages loaded by the math warps, a block barrier
+// per tile (prefill_wg::kSharedBytes: 66,560 bytes). The bitwise anchor of wsold below.
 #include "attention_prefill_wgmma.cuh"  // after the mma template, as in attention_prefill.cu
-KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_pipe_hd128, true, 2, 1)
-// One warpgroup per block (64 queries, rows_per_block = 64 / G): blocks meet no other warpgroup at their
-// barriers, two per SM (two stages) or one (pipelined, four stages). Slower than the production entry
-// on the H100 (227 / 139 against 252 TFLOP/s at 8k: each K/V tile is loaded for 64 queries, not 128;
-// docs/perf.md, session 28).
-KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_w1_hd128, false, 1, 2)
-KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_w1p_hd128, true, 1, 1)
-// The warp-specialised wgmma kernel (kernels/attention_prefill_wgmma_ws.cuh): a producer warp fills a
-// ring of K/V stages for two consumer warpgroups, no block barrier inside a segment; ws: four stages,
-// the warpgroups take turns to issue Q·Kᵀ (ping-pong); wsnp: four stages, no turns; ws6: six stages
-// with turns; wso: four stages, each warpgroup's products overlapping its own softmax
-// (prefill_ws::kSharedBytes: 132,096 / 197,632 bytes).
+KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_hd128, 2, 1)
+// The warp-specialised kernel (kernels/attention_prefill_wgmma_ws.cuh; the production entry,
+// kern_attn_prefill_wgmma_ws_hd128, is in attention_prefill.cu), four stages:
+//  * wsold: with the two-warpgroup kernel's softmax (softmax_tile): that kernel's bits;
+//  * wsp: the warpgroups take turns to issue Q·Kᵀ (ping-pong);
+//  * wss: the producer sleeps between its tries for a free stage.
 #include "attention_prefill_wgmma_ws.cuh"
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_ws_hd128, 4, true, false)
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsnp_hd128, 4, false, false)
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_ws6_hd128, 6, true, false)
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wso_hd128, 4, false, true)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsold_hd128, 4, false, false, false)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsp_hd128, 4, true, true, false)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wss_hd128, 4, false, true, true)

@@ -578,18 +578,19 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   EXPECT_EQ(moved[1]["when"]["min"], 1000);
 }
 
-// head_dim 128 by default: one wgmma launch for every call size (256 threads, 128 queries per block,
-// two stages of 64-key K and V tiles plus 1 KB); head_dim 64 keeps the mma.sync layout.
+// head_dim 128 by default: one warp-specialised wgmma launch for every call size (384 threads, 128
+// queries per block, four stages of 64-key K and V tiles plus 1 KB); head_dim 64 keeps the mma.sync
+// layout.
 TEST(GenQwen3, PrefillAttentionOnWgmma) {
   const Qwen3Shape c = config("4b");
   Qwen3GenOptions o = options();
   o.max_tokens = 8192;
   const auto l = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
   ASSERT_EQ(l.size(), 1u);
-  EXPECT_EQ(l[0]["entry"], "kern_attn_prefill_wgmma_hd128");
+  EXPECT_EQ(l[0]["entry"], "kern_attn_prefill_wgmma_ws_hd128");
   EXPECT_FALSE(l[0].contains("when"));
-  EXPECT_EQ(l[0]["block"][0], 256);
-  EXPECT_EQ(l[0]["shared_mem"], 2u * 2 * 64 * 128 * 2 + 1024);
+  EXPECT_EQ(l[0]["block"][0], 384);
+  EXPECT_EQ(l[0]["shared_mem"], 4u * 2 * 64 * 128 * 2 + 1024);
   const auto& args = l[0]["args"];
   EXPECT_EQ(args[args.size() - 2]["i32"], 128 / 4);  // rows per block: 128 queries / G
   Qwen3Shape s64 = qwen3_preset("0.6b");
