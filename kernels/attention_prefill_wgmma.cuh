@@ -28,6 +28,10 @@ constexpr int kThreads = WG * 128;
 template <int WG>
 constexpr int kBM = WG * 64;  // queries per block
 constexpr int kTileBytes = kBN * kHD * 2;     // one K or V tile: two 8 KB halves
+// One K or V tile of BN keys (the warp-specialised kernel's tiles may be wider): two halves of
+// head_dim, BN 128-byte rows each.
+template <int BN>
+constexpr int kTileBytesOf = BN * kHD * 2;
 // Dynamic shared memory: two stages of a K and a V tile, plus slack for the 1024-byte alignment.
 constexpr int kSharedBytes = 2 * 2 * kTileBytes + 1024;
 
@@ -98,11 +102,12 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // (scaling is monotonic, so it is the same max), each p is exp2(s · scale - base) with one FFMA and an
 // ex2 that flushes subnormals. Not the bits of softmax_tile (the FFMA rounds once where FMUL, FADD
 // round twice).
-__device__ __forceinline__ void softmax_tile_lean(float (&sc)[kBN / 2], int t0, int t, const int (&q_end)[2],
+template <int BN>
+__device__ __forceinline__ void softmax_tile_lean(float (&sc)[BN / 2], int t0, int t, const int (&q_end)[2],
                                                   float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                                  uint32_t (&pf)[kBN / 16][4]) {
-  constexpr int NB = kBN / 8;
-  if (t0 + kBN > min(q_end[0], q_end[1])) {
+                                                  uint32_t (&pf)[BN / 16][4]) {
+  constexpr int NB = BN / 8;
+  if (t0 + BN > min(q_end[0], q_end[1])) {
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
@@ -131,7 +136,7 @@ __device__ __forceinline__ void softmax_tile_lean(float (&sc)[kBN / 2], int t0, 
   l[0] += sum[0];
   l[1] += sum[1];
 #pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) {
+  for (int kk = 0; kk < BN / 16; ++kk) {
     pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
     pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
     pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
@@ -145,25 +150,45 @@ __device__ __forceinline__ void rescale(float (&o)[kHD / 2], const float (&alpha
   for (int i = 0; i < kHD / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
 
-// S = Q·Kᵀ for one tile into sc (issued, not waited for): K-major B, hd half ks / 4, 16 elements
-// (32 bytes) per k-step inside it, 8-key groups 1024 bytes apart.
-__device__ __forceinline__ void issue_scores(float (&sc)[kBN / 2], const uint32_t (&qf)[kHD / 16][4], uint32_t k_tile) {
+// S = Q·Kᵀ for one tile of BN keys (64 or 128) into sc (issued, not waited for): K-major B, hd half
+// ks / 4, 16 elements (32 bytes) per k-step inside it, 8-key groups 1024 bytes apart.
+template <int BN = kBN>
+__device__ __forceinline__ void issue_scores(float (&sc)[BN / 2], const uint32_t (&qf)[kHD / 16][4], uint32_t k_tile) {
+  static_assert(BN == 64 || BN == 128, "one wgmma covers the tile's keys");
   const uint64_t desc = wgmma_desc_sw128(k_tile, 16, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < kHD / 16; ++ks)
-    wgmma_m64n64k16_rs(sc, qf[ks], wgmma_desc_advance(desc, (ks >> 2) * (kTileBytes / 2) + (ks & 3) * 32),
-                       ks > 0 ? 1 : 0);
+  for (int ks = 0; ks < kHD / 16; ++ks) {
+    const uint64_t d = wgmma_desc_advance(desc, (ks >> 2) * (kTileBytesOf<BN> / 2) + (ks & 3) * 32);
+    if constexpr (BN == 64)
+      wgmma_m64n64k16_rs(sc, qf[ks], d, ks > 0 ? 1 : 0);
+    else
+      wgmma_m64n128k16_rs<0>(sc, qf[ks], d, ks > 0 ? 1 : 0);
+  }
   wgmma_commit();
 }
 
-// O += P·V for one tile (issued, not waited for): MN-major B, 16 keys (two 8-key groups of 1024 bytes)
-// per k-step, hd halves 8 KB apart.
-__device__ __forceinline__ void issue_pv(float (&o)[kHD / 2], const uint32_t (&pf)[kBN / 16][4], uint32_t v_tile) {
-  const uint64_t desc = wgmma_desc_sw128(v_tile, kTileBytes / 2, 1024);
+// issue_scores with Q in shared memory too (q_tile: the warpgroup's 64 queries in the K tile's
+// layout, [hd half][query][64 elements] swizzled), for kernels whose registers cannot hold Q (BN 64).
+__device__ __forceinline__ void issue_scores_ss(float (&sc)[kBN / 2], uint32_t q_tile, uint32_t k_tile) {
+  const uint64_t desc_q = wgmma_desc_sw128(q_tile, 16, 1024), desc_k = wgmma_desc_sw128(k_tile, 16, 1024);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n128k16_rs_tb(o, pf[kk], wgmma_desc_advance(desc, kk * 2048), 1);
+  for (int ks = 0; ks < kHD / 16; ++ks) {
+    const uint32_t at = (ks >> 2) * (kTileBytes / 2) + (ks & 3) * 32;
+    wgmma_m64n64k16_ss(sc, wgmma_desc_advance(desc_q, at), wgmma_desc_advance(desc_k, at), ks > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
+// O += P·V for one tile of BN keys (issued, not waited for): MN-major B, 16 keys (two 8-key groups
+// of 1024 bytes) per k-step, hd halves kTileBytesOf<BN> / 2 apart.
+template <int BN = kBN>
+__device__ __forceinline__ void issue_pv(float (&o)[kHD / 2], const uint32_t (&pf)[BN / 16][4], uint32_t v_tile) {
+  const uint64_t desc = wgmma_desc_sw128(v_tile, kTileBytesOf<BN> / 2, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) wgmma_m64n128k16_rs<1>(o, pf[kk], wgmma_desc_advance(desc, kk * 2048), 1);
   wgmma_commit();
 }
 

@@ -141,8 +141,8 @@ Runner setup(CLI::App& app) {
               "End the prefill program at the last layer (no lm_head, no token): what kern serve generates for "
               "itself; kern run needs the prefill's token");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
-                "With --prefill-attn-mma: prefill calls of at least this many rows use the long-prompt attention "
-                "layout (0: never)");
+                "Prefill calls of at least this many rows use the long-prompt attention layout (head_dim 128; "
+                "0: never)");
   q->add_flag("!--prefill-attn-mma", opt.gen.prefill_attn_wgmma,
               "Prefill attention on mma.sync (any GPU from sm_80) instead of the sm_90a wgmma kernel (head_dim 128)");
   add_decode_attn_items(*q, opt.gen.decode_attn_items,

@@ -105,7 +105,8 @@ constexpr KernelEntry kAttentionPrefill[] = {
     {"kern_attn_prefill_mma_s2_hd64", kPrefill},
     {"kern_attn_prefill_mma_s2_hd128", kPrefill},
     {"kern_attn_prefill_mma_m32n32s2_hd128", kPrefill},
-    {"kern_attn_prefill_wgmma_ws_hd128", kPrefill},  // sm_90a (kernels/attention_prefill_wgmma_ws.cuh)
+    {"kern_attn_prefill_wgmma_ws_hd128", kPrefill},   // sm_90a (kernels/attention_prefill_wgmma_ws.cuh)
+    {"kern_attn_prefill_wgmma_ws3_hd128", kPrefill},  // sm_90a, long calls
 };
 
 // ---------------------------------------------------------------- decode_chain (kernels/decode_chain.cu)

@@ -70,9 +70,10 @@ struct Qwen3GenOptions {
   // without batch invariance a big step has one long range per item). docs/perf.md, session 20.
   enum class DecodeAttnItems { Auto, Block, Warp };
   DecodeAttnItems decode_attn_items = DecodeAttnItems::Auto;
-  // Prefill calls of at least this many rows (head_dim 128) use the m32n32s2 attention layout, faster
-  // on long prompts (docs/perf.md); smaller calls use s2. Rows of one call size are computed bitwise
-  // alike however the prompt is chunked; across the threshold they differ by rounding. 0: s2 always.
+  // Prefill calls of at least this many rows (head_dim 128) use the long-call attention layout, faster
+  // on long prompts (docs/perf.md): on wgmma three consumer warpgroups (the same bits as the smaller
+  // calls' kernel), on mma.sync m32n32s2 instead of s2 (rows of one call size are computed bitwise
+  // alike however the prompt is chunked; across the threshold they differ by rounding). 0: never.
   std::uint64_t prefill_long_rows = 4096;
   // head_dim 128: the prefill attention on Hopper's warpgroup MMA, warp-specialised
   // (kern_attn_prefill_wgmma_ws_hd128, sm_90a only) for every call, instead of the mma.sync layouts

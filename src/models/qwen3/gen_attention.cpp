@@ -21,8 +21,12 @@ constexpr std::uint64_t kPrefillQueries = 128, kPrefillThreads = 256, kPrefillKe
 constexpr std::uint64_t kLongQueries = 128, kLongThreads = 128, kLongKeys = 32;
 // The wgmma prefill (head_dim 128, sm_90a; kernels/attention_prefill_wgmma_ws.cuh): 2 consumer
 // warpgroups of 64 queries and a producer warpgroup, four stages of a 64-key K and V tile (16 KB each)
-// plus 1 KB of alignment slack (prefill_ws::kSharedBytes<4>; the kernel traps with less).
+// plus 1 KB of alignment slack (prefill_ws::kSharedBytes<4, 64, 2>; the kernel traps with less).
 constexpr std::uint64_t kWgmmaQueries = 128, kWgmmaThreads = 384, kWgmmaShared = 4 * 2 * 64 * 128 * 2 + 1024;
+// Its long-call form (calls of prefill_long_rows rows or more): 3 consumer warpgroups (192 queries), the
+// four stages plus three 16 KB Q tiles (prefill_ws::kSharedBytes<4, 64, 3>). The same bits per row.
+constexpr std::uint64_t kWgmma3Queries = 192, kWgmma3Threads = 512,
+                        kWgmma3Shared = 4 * 2 * 64 * 128 * 2 + 3 * 64 * 128 * 2 + 1024;
 
 double attn_scale(const Qwen3Shape& c) { return 1.0 / std::sqrt(static_cast<double>(c.head_dim)); }
 
@@ -93,14 +97,23 @@ OJ attn_prefill_op(const Geo& g) {
   const std::vector<std::string> params = {"in buffer<bf16>", "in state",  "in buffer<i32>", "in buffer<i32>",
                                            "in buffer<i32>",  "in buffer<i64>", "out buffer<bf16>", "i32",
                                            "i32",             "i32"};
-  if (c.head_dim == 128 && g.o.prefill_attn_wgmma)
-    return op(params, OJ::array({prefill_launch(g, "kern_attn_prefill_wgmma_ws_hd128", kWgmmaQueries, kWgmmaThreads,
-                                                kWgmmaShared)}));
+  const std::uint64_t long_rows = g.o.prefill_long_rows;
+  const bool has_long = c.head_dim == 128 && long_rows > 0 && g.o.max_tokens >= long_rows;
+  if (c.head_dim == 128 && g.o.prefill_attn_wgmma) {
+    OJ launches = OJ::array(
+        {prefill_launch(g, "kern_attn_prefill_wgmma_ws_hd128", kWgmmaQueries, kWgmmaThreads, kWgmmaShared)});
+    if (has_long) {
+      launches[0]["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
+      OJ big = prefill_launch(g, "kern_attn_prefill_wgmma_ws3_hd128", kWgmma3Queries, kWgmma3Threads, kWgmma3Shared);
+      big["when"] = OJ{{"var", "tokens"}, {"min", long_rows}};
+      launches.push_back(std::move(big));
+    }
+    return op(params, std::move(launches));
+  }
   const std::uint64_t prefill_shared = 2 * kPrefillStages * kPrefillKeys * (c.head_dim + 8) * 2;
   OJ launches = OJ::array(
       {prefill_launch(g, "kern_attn_prefill_mma_s2" + g.hd, kPrefillQueries, kPrefillThreads, prefill_shared)});
-  const std::uint64_t long_rows = g.o.prefill_long_rows;
-  if (c.head_dim == 128 && long_rows > 0 && g.o.max_tokens >= long_rows) {
+  if (has_long) {
     const std::uint64_t long_shared = (kLongQueries + 2 * kPrefillStages * kLongKeys) * (c.head_dim + 8) * 2;
     launches[0]["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
     OJ big = prefill_launch(g, "kern_attn_prefill_mma_m32n32s2" + g.hd, kLongQueries, kLongThreads, long_shared);

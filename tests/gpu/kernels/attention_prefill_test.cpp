@@ -49,11 +49,13 @@ const Variant kWgmma{"kern_attn_prefill_wgmma", 256, 128, 64, true, 2};
 // and two consumer warpgroups, four stages of 64-key K/V tiles (132,096 bytes), the lean softmax.
 constexpr int kWsShared = 4 * 32768 + 1024;
 const Variant kWgmmaWs{"kern_attn_prefill_wgmma_ws", 384, 128, 64, true, 4, kWsShared};
-// Its test-only variants: with the two-warpgroup kernel's softmax (that kernel's bits), with turns
-// (ping-pong), with a producer that sleeps between its tries for a free stage.
+// Its long-call form (kern gen from --prefill-long-rows rows): three consumer warpgroups (192 queries per
+// block, Q in shared memory), four stages of 64 keys; the same bits.
+const Variant kWgmmaWs3{"kern_attn_prefill_wgmma_ws3", 512, 192, 64, true, 4, 4 * 32768 + 3 * 16384 + 1024};
+// Its test-only variants: with the two-warpgroup kernel's softmax (that kernel's bits), and with
+// tiles of 128 keys in three stages (its own bits: the online softmax moves per 128 keys).
 const Variant kWgmmaWsOld{"kern_attn_prefill_wgmma_wsold", 384, 128, 64, true, 4, kWsShared};
-const Variant kWgmmaWsTurns{"kern_attn_prefill_wgmma_wsp", 384, 128, 64, true, 4, kWsShared};
-const Variant kWgmmaWsSleepy{"kern_attn_prefill_wgmma_wss", 384, 128, 64, true, 4, kWsShared};
+const Variant kWgmmaWs128{"kern_attn_prefill_wgmma_ws128", 384, 128, 128, true, 3, 3 * 65536 + 1024};
 
 void prepare(Fatbin& fb, const Variant& v, const AttnGeometry& g) {
   if (v.dynamic()) fb.set_dynamic_shared(v.entry(g), v.shared(g));
@@ -310,7 +312,7 @@ TEST(AttentionPrefillMmaGpu, VariantM32N32) {
 }
 
 TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
-  for (const Variant* v : {&kWgmmaWs, &kWgmma, &kWgmmaWsOld, &kWgmmaWsTurns, &kWgmmaWsSleepy}) {
+  for (const Variant* v : {&kWgmmaWs, &kWgmma, &kWgmmaWsOld, &kWgmmaWs128, &kWgmmaWs3}) {
     SCOPED_TRACE(v->name);
     check(Problem({32, 8, 128, 16}, {{0, 77}}, 271), 0, *v);
     check(Problem({32, 8, 128, 16}, {{3, 7}, {0, 5}, {1000, 150}}, 272, 4), 0, *v);
@@ -325,18 +327,18 @@ TEST(AttentionPrefillMmaGpu, VariantsWgmma) {
     check_row_invariance({64, 8, 128, 16}, 200, 281, *v);
   }
   // wsold changes who copies the tiles and how the warpgroups meet, not the arithmetic: the
-  // two-warpgroup kernel's bits; the turns and the sleeping producer change neither: the production
-  // kernel's.
+  // two-warpgroup kernel's bits.
   const Problem p({32, 8, 128, 16}, {{100, 300}, {0, 50}, {2000, 129}}, 282, 3);
   EXPECT_EQ(check(p, 0, kWgmmaWsOld), check(p, 0, kWgmma));
-  const auto bits = check(p, 0, kWgmmaWs);
-  for (const Variant* v : {&kWgmmaWsTurns, &kWgmmaWsSleepy}) EXPECT_EQ(check(p, 0, *v), bits) << v->name;
+  // ws3 computes each query as ws does (Q·Kᵀ with Q from shared memory instead of registers): the same
+  // bits, so kern gen's switch between them at --prefill-long-rows changes no row.
+  EXPECT_EQ(check(p, 0, kWgmmaWs3), check(p, 0, kWgmmaWs));
 }
 
 // The warp-specialised kernels' barriers under load: a long first chunk, a prefix and a block that
 // spans two sequences (the ring's count runs on across segments and wraps many times), each run three
-// times: wsold bitwise the two-warpgroup kernel, the lean ones the production kernel (no host
-// reference: VariantsWgmma checks them against float64).
+// times: wsold bitwise the two-warpgroup kernel, the others their own first run (no host reference:
+// VariantsWgmma checks them against float64).
 TEST(AttentionPrefillMmaGpu, WarpSpecialisedBitwiseUnderLoad) {
   const Problem p({32, 8, 128, 16}, {{0, 1500}, {3000, 37}, {0, 90}, {700, 300}}, 291, 5);
   DeviceProblem d(p);
@@ -355,7 +357,8 @@ TEST(AttentionPrefillMmaGpu, WarpSpecialisedBitwiseUnderLoad) {
       }
   };
   expect_runs(run(kWgmma), {&kWgmmaWsOld});
-  expect_runs(run(kWgmmaWs), {&kWgmmaWs, &kWgmmaWsTurns, &kWgmmaWsSleepy});
+  expect_runs(run(kWgmmaWs), {&kWgmmaWs, &kWgmmaWs3});
+  expect_runs(run(kWgmmaWs128), {&kWgmmaWs128});
 }
 
 TEST(AttentionPrefillMmaGpu, Repeatable) {
@@ -423,9 +426,9 @@ struct PerfCase {
   }
 };
 
-const std::vector<const Variant*> kPerfVariants = {&kProduction,    &kWgmmaWs,   &kWgmma, &kWgmmaWsOld, &kWgmmaWsTurns,
-                                                   &kWgmmaWsSleepy, &kFourWarps, &kM32,   &kM32N32,     &kOneStage,
-                                                   &kS2N32,         &kM32N32S2,  &kW4S2};
+const std::vector<const Variant*> kPerfVariants = {&kProduction, &kWgmmaWs,   &kWgmmaWs128, &kWgmmaWs3, &kWgmma,
+                                                   &kWgmmaWsOld, &kFourWarps, &kM32,        &kM32N32,   &kOneStage,
+                                                   &kS2N32,      &kM32N32S2,  &kW4S2};
 
 // Timings at the Qwen3-4B shape next to the FMA kernel of attention.cu.
 TEST(PerfGpu, PrefillMma) {

@@ -28,11 +28,11 @@ KERN_ATTN_PREFILL_MMA_ENTRY(kern_attn_prefill_mma_w4s2_hd128, 128, 4, 1, 64, 2, 
 #include "attention_prefill_wgmma.cuh"  // after the mma template, as in attention_prefill.cu
 KERN_ATTN_PREFILL_WGMMA_ENTRY(kern_attn_prefill_wgmma_hd128, 2, 1)
 // The warp-specialised kernel (kernels/attention_prefill_wgmma_ws.cuh; the production entry,
-// kern_attn_prefill_wgmma_ws_hd128, is in attention_prefill.cu), four stages:
-//  * wsold: with the two-warpgroup kernel's softmax (softmax_tile): that kernel's bits;
-//  * wsp: the warpgroups take turns to issue Q·Kᵀ (ping-pong);
-//  * wss: the producer sleeps between its tries for a free stage.
+// kern_attn_prefill_wgmma_ws_hd128, is in attention_prefill.cu):
+//  * wsold: four stages of 64 keys with the two-warpgroup kernel's softmax (softmax_tile): that
+//    kernel's bits;
+//  * ws128: the production kernel with tiles of 128 keys, three stages (197,632 bytes): as fast at
+//    8,192 rows, 1-4 % slower at 512-2,048 on the H100 (docs/perf.md, session 29).
 #include "attention_prefill_wgmma_ws.cuh"
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsold_hd128, 4, false, false, false)
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsp_hd128, 4, true, true, false)
-KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wss_hd128, 4, false, true, true)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_wsold_hd128, 4, 64, false, 2)
+KERN_ATTN_PREFILL_WGMMA_WS_ENTRY(kern_attn_prefill_wgmma_ws128_hd128, 3, 128, true, 2)

@@ -578,21 +578,31 @@ TEST(GenQwen3, PrefillAttentionLayoutBySize) {
   EXPECT_EQ(moved[1]["when"]["min"], 1000);
 }
 
-// head_dim 128 by default: one warp-specialised wgmma launch for every call size (384 threads, 128
-// queries per block, four stages of 64-key K and V tiles plus 1 KB); head_dim 64 keeps the mma.sync
-// layout.
+// head_dim 128 by default: the warp-specialised wgmma kernel (384 threads, 128 queries per block, four
+// stages of 64-key K and V tiles plus 1 KB), and from --prefill-long-rows rows its three-warpgroup form
+// (512 threads, 192 queries, three 16 KB Q tiles more); head_dim 64 keeps the mma.sync layout.
 TEST(GenQwen3, PrefillAttentionOnWgmma) {
   const Qwen3Shape c = config("4b");
   Qwen3GenOptions o = options();
   o.max_tokens = 8192;
   const auto l = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
-  ASSERT_EQ(l.size(), 1u);
+  ASSERT_EQ(l.size(), 2u);
   EXPECT_EQ(l[0]["entry"], "kern_attn_prefill_wgmma_ws_hd128");
-  EXPECT_FALSE(l[0].contains("when"));
+  EXPECT_EQ(l[0]["when"]["max"], 4095);
   EXPECT_EQ(l[0]["block"][0], 384);
   EXPECT_EQ(l[0]["shared_mem"], 4u * 2 * 64 * 128 * 2 + 1024);
-  const auto& args = l[0]["args"];
-  EXPECT_EQ(args[args.size() - 2]["i32"], 128 / 4);  // rows per block: 128 queries / G
+  EXPECT_EQ(l[0]["args"][l[0]["args"].size() - 2]["i32"], 128 / 4);  // rows per block: 128 queries / G
+  EXPECT_EQ(l[1]["entry"], "kern_attn_prefill_wgmma_ws3_hd128");
+  EXPECT_EQ(l[1]["when"]["min"], 4096);
+  EXPECT_EQ(l[1]["block"][0], 512);
+  EXPECT_EQ(l[1]["shared_mem"], 4u * 2 * 64 * 128 * 2 + 3 * 64 * 128 * 2 + 1024);
+  EXPECT_EQ(l[1]["args"][l[1]["args"].size() - 2]["i32"], 192 / 4);
+  // Calls that never reach the threshold: the one launch, unconditional.
+  o.max_tokens = 2048;
+  const auto small = generate_qwen3_manifest(c, o)["ops"]["attn_prefill"]["impl"]["launches"];
+  ASSERT_EQ(small.size(), 1u);
+  EXPECT_EQ(small[0]["entry"], "kern_attn_prefill_wgmma_ws_hd128");
+  EXPECT_FALSE(small[0].contains("when"));
   Qwen3Shape s64 = qwen3_preset("0.6b");
   s64.head_dim = 64;
   EXPECT_EQ(generate_qwen3_manifest(s64, o)["ops"]["attn_prefill"]["impl"]["launches"][0]["entry"],

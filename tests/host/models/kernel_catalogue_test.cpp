@@ -62,7 +62,7 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     o.decode_attn_mma = variant != 2;
     o.decode_attn_items = variant == 3 ? Qwen3GenOptions::DecodeAttnItems::Warp : Qwen3GenOptions::DecodeAttnItems::Block;
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
-    o.max_tokens = variant == 0 ? 8192 : 2048;
+    o.max_tokens = variant == 0 || variant == 4 ? 8192 : 2048;  // the long-call prefill layouts (mma, wgmma)
     o.fp8 = variant == 4;  // the quant kernels
     o.prefill_attn_wgmma = variant != 0;  // variant 0: the mma.sync prefill layouts (--prefill-attn-mma)
     const auto m = generate_qwen3_manifest(c, o);
