@@ -47,6 +47,58 @@ __device__ __forceinline__ void load_tile(uint32_t k_tile, uint32_t v_tile, cons
   });
 }
 
+// P (a score tile after exp2, sc[4 nb + e] in the accumulator layout) as the bf16 A fragments of P·V,
+// one m16k16 fragment per 16 keys.
+template <int BN>
+__device__ __forceinline__ void pack_p(const float (&sc)[BN / 2], uint32_t (&pf)[BN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
+    pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
+    pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
+    pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
+  }
+}
+
+// A segment's queries as this thread sees them (warp w of the block holds queries 16 w .. 16 w + 15, a
+// lane the two rows g and g + 8): their indices q_idx and key ends q_end (0 past nq); warp_end, the
+// largest key end of the warp's queries; mine, the largest key end of the segment rows a + i, i =
+// threadIdx.x, + kThreads, ... (both reduced over the warp). Warp w's lane 0 puts them in the
+// block's table for the others.
+struct QueryRows {
+  int q_idx[2], q_end[2];
+  int mine, warp_end;
+};
+template <int kThreads>
+__device__ __forceinline__ QueryRows query_rows(const int64_t* __restrict__ positions, int a, int nq, int G,
+                                                int seq_len, int64_t cap) {
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  QueryRows q;
+  q.mine = 0;
+  for (int i = threadIdx.x; i < nq / G; i += kThreads) q.mine = max(q.mine, key_end(positions, a + i, seq_len, cap));
+  q.mine = __reduce_max_sync(0xffffffffu, q.mine);
+  q.warp_end = 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int qi = warp * 16 + g + 8 * h;
+    q.q_idx[h] = qi;
+    q.q_end[h] = qi < nq ? key_end(positions, a + qi / G, seq_len, cap) : 0;
+    q.warp_end = max(q.warp_end, q.q_end[h]);
+  }
+  q.warp_end = __reduce_max_sync(0xffffffffu, q.warp_end);
+  return q;
+}
+
+// This thread's Q fragments (the A operand of Q·Kᵀ from registers) for its two query rows.
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[kHD / 16][4], const bf16* __restrict__ qkv,
+                                                 int32_t q_stride, int a, int nq, int G, int kvh,
+                                                 const int (&q_idx)[2], int t) {
+  const int qa = q_idx[0], qb = q_idx[1];
+  const bf16* pa = qa < nq ? qkv + static_cast<int64_t>(a + qa / G) * q_stride + (kvh * G + qa % G) * kHD : nullptr;
+  const bf16* pb = qb < nq ? qkv + static_cast<int64_t>(a + qb / G) * q_stride + (kvh * G + qb % G) * kHD : nullptr;
+  load_a_fragments(qf, pa, pb, t);
+}
+
 // The mma kernel's online softmax on one score tile in the same layout (sc[4 nb + e]: row g + 8 (e >> 1),
 // key t0 + nb * 8 + 2 t + (e & 1)): masks keys a row may not see, moves each row's state (m, l) to the
 // new max, returns the accumulator's rescale alpha per row and P (bf16) as the A fragments of P·V.
@@ -80,13 +132,7 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[kBN / 2], int t0, int t
   }
   l[0] += sum[0];
   l[1] += sum[1];
-#pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) {
-    pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
-    pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
-    pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
-    pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
-  }
+  pack_p<kBN>(sc, pf);
 }
 
 // ex2.approx with subnormal results flushed to zero: one MUFU.EX2 where exp2f adds a range check
@@ -135,13 +181,7 @@ __device__ __forceinline__ void softmax_tile_lean(float (&sc)[BN / 2], int t0, i
   }
   l[0] += sum[0];
   l[1] += sum[1];
-#pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
-    pf[kk][0] = pack_bf16x2(sc[8 * kk + 0], sc[8 * kk + 1]);
-    pf[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
-    pf[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
-    pf[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
-  }
+  pack_p<BN>(sc, pf);
 }
 
 // o (the m64n128 accumulator: o[4 nd + e], row g + 8 (e >> 1)) times each row's alpha.
@@ -228,26 +268,15 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
   constexpr int ND = kHD / 8;   // n8 blocks of the output
   constexpr int KK = kBN / 16;  // k-steps of P·V
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = warp >> 2;
-  const int g = lane >> 2, t = lane & 3;
-  const int rows = nq / G;
+  const int t = lane & 3;
 
   // Block-wide last key, and each warpgroup's.
-  int mine = 0;
-  for (int i = threadIdx.x; i < rows; i += kThreads<WG>) mine = max(mine, key_end(positions, a + i, seq_len, cap));
-  mine = __reduce_max_sync(0xffffffffu, mine);
-  int q_idx[2], q_end[2];
-  int warp_end = 0;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int qi = warp * 16 + g + 8 * h;
-    q_idx[h] = qi;
-    q_end[h] = qi < nq ? key_end(positions, a + qi / G, seq_len, cap) : 0;
-    warp_end = max(warp_end, q_end[h]);
-  }
-  warp_end = __reduce_max_sync(0xffffffffu, warp_end);
+  const QueryRows qr = query_rows<kThreads<WG>>(positions, a, nq, G, seq_len, cap);
+  const auto& q_idx = qr.q_idx;
+  const auto& q_end = qr.q_end;
   if (lane == 0) {
-    red[warp] = mine;
-    red[8 + warp] = warp_end;
+    red[warp] = qr.mine;
+    red[8 + warp] = qr.warp_end;
   }
   __syncthreads();
   int kend = 0, wg_end = 0;
@@ -257,12 +286,7 @@ __device__ __forceinline__ void attend_segment(uint32_t tiles, int* red, const b
   for (int w = 0; w < 4; ++w) wg_end = max(wg_end, red[8 + 4 * wg + w]);
 
   uint32_t qf[KS][4];
-  {
-    const int qa = q_idx[0], qb = q_idx[1];
-    const bf16* pa = qa < nq ? qkv + static_cast<int64_t>(a + qa / G) * q_stride + (kvh * G + qa % G) * kHD : nullptr;
-    const bf16* pb = qb < nq ? qkv + static_cast<int64_t>(a + qb / G) * q_stride + (kvh * G + qb % G) * kHD : nullptr;
-    load_a_fragments(qf, pa, pb, t);
-  }
+  load_q_fragments(qf, qkv, q_stride, a, nq, G, kvh, q_idx, t);
 
   float o[ND * 4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};

@@ -212,7 +212,7 @@ __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, i
   __syncthreads();
   const bool producer = threadIdx.x >= kConsumerThreads<CW>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wg = warp >> 2;
-  const int g = lane >> 2, t = lane & 3;
+  const int t = lane & 3;
   uint32_t n = 0;  // tiles through the ring so far
   // The roles part here, each with its own walk over the segments (setmaxnreg holds for the code a
   // role runs, so they share none); they meet at named barrier kSegment (all 384 threads) twice per
@@ -238,24 +238,13 @@ __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, i
       cache, block_table, max_pages, seq_lens, cu_seqlens, out, rows, seqs, heads, kv_heads, page_size, page_stride,
       rows_per_block, first_row, [&](const PagedKv&, int a, int nq, int G, int seq_len, int64_t cap, int kvh) {
         // The block's last key (the producer's tile count) and each warpgroup's, as in prefill_wg.
-        const int nrows = nq / G;
-        int mine = 0;
-        for (int i = threadIdx.x; i < nrows; i += kConsumerThreads<CW>)
-          mine = max(mine, key_end(positions, a + i, seq_len, cap));
-        mine = __reduce_max_sync(0xffffffffu, mine);
-        int q_idx[2], q_end[2];
-        int warp_end = 0;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int qi = warp * 16 + g + 8 * h;
-          q_idx[h] = qi;
-          q_end[h] = qi < nq ? key_end(positions, a + qi / G, seq_len, cap) : 0;
-          warp_end = max(warp_end, q_end[h]);
-        }
-        warp_end = __reduce_max_sync(0xffffffffu, warp_end);
+        const prefill_wg::QueryRows qr =
+            prefill_wg::query_rows<kConsumerThreads<CW>>(positions, a, nq, G, seq_len, cap);
+        const auto& q_idx = qr.q_idx;
+        const auto& q_end = qr.q_end;
         if (lane == 0) {
-          red[warp] = mine;
-          red[16 + warp] = warp_end;
+          red[warp] = qr.mine;
+          red[16 + warp] = qr.warp_end;
         }
         named_bar_sync(kSegment, kThreads<CW>);
         int kend = 0, wg_end = 0;
@@ -283,12 +272,7 @@ __device__ __forceinline__ void prefill_wgmma_ws(const bf16* __restrict__ qkv, i
           fence_proxy_async_shared();
           named_bar_sync(kQLoaded + wg, 128);
         } else {
-          const int qa = q_idx[0], qb = q_idx[1];
-          const bf16* pa =
-              qa < nq ? qkv + static_cast<int64_t>(a + qa / G) * q_stride + (kvh * G + qa % G) * kHD : nullptr;
-          const bf16* pb =
-              qb < nq ? qkv + static_cast<int64_t>(a + qb / G) * q_stride + (kvh * G + qb % G) * kHD : nullptr;
-          load_a_fragments(qf, pa, pb, t);
+          prefill_wg::load_q_fragments(qf, qkv, q_stride, a, nq, G, kvh, q_idx, t);
         }
         float o[kHD / 2];
         float l[2] = {0.0f, 0.0f};
