@@ -61,6 +61,7 @@ struct Options {
   std::uint64_t attn_target_blocks = 0;   // kern gen's --attn-target-blocks (0: the kernel's default)
   bool decode_attn_mma = true;            // kern gen's --decode-attn-f32 (negated)
   bool prefill_attn_wgmma = true;         // kern gen's --prefill-attn-mma (negated)
+  std::uint64_t prefill_long_rows = models::Qwen3GenOptions{}.prefill_long_rows;  // kern gen's --prefill-long-rows
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};  // kern gen's --decode-attn-items
   bool batch_invariant = true;            // kern gen's --no-batch-invariant (negated)
   std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
@@ -326,6 +327,7 @@ int run() {
   const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
   gen.decode_chain = opt.decode_chain && device.cc_major >= 9;  // the chain kernel is sm_90 only
   gen.prefill_attn_wgmma = opt.prefill_attn_wgmma && models::prefill_attn_wgmma_runs_on(device.cc_major, device.cc_minor);
+  gen.prefill_long_rows = opt.prefill_long_rows;
   gen.chain_blocks = static_cast<std::uint64_t>(device.sm_count);
   gen.gemv_prefetch_bytes = opt.gemv_prefetch_bytes;
   gen.gemv_fused_norm = opt.gemv_fused_norm;
@@ -559,6 +561,7 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
   cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");
   cmd->add_flag("!--prefill-attn-mma", opt.prefill_attn_wgmma, "kern gen --prefill-attn-mma");
+  cmd->add_option("--prefill-long-rows", opt.prefill_long_rows, "kern gen --prefill-long-rows (0: one layout)");
   add_decode_attn_items(*cmd, opt.decode_attn_items, "kern gen --decode-attn-items");
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");
