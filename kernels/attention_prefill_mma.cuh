@@ -33,17 +33,17 @@ using namespace kern_dev;
 
 namespace {
 
-// The 16-byte pieces of tile keys [t0, t0 + kBN) of kv head kvh, spread over kThreads threads (this
-// one is `tid` of them, by default the block's thread index): each thread calls piece(r, part, src,
-// valid) for key t0 + r, piece `part` of its head_dim, src its K piece in the cache (the V piece is
-// src + v_offset) when valid (key < kend), else the cache base. Every prefill attention kernel's tile
-// copy (they differ only in where a piece lands and which threads copy).
+// The 16-byte pieces of tile keys [t0, t0 + kBN) of kv head kvh, spread over the block's kThreads
+// threads: each thread calls piece(r, part, src, valid) for key t0 + r, piece `part` of its head_dim,
+// src its K piece in the cache (the V piece is src + v_offset) when valid (key < kend), else the cache
+// base. The tile copy of the prefill kernels whose math warps copy (they differ only in where a piece
+// lands); the warp-specialised kernel's producer maps its pieces otherwise, to issue a group's page
+// lookups together (attention_prefill_wgmma_ws.cuh).
 template <int HD, int kBN, int kThreads, class Piece>
-__device__ __forceinline__ void for_each_tile_piece(const PagedKv& kv, int kvh, int t0, int kend, Piece&& piece,
-                                                    int tid = static_cast<int>(threadIdx.x)) {
+__device__ __forceinline__ void for_each_tile_piece(const PagedKv& kv, int kvh, int t0, int kend, Piece&& piece) {
   constexpr int kChunks = HD / 8;  // 16-byte pieces per key row
 #pragma unroll
-  for (int c = tid; c < kBN * kChunks; c += kThreads) {
+  for (int c = threadIdx.x; c < kBN * kChunks; c += kThreads) {
     const int r = c / kChunks, part = c % kChunks;
     const int j = t0 + r;
     const bool valid = j < kend;

@@ -143,11 +143,11 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
-// softmax_tile with fewer instructions per score (the experiment of session 29): keys are masked only
-// in a tile that reaches past one of the thread's rows' ends, the row max is taken on the raw scores
-// (scaling is monotonic, so it is the same max), each p is exp2(s · scale - base) with one FFMA and an
-// ex2 that flushes subnormals. Not the bits of softmax_tile (the FFMA rounds once where FMUL, FADD
-// round twice).
+// softmax_tile with fewer instructions per score (the warp-specialised kernel's; session 29): keys are
+// masked only in a tile that reaches past one of the thread's rows' ends, the row max is taken on the
+// raw scores (scaling is monotonic, so it is the same max), each p is exp2(s · scale - base) with one
+// FFMA and an ex2 that flushes subnormals. Not the bits of softmax_tile (the FFMA rounds once where
+// FMUL, FADD round twice).
 template <int BN>
 __device__ __forceinline__ void softmax_tile_lean(float (&sc)[BN / 2], int t0, int t, const int (&q_end)[2],
                                                   float scale_log2, float (&m)[2], float (&l)[2], float (&alpha)[2],
@@ -367,12 +367,12 @@ __device__ __forceinline__ void prefill_wgmma(const bf16* __restrict__ qkv, int3
 // The wgmma entries (hd 128): the ABI, grid and semantics of KERN_ATTN_PREFILL_MMA_ENTRY; WG warpgroups
 // (128 · WG threads, 64 · WG queries: rows_per_block = 64 · WG / G), prefill_wg::kSharedBytes of
 // dynamic shared memory, MINB blocks per SM asked of the register allocator.
-#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, WG, MINB)                                                          \
-  extern "C" __global__ void __launch_bounds__(prefill_wg::kThreads<WG>, MINB)                                       \
-      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,      \
-           const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,    \
-           int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,       \
-           int32_t rows_per_block, int32_t first_row) {                                                              \
-    prefill_wgmma<WG>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows, \
-                            seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block, first_row);         \
+#define KERN_ATTN_PREFILL_WGMMA_ENTRY(NAME, WG, MINB)                                                                  \
+  extern "C" __global__ void __launch_bounds__(prefill_wg::kThreads<WG>, MINB)                                         \
+      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages,        \
+           const int32_t* seq_lens, const int32_t* cu_seqlens, const int64_t* positions, bf16* out, int32_t rows,      \
+           int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size, int64_t page_stride, float scale,         \
+           int32_t rows_per_block, int32_t first_row) {                                                                \
+    prefill_wgmma<WG>(qkv, q_stride, cache, block_table, max_pages, seq_lens, cu_seqlens, positions, out, rows,        \
+                            seqs, heads, kv_heads, page_size, page_stride, scale, rows_per_block, first_row);          \
   }

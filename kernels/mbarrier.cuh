@@ -1,5 +1,5 @@
 // Shared-memory barriers of sm_90 (mbarrier: arrival counts, phases, transaction bytes) and the named
-// block barriers (bar.sync / bar.arrive on ids 1-15), as the producer / consumer kernels use them
+// block barriers (bar.sync on ids 1-15), as the producer / consumer kernels use them
 // (decode_chain.cuh, attention_prefill_wgmma_ws.cuh). A phase completes when its expected arrivals
 // (and transaction bytes) are in; a waiter names the parity of the phase it waits for.
 #pragma once

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 29, device round 10: the review refactor (query_rows, load_q_fragments and pack_p shared by the
-# wgmma kernels; the production cubin changed, not its arithmetic): the kernel checks again (float64,
+# wgmma kernels; the production cubin looked changed, not its arithmetic; later found byte-identical,
+# docs/perf.md session 29): the kernel checks again (float64,
 # ws3 bitwise ws, wsold bitwise the two-warpgroup kernel, row invariance, repeats) and the timings.
 # Run (carry [".devrun"], small pack .devrun/r.txz): bash docs/measurements/s29-2026-12-06/s29j.sh $OUT
 set -u

@@ -97,29 +97,22 @@ OJ attn_prefill_op(const Geo& g) {
   const std::vector<std::string> params = {"in buffer<bf16>", "in state",  "in buffer<i32>", "in buffer<i32>",
                                            "in buffer<i32>",  "in buffer<i64>", "out buffer<bf16>", "i32",
                                            "i32",             "i32"};
-  const std::uint64_t long_rows = g.o.prefill_long_rows;
-  const bool has_long = c.head_dim == 128 && long_rows > 0 && g.o.max_tokens >= long_rows;
-  if (c.head_dim == 128 && g.o.prefill_attn_wgmma) {
-    OJ launches = OJ::array(
-        {prefill_launch(g, "kern_attn_prefill_wgmma_ws_hd128", kWgmmaQueries, kWgmmaThreads, kWgmmaShared)});
-    if (has_long) {
-      launches[0]["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
-      OJ big = prefill_launch(g, "kern_attn_prefill_wgmma_ws3_hd128", kWgmma3Queries, kWgmma3Threads, kWgmma3Shared);
-      big["when"] = OJ{{"var", "tokens"}, {"min", long_rows}};
-      launches.push_back(std::move(big));
-    }
-    return op(params, std::move(launches));
-  }
+  // One launch for every call size, or (head_dim 128, a token bound that reaches prefill_long_rows) the
+  // small-call launch below the threshold and the long-call one from it.
+  const bool wgmma = c.head_dim == 128 && g.o.prefill_attn_wgmma;
   const std::uint64_t prefill_shared = 2 * kPrefillStages * kPrefillKeys * (c.head_dim + 8) * 2;
-  OJ launches = OJ::array(
-      {prefill_launch(g, "kern_attn_prefill_mma_s2" + g.hd, kPrefillQueries, kPrefillThreads, prefill_shared)});
-  if (has_long) {
-    const std::uint64_t long_shared = (kLongQueries + 2 * kPrefillStages * kLongKeys) * (c.head_dim + 8) * 2;
-    launches[0]["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
-    OJ big = prefill_launch(g, "kern_attn_prefill_mma_m32n32s2" + g.hd, kLongQueries, kLongThreads, long_shared);
-    big["when"] = OJ{{"var", "tokens"}, {"min", long_rows}};
-    launches.push_back(std::move(big));
-  }
+  OJ small = wgmma ? prefill_launch(g, "kern_attn_prefill_wgmma_ws_hd128", kWgmmaQueries, kWgmmaThreads, kWgmmaShared)
+                   : prefill_launch(g, "kern_attn_prefill_mma_s2" + g.hd, kPrefillQueries, kPrefillThreads,
+                                    prefill_shared);
+  const std::uint64_t long_rows = g.o.prefill_long_rows;
+  if (c.head_dim != 128 || long_rows == 0 || g.o.max_tokens < long_rows)
+    return op(params, OJ::array({std::move(small)}));
+  const std::uint64_t long_shared = (kLongQueries + 2 * kPrefillStages * kLongKeys) * (c.head_dim + 8) * 2;
+  OJ big = wgmma ? prefill_launch(g, "kern_attn_prefill_wgmma_ws3_hd128", kWgmma3Queries, kWgmma3Threads, kWgmma3Shared)
+                 : prefill_launch(g, "kern_attn_prefill_mma_m32n32s2" + g.hd, kLongQueries, kLongThreads, long_shared);
+  small["when"] = OJ{{"var", "tokens"}, {"max", long_rows - 1}};
+  big["when"] = OJ{{"var", "tokens"}, {"min", long_rows}};
+  OJ launches = OJ::array({std::move(small), std::move(big)});
   return op(params, std::move(launches));
 }
 
