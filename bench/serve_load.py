@@ -141,6 +141,7 @@ def engine_split(before, after, wall):
             "mixed_s": d.get("kern:engine_step_seconds_total.mixed", 0.0),
             "mixed_calls": d.get("kern:engine_mixed_calls_total", 0),
             "prefill_rows": d.get("kern:engine_prefill_rows_total", 0), "decode_calls": calls,
+            "prefill_calls": d.get("kern:engine_prefill_calls_total", 0),
             "mean_decode_rows": d.get("kern:engine_decode_rows_total", 0) / calls if calls else 0.0}
 
 
@@ -229,7 +230,8 @@ def main():
               + (f"; roofline {roof['output_tok_per_s']:.0f} output tok/s "
                  f"({rep['output_tok_per_s'] / roof['output_tok_per_s']:.2f} x)" if roof else ""), flush=True)
         if split:
-            print(f"  engine: prefill {split['prefill_s']:.2f} s ({split['prefill_rows'] / max(split['prefill_s'], 1e-9):.0f} rows/s), "
+            print(f"  engine: prefill {split['prefill_s']:.2f} s ({split['prefill_rows'] / max(split['prefill_s'], 1e-9):.0f} rows/s, "
+                  f"{split['prefill_calls']:.0f} calls), "
                   f"decode {split['decode_s']:.2f} s ({split['decode_calls']:.0f} calls, mean {split['mean_decode_rows']:.1f} rows, "
                   f"{1e3 * split['decode_s'] / max(split['decode_calls'] - split['mixed_calls'], 1):.2f} ms each), "
                   f"mixed {split['mixed_s']:.2f} s ({split['mixed_calls']:.0f} calls, "

@@ -140,6 +140,9 @@ Runner setup(CLI::App& app) {
   q->add_flag("!--no-prefill-logits", opt.gen.prefill_logits,
               "End the prefill program at the last layer (no lm_head, no token): what kern serve generates for "
               "itself; kern run needs the prefill's token");
+  q->add_option("--prefill-chunks", opt.gen.prefill_chunks,
+                "Chunks of different sequences one prefill call may pack (default 1; above 1 needs "
+                "--no-prefill-logits: what kern serve generates for itself)");
   q->add_option("--prefill-long-rows", opt.gen.prefill_long_rows,
                 "Prefill calls of at least this many rows use the long-prompt attention layout (head_dim 128; "
                 "0: never)");

@@ -34,7 +34,7 @@ struct Options {
   std::string weights, manifest, kernels, tokenizer, chat_template;
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
-  std::uint64_t max_seqs = 64, chunk = 512, prefill_budget = 2048, max_waiting = 1024;
+  std::uint64_t max_seqs = 64, chunk = 512, prefill_budget = 2048, max_waiting = 1024, prefill_chunks = 8;
   std::optional<std::uint64_t> capacity, max_model_len;
   std::string served_model_name, api_key;
   int gpu = 0;
@@ -134,7 +134,9 @@ int run_fake() {
   if (pages.has_host())
     log().info("kern serve: host tier of {} bytes ({} fake pages)", pages.host_bytes_total(),
                pages.host_bytes_total() / (pages.unit() * serve::PoolPages::kTokenBytes));
-  serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, opt.chunk, opt.fake_step_us, opt.fake_mixed_chunks);
+  const std::uint64_t packed = std::min(opt.prefill_chunks, opt.max_seqs);
+  serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, packed > 1 ? std::max(opt.prefill_budget, opt.chunk) : opt.chunk,
+                           opt.fake_step_us, opt.fake_mixed_chunks, packed);
   serve::ServedModel model;
   model.name = opt.served_model_name.empty() ? "fake" : opt.served_model_name;
   model.max_model_len = opt.max_model_len.value_or(opt.fake_capacity);
@@ -153,7 +155,10 @@ int run_model() {
   if (opt.tokenizer.empty()) opt.tokenizer = default_tokenizer(opt.weights);
   if (opt.tokenizer.empty()) fail(ErrorKind::Api, "no tokenizer.json beside the weights: name one with --tokenizer");
   const models::Qwen3Shape shape = models::read_qwen3_config(opt.weights);
-  const std::uint64_t rows = std::max<std::uint64_t>({opt.chunk, opt.max_seqs, 8});
+  // Packed prefill (--prefill-chunks above 1): one call takes a step's chunks, up to the budget's rows.
+  const std::uint64_t packed = std::min(opt.prefill_chunks, opt.max_seqs);
+  const std::uint64_t rows =
+      std::max<std::uint64_t>({opt.chunk, opt.max_seqs, 8, packed > 1 ? opt.prefill_budget : 0});
   std::optional<core::Verified> verified;
   if (!opt.manifest.empty()) {
     verified.emplace(core::verify(core::parse_manifest_file(opt.manifest)));
@@ -163,6 +168,7 @@ int run_model() {
     gen.max_seqs = opt.max_seqs;
     gen.batch_invariant = opt.batch_invariant;
     gen.prefill_logits = false;  // the first decode row samples a prompt's first token (docs/serve.md)
+    gen.prefill_chunks = packed;
     // --mixed: mixed steps, where the decode GEMMs take answers tuned for prefill sizes too (above
     // 128 sequences, kDecodeGemmChoices); below, the decode choice at m = max_seqs would slow every
     // chunk. Off by default: measured slower on the H200 (docs/serve.md "Mixed steps").
@@ -254,7 +260,10 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--port", opt.port, "Port (default 8000; 0: any free port)");
   cmd->add_option("--max-seqs", opt.max_seqs, "Sequences per decode step (default 64)")->check(CLI::Range(1, 1024));
   cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: the GPU's free memory less 1 GiB)");
-  cmd->add_option("--chunk", opt.chunk, "Prefill rows per call (default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", opt.chunk, "Prefill rows of one request per step (default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill-chunks", opt.prefill_chunks,
+                  "Requests' chunks one prefill call packs, up to the budget's rows (default 8; 1: a call per chunk)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--prefill-budget", opt.prefill_budget, "Prefill rows per step over all requests (default 2048)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-waiting", opt.max_waiting, "Queued sequences beyond which requests get 429 (default 1024)");

@@ -6,13 +6,14 @@ namespace kern::core::wire {
 namespace {
 
 Batch read_batch(const Node& n) {
-  Object o(n, "batch", {"groups", "rows", "span", "context", "decode"});
+  Object o(n, "batch", {"groups", "rows", "span", "context", "decode", "packed"});
   Batch b;
   b.groups = read_u64(o.required("groups"));
   b.rows = read_dim(o.required("rows"));
   if (auto f = o.optional("span")) b.span = read_var_name(*f);
   if (auto f = o.optional("context")) b.context = read_var_name(*f);
   if (auto f = o.optional("decode")) b.decode = read_var_name(*f);
+  if (auto f = o.optional("packed")) b.packed = read_bool(*f);
   return b;
 }
 

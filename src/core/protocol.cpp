@@ -218,6 +218,13 @@ struct ProtocolBuilder {
       }
       if (count && w.count(count->buffer)) f.count = count->buffer;
       f.decode_var = b.decode;
+      f.packed = b.packed;
+      if (b.packed) {
+        const std::string kp = json_path_key(json_path_key(pp, "batch"), "packed");
+        if (b.rows.var != p.row_var_) add(kp, "P.packed", "packed chunks take the row axis var as their rows");
+        if (!p.fill(Fill::CuSeqlens)) add(kp, "P.packed", "packed chunks need a `cu_seqlens` fill");
+        if (f.emits_tokens) add(kp, "P.packed", "packed chunks emit no tokens (their first token is a decode row's)");
+      }
       if (!b.decode.empty()) {
         f.decode_groups = var_max(b.decode);
         const std::string dp = json_path_key(json_path_key(pp, "batch"), "decode");
@@ -238,7 +245,7 @@ struct ProtocolBuilder {
         add(json_path_key(pp, "batch"), "P.shape_unique", "same step shape as program '" + it->second + "'");
       else
         shapes.emplace(key, name);
-      if (!p.row_var_.empty() && b.decode.empty()) {  // a mixed step's rows var is the row axis itself
+      if (!p.row_var_.empty() && b.decode.empty() && !b.packed) {  // mixed / packed: rows is the row axis
         const std::uint64_t cap = var_max(p.row_var_);
         if (f.groups > cap || f.rows > cap / f.groups)
           add(json_path_key(pp, "batch"), "P.capacity",
@@ -343,6 +350,22 @@ std::optional<Forward> Protocol::mixed() const {
   for (const auto& f : forwards_)
     if (!f.decode_var.empty()) return f;
   return std::nullopt;
+}
+
+std::map<std::string, std::uint64_t> Protocol::chunk_vars(const Forward& f, std::uint64_t chunks, std::uint64_t rows,
+                                                          std::uint64_t longest_context) const {
+  if (f.rows_var.empty() || !f.span.empty() || !f.decode_var.empty())
+    fail(ErrorKind::Api, "program {} is not a prefill chunk program", f.program);
+  if (!f.packed) return vars(f, chunks, rows, longest_context);  // one chunk (vars refuses more)
+  if (chunks < 1 || chunks > f.groups)
+    fail(ErrorKind::Api, "program {}: {} packed chunks outside [1, {}]", f.program, chunks, f.groups);
+  if (rows < chunks || rows > f.rows)
+    fail(ErrorKind::Api, "program {}: {} rows for {} packed chunks (at most {})", f.program, rows, chunks, f.rows);
+  VarTable t(v_.manifest(), f);
+  t.set(row_var_, rows, "rows");
+  t.set(group_var_, chunks, "groups");
+  if (!context_var_.empty()) t.set(context_var_, longest_context, "longest context");
+  return std::move(t.out);
 }
 
 std::map<std::string, std::uint64_t> Protocol::mixed_vars(const Forward& f, std::uint64_t decode, std::uint64_t chunks,

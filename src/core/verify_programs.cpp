@@ -19,8 +19,9 @@ void check_flags(Context& c, const Program& p, const std::string& path) {
   if (b.rows.is_var()) {
     if (!c.has_var(b.rows.var))
       c.add(key(bp, "rows"), "R9.batch", "undeclared var '" + b.rows.var + "'");
-    else if (b.groups != 1 && b.decode.empty())
-      c.add(key(bp, "groups"), "R9.batch", "rows given by a var allow only 1 group (or a mixed step's `decode` var)");
+    else if (b.groups != 1 && b.decode.empty() && !b.packed)
+      c.add(key(bp, "groups"), "R9.batch",
+            "rows given by a var allow only 1 group (or a mixed step's `decode` var, or `packed` chunks)");
   } else if (b.rows.value < 1) {
     c.add(key(bp, "rows"), "R9.batch", "rows must be at least 1");
   }
@@ -35,6 +36,11 @@ void check_flags(Context& c, const Program& p, const std::string& path) {
     if (b.groups < 2) c.add(dp, "R9.batch", "a mixed step has at least one decode group and one chunk group");
     if (b.decode == b.rows.var || b.decode == b.context)
       c.add(dp, "R9.batch", "the decode var must differ from the rows and context vars");
+  }
+  if (b.packed) {
+    const std::string pp = key(bp, "packed");
+    if (!b.rows.is_var()) c.add(pp, "R9.batch", "packed chunks take their rows from a var");
+    if (!b.span.empty() || !b.decode.empty()) c.add(pp, "R9.batch", "packed is exclusive with span and decode");
   }
 }
 

@@ -180,6 +180,7 @@ void Engine::step() {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   double prefill_s = 0, decode_s = 0;
+  std::uint64_t prefill_calls = 0;
   // Clients that went away: their sequences end before anything is planned.
   std::vector<std::uint64_t> gone;
   for (auto& [id, o] : open_requests_)
@@ -226,10 +227,13 @@ void Engine::step() {
     chunk_calls.push_back(
         {&scheduler_.lease(c.seq), chunk_slots[i], scheduler_.tokens(c.seq).subspan(c.first, c.count), c.first});
   }
-  for (std::size_t i = 0; i < alone; ++i) {
+  // The chunks that run alone, in plan order, packed into as few prefill calls as the runner takes
+  // (pack_chunks: at most prefill_chunks() chunks of different sequences and max_chunk() rows a call).
+  for (const auto& [begin, end] : pack_chunks(plan.chunks, alone, runner_.prefill_chunks(), runner_.max_chunk())) {
     const Clock::time_point p0 = Clock::now();
-    runner_.prefill(chunk_calls[i]);
+    runner_.prefill(std::span<const ChunkCall>(chunk_calls).subspan(begin, end - begin));
     prefill_s += std::chrono::duration<double>(Clock::now() - p0).count();
+    ++prefill_calls;
   }
   // Prompt log-probs, before a request's first decode row (its prompt's K/V are all in place then).
   for (const Row& r : plan.decode) {
@@ -321,6 +325,7 @@ void Engine::step() {
   metrics_.steps = st.steps;
   metrics_.prefill_rows = st.prefill_rows;
   metrics_.prefill_s += prefill_s;
+  metrics_.prefill_calls += prefill_calls;
   metrics_.decode_s += decode_s;
   metrics_.mixed_s += mixed_s;
   if (mixed) ++metrics_.mixed_calls;

@@ -19,19 +19,33 @@ std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t
 }
 
 FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us,
-                       std::uint64_t mixed_chunks)
-    : vocab_(vocab), max_rows_(max_rows), max_chunk_(max_chunk), step_us_(step_us), mixed_chunks_(mixed_chunks) {
+                       std::uint64_t mixed_chunks, std::uint64_t prefill_chunks)
+    : vocab_(vocab),
+      max_rows_(max_rows),
+      max_chunk_(max_chunk),
+      step_us_(step_us),
+      mixed_chunks_(mixed_chunks),
+      prefill_chunks_(prefill_chunks) {
   if (vocab_ <= 512) fail(ErrorKind::Api, "fake engine: a vocabulary of {} ids is too small", vocab_);
+  if (prefill_chunks_ < 1) fail(ErrorKind::Api, "fake engine: prefill calls of {} chunks", prefill_chunks_);
 }
 
 void FakeRunner::check(const driver::SamplingParams& sampling, std::uint64_t, bool) const {
   driver::validate(sampling);
 }
 
-void FakeRunner::prefill(const ChunkCall& chunk) {
-  if (chunk.tokens.empty() || chunk.tokens.size() > max_chunk_)
-    fail(ErrorKind::Api, "fake engine: a chunk of {} rows", chunk.tokens.size());
-  prefill_rows_ += chunk.tokens.size();
+void FakeRunner::prefill(std::span<const ChunkCall> chunks) {
+  std::uint64_t rows = 0;
+  for (const ChunkCall& c : chunks) {
+    if (c.tokens.empty()) fail(ErrorKind::Api, "fake engine: an empty chunk");
+    for (const ChunkCall& d : chunks)
+      if (&d != &c && d.lease == c.lease) fail(ErrorKind::Api, "fake engine: two chunks of one sequence in a call");
+    rows += c.tokens.size();
+  }
+  if (chunks.empty() || chunks.size() > prefill_chunks_ || rows > max_chunk_)
+    fail(ErrorKind::Api, "fake engine: a prefill call of {} chunks and {} rows", chunks.size(), rows);
+  prefill_rows_ += rows;
+  ++prefill_calls_;
   if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
 }
 
@@ -70,7 +84,7 @@ std::vector<Sampled> FakeRunner::mixed(std::span<const ChunkCall> chunks, std::s
   ++mixed_calls_;
   const std::uint64_t pause = step_us_;
   step_us_ = 0;  // one step's time for the whole call
-  for (const ChunkCall& c : chunks) prefill(c);
+  for (const ChunkCall& c : chunks) prefill_rows_ += c.tokens.size();
   std::vector<Sampled> out = decode(rows);
   step_us_ = pause;
   if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));

@@ -93,6 +93,8 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
   counter("kern:generation_tokens_total", "Tokens generated.", e.generation_tokens);
   counter("kern:engine_steps_total", "Scheduler steps run.", e.steps);
   counter("kern:engine_prefill_rows_total", "Prompt rows prefilled (prefix-cache hits not counted).", e.prefill_rows);
+  counter("kern:engine_prefill_calls_total", "Prefill calls (each one chunk, or several requests' chunks packed).",
+          e.prefill_calls);
   counter("kern:engine_decode_calls_total", "Decode calls (one per step that had running sequences).", e.decode_calls);
   counter("kern:engine_decode_rows_total", "Rows of the decode calls (before padding to a bucket).", e.decode_rows);
   counter("kern:engine_mixed_calls_total", "Steps whose chunks and decode rows ran as one forward.", e.mixed_calls);

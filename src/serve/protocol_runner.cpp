@@ -199,30 +199,50 @@ void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t
     fail(ErrorKind::Api, "log-probs were asked for, and the manifest has no 'logprobs' outputs");
 }
 
-void ProtocolRunner::prefill(const ChunkCall& c) {
+std::uint64_t ProtocolRunner::prefill_chunks() const { return s_->chunk && s_->chunk->packed ? s_->chunk->groups : 1; }
+
+// Groups: one per chunk, rows: each chunk's in order (one chunk unless the chunk program is packed).
+void ProtocolRunner::prefill(std::span<const ChunkCall> chunks) {
   State& s = *s_;
-  const std::uint64_t rows = c.tokens.size();
-  if (rows == 0 || rows > s.chunk_rows || c.slots.size() != rows)
-    fail(ErrorKind::Api, "serve: a prefill chunk of {} rows ({} slots; the chunk program takes {})", rows,
-         c.slots.size(), s.chunk_rows);
+  if (chunks.empty() || chunks.size() > prefill_chunks())
+    fail(ErrorKind::Api, "serve: a prefill call of {} chunks (the chunk program takes {})", chunks.size(),
+         prefill_chunks());
+  std::uint64_t rows = 0, longest = 1;
+  for (const ChunkCall& c : chunks) {
+    if (c.tokens.empty() || c.slots.size() != c.tokens.size())
+      fail(ErrorKind::Api, "serve: a prefill chunk of {} rows ({} slots)", c.tokens.size(), c.slots.size());
+    for (const ChunkCall& d : chunks)
+      if (&d != &c && d.lease == c.lease) fail(ErrorKind::Api, "serve: two chunks of one sequence in a prefill call");
+    rows += c.tokens.size();
+    longest = std::max<std::uint64_t>(longest, c.first + c.tokens.size());
+  }
+  if (rows > s.chunk_rows)
+    fail(ErrorKind::Api, "serve: a prefill call of {} rows (the chunk program takes {})", rows, s.chunk_rows);
+  // The var table first: it refuses a call outside the program's bounds before any input is written.
   const core::Forward& f = s.chunk ? *s.chunk : s.step;
-  const pool::Lease* leases[1] = {c.lease};
+  const std::map<std::string, std::uint64_t> table =
+      s.chunk ? s.protocol.chunk_vars(f, chunks.size(), rows, longest) : s.protocol.vars(f, 1, rows, longest);
+  std::vector<const pool::Lease*> leases;
+  std::vector<std::int64_t> token, position, slot, len, cu{0};
+  for (const ChunkCall& c : chunks) {
+    leases.push_back(c.lease);
+    for (std::size_t i = 0; i < c.tokens.size(); ++i) {
+      token.push_back(c.tokens[i]);
+      position.push_back(static_cast<std::int64_t>(c.first + i));
+      slot.push_back(static_cast<std::int64_t>(c.slots[i]));
+    }
+    len.push_back(static_cast<std::int64_t>(c.first + c.tokens.size()));
+    cu.push_back(cu.back() + static_cast<std::int64_t>(c.tokens.size()));
+  }
   s.write_rows(leases);
-  s.values.assign(c.tokens.begin(), c.tokens.end());
-  s.write_ints(Fill::Token, s.values);
-  for (std::uint64_t r = 0; r < rows; ++r) s.values[r] = static_cast<std::int64_t>(c.first + r);
-  s.write_ints(Fill::Position, s.values);
-  s.values.assign(c.slots.begin(), c.slots.end());
-  s.write_ints(Fill::Slot, s.values);
-  s.values.assign(rows, 1);
-  s.write_ints(Fill::Valid, s.values);
-  const std::int64_t len[1] = {static_cast<std::int64_t>(c.first + rows)};
+  s.write_ints(Fill::Token, token);
+  s.write_ints(Fill::Position, position);
+  s.write_ints(Fill::Slot, slot);
+  s.write_ints(Fill::Valid, std::vector<std::int64_t>(rows, 1));
   s.write_ints(Fill::SeqLen, len);
-  const std::int64_t cu[2] = {0, static_cast<std::int64_t>(rows)};
   s.write_ints(Fill::CuSeqlens, cu);
-  const std::map<std::string, std::uint64_t> table = s.protocol.vars(f, 1, rows, c.first + rows);
   s.exec.run(f.program, core::Vars(table.begin(), table.end()));
-  s.check_error("a prefill chunk");
+  s.check_error("a prefill call");
 }
 
 std::vector<std::uint64_t> ProtocolRunner::warm_up() {

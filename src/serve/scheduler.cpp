@@ -410,4 +410,24 @@ void Scheduler::check_invariants() const {
          seqs_.size());
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> pack_chunks(std::span<const Chunk> chunks, std::size_t count,
+                                                             std::uint64_t max_chunks, std::uint64_t max_rows) {
+  std::vector<std::pair<std::size_t, std::size_t>> calls;
+  count = std::min(count, chunks.size());
+  std::size_t begin = 0;
+  std::uint64_t rows = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    bool fits = i > begin && i - begin < max_chunks && rows + chunks[i].count <= max_rows;
+    for (std::size_t j = begin; fits && j < i; ++j) fits = chunks[j].seq != chunks[i].seq;
+    if (i > begin && !fits) {
+      calls.emplace_back(begin, i);
+      begin = i;
+      rows = 0;
+    }
+    rows += chunks[i].count;
+  }
+  if (count > begin) calls.emplace_back(begin, count);
+  return calls;
+}
+
 }  // namespace kern::serve

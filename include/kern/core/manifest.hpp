@@ -335,6 +335,9 @@ struct Batch {
   // kern extension (a mixed step): the var counting the call's leading one-row decode groups; the
   // groups after them are chunks, and `rows` (then the row axis var) counts every row of the call.
   std::string decode;
+  // kern extension (packed prefill): every group is a prefill chunk of its own length, and `rows`
+  // (then the row axis var) counts every row of the call.
+  bool packed = false;
 };
 
 struct Program {

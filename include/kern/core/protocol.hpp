@@ -47,6 +47,9 @@ struct Forward {
   // them are prefill chunks, and `rows` bounds every row of the call (decode rows first).
   std::string decode_var;
   std::uint64_t decode_groups = 0;  // the decode var's max
+  // A packed prefill program (batch.packed): up to `groups` chunks of their own lengths in one call,
+  // `rows` bounding every row of the call (rows_var is then the row axis var).
+  bool packed = false;
 };
 
 class Protocol {
@@ -68,8 +71,13 @@ class Protocol {
   // programs whose shape covers it, the one with the tightest groups bound (exact rows preferred
   // over var rows on a tie). nullopt when none covers it.
   std::optional<Forward> forward(std::uint64_t groups, std::uint64_t rows) const;
-  // The program accepting (1, var rows): a prefill chunk. nullopt when there is none.
+  // The program accepting (1, var rows): a prefill chunk, or with `packed` up to `groups` of them in
+  // one call. nullopt when there is none.
   std::optional<Forward> chunk() const;
+  // The var table for one call of chunk program `f` over `chunks` chunks of `rows` rows in all (more
+  // than one chunk only when f is packed); refuses a call outside the program's bounds.
+  std::map<std::string, std::uint64_t> chunk_vars(const Forward& f, std::uint64_t chunks, std::uint64_t rows,
+                                                  std::uint64_t longest_context) const;
   // The mixed program (decode rows and prefill chunks in one forward), if any.
   std::optional<Forward> mixed() const;
   // The var table for one call of mixed program `f`: `decode` one-row groups then `chunks` chunk groups,

@@ -94,6 +94,10 @@ struct Qwen3GenOptions {
   // first generated token itself, so a chunk's logits were computed and never read (an lm_head of
   // 151,936 x 2,560 per chunk call on the 4B shape).
   bool prefill_logits = true;
+  // Chunks per prefill call: above 1 the prefill program is packed (batch.packed: up to this many
+  // sequences' chunks in one call of at most max_tokens rows, the GEMMs over all of them), kern
+  // serve's. Needs prefill_logits off and at most max_seqs.
+  std::uint64_t prefill_chunks = 1;
   // A third batch program, `mixed` (kern serve): a step's decode rows and prefill chunks as one
   // forward, so the decode rows' GEMMs ride on the chunks' weight reads (docs/serve.md "Mixed
   // steps"). Every serving program then computes a row with the same ops (the decode program's:

@@ -73,6 +73,7 @@ struct EngineMetrics {
   // Where the engine thread's steps went (wall seconds): the runner's prefill calls, its decode
   // calls, and the rest of a step (planning, committing, the sinks). decode_rows counts rows.
   double prefill_s = 0, decode_s = 0, host_s = 0;
+  std::uint64_t prefill_calls = 0;  // the runner's prefill calls (each one chunk or several packed)
   std::uint64_t decode_calls = 0, decode_rows = 0;
   double mixed_s = 0;            // the runner's mixed calls (decode rows with chunks), not in prefill_s / decode_s
   std::uint64_t mixed_calls = 0;  // steps whose chunks and decode rows ran as one forward (also decode calls)

@@ -196,4 +196,11 @@ class Scheduler {
   mutable std::uint32_t active_pass_ = 0;
 };
 
+// How the engine runs a plan's first `count` chunks as packed prefill calls: [begin, end) runs in
+// plan order, each of at most `max_chunks` chunks of different sequences and at most `max_rows` rows
+// (a chunk of more rows than that runs alone, for the runner to refuse). With max_chunks 1, one call
+// per chunk.
+std::vector<std::pair<std::size_t, std::size_t>> pack_chunks(std::span<const Chunk> chunks, std::size_t count,
+                                                             std::uint64_t max_chunks, std::uint64_t max_rows);
+
 }  // namespace kern::serve

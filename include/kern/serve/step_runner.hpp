@@ -1,5 +1,5 @@
-// What the engine asks of a model for one scheduler step: prefill chunks (one sequence each) and
-// one decode call over many sequences. ProtocolRunner drives a manifest's programs through
+// What the engine asks of a model for one scheduler step: prefill calls (each one chunk, or several
+// sequences' chunks packed) and one decode call over many sequences. ProtocolRunner drives a manifest's programs through
 // driver::Executor (the GPU); FakeRunner is a deterministic token source for tests without one.
 #pragma once
 
@@ -45,11 +45,15 @@ struct Sampled {
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
-  virtual void prefill(const ChunkCall& chunk) = 0;
+  // One prefill call over `chunks` (at least one, at most prefill_chunks(), of different sequences;
+  // max_chunk() rows in all at most): their K/V written, nothing returned.
+  virtual void prefill(std::span<const ChunkCall> chunks) = 0;
+  void prefill(const ChunkCall& chunk) { prefill(std::span<const ChunkCall>(&chunk, 1)); }
   // One token per row, in order.
   virtual std::vector<Sampled> decode(std::span<const DecodeCall> rows) = 0;
   virtual std::uint64_t max_rows() const = 0;   // sequences one decode call takes
-  virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes
+  virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes (over all its chunks)
+  virtual std::uint64_t prefill_chunks() const { return 1; }  // chunks one prefill call packs
   // A mixed step: `rows` (decode rows, at least one) and `chunks` (at least one) as one forward,
   // the chunks' K/V written before any row reads them; one token per decode row, in order. Only
   // when mixed_chunks() > 0: at most that many chunks, and decode rows plus chunk rows at most
@@ -72,7 +76,10 @@ class ProtocolRunner final : public StepRunner {
   // `pad` must be a lease of at least one position; it stays the runner's.
   ProtocolRunner(const core::Protocol& protocol, driver::Executor& exec, pool::Lease pad, std::uint64_t max_rows);
   ~ProtocolRunner() override;
-  void prefill(const ChunkCall& chunk) override;
+  using StepRunner::prefill;
+  // The chunk program: one chunk per call, or as many as a packed program's groups.
+  void prefill(std::span<const ChunkCall> chunks) override;
+  std::uint64_t prefill_chunks() const override;
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override;
   std::uint64_t max_chunk() const override;
@@ -99,9 +106,13 @@ std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t
 class FakeRunner final : public StepRunner {
  public:
   // mixed_chunks > 0: it takes mixed steps too (the chunks, then the rows, as the two calls would).
+  // prefill_chunks > 1: it packs that many chunks per prefill call.
   FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_t max_chunk, std::uint64_t step_us = 0,
-             std::uint64_t mixed_chunks = 0);
-  void prefill(const ChunkCall& chunk) override;
+             std::uint64_t mixed_chunks = 0, std::uint64_t prefill_chunks = 1);
+  using StepRunner::prefill;
+  void prefill(std::span<const ChunkCall> chunks) override;
+  std::uint64_t prefill_chunks() const override { return prefill_chunks_; }
+  std::uint64_t prefill_calls() const { return prefill_calls_; }
   std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
   std::uint64_t max_rows() const override { return max_rows_; }
   std::uint64_t max_chunk() const override { return max_chunk_; }
@@ -113,7 +124,8 @@ class FakeRunner final : public StepRunner {
   std::uint64_t prefill_rows() const { return prefill_rows_; }
 
  private:
-  std::uint64_t vocab_, max_rows_, max_chunk_, step_us_, mixed_chunks_, prefill_rows_ = 0, mixed_calls_ = 0;
+  std::uint64_t vocab_, max_rows_, max_chunk_, step_us_, mixed_chunks_, prefill_chunks_, prefill_rows_ = 0,
+      prefill_calls_ = 0, mixed_calls_ = 0;
 };
 
 }  // namespace kern::serve

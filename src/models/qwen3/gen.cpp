@@ -145,6 +145,11 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
       fail(ErrorKind::Api, "mixed steps need --max-tokens {} above --max-seqs {} (room for a chunk beside the decode rows)",
            o.max_tokens, o.max_seqs);
   }
+  if (o.prefill_chunks < 1 || o.prefill_chunks > o.max_seqs)
+    fail(ErrorKind::Api, "--prefill-chunks {} outside [1, --max-seqs {}]", o.prefill_chunks, o.max_seqs);
+  if (o.prefill_chunks > 1 && o.prefill_logits)
+    fail(ErrorKind::Api, "packed prefill calls (--prefill-chunks {}) are kern serve's: build them without prefill logits",
+         o.prefill_chunks);
   if (o.fp8) check_fp8(c, o);
   const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
   if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
@@ -272,7 +277,9 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& c, const Qwen3G
       {"batch", {{"groups", o.max_seqs}, {"rows", 1}}}, {"graph", true}, {"calls", forward_calls(g, false)}};
   programs["load"] = {{"once", true},
                       {"calls", OJ::array({call("rope_table", "rope_table", OJ::array({buf("rope")}))})}};
-  programs["prefill"] = {{"batch", {{"groups", 1}, {"rows", "tokens"}}},
+  OJ prefill_batch = {{"groups", o.prefill_chunks}, {"rows", "tokens"}};
+  if (o.prefill_chunks > 1) prefill_batch["packed"] = true;
+  programs["prefill"] = {{"batch", std::move(prefill_batch)},
                          {"calls", o.mixed ? serving_calls(g, false) : forward_calls(g, true)}};
   if (o.fp8) programs["quantize"] = {{"derive", true}, {"calls", quantize_calls(g)}};
   if (o.mixed)

@@ -435,9 +435,9 @@ struct PerfState {
   std::unique_ptr<Device<int32_t>> table, lens;
   std::unique_ptr<Device<float>> part_o, part_ml;
 
-  PerfState(int seqs_, int len_, int splits_max) : seqs(seqs_), len(len_) {
+  PerfState(int seqs_, int len_, int splits_max, int min_layers = 1) : seqs(seqs_), len(len_) {
     const double layer_bytes = kv_bytes();
-    layers = static_cast<int>(std::clamp(std::ceil(256e6 / layer_bytes), 1.0, 512.0));
+    layers = std::max(min_layers, static_cast<int>(std::clamp(std::ceil(256e6 / layer_bytes), 1.0, 512.0)));
     max_pages = (len + P - 1) / P;
     page_stride = static_cast<int64_t>(layers) * 2 * P * KV * hd;
     const size_t pages = static_cast<size_t>(seqs) * max_pages;
@@ -610,6 +610,32 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
   }
 }
 
+// What a call costs beside its bytes at kern serve's batch: 64 sequences of 1,024 .. 4,096 keys, a
+// graph of 8 layers (a replay's launch spread over 8 calls), the warp kernel as kern serve runs it.
+// The slope over the lengths is the streaming rate, the intercept the per-call cost (start, ramp,
+// tail; the reduce too in the first figure). Reported only (docs/perf.md, session 30).
+TEST(PerfGpu, DecodeAttentionPerCallCost) {
+  const double copy_bw = memcpy_bandwidth();
+  report("decode per-call: cudaMemcpy D2D GB/s (read+write)", copy_bw / 1e9);
+  DecodeKernels k("warp");
+  for (int len : {1024, 2048, 4096}) {
+    PerfState s(64, len, 64, 8);
+    DecodeSplit split;
+    split.splits_max = 64;
+    split.target_blocks = 256;
+    split.split_tokens = 128;
+    split.grid = 396;
+    const auto calls = s.calls(split);
+    const int replays = std::max(20, static_cast<int>(2000 / calls.size()));
+    const std::string t = "decode per-call warp grid 396 seqs 64 len " + std::to_string(len) + " (" +
+                          std::to_string(calls.size()) + " layers)";
+    const double us = graph_us_per_call(k, calls, true, replays, true);
+    report(t + " us per layer", us);
+    report(t + " partial-only us", graph_us_per_call(k, calls, false, replays, true));
+    report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
+  }
+}
+
 // One decode call at 32k keys with the tensor-core partial at kern gen's target (256 blocks), launched
 // plainly twice (no graph): the second launch is the one Nsight Compute looks at
 // (ncu -k regex:kern_attn_decode_mma_partial_hd128 --launch-skip 1 -c 1).
@@ -641,7 +667,8 @@ TEST(PerfGpu, DecodeAttentionMma32kOnce) {
 // looks at (ncu -k regex:kern_attn_decode_warp_partial_hd128 --launch-skip 1 -c 1).
 // KERN_DECODE_ONCE_KIND picks the tuning point instead (warp_s3: its grid is 2 blocks per SM).
 TEST(PerfGpu, DecodeAttentionWarp64x1kOnce) {
-  PerfState s(64, 1024, 64);
+  const char* len_env = std::getenv("KERN_DECODE_ONCE_LEN");  // keys per sequence (default 1,024)
+  PerfState s(64, len_env != nullptr && *len_env != 0 ? std::atoi(len_env) : 1024, 64);
   const char* env = std::getenv("KERN_DECODE_ONCE_KIND");
   const std::string kind = env != nullptr && *env != 0 ? env : "warp";
   DecodeKernels k(kind);

@@ -56,8 +56,8 @@ struct Collect final : TokenSink {
 
 struct Model {
   // mixed: the manifest has kern serve's mixed program (and no prefill logits; every program runs the
-  // decode ops).
-  explicit Model(bool mixed = false) {
+  // decode ops). packed: its prefill program packs up to 8 chunks per call (no prefill logits).
+  explicit Model(bool mixed = false, bool packed = false) {
     dir = std::filesystem::temp_directory_path() / ("kern-serve-gpu-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     models::SynthOptions so;
@@ -70,7 +70,8 @@ struct Model {
     gen.max_tokens = 512;
     gen.model = "tiny";
     gen.mixed = mixed;
-    gen.prefill_logits = !mixed;
+    gen.prefill_logits = !mixed && !packed;
+    gen.prefill_chunks = packed ? 8 : 1;
     gen.module_sha256 = models::hash_kernel_fatbins(kernels_dir());
     const auto manifest = models::generate_qwen3_manifest(so.shape, gen);
     verified.emplace(core::verify(core::parse_manifest(manifest.dump())));
@@ -125,8 +126,8 @@ struct Served {
   Engine engine;
 };
 
-void greedy_alone_and_among_others(bool mixed) {
-  Model m(mixed);
+void greedy_alone_and_among_others(bool mixed, bool packed = false) {
+  Model m(mixed, packed);
   constexpr std::uint64_t kSteps = 24;
   const auto ps = prompts(64, 3);
   driver::RuntimeExecutor exec(*m.rt);
@@ -189,6 +190,14 @@ void greedy_alone_and_among_others(bool mixed) {
               static_cast<unsigned long long>(mt.steps), static_cast<unsigned long long>(mt.prefill_rows),
               static_cast<unsigned long long>(mt.pages_used), static_cast<unsigned long long>(mt.pages_total));
   EXPECT_EQ(equal, 64u) << "batch invariance: a request's tokens do not depend on what shares its steps";
+  std::printf("[serve-gpu] prefill calls %llu (packed chunks: %s)\n", static_cast<unsigned long long>(mt.prefill_calls),
+              packed ? "up to 8" : "no");
+  if (packed) {
+    // 64 prompts of 5-304 tokens in chunks of 64: more chunks than calls only if calls packed them.
+    std::uint64_t chunks = 0;
+    for (const auto& p : ps) chunks += (p.size() + 63) / 64;
+    EXPECT_LT(mt.prefill_calls, chunks);
+  }
   if (mixed) {
     std::printf("[serve-gpu] mixed steps: %llu of %llu steps carried chunks beside decode rows\n",
                 static_cast<unsigned long long>(mt.mixed_calls), static_cast<unsigned long long>(mt.steps));
@@ -205,6 +214,10 @@ TEST(ServeGpu, GreedyTokensEqualKernRunAloneAndAmong63Others) { greedy_alone_and
 // and every token still equals kern run's, which never mixes (its chunks through the prefill
 // program, its rows through the decode graphs).
 TEST(ServeGpu, MixedStepsGiveKernRunsTokensBitwise) { greedy_alone_and_among_others(true); }
+
+// Packed prefill: the 64 prompts' chunks share prefill calls (up to 8 a call, 512 rows), and every token
+// still equals kern run's, whose chunks each run alone through the same program.
+TEST(ServeGpu, PackedPrefillGivesKernRunsTokensBitwise) { greedy_alone_and_among_others(false, true); }
 
 // Sampled rows with mixed settings (greedy, temperature, top-k / top-p, min-p, and the three
 // penalties over each row's generated tokens): a seeded request gives kern run's generator's tokens

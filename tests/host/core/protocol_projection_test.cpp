@@ -155,6 +155,32 @@ TEST(ProtocolProjection, MixedStep) {
   EXPECT_THROW(p.mixed_vars(*p.chunk(), 1, 1, 4, 1), Error);  // not a mixed program
 }
 
+// A packed prefill program (batch.packed, kern's extension): up to `groups` chunks of their own
+// lengths in one call, every row on the row axis: the chunk program.
+TEST(ProtocolProjection, PackedChunks) {
+  const Protocol plain = project("qwen");
+  EXPECT_FALSE(plain.chunk()->packed);
+  EXPECT_THROW(plain.chunk_vars(*plain.chunk(), 2, 20, 20), Error);  // one chunk per call unless packed
+  EXPECT_EQ(plain.chunk_vars(*plain.chunk(), 1, 20, 300).at("tokens"), 20u);
+  const Protocol p = project("qwen", R"([{"op":"replace","path":"/programs/prefill/batch","value":{"groups":4,"rows":"tokens","packed":true}},
+      {"op":"remove","path":"/programs/prefill/calls/23"}])");
+  auto c = p.chunk();
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->packed);
+  EXPECT_EQ(c->groups, 4u);
+  EXPECT_EQ(c->rows, 256u);
+  EXPECT_EQ(p.forward(1, 100)->program, "prefill");  // one chunk is a plain call of the packed program
+  const auto v = p.chunk_vars(*c, 3, 200, 900);
+  EXPECT_EQ(v.at("tokens"), 200u);
+  EXPECT_EQ(v.at("seqs"), 3u);
+  EXPECT_EQ(p.chunk_vars(*c, 1, 256, 1).at("tokens"), 256u);
+  EXPECT_THROW(p.chunk_vars(*c, 0, 10, 1), Error);    // no chunk
+  EXPECT_THROW(p.chunk_vars(*c, 5, 100, 1), Error);   // beyond the groups bound
+  EXPECT_THROW(p.chunk_vars(*c, 3, 2, 1), Error);     // fewer rows than chunks
+  EXPECT_THROW(p.chunk_vars(*c, 2, 257, 1), Error);   // beyond the row axis
+  EXPECT_THROW(p.chunk_vars(*p.forward(2, 1), 1, 1, 1), Error);  // the decode program is no chunk program
+}
+
 TEST(ProtocolProjection, DerivePrograms) {
   const Protocol p = project("toy_derive");
   EXPECT_EQ(p.derive_programs(), std::vector<std::string>{"convert"});

@@ -66,6 +66,13 @@ std::vector<PCase> pcases() {
        R"([{"op":"add","path":"/programs/mixed","value":{"batch":{"groups":12,"rows":"tokens","decode":"seqs"},"calls":[]}},
            {"op":"copy","from":"/programs/decode/calls","path":"/programs/mixed/calls"}])",
        "P.mixed", "programs.mixed.batch.decode", false},
+      {"packed_rows_not_row_axis", "qwen",
+       R"([{"op":"add","path":"/vars/chunk_rows","value":{"max":64}},
+           {"op":"replace","path":"/programs/prefill/batch","value":{"groups":4,"rows":"chunk_rows","packed":true}}])",
+       "P.packed", "programs.prefill.batch.packed", false},
+      {"packed_emits_tokens", "qwen",
+       R"([{"op":"replace","path":"/programs/prefill/batch","value":{"groups":4,"rows":"tokens","packed":true}}])",
+       "P.packed", "programs.prefill.batch.packed", false},
       {"page_table_rank", "qwen", R"([{"op":"replace","path":"/buffers/block_table/shape","value":["seqs",4,4]}])",
        "P.table_shape", "buffers.block_table.shape"},
   };

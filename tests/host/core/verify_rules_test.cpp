@@ -309,6 +309,12 @@ std::vector<Case> cases() {
       {"batch_decode_is_rows_var", "qwen",
        R"([{"op":"replace","path":"/programs/prefill/batch/groups","value":4},{"op":"add","path":"/programs/prefill/batch/decode","value":"tokens"}])",
        "R9.batch", "programs.prefill.batch.decode"},
+      {"batch_packed_literal_rows", "qwen", R"([{"op":"add","path":"/programs/decode/batch/packed","value":true}])",
+       "R9.batch", "programs.decode.batch.packed"},
+      {"batch_packed_with_span", "qwen",
+       R"([{"op":"add","path":"/vars/run","value":{"max":4}},{"op":"add","path":"/programs/prefill/batch/packed","value":true},
+           {"op":"add","path":"/programs/prefill/batch/span","value":"run"}])",
+       "R9.batch", "programs.prefill.batch.packed"},
       // R10 unused declarations
       {"unused_var", "qwen", R"([{"op":"add","path":"/vars/unused","value":{"max":4}}])", "R10.unused", "vars.unused"},
       {"unused_buffer", "qwen",

@@ -755,6 +755,38 @@ TEST(GenQwen3, MixedStepsRunTheDecodeOpsOverEveryRow) {
   }
 }
 
+// Packed prefill (kern serve): the prefill program takes up to prefill_chunks sequences' chunks in
+// one call, rows over all of them; its calls are the plain prefill program's.
+TEST(GenQwen3, PackedPrefillTakesSeveralChunks) {
+  const Qwen3Shape c = config("4b");
+  Qwen3GenOptions o = options(true);
+  o.max_seqs = 64;
+  o.max_tokens = 4096;
+  o.prefill_logits = false;
+  const auto plain = generate_qwen3_manifest(c, o);
+  o.prefill_chunks = 8;
+  const auto m = generate_qwen3_manifest(c, o);
+  EXPECT_EQ(m["programs"]["prefill"]["batch"]["groups"], 8);
+  EXPECT_EQ(m["programs"]["prefill"]["batch"]["rows"], "tokens");
+  EXPECT_EQ(m["programs"]["prefill"]["batch"]["packed"], true);
+  EXPECT_EQ(m["programs"]["prefill"]["calls"], plain["programs"]["prefill"]["calls"]);
+  EXPECT_FALSE(plain["programs"]["prefill"]["batch"].contains("packed"));
+  const core::Protocol protocol = core::check_protocol(core::verify(parse(m)));
+  const auto chunk = protocol.chunk();
+  ASSERT_TRUE(chunk.has_value());
+  EXPECT_TRUE(chunk->packed);
+  EXPECT_EQ(chunk->groups, 8u);
+  EXPECT_EQ(chunk->rows, 4096u);
+  EXPECT_EQ(protocol.chunk_vars(*chunk, 5, 3000, 1024).at("seqs"), 5u);
+  for (auto bad : {+[](Qwen3GenOptions& x) { x.prefill_logits = true; },  // a packed call emits no token
+                   +[](Qwen3GenOptions& x) { x.prefill_chunks = 65; },    // beyond the sequences
+                   +[](Qwen3GenOptions& x) { x.prefill_chunks = 0; }}) {
+    Qwen3GenOptions b = o;
+    bad(b);
+    EXPECT_THROW(generate_qwen3_manifest(c, b), kern::Error);
+  }
+}
+
 TEST(GenQwen3, OptionsShapeTheManifest) {
   const Qwen3Shape c = config("4b");
   Qwen3GenOptions o = options();

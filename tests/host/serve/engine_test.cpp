@@ -81,8 +81,11 @@ EngineRequest request(std::vector<pool::Token> prompt, std::uint64_t max_new, st
 
 struct Rig {
   // mixed_chunks > 0: the runner takes mixed steps and the scheduler bounds a step's rows by them.
-  explicit Rig(std::uint64_t step_us = 0, std::uint64_t mixed_chunks = 0)
-      : pages(8192, 16), runner(50000, 8, 64, step_us, mixed_chunks), engine(config(mixed_chunks), pages, runner) {
+  // prefill_chunks > 1: the runner packs that many chunks (128 rows in all) per prefill call.
+  explicit Rig(std::uint64_t step_us = 0, std::uint64_t mixed_chunks = 0, std::uint64_t prefill_chunks = 1)
+      : pages(8192, 16),
+        runner(50000, 8, prefill_chunks > 1 ? 128 : 64, step_us, mixed_chunks, prefill_chunks),
+        engine(config(mixed_chunks), pages, runner) {
     engine.start();
   }
   static EngineConfig config(std::uint64_t mixed_chunks = 0) {
@@ -151,6 +154,39 @@ TEST(Engine, MixedStepsCarryChunksBesideDecodeRows) {
   EXPECT_GE(r.runner.prefill_rows(), 2u + 72 + 142 + 212 + 282);
   EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
   EXPECT_EQ(r.engine.metrics().mixed_calls, r.runner.mixed_calls());
+}
+
+// Packed prefill: a step's chunks of different sequences go to the runner in one call (up to its
+// chunks and rows), and every stream is the fake model's, as with one call per chunk.
+TEST(Engine, PackedPrefillRunsAStepsChunksInOneCall) {
+  std::vector<std::vector<pool::Token>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.emplace_back(static_cast<std::size_t>(3 + 50 * i), static_cast<pool::Token>(9 + i));
+  std::uint64_t calls[2] = {0, 0};
+  for (int packed = 0; packed < 2; ++packed) {
+    Rig r(0, 0, packed ? 4 : 1);
+    std::vector<std::shared_ptr<Recorder>> sinks;
+    for (const auto& p : prompts) {
+      sinks.push_back(std::make_shared<Recorder>());
+      ASSERT_EQ(r.engine.submit(request(p, 10, sinks.back())), Engine::Submitted::Queued);
+    }
+    ASSERT_TRUE(wait_for([&] {
+      for (auto& k : sinks)
+        if (!k->done(1)) return false;
+      return true;
+    }));
+    for (std::size_t i = 0; i < sinks.size(); ++i) {
+      ASSERT_EQ(sinks[i]->tokens[0].size(), 10u) << i;
+      std::int64_t prev = prompts[i].back();
+      for (std::size_t t = 0; t < 10; ++t) {
+        EXPECT_EQ(sinks[i]->tokens[0][t], fake_next(prev, prompts[i].size() - 1 + t, 50000)) << packed << " " << i;
+        prev = sinks[i]->tokens[0][t];
+      }
+    }
+    EXPECT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+    EXPECT_GE(r.runner.prefill_rows(), 2u + 52 + 102 + 152 + 202 + 252);
+    calls[packed] = r.runner.prefill_calls();
+  }
+  EXPECT_LT(calls[1], calls[0]);  // the same rows in fewer calls
 }
 
 // Penalized rows get their generated tokens (the fed one last): the fake model's next token then

@@ -459,5 +459,17 @@ TEST(SchedulerProperty, RandomTrafficEndsEveryRequestLeaksNoPageAndIsDeterminist
   EXPECT_GT(wakes, 0u) << "the runs woke parked entries for later prompts";
 }
 
+// pack_chunks: plan-order runs of at most max_chunks chunks of different sequences and max_rows rows.
+TEST(PackChunks, RunsInPlanOrderWithinTheBounds) {
+  using Calls = std::vector<std::pair<std::size_t, std::size_t>>;
+  const std::vector<Chunk> c = {{1, 0, 100}, {2, 0, 50}, {3, 0, 60}, {4, 0, 10}, {3, 60, 5}, {5, 0, 300}, {6, 0, 1}};
+  EXPECT_EQ(pack_chunks(c, c.size(), 1, 1000), (Calls{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}}));
+  // Rows: 100 + 50 + 60 > 200; seq 3 twice never shares a call; 300 rows alone (too many: the runner refuses).
+  EXPECT_EQ(pack_chunks(c, c.size(), 8, 200), (Calls{{0, 2}, {2, 4}, {4, 5}, {5, 6}, {6, 7}}));
+  EXPECT_EQ(pack_chunks(c, c.size(), 2, 1000), (Calls{{0, 2}, {2, 4}, {4, 6}, {6, 7}}));
+  EXPECT_EQ(pack_chunks(c, 3, 8, 1000), (Calls{{0, 3}}));  // only the first count chunks
+  EXPECT_TRUE(pack_chunks(c, 0, 8, 1000).empty());
+}
+
 }  // namespace
 }  // namespace kern::serve
