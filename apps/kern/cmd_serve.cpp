@@ -34,7 +34,10 @@ struct Options {
   std::string weights, manifest, kernels, tokenizer, chat_template;
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
-  std::uint64_t max_seqs = 64, chunk = 512, prefill_budget = 2048, max_waiting = 1024, prefill_chunks = 8;
+  // Prefill defaults (docs/serve.md "Packed prefill"): a request's chunk up to 1,024 rows a step, up to 8
+  // requests' chunks packed in one call of up to 4,096 rows. Measured best of the points tried at
+  // concurrency 64 (docs/perf.md, session 30).
+  std::uint64_t max_seqs = 64, chunk = 1024, prefill_budget = 4096, max_waiting = 1024, prefill_chunks = 8;
   std::optional<std::uint64_t> capacity, max_model_len;
   std::string served_model_name, api_key;
   int gpu = 0;
@@ -260,11 +263,11 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--port", opt.port, "Port (default 8000; 0: any free port)");
   cmd->add_option("--max-seqs", opt.max_seqs, "Sequences per decode step (default 64)")->check(CLI::Range(1, 1024));
   cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: the GPU's free memory less 1 GiB)");
-  cmd->add_option("--chunk", opt.chunk, "Prefill rows of one request per step (default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", opt.chunk, "Prefill rows of one request per step (default 1024)")->check(CLI::PositiveNumber);
   cmd->add_option("--prefill-chunks", opt.prefill_chunks,
                   "Requests' chunks one prefill call packs, up to the budget's rows (default 8; 1: a call per chunk)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--prefill-budget", opt.prefill_budget, "Prefill rows per step over all requests (default 2048)")
+  cmd->add_option("--prefill-budget", opt.prefill_budget, "Prefill rows per step over all requests (default 4096)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-waiting", opt.max_waiting, "Queued sequences beyond which requests get 429 (default 1024)");
   cmd->add_option("--max-model-len", opt.max_model_len, "Positions one request may reach (default: the model's and the pool's)");
