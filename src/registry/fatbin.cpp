@@ -9,7 +9,8 @@ namespace kern::registry {
 namespace {
 constexpr std::uint64_t kContainerHeader = 16;
 constexpr std::uint64_t kEntryHeaderMin = 48;  // up to and including the flags
-constexpr std::uint64_t kFlagCompressed = 0x2000;
+constexpr std::uint64_t kFlagCompressed = 0x2000;      // LZ4
+constexpr std::uint64_t kFlagCompressedZstd = 0x8000;  // zstd: CUDA 13's nvcc compresses PTX so by default
 
 FatbinEntry parse_entry(const Bytes& b, std::uint64_t at, std::uint64_t header, std::uint64_t size,
                         std::string_view where) {
@@ -19,9 +20,11 @@ FatbinEntry parse_entry(const Bytes& b, std::uint64_t at, std::uint64_t header, 
   e.arch = b.u32(at + 28, "fatbin entry arch");
   std::uint64_t flags = b.u64(at + 40, "fatbin entry flags");
   e.size = size;
+  e.payload_offset = at + header;
   auto payload = b.slice(at + header, size, "fatbin entry payload");
   Bytes p(payload, where);
-  e.compressed = (flags & kFlagCompressed) != 0 || (e.kind == FatbinEntry::Kind::Elf && !looks_like_elf(p));
+  e.compressed = (flags & (kFlagCompressed | kFlagCompressedZstd)) != 0 ||
+                 (e.kind == FatbinEntry::Kind::Elf && !looks_like_elf(p));
   if (e.kind == FatbinEntry::Kind::Elf && !e.compressed) {
     std::string what = fmt::format("{} cubin of sm_{} at offset {:#x}", where, e.arch, at + header);
     Bytes cubin(payload, what);

@@ -4,6 +4,8 @@
 #include "kern/base/error.hpp"
 #include "kern/base/json.hpp"
 #include "kern/base/log.hpp"
+#include "kern/core/peer_kernels.hpp"
+#include "kern/registry/multimem_scan.hpp"
 #include "kern/registry/registry.hpp"
 #include "runtime/cooperative.hpp"
 #include "runtime/gemm_args.hpp"
@@ -21,8 +23,15 @@ std::string CallExec::context() const {
 void Runtime::Impl::load_modules(const std::string& kernels_dir) {
   if (m->modules.empty()) return;
   registry::Registry reg = registry::Registry::scan(kernels_dir);
+  // A kernel that receives a peer buffer: its module must hold no multimem instruction (issue 20;
+  // NVLink multicast must never run here), checked before anything of it loads.
+  const std::vector<core::PeerKernel> peers = core::peer_kernels(*m);
   for (const auto& [name, mod] : m->modules) {
     std::vector<registry::DeviceImage> images = reg.images(name, mod.sha256);  // KernelArtifact when missing / changed
+    for (const core::PeerKernel& k : peers)
+      if (k.module == name)
+        for (const registry::DeviceImage& img : images)
+          registry::refuse_multimem(img.bytes, fmt::format("module {} ({})", name, img.description), k.entry);
     std::vector<cuda::Module> loaded;
     std::string failures;
     for (const registry::DeviceImage& img : images) {

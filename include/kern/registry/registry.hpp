@@ -35,7 +35,8 @@ struct FatbinEntry {
   Kind kind = Kind::Other;
   std::uint32_t arch = 0;  // SM version, e.g. 90, 80
   std::uint64_t size = 0;  // payload bytes
-  bool compressed = false;
+  std::uint64_t payload_offset = 0;  // where the payload starts in the bytes that were parsed
+  bool compressed = false;  // LZ4 (flag 0x2000) or zstd (flag 0x8000, CUDA 13's PTX), or an ELF without its magic
   std::vector<std::string> functions;  // global functions of an uncompressed ELF payload, sorted
 };
 std::string describe(const FatbinEntry& e);  // "sm_90 cubin (1544 B, 2 functions)"
