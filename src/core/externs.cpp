@@ -38,7 +38,7 @@ std::vector<ExternSpec> catalogue() {
       gemm("cublaslt_fp8_tn", Lt, DType::FP8E4M3, DType::BF16, false, 2, 9, kFp8Args),
       gemm("cublaslt_fp8_tn_f32", Lt, DType::FP8E4M3, DType::F32, false, 2, 9, kFp8Args),
   };
-  for (std::string_view coll : {"allreduce", "allgather", "reducescatter"})
+  for (std::string_view coll : {"allreduce", "allgather", "reducescatter", "alltoall"})
     for (DType dt : {DType::F32, DType::BF16, DType::I32, DType::U8}) {
       ExternSpec s;
       s.name = "nccl_" + std::string(coll) + "_" + std::string(manifest_name(dt));

@@ -34,7 +34,7 @@ struct ExternSpec {
   std::size_t min_args = 0, max_args = 0;
   bool takes_algo = false;      // a pinned cuBLASLt `algo` is allowed on the launch
   bool in_runtime = false;      // the kern runtime runs it; the others verify but fail at load
-  std::string_view collective;  // Collective: allreduce | allgather | reducescatter
+  std::string_view collective;  // Collective: allreduce | allgather | reducescatter | alltoall
   std::string_view signature;   // the args, for messages: "a, w, c, m, n, k [, ldc [, a_row_stride]]"
 };
 

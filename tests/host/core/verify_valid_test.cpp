@@ -45,6 +45,24 @@ TEST(VerifyValid, EveryValidManifestPassesCheckAndProtocol) {
   }
 }
 
+// Every collective extern of the catalogue, in the two-rank fixture's place of its all-reduce: the
+// four collectives x four dtypes (the fixture's buffers are bf16, so the others differ in dtype
+// only: one rule, R6.extern, names the mismatch).
+TEST(VerifyValid, EveryNcclExternVerifiesWhereItsDtypeFits) {
+  for (const char* coll : {"allreduce", "allgather", "reducescatter", "alltoall"})
+    for (const char* dt : {"bf16", "f32"}) {
+      const std::string name = std::string("nccl_") + coll + "_" + dt;
+      const auto vs = check(parse_patched(
+          "tp2", R"([{"op":"replace","path":"/ops/allreduce/impl/launches/0/entry","value":"extern:)" + name + R"("}])"));
+      if (std::string(dt) == "bf16") {
+        EXPECT_TRUE(vs.empty()) << name << "\n" << describe(vs);
+      } else {
+        ASSERT_FALSE(vs.empty()) << name;
+        for (const auto& v : vs) EXPECT_EQ(v.rule, "R6.extern") << name << "\n" << describe(vs);
+      }
+    }
+}
+
 TEST(VerifyValid, HarnessManifestWithoutBatchPassesCheckButHasNoProtocol) {
   Verified v = verify(
       parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/fixtures/manifests/harness/demo_no_batch.json"));
