@@ -104,6 +104,10 @@ int serve(serve::Engine& engine, const tokenizer::Tokenizer& tok, const chat::Ch
   return 0;
 }
 
+// Chunks one prefill call packs (--prefill-chunks, at most --max-seqs); above 1, a call's rows reach
+// the step's budget.
+std::uint64_t packed_chunks() { return std::min(opt.prefill_chunks, opt.max_seqs); }
+
 std::uint64_t host_bytes() { return static_cast<std::uint64_t>(opt.host_gib * static_cast<double>(1ull << 30)); }
 
 // With a runner that takes mixed steps, each step's last chunks are cut to ride in its mixed call.
@@ -137,7 +141,7 @@ int run_fake() {
   if (pages.has_host())
     log().info("kern serve: host tier of {} bytes ({} fake pages)", pages.host_bytes_total(),
                pages.host_bytes_total() / (pages.unit() * serve::PoolPages::kTokenBytes));
-  const std::uint64_t packed = std::min(opt.prefill_chunks, opt.max_seqs);
+  const std::uint64_t packed = packed_chunks();
   serve::FakeRunner runner(tok.vocab_size(), opt.max_seqs, packed > 1 ? std::max(opt.prefill_budget, opt.chunk) : opt.chunk,
                            opt.fake_step_us, opt.fake_mixed_chunks, packed);
   serve::ServedModel model;
@@ -158,8 +162,7 @@ int run_model() {
   if (opt.tokenizer.empty()) opt.tokenizer = default_tokenizer(opt.weights);
   if (opt.tokenizer.empty()) fail(ErrorKind::Api, "no tokenizer.json beside the weights: name one with --tokenizer");
   const models::Qwen3Shape shape = models::read_qwen3_config(opt.weights);
-  // Packed prefill (--prefill-chunks above 1): one call takes a step's chunks, up to the budget's rows.
-  const std::uint64_t packed = std::min(opt.prefill_chunks, opt.max_seqs);
+  const std::uint64_t packed = packed_chunks();
   const std::uint64_t rows =
       std::max<std::uint64_t>({opt.chunk, opt.max_seqs, 8, packed > 1 ? opt.prefill_budget : 0});
   std::optional<core::Verified> verified;

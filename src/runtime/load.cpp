@@ -1,5 +1,6 @@
 // Runtime::load: modules, ABI checks, allocation, argument resolution.
 #include <algorithm>
+#include <map>
 
 #include "kern/base/error.hpp"
 #include "kern/base/json.hpp"
@@ -25,13 +26,14 @@ void Runtime::Impl::load_modules(const std::string& kernels_dir) {
   registry::Registry reg = registry::Registry::scan(kernels_dir);
   // A kernel that receives a peer buffer: its module must hold no multimem instruction (issue 20;
   // NVLink multicast must never run here), checked before anything of it loads.
-  const std::vector<core::PeerKernel> peers = core::peer_kernels(*m);
+  // One scan per such module, naming its first such kernel.
+  std::map<std::string, std::string> peer_modules;
+  for (const core::PeerKernel& k : core::peer_kernels(*m)) peer_modules.try_emplace(k.module, k.entry);
   for (const auto& [name, mod] : m->modules) {
     std::vector<registry::DeviceImage> images = reg.images(name, mod.sha256);  // KernelArtifact when missing / changed
-    for (const core::PeerKernel& k : peers)
-      if (k.module == name)
-        for (const registry::DeviceImage& img : images)
-          registry::refuse_multimem(img.bytes, fmt::format("module {} ({})", name, img.description), k.entry);
+    if (auto peer = peer_modules.find(name); peer != peer_modules.end())
+      for (const registry::DeviceImage& img : images)
+        registry::refuse_multimem(img.bytes, fmt::format("module {} ({})", name, img.description), peer->second);
     std::vector<cuda::Module> loaded;
     std::string failures;
     for (const registry::DeviceImage& img : images) {

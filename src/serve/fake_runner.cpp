@@ -35,16 +35,7 @@ void FakeRunner::check(const driver::SamplingParams& sampling, std::uint64_t, bo
 }
 
 void FakeRunner::prefill(std::span<const ChunkCall> chunks) {
-  std::uint64_t rows = 0;
-  for (const ChunkCall& c : chunks) {
-    if (c.tokens.empty()) fail(ErrorKind::Api, "fake engine: an empty chunk");
-    for (const ChunkCall& d : chunks)
-      if (&d != &c && d.lease == c.lease) fail(ErrorKind::Api, "fake engine: two chunks of one sequence in a call");
-    rows += c.tokens.size();
-  }
-  if (chunks.empty() || chunks.size() > prefill_chunks_ || rows > max_chunk_)
-    fail(ErrorKind::Api, "fake engine: a prefill call of {} chunks and {} rows", chunks.size(), rows);
-  prefill_rows_ += rows;
+  prefill_rows_ += prefill_call_rows(chunks, prefill_chunks_, max_chunk_, "fake engine");
   ++prefill_calls_;
   if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
 }

@@ -204,20 +204,9 @@ std::uint64_t ProtocolRunner::prefill_chunks() const { return s_->chunk && s_->c
 // Groups: one per chunk, rows: each chunk's in order (one chunk unless the chunk program is packed).
 void ProtocolRunner::prefill(std::span<const ChunkCall> chunks) {
   State& s = *s_;
-  if (chunks.empty() || chunks.size() > prefill_chunks())
-    fail(ErrorKind::Api, "serve: a prefill call of {} chunks (the chunk program takes {})", chunks.size(),
-         prefill_chunks());
-  std::uint64_t rows = 0, longest = 1;
-  for (const ChunkCall& c : chunks) {
-    if (c.tokens.empty() || c.slots.size() != c.tokens.size())
-      fail(ErrorKind::Api, "serve: a prefill chunk of {} rows ({} slots)", c.tokens.size(), c.slots.size());
-    for (const ChunkCall& d : chunks)
-      if (&d != &c && d.lease == c.lease) fail(ErrorKind::Api, "serve: two chunks of one sequence in a prefill call");
-    rows += c.tokens.size();
-    longest = std::max<std::uint64_t>(longest, c.first + c.tokens.size());
-  }
-  if (rows > s.chunk_rows)
-    fail(ErrorKind::Api, "serve: a prefill call of {} rows (the chunk program takes {})", rows, s.chunk_rows);
+  const std::uint64_t rows = prefill_call_rows(chunks, prefill_chunks(), s.chunk_rows, "serve (the chunk program)");
+  std::uint64_t longest = 1;
+  for (const ChunkCall& c : chunks) longest = std::max<std::uint64_t>(longest, c.first + c.tokens.size());
   // The var table first: it refuses a call outside the program's bounds before any input is written.
   const core::Forward& f = s.chunk ? *s.chunk : s.step;
   const std::map<std::string, std::uint64_t> table =
@@ -364,6 +353,23 @@ std::vector<Sampled> ProtocolRunner::mixed(std::span<const ChunkCall> chunks, st
   s.check_error("a mixed step");
   const std::vector<std::byte> raw = s.exec.read_output_prefix(out.buffer, d * dtype_size(out.dtype));
   return s.results(rows, raw, decode_position, want_logprobs);
+}
+
+std::uint64_t prefill_call_rows(std::span<const ChunkCall> chunks, std::uint64_t max_chunks, std::uint64_t max_rows,
+                                std::string_view who) {
+  if (chunks.empty() || chunks.size() > max_chunks)
+    fail(ErrorKind::Api, "{}: a prefill call of {} chunks (it takes 1 to {})", who, chunks.size(), max_chunks);
+  std::uint64_t rows = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkCall& c = chunks[i];
+    if (c.tokens.empty() || c.slots.size() != c.tokens.size())
+      fail(ErrorKind::Api, "{}: a prefill chunk of {} rows ({} slots)", who, c.tokens.size(), c.slots.size());
+    for (std::size_t j = 0; j < i; ++j)
+      if (chunks[j].lease == c.lease) fail(ErrorKind::Api, "{}: two chunks of one sequence in a prefill call", who);
+    rows += c.tokens.size();
+  }
+  if (rows > max_rows) fail(ErrorKind::Api, "{}: a prefill call of {} rows (it takes {})", who, rows, max_rows);
+  return rows;
 }
 
 std::vector<Sampled> StepRunner::mixed(std::span<const ChunkCall>, std::span<const DecodeCall>) {

@@ -1,12 +1,14 @@
 // What the engine asks of a model for one scheduler step: prefill calls (each one chunk, or several
-// sequences' chunks packed) and one decode call over many sequences. ProtocolRunner drives a manifest's programs through
-// driver::Executor (the GPU); FakeRunner is a deterministic token source for tests without one.
+// sequences' chunks packed) and one decode call over many sequences. ProtocolRunner drives a
+// manifest's programs through driver::Executor (the GPU); FakeRunner is a deterministic token source
+// for tests without one.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kern/core/protocol.hpp"
@@ -67,6 +69,12 @@ class StepRunner {
   virtual void check(const driver::SamplingParams& sampling, std::uint64_t max_new,
                      bool prompt_logprobs = false) const = 0;
 };
+
+// The rows of a prefill call that keeps StepRunner::prefill's contract (1 to max_chunks chunks of
+// different sequences, each of at least one row and a slot per row, max_rows rows in all);
+// Error(Api) naming `who` otherwise. Both runners check their calls with it.
+std::uint64_t prefill_call_rows(std::span<const ChunkCall> chunks, std::uint64_t max_chunks, std::uint64_t max_rows,
+                                std::string_view who);
 
 // The manifest's chunk program for prefill and its batch program of one row per group for decode,
 // padded to a bucket of groups (powers of two up to the program's bound) so a graph is captured
