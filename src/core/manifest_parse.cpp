@@ -3,6 +3,7 @@
 #include <array>
 
 #include "kern/base/file.hpp"
+#include "kern/base/sha256.hpp"
 #include "manifest_wire.hpp"
 
 namespace kern::core {
@@ -125,7 +126,9 @@ Manifest parse_manifest(std::string_view json_text, std::string_view what) {
   wire::Object top(bare, "manifest", wire::kTopLevel);
   wire::Constants constants;
   if (auto f = top.optional("constants")) constants = wire::Constants::read(*f);
-  return wire::read_manifest(wire::Node::root(doc, constants));
+  Manifest m = wire::read_manifest(wire::Node::root(doc, constants));
+  m.digest = to_hex(sha256(json_text));
+  return m;
 }
 
 Manifest parse_manifest_file(const std::string& path) { return parse_manifest(read_file(path), path); }

@@ -75,6 +75,7 @@ namespace kern::cuda::detail {
   X(cuMemCreate, cuMemCreate)                                                                 \
   X(cuMemRelease, cuMemRelease)                                                               \
   X(cuMemExportToShareableHandle, cuMemExportToShareableHandle)                               \
+  X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle)                           \
   X(cuMemAddressReserve, cuMemAddressReserve)                                                 \
   X(cuMemAddressFree, cuMemAddressFree)                                                       \
   X(cuMemMap, cuMemMap)                                                                       \

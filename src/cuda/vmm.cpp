@@ -87,6 +87,21 @@ PhysicalChunk PhysicalChunk::create(std::uint64_t bytes, int ordinal, bool want_
   return c;
 }
 
+PhysicalChunk PhysicalChunk::import_fd(int fd, std::uint64_t bytes, std::string_view what) {
+  if (fd < 0) fail(ErrorKind::Api, "{}: descriptor {} is not open", what, fd);
+  if (bytes == 0) fail(ErrorKind::Api, "{}: a chunk of 0 bytes", what);
+  CUmemGenericAllocationHandle h = 0;
+  // The POSIX-fd handle type passes the descriptor itself as the "handle pointer".
+  void* os_handle = reinterpret_cast<void*>(static_cast<std::intptr_t>(fd));
+  detail::check_while(api().cuMemImportFromShareableHandle(&h, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                      "cuMemImportFromShareableHandle", ErrorKind::Cuda, "importing descriptor {} for {}", fd, what);
+  PhysicalChunk c;
+  c.handle_ = h;
+  c.bytes_ = bytes;
+  c.kind_ = HandleKind::PosixFd;
+  return c;
+}
+
 PhysicalChunk::~PhysicalChunk() {
   if (handle_) detail::warn_if_failed(api().cuMemRelease(handle_), "cuMemRelease");
 }

@@ -63,6 +63,12 @@ void Runtime::Impl::apply(ProgramExec& p) {
   }
 }
 
+void Runtime::Impl::require_peers(const ProgramExec& p) const {
+  if (unfilled_peers.empty() || p.decl->once) return;
+  fail(ErrorKind::Api, "program {}: peer buffer{} {} not filled yet: connect this rank to its peers first (offer, connect)",
+       p.name, unfilled_peers.size() == 1 ? "" : "s", fmt::join(unfilled_peers, ", "));
+}
+
 void Runtime::Impl::prepare(ProgramExec& p, const Vars& given) {
   vars.assign(given, var_values, p.name);
   bool same = p.applied;
@@ -112,6 +118,7 @@ void Runtime::Impl::run(ProgramExec& p, const Vars& given, std::size_t lo, std::
     fail(ErrorKind::Api, "program {}: load_weights must run before any program", p.name);
   if (lo > hi || hi > p.calls.size())
     fail(ErrorKind::Api, "program {}: call range [{}, {}) is outside its {} calls", p.name, lo, hi, p.calls.size());
+  require_peers(p);
   prepare(p, given);
   if (whole && p.decl->graph && !options.eager) {
     auto it = p.graphs.find(p.key);

@@ -112,10 +112,21 @@ void Runtime::Impl::allocate(const std::map<std::string, BufferSlot*>& claims) {
     s.name = name;
     s.decl = &b;
     s.bytes = buffer_bytes_at_max(b, lookup, name);
-    if (b.kind == core::BufferKind::Peer)
-      fail(ErrorKind::Manifest, "buffer {} is a peer buffer; multi-GPU peers are not supported yet", name);
-    if (b.exported) log().warn("buffer {}: export is not supported yet; allocated privately", name);
-    if (b.placement == core::Placement::Host) {
+    if (b.kind == core::BufferKind::Peer) unfilled_peers.push_back(name);  // zeroed below until connect fills it
+    const bool vmm_export = b.exported && b.kind != core::BufferKind::Weight && b.kind != core::BufferKind::Source;
+    if (b.exported && !vmm_export) log().warn("buffer {}: an exported {} is allocated privately", name, core::to_string(b.kind));
+    if (vmm_export) {
+      // One exportable VMM chunk (issue 20): peers on other ranks import it through offer / connect.
+      const std::uint64_t g = cuda::vmm_info(options.gpu).granularity;
+      const std::uint64_t rounded = (s.bytes + g - 1) / g * g;
+      s.exported_chunk = cuda::PhysicalChunk::create(rounded, options.gpu, /*want_fabric=*/true, "buffer " + name);
+      s.exported_range = cuda::VirtualRange::reserve(rounded, g, "buffer " + name);
+      s.exported_range.map(0, s.exported_chunk);
+      s.exported_range.set_access(0, rounded, options.gpu);
+      s.addr = s.exported_range.base();
+      s.alive = true;
+      cuda::memset_d8_async(s.addr, 0, rounded, *stream);
+    } else if (b.placement == core::Placement::Host) {
       s.host = cuda::PinnedMemory::allocate(s.bytes, "host weight " + name);
       s.addr = s.host.device_ptr();
       s.alive = true;

@@ -45,6 +45,7 @@ class PooledStateMemory final : public StateMemory {
   const pool::Pool* pool() const { return state_pool_ ? &state_pool_->pool() : nullptr; }
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
   cuda::HandleKind handle_kind() const;
+  const std::vector<cuda::PhysicalChunk>& chunks() const { return chunks_; }  // index: the pool's chunk number
 
  private:
   std::map<std::string, cuda::DeviceMemory, std::less<>> fixed_;

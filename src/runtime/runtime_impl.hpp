@@ -15,6 +15,7 @@
 #include "kern/cuda/blas.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
+#include "kern/cuda/vmm.hpp"
 #include "kern/runtime/runtime.hpp"
 #include "kern/runtime/args.hpp"
 #include "kern/runtime/domain.hpp"
@@ -44,6 +45,10 @@ struct BufferSlot {
   std::optional<rt::DomainRule> domain;
   bool alive = false;        // sources: allocated for the derive program reading them
   cuda::DevicePtr addr = 0;  // what kernels see (device pointer or mapped pinned host)
+  // export: true (issue 20): one exportable VMM chunk mapped at `addr` (the range before the chunk
+  // in destruction order: declared after it).
+  cuda::PhysicalChunk exported_chunk;
+  cuda::VirtualRange exported_range;
 };
 
 // One launch of one call, resolved at load.
@@ -104,6 +109,13 @@ struct Runtime::Impl {
   bool weights_loaded = false;
   RuntimeStats stats;
   std::uint64_t waits = 0;  // stream synchronizations made through wait() (io.cpp, exec.cpp)
+  // The handshake (peers.cpp): peer buffers left to fill (programs but once programs refuse to run
+  // until connect() fills them), the offer connect() checks the others against, and the peers'
+  // memory this rank imported (ranges declared after the chunks: unmapped first).
+  std::vector<std::string> unfilled_peers;
+  std::optional<core::Offer> offered;
+  std::vector<cuda::PhysicalChunk> imported_chunks;
+  std::vector<cuda::VirtualRange> imported_ranges;
 
   // io.cpp
   // Waits for the stream and counts it: staging queued before a counted wait is free again.
@@ -132,6 +144,8 @@ struct Runtime::Impl {
   rt::Pointer pointer_of(const core::CallArg& a) const;
 
   // exec.cpp (the hot path)
+  // Error(Api) while a peer buffer is unfilled (once programs excepted: they run in load_weights).
+  void require_peers(const ProgramExec& p) const;
   void prepare(ProgramExec& p, const Vars& given);
   void apply(ProgramExec& p);
   void enqueue(ProgramExec& p, std::size_t lo, std::size_t hi);

@@ -355,6 +355,9 @@ struct Cut {
 };
 
 struct Manifest {
+  // The SHA-256 (64 lowercase hex digits) of the text parse_manifest read; "" for a manifest built
+  // in code. Ranks compare it in the multi-GPU handshake (kern/core/handshake.hpp).
+  std::string digest;
   std::uint64_t schema_version = 0;
   std::string model;
   std::map<std::string, std::uint64_t> topology;  // topology.groups: name -> size

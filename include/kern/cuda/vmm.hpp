@@ -38,6 +38,10 @@ class PhysicalChunk {
   // POSIX file descriptors otherwise. A refused fabric creation falls back with one warning per
   // process. `bytes` must be a multiple of vmm_info(ordinal).granularity.
   static PhysicalChunk create(std::uint64_t bytes, int ordinal, bool want_fabric, std::string_view what);
+  // Another process's chunk of `bytes` from a POSIX file descriptor it exported
+  // (cuMemImportFromShareableHandle); the descriptor stays the caller's. Error(Cuda) naming `what`
+  // when the driver refuses it (not a CUDA allocation's descriptor, another device's, ...).
+  static PhysicalChunk import_fd(int fd, std::uint64_t bytes, std::string_view what);
   ~PhysicalChunk();
   PhysicalChunk(PhysicalChunk&& o) noexcept;
   PhysicalChunk& operator=(PhysicalChunk&& o) noexcept;

@@ -13,6 +13,7 @@
 // See docs/runtime.md.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -25,8 +26,11 @@
 #include <variant>
 #include <vector>
 
+#include "kern/base/unique_fd.hpp"
+#include "kern/core/handshake.hpp"
 #include "kern/pool/host.hpp"
 #include "kern/pool/pool.hpp"
+#include "kern/pool/share.hpp"
 #include "kern/runtime/domain.hpp"
 #include "kern/runtime/host_state.hpp"
 #include "kern/runtime/vars.hpp"
@@ -47,6 +51,18 @@ struct RuntimeOptions {
   // memory of this GPU as it is, pinned host memory through its mapping, pageable host memory
   // page-locked and mapped by the runtime until it is destroyed). The memory must outlive the runtime.
   std::map<std::string, HostTensor> host_states;
+};
+
+// The multi-GPU handshake's runtime half (issue 20; docs/multi-gpu-handles.md, "The handshake in
+// the runtime"). What this rank offers, with the descriptors its handles index (owned), and what a
+// peer's offer is once received (its descriptors borrowed for the connect call).
+struct LocalOffer {
+  core::Offer offer;
+  std::vector<UniqueFd> fds;
+};
+struct PeerOffer {
+  core::Offer offer;
+  std::vector<int> fds;
 };
 
 // Counters a test or bench can read.
@@ -169,6 +185,27 @@ class Runtime {
   pool::Granted<pool::Lease> fork(pool::Lease& parent, std::uint64_t len, std::uint64_t tokens);
   void settle();
   const pool::Pool* state_pool() const;  // observation; null without pooled states
+  // Sends the pool (after settle()) to another process over the connected Unix-domain socket
+  // `sock`: its description, then its chunks' POSIX file descriptors (kern/runtime/pool_share.hpp,
+  // where PoolView is the receiving end). Api error without pooled states or for fabric chunks
+  // (KERN_NO_FABRIC=1 makes them descriptors); Io error when the peer vanishes or `timeout` passes
+  // on one message. Returns the description sent.
+  pool::PoolShare send_pool(int sock, std::chrono::milliseconds timeout);
+
+  // The handshake (kern/core/handshake.hpp is its pure half). offer(): the manifest's digest, this
+  // rank's index per topology group and one POSIX-fd handle per exported buffer a peer buffer
+  // reaches. connect(offers of every group, in rank order, this rank's own among them): checks them
+  // (core::plan_connect), imports each peer's handles once, and writes every peer buffer's address
+  // array; until then every program but once programs refuses to run (Api). Api errors: a manifest
+  // built in code (no digest), a peer buffer of a state (not built: states are pools of many
+  // chunks), fabric chunks (set KERN_NO_FABRIC=1), connect before offer or twice, and every
+  // refusal of plan_connect; Cuda errors when the driver refuses an import. NCCL groups are not
+  // joined (not built): an offer carries no NCCL id.
+  LocalOffer offer();
+  void connect(const std::map<std::string, std::vector<PeerOffer>>& offers);
+  bool connected() const;  // no peer buffer left to fill
+  // Every rank in one process: each offers, then each connects with all the offers.
+  static void connect_local(std::span<Runtime* const> ranks);
 
   // The host tier: one pinned block (NUMA-bound to the GPU's node) for `pages` host pages and
   // `slots` host slots, reserved once. park / wake copy on a transfer stream that starts after

@@ -220,4 +220,12 @@ __global__ void state_addresses(const unsigned* a, const unsigned* b, unsigned l
   out[1] = reinterpret_cast<unsigned long long>(b);
 }
 
+// The handshake test (handshake_gpu_test.cpp): thread t writes this rank's value into word `rank` of
+// rank t's exported buffer, through the peer array the runtime filled at connect.
+__global__ void peer_poke(const unsigned long long* peers, int rank, int ranks, const unsigned* value) {
+  const int t = threadIdx.x;
+  if (blockIdx.x != 0 || t >= ranks) return;
+  reinterpret_cast<unsigned*>(peers[t])[rank] = value[0];
+}
+
 }  // extern "C"
