@@ -236,6 +236,17 @@ constexpr P kQuantE4m3[] = {
 constexpr KernelEntry kQuantFamily[] = {{"kern_absmax_partial_bf16", kAbsmaxPartial},
                                         {"kern_quant_e4m3_bf16", kQuantE4m3}};
 
+// ---------------------------------------------------------------- peer (kernels/peer.cu)
+constexpr P kPeerBarrier[] = {
+    {"peers", "in buffer<u64>"},    // [ranks]: every member's flags (a peer buffer of an exported u32[ranks])
+    {"rank", "i32"},                // this rank's index in the group
+    {"ranks", "i32"},               // the group's size; the block has at least this many threads
+    {"gen", "inout buffer<u32>"},   // [1] carry: this rank's generation, 0 at load
+    {"error", "out buffer<i32>"},   // [1]: 0, or 1 + the lowest rank that did not arrive in time
+    {"timeout_ns", "i64"},
+};
+constexpr KernelEntry kPeerFamily[] = {{"kern_peer_barrier", kPeerBarrier}};
+
 // ---------------------------------------------------------------- rmsnorm (kernels/rmsnorm.cu)
 constexpr P kRmsNorm[] = {
     {"x", "in buffer<bf16>"},   // [rows, hidden]
@@ -330,6 +341,7 @@ constexpr KernelFamily kFamilies[] = {
     {"decode_chain", kDecodeChainFamily},
     {"embedding", kEmbeddingFamily},
     {"gemv", kGemvFamily},
+    {"peer", kPeerFamily},
     {"quant", kQuantFamily},
     {"rmsnorm", kRmsNormFamily},
     {"rope", kRopeFamily},

@@ -10,6 +10,11 @@ std::string kernels_dir() {
   if (const char* env = std::getenv("KERN_RUNTIME_TEST_KERNELS")) return env;
   return KERN_RUNTIME_TEST_KERNELS;
 }
+std::string production_kernels_dir() {
+  if (const char* env = std::getenv("KERN_KERNELS_DIR"); env != nullptr && *env != '\0') return env;
+  return std::string(KERN_BINARY_DIR) + "/kernels";
+}
+
 std::string cubin_path() { return kernels_dir() + "/runtime_test_kernels.cubin"; }
 std::string fatbin_path() { return kernels_dir() + "/runtime_test_kernels.fatbin"; }
 std::string cubin_sha() {

@@ -20,6 +20,8 @@
 namespace kern::gputest {
 
 std::string kernels_dir();
+// kern's own fatbins (<build>/kernels, or $KERN_KERNELS_DIR).
+std::string production_kernels_dir();
 std::string cubin_path();
 std::string fatbin_path();
 std::string cubin_sha();

@@ -9,7 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <chrono>
+#include <thread>
+
 #include "gpu_fixture.hpp"
+#include "kern/base/sha256.hpp"
 
 namespace kern::gputest {
 namespace {
@@ -94,6 +98,88 @@ TEST(HandshakeGpu, AMissingRankIsRefused) {
   auto r0 = rank(manifest(), 0);
   std::array<runtime::Runtime*, 1> one{r0.get()};
   expect_error([&] { runtime::Runtime::connect_local(one); }, ErrorKind::Api, "missing rank 1");
+}
+
+// kern's peer barrier (kernels/peer.cu) through the runtime: two ranks' manifests name the
+// production fatbin, connect fills their peer arrays, and the barrier program runs on both ranks
+// (graphs; then from two threads, the captured barrier's cost through the runtime), then on rank 0 alone,
+// which reports rank 1 (error word 2) after its 1 s timeout.
+std::string barrier_manifest() {
+  return R"({
+  "schema_version": 5,
+  "model": "barrier",
+  "topology": {"groups": {"tp": 2}},
+  "buffers": {
+    "flags": {"dtype": "u32", "shape": [2], "kind": "output", "export": true},
+    "peers": {"dtype": "u64", "shape": [2], "kind": "peer", "of": "flags", "group": "tp"},
+    "gen": {"dtype": "u32", "shape": [1], "kind": "carry"},
+    "error": {"dtype": "i32", "shape": [1], "kind": "output"}
+  },
+  "modules": {"peer": {"source": "peer", "sha256": "@SHA@"}},
+  "ops": {
+    "barrier": {"params": ["in buffer<u64>", "i32", "i32", "inout buffer<u32>", "out buffer<i32>", "i64"],
+                "impl": {"launches": [{"module": "peer", "entry": "kern_peer_barrier", "block": [32, 1, 1], "grid": [1, 1, 1]}]}}
+  },
+  "programs": {
+    "barrier": {"graph": true, "calls": [{"op": "barrier", "args": [{"buf": "peers"}, {"rank": "tp"}, {"i32": 2},
+                {"buf": "gen"}, {"buf": "error"}, {"i64": 1000000000}]}]}
+  }
+})";
+}
+
+TEST(HandshakeGpu, ThePeerBarrierRunsThroughTheRuntime) {
+  ::setenv("KERN_NO_FABRIC", "1", 1);
+  const std::string dir = production_kernels_dir();
+  const core::Verified v = verified(barrier_manifest(), sha256_file_hex(dir + "/peer.fatbin"));
+  std::vector<std::unique_ptr<runtime::Runtime>> ranks;
+  for (std::uint64_t r = 0; r < 2; ++r) {
+    runtime::RuntimeOptions o;
+    o.ranks["tp"] = r;
+    ranks.push_back(load(v, o, dir));
+    ranks.back()->load_weights(weights::HostTensors{});
+  }
+  std::array<runtime::Runtime*, 2> both{ranks[0].get(), ranks[1].get()};
+  runtime::Runtime::connect_local(both);
+  std::array<std::vector<double>, 2> us;
+  std::array<std::string, 2> errors;
+  for (int i = 0; i < 3; ++i) {  // the first launch captures each rank's graph; neither blocks
+    both[0]->launch("barrier", {});
+    both[1]->launch("barrier", {});
+    both[0]->synchronize();
+    both[1]->synchronize();
+  }
+  {
+    std::vector<std::thread> threads;  // time_replays blocks: one thread per rank
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          us[r] = both[r]->time_replays("barrier", {}, 200);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(from_bytes<std::int32_t>(both[r]->read_output("error"))[0], 0) << "rank " << r;
+    const auto flags = from_bytes<std::uint32_t>(both[r]->read_output("flags"));
+    EXPECT_EQ(flags[0], flags[1]) << "rank " << r << ": both members at the same generation";
+    EXPECT_GE(flags[0], 203u) << "rank " << r;
+  }
+  if (!us[0].empty()) {
+    std::vector<double> m = us[0];
+    std::sort(m.begin(), m.end());
+    std::printf("[handshake] captured peer barrier through the runtime, 2 ranks as 2 runtimes of one GPU: median %.2f us "
+                "per replay (rank 0's graph of one barrier)\n",
+                m[m.size() / 2]);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  both[0]->run("barrier", {});  // rank 1 stays away
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(from_bytes<std::int32_t>(both[0]->read_output("error"))[0], 2) << "rank 0 names rank 1";
+  EXPECT_LT(s, 2.0);
+  std::printf("[handshake] rank 0 alone: error word 2 (timed out waiting for rank 1) after %.3f s\n", s);
 }
 
 }  // namespace

@@ -84,8 +84,11 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
       }
     }
   }
-  // Between them the variants launch every production entry of the head dim (hd 64 entries aside).
+  // Between them the variants launch every production entry of the head dim (hd 64 entries aside),
+  // but the peer family's: only a tensor-parallel manifest launches the peer barrier, and kern gen
+  // --tp (issue 20) is not built (the GPU catalogue test checks its ABI like every entry's).
   for (const KernelFamily& f : kernel_catalogue()) {
+    if (f.name == std::string_view("peer")) continue;
     for (const KernelEntry& e : f.entries) {
       if (e.name.find("_hd64") == std::string_view::npos) {
         EXPECT_TRUE(launched.count(std::string(e.name))) << e.name;
