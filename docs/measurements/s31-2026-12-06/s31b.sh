@@ -19,4 +19,7 @@ grep -E "^\[  |pool-share\]|handshake\]|Failure|Expected|Which is|actual|error" 
 grep -E "^\[  |peer-barrier\]|figure|Failure|Expected|Which is" $out/barrier.log | head -30 >> $R
 (cd build && timeout 60 tests/gpu/kernels/kern_catalogue_gpu_test > $out/catalogue.log 2>&1); echo "catalogue rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 tail -3 $out/catalogue.log >> $R
+# Where libnccl lives on the device (for the NCCL externs' dlopen).
+{ echo "nccl:"; ldconfig -p | grep -i nccl; ls /usr/local/cuda/lib64 2>/dev/null | grep -i nccl;
+  python3 -c "import nvidia.nccl, os; d=os.path.dirname(nvidia.nccl.__file__); print(d, os.listdir(os.path.join(d, 'lib')))" 2>&1 | tail -1; } >> $R
 cat $R

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include <chrono>
-#include <thread>
 
 #include "gpu_fixture.hpp"
 #include "kern/base/sha256.hpp"
@@ -102,8 +101,8 @@ TEST(HandshakeGpu, AMissingRankIsRefused) {
 
 // kern's peer barrier (kernels/peer.cu) through the runtime: two ranks' manifests name the
 // production fatbin, connect fills their peer arrays, and the barrier program runs on both ranks
-// (graphs; then from two threads, the captured barrier's cost through the runtime), then on rank 0 alone,
-// which reports rank 1 (error word 2) after its 1 s timeout.
+// three times, then on rank 0 alone, which reports rank 1 (error word 2) after its 1 s timeout. (Its
+// captured cost is PerfGpu.PeerBarrier's, kernel alone.)
 std::string barrier_manifest() {
   return R"({
   "schema_version": 5,
@@ -121,7 +120,7 @@ std::string barrier_manifest() {
                 "impl": {"launches": [{"module": "peer", "entry": "kern_peer_barrier", "block": [32, 1, 1], "grid": [1, 1, 1]}]}}
   },
   "programs": {
-    "barrier": {"graph": true, "calls": [{"op": "barrier", "args": [{"buf": "peers"}, {"rank": "tp"}, {"i32": 2},
+    "barrier": {"calls": [{"op": "barrier", "args": [{"buf": "peers"}, {"rank": "tp"}, {"i32": 2},
                 {"buf": "gen"}, {"buf": "error"}, {"i64": 1000000000}]}]}
   }
 })";
@@ -140,39 +139,17 @@ TEST(HandshakeGpu, ThePeerBarrierRunsThroughTheRuntime) {
   }
   std::array<runtime::Runtime*, 2> both{ranks[0].get(), ranks[1].get()};
   runtime::Runtime::connect_local(both);
-  std::array<std::vector<double>, 2> us;
-  std::array<std::string, 2> errors;
-  for (int i = 0; i < 3; ++i) {  // the first launch captures each rank's graph; neither blocks
+  for (int i = 0; i < 3; ++i) {  // neither launch blocks; both ranks meet in the kernel
     both[0]->launch("barrier", {});
     both[1]->launch("barrier", {});
     both[0]->synchronize();
     both[1]->synchronize();
   }
-  {
-    std::vector<std::thread> threads;  // time_replays blocks: one thread per rank
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          us[r] = both[r]->time_replays("barrier", {}, 200);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-  }
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(from_bytes<std::int32_t>(both[r]->read_output("error"))[0], 0) << "rank " << r;
     const auto flags = from_bytes<std::uint32_t>(both[r]->read_output("flags"));
-    EXPECT_EQ(flags[0], flags[1]) << "rank " << r << ": both members at the same generation";
-    EXPECT_GE(flags[0], 203u) << "rank " << r;
-  }
-  if (!us[0].empty()) {
-    std::vector<double> m = us[0];
-    std::sort(m.begin(), m.end());
-    std::printf("[handshake] captured peer barrier through the runtime, 2 ranks as 2 runtimes of one GPU: median %.2f us "
-                "per replay (rank 0's graph of one barrier)\n",
-                m[m.size() / 2]);
+    EXPECT_EQ(flags[0], 3u) << "rank " << r;
+    EXPECT_EQ(flags[1], 3u) << "rank " << r;
   }
   const auto t0 = std::chrono::steady_clock::now();
   both[0]->run("barrier", {});  // rank 1 stays away

@@ -34,7 +34,7 @@ std::string manifest() {
   "vars": {"seqs": {"max": 4}},
   "states": {"kv": {"bytes_per_token": 4096}, "ssm": {"bytes_per_seq": 196608}},
   "buffers": {
-    "block_table": {"dtype": "i32", "shape": ["seqs", 64], "kind": "input", "domain": {"index_into": "kv", "stride": 16}}
+    "block_table": {"dtype": "i32", "shape": ["seqs", 1024], "kind": "input", "domain": {"index_into": "kv", "stride": 16}}
   },
   "modules": {"k": {"source": "runtime_test_kernels", "sha256": "@SHA@"}},
   "ops": {
@@ -56,7 +56,7 @@ std::string manifest() {
 std::unique_ptr<runtime::Runtime> load_pool() {
   ::setenv("KERN_NO_FABRIC", "1", 1);  // descriptors, whatever the machine grants
   runtime::RuntimeOptions o;
-  o.capacity = {4096, 3};
+  o.capacity = {49152, 3};  // kv: 192 MiB, three 64 MiB chunks on the lent GPUs
   return load(verified(manifest()), o);
 }
 
@@ -108,7 +108,7 @@ TEST(PoolShareGpu, ASecondProcessReadsWhatTheOwnerWroteAndWritesWhatItReads) {
   ASSERT_TRUE(r.ok()) << r.describe_status() << "\n" << r.err;
   EXPECT_EQ(r.out, hex(mine) + "\n") << "the peer read other bytes than the owner wrote";
   std::printf("[pool-share] %s", r.err.c_str());
-  EXPECT_GE(sent.chunks, 8u);
+  EXPECT_GE(sent.chunks, 3u);
   ASSERT_EQ(sent.arenas.size(), 2u);
 
   std::vector<std::byte> got(back_n), want(back_n);
