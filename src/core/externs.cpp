@@ -48,6 +48,7 @@ std::vector<ExternSpec> catalogue() {
       s.min_args = s.max_args = 4;
       s.collective = coll;
       s.signature = "send, recv, count, rank";
+      s.in_runtime = true;  // NCCL, one communicator per topology group (docs/multi-gpu-handles.md)
       out.push_back(std::move(s));
     }
   return out;

@@ -30,6 +30,17 @@ void Runtime::Impl::apply(ProgramExec& p) {
         const std::uint64_t x = v[*e.when_var];
         e.active = (!e.when_min || x >= *e.when_min) && (!e.when_max || x <= *e.when_max);
       }
+      if (e.ext && e.ext->family == core::ExternSpec::Family::Collective) {
+        const rt::ArgValue& n = e.ext_args[2];  // count
+        std::optional<std::uint64_t> count =
+            n.patches.empty() ? std::optional<std::uint64_t>(rt::load_le(n.bytes.data(), n.bytes.size()))
+                              : n.patches[0].expr.eval(v);
+        if (!count || *count >= (std::uint64_t{1} << 40))
+          throw Error::call(c.context(), Error(ErrorKind::Api, "a collective's count is negative, above 2^40 or "
+                                                               "overflows at these vars"));
+        e.count = *count;
+        continue;
+      }
       if (e.ext) {
         if (!rt::gemm_shape_at(*e.ext, e.ext_args, v, e.gemm))
           throw Error::call(c.context(), Error(ErrorKind::Api, "a GEMM size expression overflows at these vars"));
@@ -64,9 +75,9 @@ void Runtime::Impl::apply(ProgramExec& p) {
 }
 
 void Runtime::Impl::require_peers(const ProgramExec& p) const {
-  if (unfilled_peers.empty() || p.decl->once) return;
-  fail(ErrorKind::Api, "program {}: peer buffer{} {} not filled yet: connect this rank to its peers first (offer, connect)",
-       p.name, unfilled_peers.size() == 1 ? "" : "s", fmt::join(unfilled_peers, ", "));
+  if (awaiting_connect.empty() || p.decl->once) return;
+  fail(ErrorKind::Api, "program {}: {} not ready: connect this rank to its peers first (offer, connect)", p.name,
+       fmt::join(awaiting_connect, ", "));
 }
 
 void Runtime::Impl::prepare(ProgramExec& p, const Vars& given) {
@@ -88,7 +99,10 @@ void Runtime::Impl::prepare(ProgramExec& p, const Vars& given) {
 void Runtime::Impl::enqueue_call(CallExec& c) {
   for (LaunchExec& e : c.launches) {
     if (!e.active) continue;
-    if (e.ext) {
+    if (e.ext && e.ext->family == core::ExternSpec::Family::Collective) {
+      comms.at(e.group).collective(e.collective, e.ext_args[0].pointer->address, e.ext_args[1].pointer->address,
+                                   e.count, e.ext->in, *stream);
+    } else if (e.ext) {
       if (e.ext->library == core::ExternSpec::Library::Cublas)
         cublas->gemm_bf16_tn_f32(e.gemm, e.gemm_ops.a, e.gemm_ops.w, e.gemm_ops.c, *stream);
       else

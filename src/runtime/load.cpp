@@ -112,7 +112,7 @@ void Runtime::Impl::allocate(const std::map<std::string, BufferSlot*>& claims) {
     s.name = name;
     s.decl = &b;
     s.bytes = buffer_bytes_at_max(b, lookup, name);
-    if (b.kind == core::BufferKind::Peer) unfilled_peers.push_back(name);  // zeroed below until connect fills it
+    if (b.kind == core::BufferKind::Peer) awaiting_connect.push_back("peer buffer " + name);  // zeroed until connect
     const bool vmm_export = b.exported && b.kind != core::BufferKind::Weight && b.kind != core::BufferKind::Source;
     if (b.exported && !vmm_export) log().warn("buffer {}: an exported {} is allocated privately", name, core::to_string(b.kind));
     if (vmm_export) {
@@ -226,6 +226,19 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
         e.ext = core::find_extern(name);
         if (!e.ext || !e.ext->in_runtime)
           fail(ErrorKind::Manifest, "launch {}: extern:{} is not supported yet", li, name);
+        if (e.ext->family == core::ExternSpec::Family::Collective) {
+          // send, recv, count, {"rank": group} (R6.extern): the group names the communicator.
+          e.group = l.args->back().name;
+          const std::string_view k = e.ext->collective;
+          e.collective = k == "allreduce"       ? cuda::NcclCollective::AllReduce
+                         : k == "allgather"     ? cuda::NcclCollective::AllGather
+                         : k == "reducescatter" ? cuda::NcclCollective::ReduceScatter
+                                                : cuda::NcclCollective::AllToAll;
+          collective_groups.insert(e.group);
+          e.ext_args = std::move(values);
+          c.launches.push_back(std::move(e));
+          continue;
+        }
         if (auto problem = rt::gemm_args_problem(*e.ext, values))
           fail(ErrorKind::Manifest, "launch {}: extern:{}: {}", li, name, *problem);
         if (e.ext->library == core::ExternSpec::Library::Cublas) {
@@ -411,6 +424,15 @@ std::unique_ptr<Runtime> Runtime::load_claiming(const core::Verified& verified, 
     pe.read_vars = rt::program_read_vars(m, p, impl->vars);
     pe.key.assign(pe.read_vars.size(), 0);
     impl->programs.emplace(name, std::move(pe));
+  }
+  // Collective groups: one rank joins now, larger groups at connect.
+  for (const std::string& g : impl->collective_groups) {
+    if (m.topology.at(g) == 1) {
+      impl->context->make_current();
+      impl->comms.emplace(g, cuda::NcclComm::init(1, cuda::nccl_unique_id(), 0));
+    } else {
+      impl->awaiting_connect.push_back("NCCL group " + g);
+    }
   }
   impl->stream->synchronize();
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));

@@ -41,23 +41,33 @@ LocalOffer Runtime::offer() {
     h.fd = static_cast<std::uint32_t>(out.fds.size() - 1);
     out.offer.handles.push_back(std::move(h));
   }
+  // The NCCL id of every collective group this rank leads (a size-1 group joined at load).
+  for (const std::string& g : r.collective_groups)
+    if (r.m->topology.at(g) > 1 && r.ranks.at(g) == 0) out.offer.nccl[g] = cuda::nccl_unique_id();
   r.offered = out.offer;
   return out;
 }
 
-bool Runtime::connected() const { return impl_->unfilled_peers.empty(); }
+bool Runtime::connected() const { return impl_->awaiting_connect.empty(); }
 
-void Runtime::connect(const std::map<std::string, std::vector<PeerOffer>>& offers) {
-  Impl& r = *impl_;
-  if (!r.offered) fail(ErrorKind::Api, "connect: call offer() first (connect checks the others against it)");
-  if (!r.imported_ranges.empty() || (r.unfilled_peers.empty() && !core::peer_targets(*r.m).empty()))
-    fail(ErrorKind::Api, "connect: this rank is connected already");
+std::map<std::string, core::NcclUniqueId> Runtime::Impl::attach(
+    const std::map<std::string, std::vector<PeerOffer>>& offers) {
+  if (!offered) fail(ErrorKind::Api, "connect: call offer() first (connect checks the others against it)");
+  if (connected_once) fail(ErrorKind::Api, "connect: this rank is connected already");
   std::map<std::string, std::vector<core::Offer>> plain;
   for (const auto& [group, list] : offers)
     for (const PeerOffer& o : list) plain[group].push_back(o.offer);
-  const core::ConnectPlan plan = core::plan_connect(*r.m, *r.offered, plain);
-  r.context->make_current();
-  const std::uint64_t g = cuda::vmm_info(r.options.gpu).granularity;
+  const core::ConnectPlan plan = core::plan_connect(*m, *offered, plain);
+  std::map<std::string, core::NcclUniqueId> ids;
+  for (const std::string& g : collective_groups) {
+    if (m->topology.at(g) == 1) continue;
+    const auto id = plan.nccl.find(g);
+    if (id == plan.nccl.end())
+      fail(ErrorKind::Api, "connect: group {} runs collectives but its rank 0 offered no NCCL id", g);
+    ids.emplace(g, id->second);
+  }
+  context->make_current();
+  const std::uint64_t g = cuda::vmm_info(options.gpu).granularity;
   std::vector<cuda::PhysicalChunk> chunks;
   std::vector<cuda::VirtualRange> ranges;
   for (const core::ConnectPlan::Import& imp : plan.imports) {
@@ -72,25 +82,43 @@ void Runtime::connect(const std::map<std::string, std::vector<PeerOffer>>& offer
     chunks.push_back(cuda::PhysicalChunk::import_fd(from.fds[*h.fd], h.bytes, what));
     cuda::VirtualRange range = cuda::VirtualRange::reserve(h.bytes, g, what);
     range.map(0, chunks.back());
-    range.set_access(0, h.bytes, r.options.gpu);
+    range.set_access(0, h.bytes, options.gpu);
     ranges.push_back(std::move(range));
   }
   for (const core::ConnectPlan::PeerArray& a : plan.arrays) {
-    BufferSlot& peer = r.buffers.at(a.buffer);
+    BufferSlot& peer = buffers.at(a.buffer);
     std::vector<std::uint64_t> addrs;
     for (const std::int64_t imp : a.import_of_rank)
-      addrs.push_back(imp < 0 ? r.buffers.at(a.target).addr : ranges.at(static_cast<std::size_t>(imp)).base());
+      addrs.push_back(imp < 0 ? buffers.at(a.target).addr : ranges.at(static_cast<std::size_t>(imp)).base());
     if (addrs.size() * sizeof(std::uint64_t) != peer.bytes)
       fail(ErrorKind::Api, "connect: peer buffer {} holds {} bytes, its group {} addresses", a.buffer, peer.bytes,
            addrs.size());
-    cuda::copy_h2d_async(peer.addr, addrs.data(), peer.bytes, *r.stream);
-    r.wait();  // `addrs` is pageable and goes out of scope
+    cuda::copy_h2d_async(peer.addr, addrs.data(), peer.bytes, *stream);
+    wait();  // `addrs` is pageable and goes out of scope
   }
-  r.imported_chunks = std::move(chunks);
-  r.imported_ranges = std::move(ranges);
-  r.unfilled_peers.clear();
-  log().info("connect: {} peer buffer{} filled, {} import{}", plan.arrays.size(), plan.arrays.size() == 1 ? "" : "s",
-             plan.imports.size(), plan.imports.size() == 1 ? "" : "s");
+  imported_chunks = std::move(chunks);
+  imported_ranges = std::move(ranges);
+  std::erase_if(awaiting_connect, [](const std::string& w) { return w.starts_with("peer buffer "); });
+  connected_once = true;
+  log().info("connect: {} peer buffer{} filled, {} import{}, {} NCCL group{} to join", plan.arrays.size(),
+             plan.arrays.size() == 1 ? "" : "s", plan.imports.size(), plan.imports.size() == 1 ? "" : "s", ids.size(),
+             ids.size() == 1 ? "" : "s");
+  return ids;
+}
+
+void Runtime::Impl::join(const std::map<std::string, core::NcclUniqueId>& ids) {
+  context->make_current();
+  for (const auto& [g, id] : ids) {
+    cuda::NcclId nid;
+    std::copy(id.begin(), id.end(), nid.begin());
+    comms.insert_or_assign(g, cuda::NcclComm::init(static_cast<int>(m->topology.at(g)), nid,
+                                                   static_cast<int>(ranks.at(g))));
+    std::erase(awaiting_connect, "NCCL group " + g);
+  }
+}
+
+void Runtime::connect(const std::map<std::string, std::vector<PeerOffer>>& offers) {
+  impl_->join(impl_->attach(offers));
 }
 
 void Runtime::connect_local(std::span<Runtime* const> ranks) {
@@ -111,7 +139,16 @@ void Runtime::connect_local(std::span<Runtime* const> ranks) {
       all[group].push_back(std::move(p));
     }
   }
-  for (Runtime* rt : ranks) rt->connect(all);
+  // Every rank attaches, then all join their NCCL groups in one group call (a rank's init waits
+  // for the others').
+  std::vector<std::map<std::string, core::NcclUniqueId>> ids;
+  for (Runtime* rt : ranks) ids.push_back(rt->impl_->attach(all));
+  bool any = false;
+  for (const auto& i : ids) any |= !i.empty();
+  if (!any) return;
+  cuda::nccl_group([&] {
+    for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->impl_->join(ids[i]);
+  });
 }
 
 }  // namespace kern::runtime

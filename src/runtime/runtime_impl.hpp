@@ -15,6 +15,7 @@
 #include "kern/cuda/blas.hpp"
 #include "kern/cuda/blaslt.hpp"
 #include "kern/cuda/cuda.hpp"
+#include "kern/cuda/nccl.hpp"
 #include "kern/cuda/vmm.hpp"
 #include "kern/runtime/runtime.hpp"
 #include "kern/runtime/args.hpp"
@@ -66,6 +67,11 @@ struct LaunchExec {
   bool active = true;
   cuda::GemmShape gemm;
   cuda::GemmOperands gemm_ops;
+  // Collective externs: the topology group its last arg names, the collective, and the count at
+  // the current vars (apply).
+  std::string group;
+  cuda::NcclCollective collective = cuda::NcclCollective::AllReduce;
+  std::uint64_t count = 0;
 };
 
 struct CallExec {
@@ -109,13 +115,24 @@ struct Runtime::Impl {
   bool weights_loaded = false;
   RuntimeStats stats;
   std::uint64_t waits = 0;  // stream synchronizations made through wait() (io.cpp, exec.cpp)
-  // The handshake (peers.cpp): peer buffers left to fill (programs but once programs refuse to run
-  // until connect() fills them), the offer connect() checks the others against, and the peers'
-  // memory this rank imported (ranges declared after the chunks: unmapped first).
-  std::vector<std::string> unfilled_peers;
+  // The handshake (peers.cpp): what waits for connect() ("peer buffer P", "NCCL group G"; programs
+  // but once programs refuse to run until it is empty), whether connect() ran, the offer it checks
+  // the others against, and the peers' memory this rank imported (ranges declared after the
+  // chunks: unmapped first).
+  std::vector<std::string> awaiting_connect;
+  bool connected_once = false;
   std::optional<core::Offer> offered;
+  // connect's first half (imports, peer arrays): the NCCL ids of the groups still to join.
+  std::map<std::string, core::NcclUniqueId> attach(const std::map<std::string, std::vector<PeerOffer>>& offers);
+  // connect's second half: joins every collective group of size > 1 (blocking until every rank
+  // joins: ranks of one thread call it inside cuda::nccl_group).
+  void join(const std::map<std::string, core::NcclUniqueId>& ids);
   std::vector<cuda::PhysicalChunk> imported_chunks;
   std::vector<cuda::VirtualRange> imported_ranges;
+  // NCCL: one communicator per topology group some collective launch names; a size-1 group joins
+  // at load, the others at connect (until then programs refuse to run, as for unfilled peers).
+  std::set<std::string> collective_groups;
+  std::map<std::string, cuda::NcclComm> comms;
 
   // io.cpp
   // Waits for the stream and counts it: staging queued before a counted wait is free again.

@@ -56,7 +56,7 @@ void poke(runtime::Runtime& rt, std::uint32_t v) {
 TEST(HandshakeGpu, TwoRanksInOneProcessWriteThroughTheirPeerArrays) {
   auto r0 = rank(manifest(), 0), r1 = rank(manifest(), 1);
   EXPECT_FALSE(r0->connected());
-  expect_error([&] { poke(*r0, 1); }, ErrorKind::Api, "peer buffer peers not filled yet");
+  expect_error([&] { poke(*r0, 1); }, ErrorKind::Api, "peer buffer peers not ready");
   expect_error([&] { r0->connect({}); }, ErrorKind::Api, "call offer() first");
   std::array<runtime::Runtime*, 2> both{r0.get(), r1.get()};
   runtime::Runtime::connect_local(both);
@@ -90,7 +90,7 @@ TEST(HandshakeGpu, RanksThatLoadedDifferentManifestTextsAreRefused) {
   std::array<runtime::Runtime*, 2> both{r0.get(), r1.get()};
   expect_error([&] { runtime::Runtime::connect_local(both); }, ErrorKind::Api, "another manifest");
   EXPECT_FALSE(r0->connected());
-  expect_error([&] { poke(*r0, 1); }, ErrorKind::Api, "not filled yet");
+  expect_error([&] { poke(*r0, 1); }, ErrorKind::Api, "not ready");
 }
 
 TEST(HandshakeGpu, AMissingRankIsRefused) {

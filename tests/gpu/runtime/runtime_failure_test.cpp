@@ -72,23 +72,6 @@ TEST(RuntimeGpuFailures, TamperedModuleIsKernelArtifact) {
   fs::remove_all(dir);
 }
 
-TEST(RuntimeGpuFailures, UnsupportedExternIsRejectedAtLoad) {
-  // The NCCL collectives verify but the runtime does not run them yet (every GEMM extern it does).
-  const char* op =
-      R"(, "allreduce": {"params": ["in buffer<f32>", "out buffer<f32>", "i32"],
-     "impl": {"launches": [{"entry": "extern:nccl_allreduce_f32", "params": ["in buffer<f32>", "out buffer<f32>", "i32", "i32"],
-                            "args": [{"param": 0}, {"param": 1}, {"param": 2}, {"rank": "tp"}]}]}})";
-  std::string json = axpy_manifest("i32", op);
-  // wire the op into a program so the verifier accepts it
-  json.replace(json.find(R"("vars": {)"), 9, R"("topology": {"groups": {"tp": 1}}, "vars": {)");
-  json.replace(json.find(R"("buffers": {)"), 12,
-               R"("buffers": {"r": {"dtype": "f32", "shape": [1024], "kind": "output"},)");
-  json.replace(
-      json.find(R"("programs": {)"), 13,
-      R"("programs": {"g": {"calls": [{"op": "allreduce", "args": [{"buf": "x"}, {"buf": "r"}, {"i32": 1024}]}]},)");
-  expect_error([&] { load(verified(json)); }, ErrorKind::Manifest, "extern:nccl_allreduce_f32 is not supported yet");
-}
-
 // A `cooperative` launch is proven co-resident at load (occupancy x SMs): a grid too large for the
 // device is a Manifest error naming the launch; one that fits loads and runs.
 TEST(RuntimeGpuFailures, CooperativeGridMustFitOnTheDevice) {

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kern/base/sha256.hpp"
 #include "parse_support.hpp"
 
 using namespace kern;
@@ -86,6 +87,19 @@ constexpr std::string_view kFull = R"({
 })";
 
 }  // namespace
+
+// The digest the handshake compares is the SHA-256 of the very text parsed: one byte of whitespace
+// makes another manifest; one built in code has none.
+TEST(ParseForms, DigestIsTheTextsSha256) {
+  const Manifest m = parse_manifest(kFull);
+  EXPECT_EQ(m.digest, to_hex(sha256(kFull)));
+  EXPECT_EQ(m.digest.size(), 64u);
+  const std::string spaced = std::string(kFull) + " ";
+  const Manifest again = parse_manifest(spaced);
+  EXPECT_NE(again.digest, m.digest);
+  EXPECT_EQ(again.model, m.model);
+  EXPECT_EQ(Manifest{}.digest, "");
+}
 
 TEST(ParseForms, TopLevelVarsStates) {
   Manifest m = parse_manifest(kFull);

@@ -97,10 +97,14 @@ TEST_F(RuntimeGemmArgs, CatalogueRowsTheRuntimeRuns) {
   for (std::string_view name :
        {"cublaslt_bf16_tn", "cublaslt_bf16_tn_acc", "cublas_bf16_tn_f32", "cublaslt_fp8_tn", "cublaslt_fp8_tn_f32"})
     EXPECT_TRUE(row(name).in_runtime) << name;
+  std::size_t collectives = 0;
   for (const ExternSpec& x : core::externs())
     if (x.family == ExternSpec::Family::Collective) {
-      EXPECT_FALSE(x.in_runtime) << x.name;
+      EXPECT_TRUE(x.in_runtime) << x.name;  // through NCCL (session 31)
+      EXPECT_EQ(x.library, ExternSpec::Library::Nccl) << x.name;
+      ++collectives;
     }
+  EXPECT_EQ(collectives, 16u);
   EXPECT_EQ(row("cublas_bf16_tn_f32").library, ExternSpec::Library::Cublas);
   EXPECT_FALSE(row("cublas_bf16_tn_f32").takes_algo);  // cuBLAS chooses per shape: no `algo`
   EXPECT_EQ(row("cublas_bf16_tn_f32").out, DType::F32);
