@@ -13,17 +13,58 @@
 #include "kern/cuda/cuda.hpp"
 #include "kern/cuda/vmm.hpp"
 #include "kern/runtime/runtime.hpp"
+#include "runtime/pool_share_wire.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern::runtime {
 namespace {
 
-constexpr std::size_t kFdsPerMessage = 64;
 constexpr std::string_view kFdsTag = "kernfds1";
 
 std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::string_view text_of(const std::vector<std::byte>& b) {
+  return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+}
 
 }  // namespace
+
+void send_share(int sock, const pool::PoolShare& share, const std::function<UniqueFd(std::size_t)>& export_fd,
+                std::chrono::milliseconds timeout) {
+  send_fd_message(sock, bytes_of(pool::write_pool_share(share)), {}, timeout);
+  for (std::size_t first = 0; first < share.chunks; first += kShareFdsPerMessage) {
+    const std::size_t n = std::min<std::size_t>(kShareFdsPerMessage, share.chunks - first);
+    std::vector<UniqueFd> owned;
+    std::vector<int> fds;
+    owned.reserve(n);
+    for (std::size_t c = first; c < first + n; ++c) {
+      owned.push_back(export_fd(c));
+      fds.push_back(owned.back().get());
+    }
+    send_fd_message(sock, bytes_of(kFdsTag), fds, timeout);
+  }  // each batch's descriptors close here: the peer holds its own duplicates
+}
+
+pool::PoolShare receive_share(int sock,
+                              const std::function<void(const pool::PoolShare&, std::size_t, int)>& import_fd,
+                              std::chrono::milliseconds timeout) {
+  std::optional<FdMessage> head = recv_fd_message(sock, timeout);
+  if (!head) fail(ErrorKind::Io, "pool view: the peer closed before sending a description");
+  if (!head->fds.empty())
+    fail(ErrorKind::Io, "pool view: {} descriptors came with the description, expected none", head->fds.size());
+  pool::PoolShare s = pool::parse_pool_share(text_of(head->payload));
+  std::size_t got = 0;
+  while (got < s.chunks) {
+    std::optional<FdMessage> m = recv_fd_message(sock, timeout);
+    if (!m) fail(ErrorKind::Io, "pool view: the peer closed after {} of {} chunk descriptors", got, s.chunks);
+    if (text_of(m->payload) != kFdsTag)
+      fail(ErrorKind::Io, "pool view: a descriptor message without the tag '{}'", kFdsTag);
+    if (m->fds.empty() || m->fds.size() > s.chunks - got)
+      fail(ErrorKind::Io, "pool view: a message of {} descriptors when {} of {} are still to come", m->fds.size(),
+           s.chunks - got, s.chunks);
+    for (const UniqueFd& fd : m->fds) import_fd(s, got++, fd.get());
+  }  // the received descriptors close at the end of each message
+  return s;
+}
 
 pool::PoolShare Runtime::send_pool(int sock, std::chrono::milliseconds timeout) {
   Impl& r = *impl_;
@@ -40,19 +81,7 @@ pool::PoolShare Runtime::send_pool(int sock, std::chrono::milliseconds timeout) 
   const pool::PoolShare share = pool::describe_share(*r.states->pool());
   if (share.chunks != chunks.size())
     fail(ErrorKind::Api, "send_pool: the pool counts {} chunks, the memory holds {}", share.chunks, chunks.size());
-  const std::string wire = pool::write_pool_share(share);
-  send_fd_message(sock, bytes_of(wire), {}, timeout);
-  for (std::size_t first = 0; first < chunks.size(); first += kFdsPerMessage) {
-    const std::size_t n = std::min(kFdsPerMessage, chunks.size() - first);
-    std::vector<UniqueFd> owned;
-    std::vector<int> fds;
-    owned.reserve(n);
-    for (std::size_t c = first; c < first + n; ++c) {
-      owned.emplace_back(chunks[c].export_fd());
-      fds.push_back(owned.back().get());
-    }
-    send_fd_message(sock, bytes_of(kFdsTag), fds, timeout);
-  }  // each batch's descriptors close here: the peer holds its own duplicates
+  send_share(sock, share, [&](std::size_t c) { return UniqueFd(chunks[c].export_fd()); }, timeout);
   return share;
 }
 
@@ -90,27 +119,15 @@ PoolView::~PoolView() = default;
 
 PoolView PoolView::receive(int sock, int ordinal, std::chrono::milliseconds timeout) {
   auto impl = std::make_unique<Impl>();
-  std::optional<FdMessage> head = recv_fd_message(sock, timeout);
-  if (!head) fail(ErrorKind::Io, "pool view: the peer closed before sending a description");
-  if (!head->fds.empty())
-    fail(ErrorKind::Io, "pool view: {} descriptors came with the description, expected none", head->fds.size());
-  impl->share = pool::parse_pool_share(
-      std::string_view(reinterpret_cast<const char*>(head->payload.data()), head->payload.size()));
+  impl->share = receive_share(
+      sock,
+      [&](const pool::PoolShare& share, std::size_t c, int fd) {
+        if (c == 0) impl->chunks.reserve(share.chunks);
+        impl->chunks.push_back(
+            cuda::PhysicalChunk::import_fd(fd, share.chunk_bytes, fmt::format("chunk {} of the shared pool", c)));
+      },
+      timeout);
   const pool::PoolShare& s = impl->share;
-  impl->chunks.reserve(s.chunks);
-  while (impl->chunks.size() < s.chunks) {
-    std::optional<FdMessage> m = recv_fd_message(sock, timeout);
-    if (!m)
-      fail(ErrorKind::Io, "pool view: the peer closed after {} of {} chunk descriptors", impl->chunks.size(), s.chunks);
-    if (std::string_view(reinterpret_cast<const char*>(m->payload.data()), m->payload.size()) != kFdsTag)
-      fail(ErrorKind::Io, "pool view: a descriptor message without the tag '{}'", kFdsTag);
-    if (m->fds.empty() || m->fds.size() > s.chunks - impl->chunks.size())
-      fail(ErrorKind::Io, "pool view: a message of {} descriptors when {} of {} are still to come", m->fds.size(),
-           s.chunks - impl->chunks.size(), s.chunks);
-    for (const UniqueFd& fd : m->fds)
-      impl->chunks.push_back(cuda::PhysicalChunk::import_fd(
-          fd.get(), s.chunk_bytes, fmt::format("chunk {} of the shared pool", impl->chunks.size())));
-  }  // the received descriptors close at the end of each message: the imports hold the memory
   for (std::size_t a = 0; a < s.arenas.size(); ++a) {
     const pool::SharedArena& arena = s.arenas[a];
     cuda::VirtualRange range = cuda::VirtualRange::reserve(arena.chunks.size() * s.chunk_bytes, s.chunk_bytes,

@@ -18,6 +18,7 @@
 
 #include "kern/base/error.hpp"
 #include "kern/base/fd_passing.hpp"
+#include "fd_helpers.hpp"
 #include "temp_dir.hpp"
 #include "thrown.hpp"
 
@@ -26,29 +27,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::size_t open_fds() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
-  return n;
-}
-
-std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
-std::string str_of(const std::vector<std::byte>& b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
-
-int make_memfd(std::string_view contents) {
-  int fd = ::memfd_create("kern-test", MFD_CLOEXEC);
-  if (fd < 0) return -1;
-  if (::write(fd, contents.data(), contents.size()) != static_cast<ssize_t>(contents.size())) return -1;
-  return fd;
-}
-
-std::string read_fd(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return "<fstat failed>";
-  std::string s(static_cast<std::size_t>(st.st_size), '\0');
-  if (::pread(fd, s.data(), s.size(), 0) != static_cast<ssize_t>(s.size())) return "<pread failed>";
-  return s;
-}
+using namespace kern::testing;  // fd_helpers.hpp
 
 // Runs `child` in a forked process (its exit code: 0 when it returned true); returns the pid.
 template <typename F>
