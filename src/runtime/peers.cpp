@@ -6,20 +6,45 @@
 #include <utility>
 
 #include "kern/base/error.hpp"
+#include "kern/base/fd_passing.hpp"
 #include "kern/base/log.hpp"
 #include "kern/runtime/runtime.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace kern::runtime {
 
-LocalOffer Runtime::offer() {
+PeerOffer PeerOffer::of(const HeldOffer& held) {
+  PeerOffer p;
+  p.offer = held.offer;
+  for (const UniqueFd& fd : held.fds) p.fds.push_back(fd.get());
+  return p;
+}
+
+void send_offer(int sock, const HeldOffer& offer, std::chrono::milliseconds timeout) {
+  const std::string wire = core::write_offer(offer.offer);
+  std::vector<int> fds;
+  for (const UniqueFd& fd : offer.fds) fds.push_back(fd.get());
+  send_fd_message(sock, std::as_bytes(std::span(wire.data(), wire.size())), fds, timeout);
+}
+
+HeldOffer recv_offer(int sock, std::chrono::milliseconds timeout) {
+  std::optional<FdMessage> m = recv_fd_message(sock, timeout);
+  if (!m) fail(ErrorKind::Io, "offer: the peer closed before sending its offer");
+  HeldOffer held;
+  held.offer = core::parse_offer(std::string_view(reinterpret_cast<const char*>(m->payload.data()), m->payload.size()),
+                                 m->fds.size());
+  held.fds = std::move(m->fds);
+  return held;
+}
+
+HeldOffer Runtime::offer() {
   Impl& r = *impl_;
   if (r.m->digest.empty())
     fail(ErrorKind::Api, "offer: the manifest was built in code, not parsed from text: it has no digest to compare");
   r.context->make_current();
   std::set<std::string> targets;
   for (const auto& [group, names] : core::peer_targets(*r.m)) targets.insert(names.begin(), names.end());
-  LocalOffer out;
+  HeldOffer out;
   out.offer.digest = r.m->digest;
   out.offer.ranks = r.ranks;
   for (const std::string& t : targets) {  // name order, as the wire form wants
@@ -122,7 +147,7 @@ void Runtime::connect(const std::map<std::string, std::vector<PeerOffer>>& offer
 }
 
 void Runtime::connect_local(std::span<Runtime* const> ranks) {
-  std::vector<LocalOffer> offers;
+  std::vector<HeldOffer> offers;
   offers.reserve(ranks.size());
   for (Runtime* rt : ranks) offers.push_back(rt->offer());
   // Every group's offers in rank order (a rank without an index in a group is not among its offers).
@@ -133,10 +158,7 @@ void Runtime::connect_local(std::span<Runtime* const> ranks) {
   for (auto& [group, list] : order) {
     std::sort(list.begin(), list.end());
     for (const auto& [index, i] : list) {
-      PeerOffer p;
-      p.offer = offers[i].offer;
-      for (const UniqueFd& fd : offers[i].fds) p.fds.push_back(fd.get());
-      all[group].push_back(std::move(p));
+      all[group].push_back(PeerOffer::of(offers[i]));
     }
   }
   // Every rank attaches, then all join their NCCL groups in one group call (a rank's init waits

@@ -54,16 +54,24 @@ struct RuntimeOptions {
 };
 
 // The multi-GPU handshake's runtime half (issue 20; docs/multi-gpu-handles.md, "The handshake in
-// the runtime"). What this rank offers, with the descriptors its handles index (owned), and what a
-// peer's offer is once received (its descriptors borrowed for the connect call).
-struct LocalOffer {
+// the runtime"). An offer with the descriptors its fd handles index, owned (what offer() makes and
+// recv_offer receives), and an offer as connect takes it (its descriptors borrowed for the call).
+struct HeldOffer {
   core::Offer offer;
   std::vector<UniqueFd> fds;
 };
 struct PeerOffer {
   core::Offer offer;
   std::vector<int> fds;
+  static PeerOffer of(const HeldOffer& held);
 };
+
+// An offer between processes over a connected Unix-domain socket: its wire form with its
+// descriptors as SCM_RIGHTS (kern/base/fd_passing.hpp). send_offer: Api error for more than 64
+// descriptors; Io error when the peer vanishes or `timeout` passes. recv_offer: Io error for a peer
+// that closes, a malformed offer or one whose fd indices disagree with the descriptors that came.
+void send_offer(int sock, const HeldOffer& offer, std::chrono::milliseconds timeout);
+HeldOffer recv_offer(int sock, std::chrono::milliseconds timeout);
 
 // Counters a test or bench can read.
 struct RuntimeStats {
@@ -201,7 +209,7 @@ class Runtime {
   // chunks), fabric chunks (set KERN_NO_FABRIC=1), connect before offer or twice, and every
   // refusal of plan_connect; Cuda errors when the driver refuses an import. NCCL groups are not
   // joined (not built): an offer carries no NCCL id.
-  LocalOffer offer();
+  HeldOffer offer();
   void connect(const std::map<std::string, std::vector<PeerOffer>>& offers);
   bool connected() const;  // no peer buffer left to fill
   // Every rank in one process: each offers, then each connects with all the offers.

@@ -18,7 +18,9 @@ namespace kern::runtime {
 namespace {
 
 using namespace std::chrono_literals;
-using namespace kern::testing;
+using kern::testing::make_memfd;
+using kern::testing::open_fds;
+using kern::testing::read_fd;
 
 pool::PoolShare share_of(std::uint64_t chunks) {
   pool::PoolShare s;
