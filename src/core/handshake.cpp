@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "kern/base/error.hpp"
-#include "kern/base/json.hpp"
+#include "kern/base/json_fields.hpp"
 
 namespace kern::core {
 namespace {
@@ -26,9 +26,9 @@ std::string hex_of(const std::array<std::uint8_t, N>& bytes) {
   return s;
 }
 
-[[noreturn]] void bad(const std::string& path, std::string_view why) {
-  fail(ErrorKind::Io, "offer: {}: {}", path, why);
-}
+const JsonFields kWire(ErrorKind::Io, "offer");
+
+[[noreturn]] void bad(const std::string& path, std::string_view why) { kWire.bad(path, why); }
 
 int hex_digit(char c) {
   const auto at = kHex.find(c);
@@ -47,24 +47,6 @@ std::array<std::uint8_t, N> bytes_of(const Json& j, const std::string& path) {
     out[i] = static_cast<std::uint8_t>(hi * 16 + lo);
   }
   return out;
-}
-
-const Json& field(const Json& o, std::string_view key, const std::string& path) {
-  const auto it = o.find(key);
-  if (it == o.end()) bad(path, fmt::format("missing field '{}'", key));
-  return *it;
-}
-
-void only_fields(const Json& o, std::initializer_list<std::string_view> allowed, const std::string& path) {
-  if (!o.is_object()) bad(path, "expected an object");
-  for (const auto& [key, value] : o.items())
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-      bad(json_path_key(path, key), "unknown field");
-}
-
-std::uint64_t u64_of(const Json& j, const std::string& path) {
-  if (!j.is_number_unsigned()) bad(path, "expected a non-negative integer");
-  return j.get<std::uint64_t>();
 }
 
 // Group names are manifest names; an offer's must be non-empty (the manifest check comes at connect).
@@ -99,37 +81,37 @@ std::string write_offer(const Offer& offer) {
 
 Offer parse_offer(std::string_view text, std::size_t fds) {
   const Json j = parse_json_strict(text, {ErrorKind::Io, "offer", 16});
-  only_fields(j, {"kern_offer", "digest", "ranks", "handles", "nccl"}, "offer");
-  const Json& version = field(j, "kern_offer", "offer");
+  kWire.only(j, {"kern_offer", "digest", "ranks", "handles", "nccl"}, "offer");
+  const Json& version = kWire.field(j, "kern_offer", "offer");
   if (!version.is_number_unsigned() || version.get<std::uint64_t>() != 1) bad("kern_offer", "expected 1");
   Offer o;
-  const Json& digest = field(j, "digest", "offer");
+  const Json& digest = kWire.field(j, "digest", "offer");
   o.digest = hex_of(bytes_of<32>(digest, "digest"));
-  const Json& ranks = field(j, "ranks", "offer");
+  const Json& ranks = kWire.field(j, "ranks", "offer");
   if (!ranks.is_object()) bad("ranks", "expected an object");
   for (const auto& [g, r] : ranks.items())
-    o.ranks[group_of(g, "ranks")] = u64_of(r, json_path_key("ranks", g));
-  const Json& handles = field(j, "handles", "offer");
+    o.ranks[group_of(g, "ranks")] = kWire.u64(r, json_path_key("ranks", g));
+  const Json& handles = kWire.field(j, "handles", "offer");
   if (!handles.is_array()) bad("handles", "expected an array");
   std::vector<bool> fd_used(fds, false);
   for (std::size_t i = 0; i < handles.size(); ++i) {
     const std::string path = json_path_index("handles", i);
     const Json& h = handles[i];
-    only_fields(h, {"target", "bytes", "fabric", "fd"}, path);
+    kWire.only(h, {"target", "bytes", "fabric", "fd"}, path);
     OfferHandle out;
-    const Json& target = field(h, "target", path);
+    const Json& target = kWire.field(h, "target", path);
     if (!target.is_string() || target.get_ref<const std::string&>().empty())
       bad(json_path_key(path, "target"), "expected a non-empty name");
     out.target = target.get<std::string>();
     if (!o.handles.empty() && o.handles.back().target >= out.target)
       bad(json_path_key(path, "target"), "targets must be listed once each, in name order");
-    out.bytes = u64_of(field(h, "bytes", path), json_path_key(path, "bytes"));
+    out.bytes = kWire.u64(kWire.field(h, "bytes", path), json_path_key(path, "bytes"));
     if (out.bytes == 0) bad(json_path_key(path, "bytes"), "a handle maps at least one byte");
     const bool has_fabric = h.contains("fabric"), has_fd = h.contains("fd");
     if (has_fabric == has_fd) bad(path, "expected exactly one of 'fabric' and 'fd'");
     if (has_fabric) out.fabric = bytes_of<64>(h["fabric"], json_path_key(path, "fabric"));
     if (has_fd) {
-      const std::uint64_t fd = u64_of(h["fd"], json_path_key(path, "fd"));
+      const std::uint64_t fd = kWire.u64(h["fd"], json_path_key(path, "fd"));
       if (fd >= fds)
         bad(json_path_key(path, "fd"), fmt::format("descriptor {} of the {} that came with the offer", fd, fds));
       if (fd_used[fd]) bad(json_path_key(path, "fd"), fmt::format("descriptor {} named twice", fd));
@@ -138,7 +120,7 @@ Offer parse_offer(std::string_view text, std::size_t fds) {
     }
     o.handles.push_back(std::move(out));
   }
-  const Json& nccl = field(j, "nccl", "offer");
+  const Json& nccl = kWire.field(j, "nccl", "offer");
   if (!nccl.is_object()) bad("nccl", "expected an object");
   for (const auto& [g, id] : nccl.items()) {
     const std::string path = json_path_key("nccl", g);

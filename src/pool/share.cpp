@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "kern/base/error.hpp"
-#include "kern/base/json.hpp"
+#include "kern/base/json_fields.hpp"
 #include "kern/pool/pool.hpp"
 
 namespace kern::pool {
@@ -19,26 +19,9 @@ constexpr std::uint64_t kMaxArenaBytes = 1ull << 48;
 constexpr std::size_t kMaxArenas = 4096;
 constexpr std::uint64_t kMaxChunks = 1ull << 20;
 
-[[noreturn]] void bad(const std::string& path, std::string_view why) {
-  fail(ErrorKind::Io, "pool share: {}: {}", path, why);
-}
+const JsonFields kWire(ErrorKind::Io, "pool share");
 
-const Json& field(const Json& o, std::string_view key, const std::string& path) {
-  const auto it = o.find(key);
-  if (it == o.end()) bad(path, fmt::format("missing field '{}'", key));
-  return *it;
-}
-
-void only_fields(const Json& o, std::initializer_list<std::string_view> allowed, const std::string& path) {
-  if (!o.is_object()) bad(path, "expected an object");
-  for (const auto& [key, value] : o.items())
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) bad(json_path_key(path, key), "unknown field");
-}
-
-std::uint64_t u64_of(const Json& j, const std::string& path) {
-  if (!j.is_number_unsigned()) bad(path, "expected a non-negative integer");
-  return j.get<std::uint64_t>();
-}
+[[noreturn]] void bad(const std::string& path, std::string_view why) { kWire.bad(path, why); }
 
 }  // namespace
 
@@ -81,16 +64,16 @@ std::string write_pool_share(const PoolShare& share) {
 
 PoolShare parse_pool_share(std::string_view text) {
   const Json j = parse_json_strict(text, {ErrorKind::Io, "pool share", 8});
-  only_fields(j, {"kern_pool_share", "chunk_bytes", "chunks", "arenas"}, "pool share");
-  const Json& version = field(j, "kern_pool_share", "pool share");
+  kWire.only(j, {"kern_pool_share", "chunk_bytes", "chunks", "arenas"}, "pool share");
+  const Json& version = kWire.field(j, "kern_pool_share", "pool share");
   if (!version.is_number_unsigned() || version.get<std::uint64_t>() != 1) bad("kern_pool_share", "expected 1");
   PoolShare s;
-  s.chunk_bytes = u64_of(field(j, "chunk_bytes", "pool share"), "chunk_bytes");
+  s.chunk_bytes = kWire.u64(kWire.field(j, "chunk_bytes", "pool share"), "chunk_bytes");
   if (s.chunk_bytes == 0 || s.chunk_bytes > kMaxChunkBytes)
     bad("chunk_bytes", fmt::format("{} is not in [1, 2^40]", s.chunk_bytes));
-  s.chunks = u64_of(field(j, "chunks", "pool share"), "chunks");
+  s.chunks = kWire.u64(kWire.field(j, "chunks", "pool share"), "chunks");
   if (s.chunks > kMaxChunks) bad("chunks", fmt::format("{} chunks, more than 2^20", s.chunks));
-  const Json& arenas = field(j, "arenas", "pool share");
+  const Json& arenas = kWire.field(j, "arenas", "pool share");
   if (!arenas.is_array()) bad("arenas", "expected an array");
   if (arenas.empty() || arenas.size() > kMaxArenas)
     bad("arenas", fmt::format("{} arenas, expected 1 to {}", arenas.size(), kMaxArenas));
@@ -99,20 +82,20 @@ PoolShare parse_pool_share(std::string_view text) {
   for (std::size_t i = 0; i < arenas.size(); ++i) {
     const std::string path = json_path_index("arenas", i);
     const Json& a = arenas[i];
-    only_fields(a, {"state", "paged", "object_bytes", "chunks"}, path);
+    kWire.only(a, {"state", "paged", "object_bytes", "chunks"}, path);
     SharedArena out;
-    const Json& state = field(a, "state", path);
+    const Json& state = kWire.field(a, "state", path);
     if (!state.is_string() || state.get_ref<const std::string&>().empty())
       bad(json_path_key(path, "state"), "expected a non-empty name");
     out.state = state.get<std::string>();
     if (!names.insert(out.state).second) bad(json_path_key(path, "state"), fmt::format("'{}' repeated", out.state));
-    const Json& paged = field(a, "paged", path);
+    const Json& paged = kWire.field(a, "paged", path);
     if (!paged.is_boolean()) bad(json_path_key(path, "paged"), "expected true or false");
     out.paged = paged.get<bool>();
-    out.object_bytes = u64_of(field(a, "object_bytes", path), json_path_key(path, "object_bytes"));
+    out.object_bytes = kWire.u64(kWire.field(a, "object_bytes", path), json_path_key(path, "object_bytes"));
     if (out.object_bytes == 0) bad(json_path_key(path, "object_bytes"), "an object of 0 bytes");
     const std::string cpath = json_path_key(path, "chunks");
-    const Json& chunks = field(a, "chunks", path);
+    const Json& chunks = kWire.field(a, "chunks", path);
     if (!chunks.is_array()) bad(cpath, "expected an array");
     if (chunks.empty()) bad(cpath, "an arena of no positions");
     if (chunks.size() > kMaxArenaBytes / s.chunk_bytes)
