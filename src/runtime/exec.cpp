@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kern/base/error.hpp"
+#include "runtime/collective_args.hpp"
 #include "runtime/gemm_args.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -39,6 +40,10 @@ void Runtime::Impl::apply(ProgramExec& p) {
           throw Error::call(c.context(), Error(ErrorKind::Api, "a collective's count is negative, above 2^40 or "
                                                                "overflows at these vars"));
         e.count = *count;
+        if (auto problem = rt::collective_count_problem(e.collective, e.count, m->topology.at(e.group),
+                                                        dtype_size(e.ext->in), e.ext_args[0].pointer->bytes,
+                                                        e.ext_args[1].pointer->bytes))
+          throw Error::call(c.context(), Error(ErrorKind::Api, *problem));
         continue;
       }
       if (e.ext) {

@@ -1,7 +1,7 @@
 // The NCCL collective externs through the runtime (issue 20) with a one-rank group, the most one GPU
 // allows (NCCL refuses two ranks on one device): the group joins at load; allreduce, alltoall and
-// allgather of one rank copy their input (f32 and bf16). A two-rank group's programs refuse to run
-// until connect has joined it.
+// allgather of one rank copy their input (f32 and bf16); a count past its buffers is refused before
+// NCCL sees it. A two-rank group's programs refuse to run until connect has joined it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -64,6 +64,15 @@ TEST(RuntimeGpuNccl, OneRankCollectivesCopyTheirInput) {
     EXPECT_EQ(from_bytes<float>(rt->read_output("all")), x) << "alltoall over one rank";
     EXPECT_EQ(from_bytes<std::uint16_t>(rt->read_output("xb_out")), xb) << "allgather over one rank";
   }
+}
+
+TEST(RuntimeGpuNccl, ACountPastItsBuffersIsRefusedBeforeNcclSeesIt) {
+  std::string m = manifest(1);
+  const std::string from = R"({"op": "allreduce", "args": [{"buf": "x"}, {"buf": "sum"}, {"i32": 1024}]})";
+  m.replace(m.find(from), from.size(), R"({"op": "allreduce", "args": [{"buf": "x"}, {"buf": "sum"}, {"i32": 1025}]})");
+  auto rt = load(verified(m), runtime::RuntimeOptions{});
+  rt->load_weights(weights::HostTensors{});
+  expect_error([&] { rt->run("collectives", {}); }, ErrorKind::Api, "send holds 4096 bytes");
 }
 
 TEST(RuntimeGpuNccl, ALargerGroupWaitsForConnect) {
