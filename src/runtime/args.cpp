@@ -25,6 +25,11 @@ std::uint64_t load_le(const std::byte* src, std::size_t width) {
   return v;
 }
 
+std::optional<std::uint64_t> int_value_at(const ArgValue& v, const std::uint64_t* vars) {
+  if (v.patches.empty()) return load_le(v.bytes.data(), v.bytes.size());
+  return v.patches[0].expr.eval(vars);
+}
+
 namespace {
 
 std::uint64_t f32_bits(double d) { return std::bit_cast<std::uint32_t>(static_cast<float>(d)); }

@@ -32,18 +32,14 @@ void Runtime::Impl::apply(ProgramExec& p) {
         e.active = (!e.when_min || x >= *e.when_min) && (!e.when_max || x <= *e.when_max);
       }
       if (e.ext && e.ext->family == core::ExternSpec::Family::Collective) {
-        const rt::ArgValue& n = e.ext_args[2];  // count
-        std::optional<std::uint64_t> count =
-            n.patches.empty() ? std::optional<std::uint64_t>(rt::load_le(n.bytes.data(), n.bytes.size()))
-                              : n.patches[0].expr.eval(v);
-        if (!count || *count >= (std::uint64_t{1} << 40))
-          throw Error::call(c.context(), Error(ErrorKind::Api, "a collective's count is negative, above 2^40 or "
-                                                               "overflows at these vars"));
-        e.count = *count;
-        if (auto problem = rt::collective_count_problem(e.collective, e.count, m->topology.at(e.group),
+        const std::optional<std::uint64_t> count = rt::int_value_at(e.ext_args[2], v);
+        if (!count) throw Error::call(c.context(), Error(ErrorKind::Api, "a collective's count overflows at these vars"));
+        if (auto problem = rt::collective_count_problem(e.collective, *count, m->topology.at(e.group),
                                                         dtype_size(e.ext->in), e.ext_args[0].pointer->bytes,
                                                         e.ext_args[1].pointer->bytes))
           throw Error::call(c.context(), Error(ErrorKind::Api, *problem));
+        e.count = *count;
+        e.comm = &comms.at(e.group);  // joined: programs run only once nothing awaits connect
         continue;
       }
       if (e.ext) {
@@ -79,10 +75,15 @@ void Runtime::Impl::apply(ProgramExec& p) {
   }
 }
 
-void Runtime::Impl::require_peers(const ProgramExec& p) const {
-  if (awaiting_connect.empty() || p.decl->once) return;
+void Runtime::Impl::require_connected(const ProgramExec& p) const {
+  if (p.decl->once || ready()) return;
+  std::vector<std::string> waiting;
+  if (!connected_once)
+    for (const std::string& b : peer_buffers) waiting.push_back("peer buffer " + b);
+  for (const std::string& g : collective_groups)
+    if (!comms.contains(g)) waiting.push_back("NCCL group " + g);
   fail(ErrorKind::Api, "program {}: {} not ready: connect this rank to its peers first (offer, connect)", p.name,
-       fmt::join(awaiting_connect, ", "));
+       fmt::join(waiting, ", "));
 }
 
 void Runtime::Impl::prepare(ProgramExec& p, const Vars& given) {
@@ -105,8 +106,8 @@ void Runtime::Impl::enqueue_call(CallExec& c) {
   for (LaunchExec& e : c.launches) {
     if (!e.active) continue;
     if (e.ext && e.ext->family == core::ExternSpec::Family::Collective) {
-      comms.at(e.group).collective(e.collective, e.ext_args[0].pointer->address, e.ext_args[1].pointer->address,
-                                   e.count, e.ext->in, *stream);
+      e.comm->collective(e.collective, e.ext_args[0].pointer->address, e.ext_args[1].pointer->address, e.count,
+                         e.ext->in, *stream);
     } else if (e.ext) {
       if (e.ext->library == core::ExternSpec::Library::Cublas)
         cublas->gemm_bf16_tn_f32(e.gemm, e.gemm_ops.a, e.gemm_ops.w, e.gemm_ops.c, *stream);
@@ -137,7 +138,7 @@ void Runtime::Impl::run(ProgramExec& p, const Vars& given, std::size_t lo, std::
     fail(ErrorKind::Api, "program {}: load_weights must run before any program", p.name);
   if (lo > hi || hi > p.calls.size())
     fail(ErrorKind::Api, "program {}: call range [{}, {}) is outside its {} calls", p.name, lo, hi, p.calls.size());
-  require_peers(p);
+  require_connected(p);
   prepare(p, given);
   if (whole && p.decl->graph && !options.eager) {
     auto it = p.graphs.find(p.key);

@@ -8,8 +8,7 @@ namespace kern::runtime {
 namespace {
 
 std::uint64_t value_at(const ArgValue& v, const std::uint64_t* vars, bool& ok) {
-  if (v.patches.empty()) return load_le(v.bytes.data(), v.bytes.size());
-  auto r = v.patches[0].expr.eval(vars);
+  const std::optional<std::uint64_t> r = int_value_at(v, vars);
   ok = ok && r.has_value();
   return r.value_or(0);
 }

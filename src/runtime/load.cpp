@@ -112,7 +112,7 @@ void Runtime::Impl::allocate(const std::map<std::string, BufferSlot*>& claims) {
     s.name = name;
     s.decl = &b;
     s.bytes = buffer_bytes_at_max(b, lookup, name);
-    if (b.kind == core::BufferKind::Peer) awaiting_connect.push_back("peer buffer " + name);  // zeroed until connect
+    if (b.kind == core::BufferKind::Peer) peer_buffers.push_back(name);  // zeroed until connect fills it
     const bool vmm_export = b.exported && b.kind != core::BufferKind::Weight && b.kind != core::BufferKind::Source;
     if (b.exported && !vmm_export) log().warn("buffer {}: an exported {} is allocated privately", name, core::to_string(b.kind));
     if (vmm_export) {
@@ -251,10 +251,8 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
         if (l.algo_candidate) e.gemm.candidate = *l.algo_candidate;
         if (l.algo_m) {
           e.gemm.m_ref = *l.algo_m;
-        } else if (m_arg.patches.empty()) {
-          e.gemm.m_ref = rt::load_le(m_arg.bytes.data(), m_arg.bytes.size());
         } else {
-          auto at_bound = m_arg.patches[0].expr.eval(at_max.data());
+          const std::optional<std::uint64_t> at_bound = rt::int_value_at(m_arg, at_max.data());
           if (!at_bound) fail(ErrorKind::Manifest, "launch {}: extern:{} m overflows at the var bounds", li, name);
           e.gemm.m_ref = *at_bound;
         }
@@ -425,15 +423,9 @@ std::unique_ptr<Runtime> Runtime::load_claiming(const core::Verified& verified, 
     pe.key.assign(pe.read_vars.size(), 0);
     impl->programs.emplace(name, std::move(pe));
   }
-  // Collective groups: one rank joins now, larger groups at connect.
-  for (const std::string& g : impl->collective_groups) {
-    if (m.topology.at(g) == 1) {
-      impl->context->make_current();
-      impl->comms.emplace(g, cuda::NcclComm::init(1, cuda::nccl_unique_id(), 0));
-    } else {
-      impl->awaiting_connect.push_back("NCCL group " + g);
-    }
-  }
+  // Collective groups of one rank join now, larger ones at connect.
+  for (const std::string& g : impl->collective_groups)
+    if (m.topology.at(g) == 1) impl->comms.emplace(g, cuda::NcclComm::init(1, cuda::nccl_unique_id(), 0));
   impl->stream->synchronize();
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }

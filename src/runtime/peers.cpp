@@ -21,18 +21,16 @@ PeerOffer PeerOffer::of(const HeldOffer& held) {
 }
 
 void send_offer(int sock, const HeldOffer& offer, std::chrono::milliseconds timeout) {
-  const std::string wire = core::write_offer(offer.offer);
   std::vector<int> fds;
   for (const UniqueFd& fd : offer.fds) fds.push_back(fd.get());
-  send_fd_message(sock, std::as_bytes(std::span(wire.data(), wire.size())), fds, timeout);
+  send_fd_text(sock, core::write_offer(offer.offer), fds, timeout);
 }
 
 HeldOffer recv_offer(int sock, std::chrono::milliseconds timeout) {
   std::optional<FdMessage> m = recv_fd_message(sock, timeout);
   if (!m) fail(ErrorKind::Io, "offer: the peer closed before sending its offer");
   HeldOffer held;
-  held.offer = core::parse_offer(std::string_view(reinterpret_cast<const char*>(m->payload.data()), m->payload.size()),
-                                 m->fds.size());
+  held.offer = core::parse_offer(m->text(), m->fds.size());
   held.fds = std::move(m->fds);
   return held;
 }
@@ -73,7 +71,7 @@ HeldOffer Runtime::offer() {
   return out;
 }
 
-bool Runtime::connected() const { return impl_->awaiting_connect.empty(); }
+bool Runtime::connected() const { return impl_->ready(); }
 
 std::map<std::string, core::NcclUniqueId> Runtime::Impl::attach(
     const std::map<std::string, std::vector<PeerOffer>>& offers) {
@@ -123,7 +121,6 @@ std::map<std::string, core::NcclUniqueId> Runtime::Impl::attach(
   }
   imported_chunks = std::move(chunks);
   imported_ranges = std::move(ranges);
-  std::erase_if(awaiting_connect, [](const std::string& w) { return w.starts_with("peer buffer "); });
   connected_once = true;
   log().info("connect: {} peer buffer{} filled, {} import{}, {} NCCL group{} to join", plan.arrays.size(),
              plan.arrays.size() == 1 ? "" : "s", plan.imports.size(), plan.imports.size() == 1 ? "" : "s", ids.size(),
@@ -138,7 +135,6 @@ void Runtime::Impl::join(const std::map<std::string, core::NcclUniqueId>& ids) {
     std::copy(id.begin(), id.end(), nid.begin());
     comms.insert_or_assign(g, cuda::NcclComm::init(static_cast<int>(m->topology.at(g)), nid,
                                                    static_cast<int>(ranks.at(g))));
-    std::erase(awaiting_connect, "NCCL group " + g);
   }
 }
 
@@ -157,17 +153,14 @@ void Runtime::connect_local(std::span<Runtime* const> ranks) {
   std::map<std::string, std::vector<PeerOffer>> all;
   for (auto& [group, list] : order) {
     std::sort(list.begin(), list.end());
-    for (const auto& [index, i] : list) {
-      all[group].push_back(PeerOffer::of(offers[i]));
-    }
+    for (const auto& [index, i] : list) all[group].push_back(PeerOffer::of(offers[i]));
   }
   // Every rank attaches, then all join their NCCL groups in one group call (a rank's init waits
   // for the others').
   std::vector<std::map<std::string, core::NcclUniqueId>> ids;
   for (Runtime* rt : ranks) ids.push_back(rt->impl_->attach(all));
-  bool any = false;
-  for (const auto& i : ids) any |= !i.empty();
-  if (!any) return;
+  // No group to join (peer buffers alone): NCCL is never opened.
+  if (std::all_of(ids.begin(), ids.end(), [](const auto& i) { return i.empty(); })) return;
   cuda::nccl_group([&] {
     for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->impl_->join(ids[i]);
   });

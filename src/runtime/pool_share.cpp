@@ -21,16 +21,11 @@ namespace {
 
 constexpr std::string_view kFdsTag = "kernfds1";
 
-std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
-std::string_view text_of(const std::vector<std::byte>& b) {
-  return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
 }  // namespace
 
 void send_share(int sock, const pool::PoolShare& share, const std::function<UniqueFd(std::size_t)>& export_fd,
                 std::chrono::milliseconds timeout) {
-  send_fd_message(sock, bytes_of(pool::write_pool_share(share)), {}, timeout);
+  send_fd_text(sock, pool::write_pool_share(share), {}, timeout);
   for (std::size_t first = 0; first < share.chunks; first += kShareFdsPerMessage) {
     const std::size_t n = std::min<std::size_t>(kShareFdsPerMessage, share.chunks - first);
     std::vector<UniqueFd> owned;
@@ -40,7 +35,7 @@ void send_share(int sock, const pool::PoolShare& share, const std::function<Uniq
       owned.push_back(export_fd(c));
       fds.push_back(owned.back().get());
     }
-    send_fd_message(sock, bytes_of(kFdsTag), fds, timeout);
+    send_fd_text(sock, kFdsTag, fds, timeout);
   }  // each batch's descriptors close here: the peer holds its own duplicates
 }
 
@@ -51,12 +46,12 @@ pool::PoolShare receive_share(int sock,
   if (!head) fail(ErrorKind::Io, "pool view: the peer closed before sending a description");
   if (!head->fds.empty())
     fail(ErrorKind::Io, "pool view: {} descriptors came with the description, expected none", head->fds.size());
-  pool::PoolShare s = pool::parse_pool_share(text_of(head->payload));
+  pool::PoolShare s = pool::parse_pool_share(head->text());
   std::size_t got = 0;
   while (got < s.chunks) {
     std::optional<FdMessage> m = recv_fd_message(sock, timeout);
     if (!m) fail(ErrorKind::Io, "pool view: the peer closed after {} of {} chunk descriptors", got, s.chunks);
-    if (text_of(m->payload) != kFdsTag)
+    if (m->text() != kFdsTag)
       fail(ErrorKind::Io, "pool view: a descriptor message without the tag '{}'", kFdsTag);
     if (m->fds.empty() || m->fds.size() > s.chunks - got)
       fail(ErrorKind::Io, "pool view: a message of {} descriptors when {} of {} are still to come", m->fds.size(),

@@ -66,7 +66,7 @@ std::vector<CallTime> Runtime::time_calls(std::string_view program, const Vars& 
   if (p.decl->once) fail(ErrorKind::Api, "time_calls: program {} is a once program", p.name);
   if (!r.weights_loaded) fail(ErrorKind::Api, "time_calls: load_weights must run first");
   if (reps == 0) fail(ErrorKind::Api, "time_calls: at least one repetition");
-  r.require_peers(p);
+  r.require_connected(p);
   r.prepare(p, vars);
   const std::size_t n = p.calls.size();
   if (n == 0) return {};

@@ -67,11 +67,12 @@ struct LaunchExec {
   bool active = true;
   cuda::GemmShape gemm;
   cuda::GemmOperands gemm_ops;
-  // Collective externs: the topology group its last arg names, the collective, and the count at
-  // the current vars (apply).
+  // Collective externs: the topology group its last arg names and the collective (load); the count
+  // at the current vars and the group's communicator (apply: no lookup per launch).
   std::string group;
   cuda::NcclCollective collective = cuda::NcclCollective::AllReduce;
   std::uint64_t count = 0;
+  const cuda::NcclComm* comm = nullptr;
 };
 
 struct CallExec {
@@ -115,11 +116,10 @@ struct Runtime::Impl {
   bool weights_loaded = false;
   RuntimeStats stats;
   std::uint64_t waits = 0;  // stream synchronizations made through wait() (io.cpp, exec.cpp)
-  // The handshake (peers.cpp): what waits for connect() ("peer buffer P", "NCCL group G"; programs
-  // but once programs refuse to run until it is empty), whether connect() ran, the offer it checks
-  // the others against, and the peers' memory this rank imported (ranges declared after the
+  // The handshake (peers.cpp): the peer buffers connect() fills, whether it ran, the offer it
+  // checks the others against, and the peers' memory this rank imported (ranges declared after the
   // chunks: unmapped first).
-  std::vector<std::string> awaiting_connect;
+  std::vector<std::string> peer_buffers;
   bool connected_once = false;
   std::optional<core::Offer> offered;
   // connect's first half (imports, peer arrays): the NCCL ids of the groups still to join.
@@ -133,6 +133,8 @@ struct Runtime::Impl {
   // at load, the others at connect (until then programs refuse to run, as for unfilled peers).
   std::set<std::string> collective_groups;
   std::map<std::string, cuda::NcclComm> comms;
+  // Peer buffers filled (or none) and every collective group joined.
+  bool ready() const { return (peer_buffers.empty() || connected_once) && comms.size() == collective_groups.size(); }
 
   // io.cpp
   // Waits for the stream and counts it: staging queued before a counted wait is free again.
@@ -161,8 +163,9 @@ struct Runtime::Impl {
   rt::Pointer pointer_of(const core::CallArg& a) const;
 
   // exec.cpp (the hot path)
-  // Error(Api) while a peer buffer is unfilled (once programs excepted: they run in load_weights).
-  void require_peers(const ProgramExec& p) const;
+  // Error(Api) naming what awaits connect (peer buffers, NCCL groups) unless ready(); once programs
+  // excepted: they run in load_weights.
+  void require_connected(const ProgramExec& p) const;
   void prepare(ProgramExec& p, const Vars& given);
   void apply(ProgramExec& p);
   void enqueue(ProgramExec& p, std::size_t lo, std::size_t hi);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kern/base/unique_fd.hpp"
@@ -32,6 +33,7 @@ struct FdMessageLimits {
 struct FdMessage {
   std::vector<std::byte> payload;
   std::vector<UniqueFd> fds;
+  std::string_view text() const { return {reinterpret_cast<const char*>(payload.data()), payload.size()}; }
 };
 
 inline constexpr std::uint32_t kFdFrameMagic = 0x3144464b;  // "KFD1"
@@ -52,6 +54,11 @@ std::array<std::byte, kFdFrameHeaderBytes> encode_fd_frame_header(const FdFrameH
 // (never SIGPIPE).
 void send_fd_message(int sock, std::span<const std::byte> payload, std::span<const int> fds,
                      std::chrono::milliseconds timeout, const FdMessageLimits& limits = {});
+// The same with text as the payload (a wire form: an offer, a pool share).
+inline void send_fd_text(int sock, std::string_view text, std::span<const int> fds, std::chrono::milliseconds timeout,
+                         const FdMessageLimits& limits = {}) {
+  send_fd_message(sock, std::as_bytes(std::span(text.data(), text.size())), fds, timeout, limits);
+}
 // Receives one message; nullopt when the peer closed the connection cleanly between
 // messages. Io error on timeout, a peer that closed mid-message, a malformed frame, or a
 // descriptor count that disagrees with the header.

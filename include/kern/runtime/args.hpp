@@ -67,6 +67,9 @@ std::vector<ArgValue> resolve_launch_args(const core::Op& op, const core::Launch
 // Little-endian encoding of the low `width` bytes of v.
 void store_le(std::byte* dst, std::uint64_t v, std::size_t width);
 std::uint64_t load_le(const std::byte* src, std::size_t width);
+// An integer scalar value at `vars` (its literal bytes, or its one patch's expression evaluated);
+// nullopt when the expression overflows.
+std::optional<std::uint64_t> int_value_at(const ArgValue& v, const std::uint64_t* vars);
 
 // The staged parameter block of one kernel launch.
 class ArgImage {
