@@ -55,6 +55,7 @@ struct Options {
   std::uint64_t gemm_size = 8192;
   int gpu = 0;
   bool no_startup = false;
+  bool first_token_step = false;          // driver::GeneratorOptions::first_token_from_step
   int peer_timeout_s = 900;
   bool pdl = true;                        // kern gen's decode launches with pdl
   bool decode_chain = false;              // kern gen's --decode-chain (sized to the GPU's SMs)
@@ -432,7 +433,7 @@ int run() {
     for (std::uint64_t c : chunks) {
       progress(fmt::format("prefill {} tokens, chunk {}", n, c));
       const std::vector<double> ms =
-          bench::measure_prefill_ms(protocol, *rt, n, c, shape.vocab, opt.quick ? 2 : 5);
+          bench::measure_prefill_ms(protocol, *rt, n, c, shape.vocab, opt.quick ? 2 : 5, opt.first_token_step);
       report.prefill.push_back(bench::make_prefill_point(shape, n, c, ms, report.ceilings.gemm_tflops));
       progress(fmt::format("prefill {} / chunk {}: {:.2f} ms, {:.0f} tok/s", n, c, report.prefill.back().ms,
                            report.prefill.back().tokens_per_s));
@@ -444,8 +445,9 @@ int run() {
     progress(fmt::format("per-op times of a prefill of {} tokens (eager)", n));
     bench::PrefillOps p;
     p.tokens = n;
-    p.rows = n - 1;
-    p.ops = bench::op_shares(bench::prefill_call_ms(protocol, *rt, n, shape.vocab, 5));
+    bench::PrefillCallTimes t = bench::prefill_call_ms(protocol, *rt, n, shape.vocab, 5, opt.first_token_step);
+    p.rows = t.rows;
+    p.ops = bench::op_shares(t.ms);
     report.prefill_ops.push_back(std::move(p));
   }
   if (opt.no_pool) {
@@ -557,6 +559,9 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")
       ->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");
+  cmd->add_flag("--first-token-step", opt.first_token_step,
+                "Prefill figures with the prompt's last token through the one-row decode step (kern serve's way) "
+                "instead of the first token from the prefill's own last row");
   cmd->add_flag("!--no-pdl", opt.pdl, "Generate the decode program without programmatic dependent launch");
   cmd->add_option("--attn-target-blocks", opt.attn_target_blocks, "kern gen --attn-target-blocks");
   cmd->add_flag("!--decode-attn-f32", opt.decode_attn_mma, "kern gen --decode-attn-f32");

@@ -260,19 +260,21 @@ std::vector<std::int64_t> bench_prompt(std::uint64_t tokens, std::uint64_t vocab
   return prompt;
 }
 
-driver::GeneratorOptions first_token_only(std::uint64_t chunk) {
+driver::GeneratorOptions first_token_only(std::uint64_t chunk, bool from_step) {
   driver::GeneratorOptions o;
   o.steps = 1;
   o.chunk = chunk;
+  o.first_token_from_step = from_step;
   return o;
 }
 
 }  // namespace
 
 std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
-                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps) {
+                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
+                                       bool first_token_from_step) {
   driver::RuntimeExecutor exec(runtime);
-  driver::Generator gen(protocol, exec, first_token_only(chunk));
+  driver::Generator gen(protocol, exec, first_token_only(chunk, first_token_from_step));
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
   std::vector<double> ms;
   for (std::size_t r = 0; r < reps + 1; ++r) {
@@ -285,29 +287,33 @@ std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::
 }
 
 // Why running the prefill program more than once before the real call changes nothing: with chunk
-// = tokens the generator sends positions [0, tokens − 1) of a fresh sequence (its pages handed out
-// again from the first) in one call of the prefill program, over inputs written before the hook
-// fires and not written again until that call has run; time_calls enqueues the same calls over the
-// same inputs. Every buffer that program reads is an input, a weight, the load program's RoPE
-// table, or written earlier in the same run (embedding -> hidden first, then normed, qkv, attn,
-// delta, gate_up, act, last, logits; src/models/qwen3/gen.cpp, forward_calls with prefill; its
-// GEMMs are extern:cublaslt_bf16_tn, beta = 0, not the accumulating _acc form decode uses), and
-// the KV cache it reads is only the slots of positions below seq_len = tokens − 1, each written by
-// the same run's qk_norm_rope_cache before the attention reads it. So each run writes the same
-// values to the same places, and the real call that follows reads nothing the profiling runs left.
-// The first token of an unprofiled prefill is taken first and compared: a difference is logged.
-std::vector<std::pair<std::string, double>> prefill_call_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
-                                                            std::uint64_t tokens, std::uint64_t vocab, std::size_t reps) {
-  const std::string program = one_call_prefill_program(protocol, tokens);
+// = tokens the generator sends the prompt's rows (all of them, or positions [0, tokens − 1) when a
+// one-row step yields the first token) of a fresh sequence (its pages handed out again from the
+// first) in one call of the prefill program, over inputs written before the hook fires and not
+// written again until that call has run; time_calls enqueues the same calls over the same inputs.
+// Every buffer that program reads is an input, a weight, the load program's RoPE table, or written
+// earlier in the same run (embedding -> hidden first, then normed, qkv, attn, delta, gate_up, act,
+// last, logits; src/models/qwen3/gen.cpp, forward_calls with prefill; its GEMMs are
+// extern:cublaslt_bf16_tn, beta = 0, not the accumulating _acc form decode uses), and the KV cache
+// it reads is only the slots of positions below the call's seq_len, each written by the same run's
+// qk_norm_rope_cache before the attention reads it. So each run writes the same values to the same
+// places, and the real call that follows reads nothing the profiling runs left. The first token of
+// an unprofiled prefill is taken first and compared: a difference is logged.
+PrefillCallTimes prefill_call_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
+                                 std::uint64_t vocab, std::size_t reps, bool first_token_from_step) {
   if (reps == 0) fail(ErrorKind::Api, "kern bench: a prefill profile needs at least one repetition");
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
-  const driver::GeneratorOptions options = first_token_only(tokens);
+  const driver::GeneratorOptions options = first_token_only(tokens, first_token_from_step);
   driver::RuntimeExecutor exec(runtime);
-  const std::int64_t reference = driver::Generator(protocol, exec, options).generate(prompt).tokens.at(0);
+  driver::Generator unprofiled(protocol, exec, options);
+  const bool from_chunk = unprofiled.first_token_from_chunk();
+  const std::string program = one_call_prefill_program(protocol, tokens, from_chunk);
+  const std::int64_t reference = unprofiled.generate(prompt).tokens.at(0);
 
-  std::vector<std::pair<std::string, double>> out;
+  PrefillCallTimes out;
+  out.rows = from_chunk ? tokens : tokens - 1;
   ProfilingExecutor profiling(exec, program, [&](std::string_view p, const core::Vars& vars) {
-    for (const runtime::CallTime& c : runtime.time_calls(p, vars, reps)) out.emplace_back(c.op, c.ms);
+    for (const runtime::CallTime& c : runtime.time_calls(p, vars, reps)) out.ms.emplace_back(c.op, c.ms);
   });
   driver::Generator gen(protocol, profiling, options);
   const driver::GenerationResult got = gen.generate(prompt);

@@ -212,6 +212,7 @@ struct ProtocolBuilder {
       f.span = b.span;
       f.graph = prog.graph;
       const auto w = written_by(prog);
+      f.writes.assign(w.begin(), w.end());
       if (tokens && w.count(tokens->buffer)) {
         f.emits_tokens = true;
         f.tokens_per_group = tokens->width;

@@ -194,6 +194,8 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
   }
 
   check_sampling();
+  first_from_chunk_ = chunk_ && chunk_->emits_tokens && chunk_->count.empty() && !options_.first_token_from_step &&
+                      writes_what_a_step_is_read_for(*chunk_);
 
   // How far one sequence can go.
   max_positions_ = std::numeric_limits<std::uint64_t>::max();
@@ -212,6 +214,15 @@ Generator::Generator(const core::Protocol& protocol, Executor& executor, Generat
     max_positions_ = *smax;
     max_positions_why_ = fmt::format("sequence lengths go up to {} (domain of the seq_len input)", *smax);
   }
+}
+
+bool Generator::writes_what_a_step_is_read_for(const core::Forward& f) const {
+  auto writes = [&](const std::string& buffer) { return std::ranges::binary_search(f.writes, buffer); };
+  if (!options_.logits_buffer.empty() && !writes(options_.logits_buffer)) return false;
+  if (options_.sampling.wants_logprobs() &&
+      !(writes(protocol_.fill(Fill::Logprobs)->buffer) && writes(protocol_.fill(Fill::LogprobIds)->buffer)))
+    return false;
+  return true;
 }
 
 void Generator::check_sampling() const {
@@ -377,20 +388,32 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   GenerationResult result;
   result.chunk_rows = chunk_rows_;
   const core::Forward& chunk = chunk_ ? *chunk_ : step_;
-  for (std::uint64_t i = 0; i + 1 < n; i += chunk_rows_) {
-    const std::uint64_t c = std::min(chunk_rows_, n - 1 - i);
-    call(chunk, prompt.subspan(i, c), i, observer, false, false);
-    ++result.chunk_calls;
+  // `ahead`: another step follows (unless a stop token comes), so its inputs but the token are
+  // written while this one runs.
+  std::int64_t token = -1;
+  if (first_from_chunk_) {  // the whole prompt in chunks; the last one's row yields the first token
+    for (std::uint64_t i = 0; i < n; i += chunk_rows_) {
+      const std::uint64_t c = std::min(chunk_rows_, n - i);
+      const bool last = i + c == n;
+      if (last && observer) observer->on_prefill_done(i);
+      const std::int64_t t = call(chunk, prompt.subspan(i, c), i, observer, last, last && steps > 1);
+      ++result.chunk_calls;
+      if (last) token = t;
+    }
+  } else {  // positions [0, n − 1) in chunks; the last one through the one-row step
+    for (std::uint64_t i = 0; i + 1 < n; i += chunk_rows_) {
+      const std::uint64_t c = std::min(chunk_rows_, n - 1 - i);
+      call(chunk, prompt.subspan(i, c), i, observer, false, false);
+      ++result.chunk_calls;
+    }
+    if (observer) observer->on_prefill_done(n - 1);
+    token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true, steps > 1);
+    ++result.step_calls;
   }
-  if (observer) observer->on_prefill_done(n - 1);
 
   auto is_stop = [&](std::int64_t t) {
     return std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), t) != options_.stop_tokens.end();
   };
-  // `ahead`: another step follows (unless a stop token comes), so its inputs but the token are
-  // written while this one runs.
-  std::int64_t token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true, steps > 1);
-  ++result.step_calls;
   while (true) {
     if (!forced.empty()) token = forced[result.tokens.size()];
     result.tokens.push_back(token);

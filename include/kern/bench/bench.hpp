@@ -282,17 +282,24 @@ class DecodeBench {
 };
 
 // Wall ms of `reps` prefills of `tokens` tokens (after one warm-up) through kern run's generator
-// (chunks of `chunk` rows, then the one-row call that yields the first token).
+// (chunks of `chunk` rows; the first token from the last chunk, or with `first_token_from_step`
+// from the one-row call after chunks of the first tokens − 1 rows: driver::GeneratorOptions).
 std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
-                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps);
+                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
+                                       bool first_token_from_step = false);
 
-// (op, ms) per call of the prefill program's call in a prefill of `tokens` tokens with chunk =
+// The calls of the prefill program's one call in a prefill of `tokens` tokens with chunk =
 // tokens, as measure_prefill_ms runs it: just before that call runs (its inputs written by kern
 // run's generator), Runtime::time_calls runs it eagerly `reps` times after a warm-up with events
-// around each call; then the generation goes on as usual. Error(Api) / Error(Manifest) when the
-// prompt's tokens − 1 rows do not fit one call of the prefill program (one_call_prefill_program).
-std::vector<std::pair<std::string, double>> prefill_call_ms(const core::Protocol& protocol, runtime::Runtime& runtime,
-                                                            std::uint64_t tokens, std::uint64_t vocab, std::size_t reps);
+// around each call; then the generation goes on as usual. `rows` is that call's row count.
+// Error(Api) / Error(Manifest) when the prompt's rows do not fit one call of the prefill program
+// (one_call_prefill_program).
+struct PrefillCallTimes {
+  std::uint64_t rows = 0;
+  std::vector<std::pair<std::string, double>> ms;  // (op, ms) per call
+};
+PrefillCallTimes prefill_call_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
+                                 std::uint64_t vocab, std::size_t reps, bool first_token_from_step = false);
 
 // Runs `argv` (argv[0] = the executable) and returns the wall ms from just before the fork to
 // the child's first stdout byte; the rest of its output is read and dropped, its stderr goes to

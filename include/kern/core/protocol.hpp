@@ -43,6 +43,7 @@ struct Forward {
   bool emits_tokens = false;           // writes the `tokens` fill
   std::uint64_t tokens_per_group = 0;  // tokens row width when it emits ([seqs] -> 1, [seqs, r] -> r)
   std::string count;                   // `count` fill buffer it writes ("" = take 1 token per group)
+  std::vector<std::string> writes;     // every buffer its calls write (out / inout params), name order
   // A mixed step (batch.decode): the var counting its leading one-row decode groups; the groups after
   // them are prefill chunks, and `rows` bounds every row of the call (decode rows first).
   std::string decode_var;

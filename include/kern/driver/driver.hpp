@@ -106,6 +106,12 @@ struct GeneratorOptions {
   std::vector<std::int64_t> stop_tokens;  // generation stops after emitting one of these
   std::string logits_buffer;              // non-empty: read this output after every token-producing call
   SamplingParams sampling;                // greedy by default; anything else needs the sampling fills
+  // The prompt's first generated token comes from the last prefill chunk when the chunk program
+  // writes tokens (its lm_head and sampling op run on the chunk's last row) and every output read
+  // after a token-producing call (logits buffer, log-probs); otherwise, or with this set, the
+  // prompt's last position goes through the one-row step (kern serve's manifests, whose prefill
+  // ends at the last layer). docs/perf.md, session 32.
+  bool first_token_from_step = false;
 };
 
 enum class StopReason : std::uint8_t { Steps, StopToken };
@@ -115,7 +121,8 @@ std::string_view to_string(StopReason r);
 class GenerationObserver {
  public:
   virtual ~GenerationObserver() = default;
-  // After the chunk calls (n−1 prompt tokens), before the first token's call.
+  // Before the call that yields the first token: `prompt_tokens` positions of the prompt are in the
+  // state (n − 1 when a one-row step yields it, else those before the last chunk).
   virtual void on_prefill_done(std::uint64_t prompt_tokens) {}
   // A token-producing call finished: `position` is the row it ran (the last prompt position, then
   // each generated token's position); `logits` is empty unless GeneratorOptions::logits_buffer.
@@ -130,7 +137,7 @@ struct GenerationResult {
   std::vector<std::int64_t> tokens;  // generated tokens (the stop token included)
   StopReason reason = StopReason::Steps;
   std::uint64_t chunk_calls = 0;  // prefill calls
-  std::uint64_t step_calls = 0;   // (1, 1) calls, the first token's included
+  std::uint64_t step_calls = 0;   // (1, 1) calls (the first token's too when a one-row step yields it)
   std::uint64_t chunk_rows = 0;   // rows per prefill call actually used
 };
 
@@ -164,6 +171,8 @@ class Generator {
   std::uint64_t chunk_rows() const { return chunk_rows_; }
   const core::Forward& step_program() const { return step_; }
   const std::optional<core::Forward>& chunk_program() const { return chunk_; }
+  // Whether the last prefill chunk yields the first token (GeneratorOptions::first_token_from_step).
+  bool first_token_from_chunk() const { return first_from_chunk_; }
   // Positions a sequence can reach (the pool's pages, page-table reach and position domain).
   std::uint64_t max_positions() const { return max_positions_; }
 
@@ -184,6 +193,9 @@ class Generator {
   void write_sampling(std::uint64_t position, std::span<const std::int64_t> generated);
   // Checks the options' sampling settings against the fills the manifest has.
   void check_sampling() const;
+  // Whether program `f` writes every output read after a token-producing call (the logits buffer,
+  // log-probs) under these options.
+  bool writes_what_a_step_is_read_for(const core::Forward& f) const;
 
   const core::Protocol& protocol_;
   Executor& exec_;
@@ -191,6 +203,7 @@ class Generator {
   core::Forward step_;
   std::optional<core::Forward> chunk_;
   std::uint64_t chunk_rows_ = 1;
+  bool first_from_chunk_ = false;
   std::uint64_t max_positions_ = 0;
   std::string max_positions_why_;
   bool paged_ = false;                     // the manifest has paged states: positions live in a lease

@@ -34,7 +34,7 @@ TEST(ProfilingExecutor, HookRunsOnceBeforeTheFirstPrefillRunWithItsVars) {
 
   FakeExecutor fake(toy().verified.manifest());
   std::vector<HookCall> calls;
-  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size()),
+  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size(), true),
                          [&](std::string_view program, const core::Vars& vars) {
                            calls.push_back({std::string(program), vars, fake.events.size()});
                          });
@@ -44,7 +44,7 @@ TEST(ProfilingExecutor, HookRunsOnceBeforeTheFirstPrefillRunWithItsVars) {
   EXPECT_TRUE(prof.fired());
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].program, "prefill");
-  EXPECT_EQ(calls[0].vars.at("tokens"), 5u);  // the prompt's first 5 rows; the 6th goes through decode
+  EXPECT_EQ(calls[0].vars.at("tokens"), 6u);  // the whole prompt: the prefill yields the first token
   // The hook saw the prefill's inputs written, and nothing run yet; the real run came right after.
   ASSERT_LT(calls[0].events_before, fake.events.size());
   for (std::size_t i = 0; i < calls[0].events_before; ++i) EXPECT_EQ(fake.events[i].kind, Event::Kind::Write) << i;
@@ -74,7 +74,7 @@ TEST(ProfilingExecutor, HookMayRunTheProgramItselfFirst) {
 
   FakeExecutor fake(toy().verified.manifest());
   int runs = 0;
-  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size()),
+  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size(), true),
                          [&](std::string_view program, const core::Vars& vars) {
                            for (int i = 0; i < 3; ++i, ++runs) fake.run(program, vars);
                          });
@@ -97,20 +97,39 @@ TEST(ProfilingExecutor, HookOnTheDecodeProgramSeesRunAndRead) {
 }
 
 TEST(ProfilingExecutor, OneCallPrefillProgramChecksThePrompt) {
-  EXPECT_EQ(one_call_prefill_program(toy().protocol, 2), "prefill");
-  EXPECT_EQ(one_call_prefill_program(toy().protocol, 9), "prefill");  // 8 rows: the program's bound
-  auto expect_api = [](std::uint64_t tokens, const std::string& fragment) {
+  EXPECT_EQ(one_call_prefill_program(toy().protocol, 2, false), "prefill");
+  EXPECT_EQ(one_call_prefill_program(toy().protocol, 9, false), "prefill");  // 8 rows: the program's bound
+  EXPECT_EQ(one_call_prefill_program(toy().protocol, 1, true), "prefill");
+  EXPECT_EQ(one_call_prefill_program(toy().protocol, 8, true), "prefill");
+  auto expect_api = [](std::uint64_t tokens, bool from_chunk, const std::string& fragment) {
     try {
-      one_call_prefill_program(toy().protocol, tokens);
+      one_call_prefill_program(toy().protocol, tokens, from_chunk);
       ADD_FAILURE() << "accepted " << tokens << " tokens";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Api);
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   };
-  expect_api(1, "at least 2 tokens");
-  expect_api(0, "at least 2 tokens");
-  expect_api(10, "a prefill of 10 tokens sends 9 rows in one call, but program prefill takes at most 8");
+  expect_api(1, false, "at least 2 tokens (the last one goes through the one-row step)");
+  expect_api(0, false, "at least 2 tokens");
+  expect_api(0, true, "at least 1 token, got 0");
+  expect_api(10, false, "a prefill of 10 tokens sends 9 rows in one call, but program prefill takes at most 8");
+  expect_api(9, true, "a prefill of 9 tokens sends 9 rows in one call, but program prefill takes at most 8");
+}
+
+TEST(ProfilingExecutor, WithTheFirstTokenFromTheStepTheHookSeesAllButTheLastRow) {
+  const std::vector<std::int64_t> prompt = {11, 22, 33, 44, 55, 66};
+  driver::GeneratorOptions o = one_token(6);
+  o.first_token_from_step = true;
+  FakeExecutor fake(toy().verified.manifest());
+  std::vector<core::Vars> seen;
+  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size(), false),
+                         [&](std::string_view, const core::Vars& vars) { seen.push_back(vars); });
+  const driver::GenerationResult got = driver::Generator(toy().protocol, prof, o).generate(prompt);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].at("tokens"), 5u);  // the 6th row goes through decode
+  EXPECT_EQ(got.chunk_calls, 1u);
+  EXPECT_EQ(got.step_calls, 1u);
 }
 
 TEST(ProfilingExecutor, NeedsAProgramAndAHook) {

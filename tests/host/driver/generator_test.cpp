@@ -3,6 +3,8 @@
 // chunk program bound 8 rows, positions < 64).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <numeric>
 #include <tuple>
@@ -66,16 +68,42 @@ std::vector<const Event*> writes_before_run(const FakeExecutor& f, std::size_t i
 }
 
 // (The fake's state pool holds 16 tokens unless a test gives it another capacity.)
-GeneratorOptions options(std::uint64_t steps, std::uint64_t chunk) {
+GeneratorOptions options(std::uint64_t steps, std::uint64_t chunk, bool first_token_from_step = false) {
   GeneratorOptions o;
   o.steps = steps;
   o.chunk = chunk;
+  o.first_token_from_step = first_token_from_step;
   return o;
 }
 
-TEST(Generator, ChunksTheFirstNMinusOneTokensAndDecodesTheLast) {
+// The toy with its prefill program calling a copy of the step op without the params at `dropped`
+// (indices, ascending): a chunk program that writes less than the one-row step does. (The fake
+// executor still fills every output; what is asserted is which calls the Generator makes and reads.)
+struct ToyVariant {
+  core::Verified verified;
+  core::Protocol protocol;
+  explicit ToyVariant(const std::vector<std::size_t>& dropped)
+      : verified(core::verify(core::parse_manifest(variant_text(dropped), "toy variant"))),
+        protocol(core::check_protocol(verified)) {}
+  static std::string variant_text(const std::vector<std::size_t>& dropped) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::parse(
+        read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+    nlohmann::ordered_json op = m["ops"]["step"];
+    nlohmann::ordered_json& args = m["programs"]["prefill"]["calls"][0]["args"];
+    for (auto i = dropped.rbegin(); i != dropped.rend(); ++i) {
+      op["params"].erase(*i);
+      args.erase(*i);
+    }
+    m["ops"]["chunk_step"] = op;
+    m["programs"]["prefill"]["calls"][0]["op"] = "chunk_step";
+    return m.dump();
+  }
+};
+
+TEST(Generator, FromTheStepChunksTheFirstNMinusOneTokensAndDecodesTheLast) {
   FakeExecutor fake(toy().verified.manifest());
-  Generator gen(toy().protocol, fake, options(3, 4));
+  Generator gen(toy().protocol, fake, options(3, 4, true));
+  EXPECT_FALSE(gen.first_token_from_chunk());
   const auto prompt = iota_prompt(11);
   const GenerationResult r = gen.generate(prompt);
   EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
@@ -121,16 +149,18 @@ TEST(Generator, ChunkIsCappedByTheChunkProgramsRowBound) {
   const auto prompt = iota_prompt(14);
   gen.generate(prompt);
   const auto rs = runs(fake);
-  ASSERT_EQ(rs.size(), 2u + 2u);
+  ASSERT_EQ(rs.size(), 2u + 1u);  // 8 + 6 rows, the second chunk yielding the first token; one step
   EXPECT_EQ(rs[0]->vars.at("tokens"), 8u);
-  EXPECT_EQ(rs[1]->vars.at("tokens"), 5u);
+  EXPECT_EQ(rs[1]->vars.at("tokens"), 6u);
+  EXPECT_EQ(rs[2]->name, "decode");
   EXPECT_TRUE(fake.violations.empty());
 }
 
 TEST(Generator, DecodeStepsWriteOnlyWhatChanged) {
-  // Prompt of 3 tokens, chunk 1: chunks at positions 0, 1 (one row each), decode from position 2.
+  // Prompt of 3 tokens, chunk 1, the first token from the step: chunks at positions 0, 1 (one row
+  // each), decode from position 2.
   FakeExecutor fake(toy().verified.manifest());
-  Generator gen(toy().protocol, fake, options(12, 1));
+  Generator gen(toy().protocol, fake, options(12, 1, true));
   const auto prompt = iota_prompt(3);
   const GenerationResult r = gen.generate(prompt);
   EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
@@ -199,7 +229,8 @@ TEST(Generator, StopsAfterAStopToken) {
   // The first occurrence of the stop token ends it (it may occur before index 3).
   const std::size_t first = static_cast<std::size_t>(std::find(all.begin(), all.end(), all[3]) - all.begin());
   EXPECT_EQ(r.tokens, std::vector<std::int64_t>(all.begin(), all.begin() + first + 1));
-  EXPECT_EQ(r.step_calls, first + 1);
+  EXPECT_EQ(r.step_calls, first);  // the first token came from the prefill's chunk
+  EXPECT_EQ(r.chunk_calls, 2u);
 }
 
 TEST(Generator, StepsLimitAndRepeatedPrompts) {
@@ -214,9 +245,9 @@ TEST(Generator, StepsLimitAndRepeatedPrompts) {
   EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
 }
 
-TEST(Generator, OneTokenPromptSkipsPrefill) {
+TEST(Generator, OneTokenPromptSkipsPrefillWhenTheStepYieldsTheFirstToken) {
   FakeExecutor fake(toy().verified.manifest());
-  Generator gen(toy().protocol, fake, options(4, 4));
+  Generator gen(toy().protocol, fake, options(4, 4, true));
   const std::vector<std::int64_t> prompt{42};
   const GenerationResult r = gen.generate(prompt);
   const auto rs = runs(fake);
@@ -225,6 +256,110 @@ TEST(Generator, OneTokenPromptSkipsPrefill) {
   EXPECT_EQ(r.chunk_calls, 0u);
   EXPECT_EQ(r.tokens, expected_tokens(prompt, 4));
   EXPECT_TRUE(fake.violations.empty());
+}
+
+TEST(Generator, OneTokenPromptIsOneRowOfPrefillWhenThePrefillYieldsTheFirstToken) {
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(4, 4));
+  const std::vector<std::int64_t> prompt{42};
+  const GenerationResult r = gen.generate(prompt);
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 4u);
+  EXPECT_EQ(rs[0]->name, "prefill");
+  EXPECT_EQ(rs[0]->vars.at("tokens"), 1u);
+  for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(rs[i]->name, "decode");
+  EXPECT_EQ(r.chunk_calls, 1u);
+  EXPECT_EQ(r.step_calls, 3u);
+  EXPECT_EQ(r.tokens, expected_tokens(prompt, 4));
+  EXPECT_TRUE(fake.violations.empty());
+}
+
+TEST(Generator, TheLastChunkYieldsTheFirstToken) {
+  FakeExecutor fake(toy().verified.manifest());
+  Generator gen(toy().protocol, fake, options(3, 4));
+  EXPECT_TRUE(gen.first_token_from_chunk());
+  const auto prompt = iota_prompt(11);
+  const GenerationResult r = gen.generate(prompt);
+  EXPECT_TRUE(fake.violations.empty()) << fake.violations.front();
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 3u + 2u);  // chunks 4, 4, 3 (the whole prompt); then two one-row calls
+  const std::uint64_t chunk_rows[] = {4, 4, 3};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rs[i]->name, "prefill");
+    EXPECT_EQ(rs[i]->vars.at("tokens"), chunk_rows[i]);
+  }
+  for (int i = 3; i < 5; ++i) EXPECT_EQ(rs[i]->name, "decode");
+  auto find = [](const std::vector<const Event*>& w, const std::string& name) -> const Event* {
+    for (const Event* e : w)
+      if (e->name == name) return e;
+    return nullptr;
+  };
+  const auto w2 = writes_before_run(fake, 2);  // the last chunk carries the prompt's last token
+  ASSERT_NE(find(w2, "ids"), nullptr);
+  EXPECT_EQ(find(w2, "ids")->values, (std::vector<std::int64_t>{18, 19, 20}));
+  EXPECT_EQ(find(w2, "pos")->values, (std::vector<std::int64_t>{8, 9, 10}));
+  EXPECT_EQ(find(w2, "lens")->values, (std::vector<std::int64_t>{11}));
+  const auto w3 = writes_before_run(fake, 3);  // the first step feeds the first token at position 11
+  ASSERT_NE(find(w3, "ids"), nullptr);
+  EXPECT_EQ(find(w3, "ids")->values, (std::vector<std::int64_t>{r.tokens[0]}));
+  // Only the token-yielding calls are read: the last chunk and the two steps.
+  std::vector<std::size_t> reads_after;  // index of the run each read follows
+  std::size_t seen = 0;
+  for (const Event& e : fake.events) {
+    if (e.kind == Event::Kind::Run) ++seen;
+    if (e.kind == Event::Kind::Read) reads_after.push_back(seen - 1);
+  }
+  EXPECT_EQ(reads_after, (std::vector<std::size_t>{2, 3, 4}));
+  EXPECT_EQ(r.tokens, expected_tokens(prompt, 3));
+  EXPECT_EQ(r.chunk_calls, 3u);
+  EXPECT_EQ(r.step_calls, 2u);
+}
+
+TEST(Generator, BothWaysToTheFirstTokenGiveTheSameTokensAndPositions) {
+  for (const std::uint64_t n : {1, 2, 4, 5, 9}) {
+    for (const std::uint64_t chunk : {1, 3, 4, 8}) {
+      const auto prompt = iota_prompt(n, 20);
+      FakeExecutor a(toy().verified.manifest()), b(toy().verified.manifest());
+      const GenerationResult ra = Generator(toy().protocol, a, options(5, chunk)).generate(prompt);
+      const GenerationResult rb = Generator(toy().protocol, b, options(5, chunk, true)).generate(prompt);
+      EXPECT_EQ(ra.tokens, expected_tokens(prompt, 5)) << n << " " << chunk;
+      EXPECT_EQ(ra.tokens, rb.tokens) << n << " " << chunk;
+      EXPECT_EQ(ra.chunk_calls, (n + chunk - 1) / chunk) << n << " " << chunk;
+      EXPECT_EQ(ra.step_calls, 4u);
+      EXPECT_EQ(rb.chunk_calls, (n - 1 + chunk - 1) / chunk) << n << " " << chunk;
+      EXPECT_EQ(rb.step_calls, 5u);
+      EXPECT_TRUE(a.violations.empty()) << a.violations.front();
+      EXPECT_TRUE(b.violations.empty()) << b.violations.front();
+      EXPECT_EQ(a.kv, b.kv) << n << " " << chunk;  // every position in the same slot with the same token
+    }
+  }
+}
+
+TEST(Generator, AChunkProgramThatWritesNoTokenLeavesTheFirstTokenToTheStep) {
+  const ToyVariant kv_only({8, 9});  // prefill writes neither tokens nor scores (kern serve's kind)
+  FakeExecutor fake(kv_only.verified.manifest());
+  Generator gen(kv_only.protocol, fake, options(3, 4));
+  EXPECT_FALSE(gen.first_token_from_chunk());
+  const auto prompt = iota_prompt(6);
+  const GenerationResult r = gen.generate(prompt);
+  const auto rs = runs(fake);
+  ASSERT_EQ(rs.size(), 2u + 3u);  // chunks 4, 1; then three steps
+  EXPECT_EQ(rs[1]->vars.at("tokens"), 1u);
+  EXPECT_EQ(r.tokens, expected_tokens(prompt, 3));
+  EXPECT_EQ(r.step_calls, 3u);
+}
+
+TEST(Generator, AChunkProgramThatDoesNotWriteTheLogitsBufferLeavesTheFirstTokenToTheStep) {
+  const ToyVariant no_scores({9});  // prefill writes the token, not the logits row
+  FakeExecutor fake(no_scores.verified.manifest());
+  EXPECT_TRUE(Generator(no_scores.protocol, fake, options(3, 4)).first_token_from_chunk());
+  GeneratorOptions o = options(3, 4);
+  o.logits_buffer = "scores";
+  Generator gen(no_scores.protocol, fake, o);
+  EXPECT_FALSE(gen.first_token_from_chunk());
+  const auto prompt = iota_prompt(6);
+  EXPECT_EQ(gen.generate(prompt).step_calls, 3u);
+  EXPECT_TRUE(Generator(toy().protocol, fake, o).first_token_from_chunk());  // the toy's prefill writes scores
 }
 
 TEST(Generator, RefusesWhatDoesNotFitCapacityOrARow) {
@@ -300,7 +435,8 @@ TEST(Generator, ReadsLogitsAfterEveryTokenProducingCall) {
   const auto prompt = iota_prompt(6);
   const GenerationResult r = gen.generate(prompt, &rec);
   const auto want = expected_tokens(prompt, 3);
-  EXPECT_EQ(rec.log, (std::vector<std::string>{"prefill 5", "logits 5", "token 0 " + std::to_string(want[0]),
+  // Chunks [0, 4) and [4, 6): the second yields the first token.
+  EXPECT_EQ(rec.log, (std::vector<std::string>{"prefill 4", "logits 5", "token 0 " + std::to_string(want[0]),
                                                "logits 6", "token 1 " + std::to_string(want[1]), "logits 7",
                                                "token 2 " + std::to_string(want[2])}));
   ASSERT_EQ(rec.rows.size(), 3u);
