@@ -139,7 +139,7 @@ Runner setup(CLI::App& app) {
               "program then runs the decode ops. Needs --no-prefill-logits and more than 8 sequences");
   q->add_flag("!--no-prefill-logits", opt.gen.prefill_logits,
               "End the prefill program at the last layer (no lm_head, no token): what kern serve generates for "
-              "itself; kern run needs the prefill's token");
+              "itself; kern run then takes a prompt's first token from a one-row decode step");
   q->add_option("--prefill-chunks", opt.gen.prefill_chunks,
                 "Chunks of different sequences one prefill call may pack (default 1; above 1 needs "
                 "--no-prefill-logits: what kern serve generates for itself)");
