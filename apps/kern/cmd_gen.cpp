@@ -152,6 +152,10 @@ Runner setup(CLI::App& app) {
                         "Decode attention partial: block (4 warps per range), warp (one warp per range, a fixed grid "
                         "of --attn-target-blocks blocks), or auto (the default: warp above 8 sequences when "
                         "batch-invariant)");
+  q->add_option("--tp", opt.gen.tp,
+                "Tensor-parallel ranks: an SPMD manifest over topology group tp, each rank holding heads / tp, "
+                "kv heads / tp and intermediate / tp, o_proj and down_proj all-reduced through NCCL "
+                "(docs/multi-gpu-handles.md)");
   q->add_flag("--fp8", opt.gen.fp8,
               "e4m3 GEMMs for the layers (cuBLASLt, sm_89+): each layer's linear weights quantized per tensor at "
               "load by a derive program, each GEMM's input per tensor per call; embedding, lm_head and norms stay "

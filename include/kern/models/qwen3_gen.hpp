@@ -122,6 +122,16 @@ struct Qwen3GenOptions {
   // chunking changes them). Needs sm_89 or later (cuBLASLt's fp8 kernels), k (hidden, the q width,
   // intermediate) a multiple of 16, no decode chain, no fused GEMV norms, no mixed steps.
   bool fp8 = false;
+  // Tensor-parallel ranks (kern gen --tp; docs/multi-gpu-handles.md "Tensor-parallel Qwen3"): above 1 the
+  // manifest is SPMD over topology group `tp`: each rank holds heads / tp query heads, kv_heads / tp KV
+  // heads and intermediate / tp MLP columns (its rows of q/k/v_proj and gate/up_proj, its columns of
+  // o_proj and down_proj, through `bind`'s per-rank ranges); o_proj and down_proj write partial sums
+  // into `delta`, an all-reduce over the group (extern:nccl_allreduce_bf16) adds them, and the next
+  // add_rms_norm adds the residual. Both programs are laid out as prefill is (the decode GEMMs have no
+  // accumulating form then). The embedding, norms and lm_head are whole on every rank, so every rank
+  // computes the same tokens. Needs tp dividing heads, kv_heads and intermediate; no decode chain,
+  // fp8, fused GEMV norms or mixed steps.
+  std::uint64_t tp = 1;
   std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

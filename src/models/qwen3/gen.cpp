@@ -79,6 +79,7 @@ std::string hf_layer(std::uint64_t l, const char* what) {
 namespace {
 
 constexpr std::uint64_t kI32Max = 0x7fffffff;
+constexpr std::uint64_t kMaxTp = 8;  // ranks of one host
 
 // --fp8: the options it excludes, and cuBLASLt's fp8 rule that k is a multiple of 16 for every layer GEMM.
 void check_fp8(const Qwen3Shape& c, const Qwen3GenOptions& o) {
@@ -105,7 +106,25 @@ void check_fp8(const Qwen3Shape& c, const Qwen3GenOptions& o) {
            what, k);
 }
 
+// --tp: what it splits must divide by it, and the options whose kernels hold whole layers are refused.
+void check_tp(const Qwen3Shape& c, const Qwen3GenOptions& o) {
+  if (o.tp > kMaxTp) fail(ErrorKind::Api, "--tp must be in [1, {}], got {}", kMaxTp, o.tp);
+  const std::pair<const char*, std::uint64_t> split[] = {
+      {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"intermediate_size", c.intermediate}};
+  for (const auto& [what, n] : split)
+    if (n % o.tp != 0)
+      fail(ErrorKind::Api, "--tp {}: each rank holds {} / {}, and this shape's {} is {}", o.tp, what, o.tp, what, n);
+  const std::pair<bool, const char*> excluded[] = {
+      {o.decode_chain, "--decode-chain (its kernel runs whole layers)"},
+      {o.fp8, "--fp8"},
+      {o.gemv_fused_norm, "--gemv-fused-norm"},
+      {o.mixed, "--mixed"}};
+  for (const auto& [on, what] : excluded)
+    if (on) fail(ErrorKind::Api, "--tp {} cannot be combined with {}", o.tp, what);
+}
+
 void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
+  if (o.tp == 0) fail(ErrorKind::Api, "--tp must be in [1, {}], got 0", kMaxTp);
   if (o.max_tokens == 0 || o.max_tokens > kI32Max)
     fail(ErrorKind::Api, "--max-tokens must be in [1, {}], got {}", kI32Max, o.max_tokens);
   if (o.max_seqs == 0 || o.max_seqs > 65535)
@@ -151,12 +170,22 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
     fail(ErrorKind::Api, "packed prefill calls (--prefill-chunks {}) are kern serve's: build them without prefill logits",
          o.prefill_chunks);
   if (o.fp8) check_fp8(c, o);
+  if (o.tp > 1) check_tp(c, o);
   const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
   if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
 }
 
-Geo geometry(const Qwen3Shape& c, const Qwen3GenOptions& o) {
-  Geo g{c, o, 0, 0, 0, 0, 0, 0, 0, "_hd" + std::to_string(c.head_dim)};
+// One rank's shape under o.tp (check_options has made sure tp divides what it splits).
+Qwen3Shape rank_shape(Qwen3Shape c, const Qwen3GenOptions& o) {
+  c.heads /= o.tp;
+  c.kv_heads /= o.tp;
+  c.intermediate /= o.tp;
+  return c;
+}
+
+Geo geometry(const Qwen3Shape& full, const Qwen3GenOptions& o) {
+  const Qwen3Shape c = rank_shape(full, o);
+  Geo g{c, full, o, 0, 0, 0, 0, 0, 0, 0, "_hd" + std::to_string(c.head_dim)};
   g.q_width = c.heads * c.head_dim;
   g.qkv_width = (c.heads + 2 * c.kv_heads) * c.head_dim;
   g.max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
@@ -267,7 +296,8 @@ nlohmann::ordered_json generate_qwen3_manifest(const Qwen3Shape& c, const Qwen3G
   m["model"] = o.model.empty() ? std::string("qwen3") : o.model;
   m["vars"] = {{"tokens", {{"max", o.max_tokens}}}, {"seqs", {{"max", o.max_seqs + (o.mixed ? kMixedChunkGroups : 0)}}}};
   if (o.mixed) m["vars"]["dseqs"] = {{"max", o.max_seqs}};
-  m["states"] = {{"kv", {{"bytes_per_token", c.layers * 2 * c.kv_heads * c.head_dim * 2}}}};
+  if (tensor_parallel(g)) m["topology"] = {{"groups", {{kTpGroup, o.tp}}}};
+  m["states"] = {{"kv", {{"bytes_per_token", g.c.layers * 2 * g.c.kv_heads * g.c.head_dim * 2}}}};
   m["buffers"] = buffers(g);
   OJ op_list = ops(g);
   m["modules"] = used_modules(op_list, o);

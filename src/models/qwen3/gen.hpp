@@ -36,7 +36,10 @@ constexpr std::uint64_t kMixedChunkGroups = 8;
 
 // Shared geometry, derived once from the config and the options.
 struct Geo {
+  // One rank's shape: with o.tp above 1, heads, kv_heads and intermediate are the checkpoint's / tp
+  // (`full`: the checkpoint's, which the weights bind from).
   Qwen3Shape c;
+  Qwen3Shape full;
   Qwen3GenOptions o;
   std::uint64_t qkv_width, q_width, max_pages, max_pos, page_elems, page_stride_elems, layer_bytes;
   std::string hd;  // entry suffix: "_hd128"
@@ -46,6 +49,13 @@ struct Geo {
   // with batch_invariant and max_seqs above it 0 (one kernel, cuBLASLt, for every step size).
   std::uint64_t gemv_rows = kGemvMaxRows;
 };
+
+// Tensor parallelism: the rank group's name, and whether the manifest has one.
+inline constexpr const char* kTpGroup = "tp";
+inline bool tensor_parallel(const Geo& g) { return g.o.tp > 1; }
+// Both programs laid out as prefill is (GEMMs into `delta`, the residual added by add_rms_norm): fp8
+// (no accumulating fp8 GEMM) and tensor parallelism (the partial sums are all-reduced first).
+inline bool decode_as_prefill(const Geo& g) { return g.o.fp8 || tensor_parallel(g); }
 
 // ---------------------------------------------------------------- launch args and launches
 
@@ -111,7 +121,7 @@ std::string hf_layer(std::uint64_t l, const char* what);    // "model.layers.<l>
 struct LinearWeight {
   const char* name;  // qkv, o_proj, gate_up, down
   std::uint64_t rows, cols;
-  std::vector<std::string> tensors;
+  OJ bind;  // its `bind` segments (with o.tp above 1, per-rank row or column ranges)
 };
 std::vector<LinearWeight> linear_weights(const Geo& g, std::uint64_t l);
 std::string fp8_scale(std::uint64_t l, const char* w);   // "layers.<l>.<w>_scale"

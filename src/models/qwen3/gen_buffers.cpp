@@ -6,15 +6,32 @@
 namespace kern::models::qwen3_gen {
 namespace {
 
-OJ weight(OJ shape, std::vector<std::string> tensors) {
+// Whole tensors laid end to end.
+OJ whole(std::vector<std::string> tensors) {
+  OJ bind = OJ::array();
+  for (auto& t : tensors) bind.push_back({{"tensor", std::move(t)}});
+  return bind;
+}
+
+OJ weight(OJ shape, OJ bind) {
   OJ b;
   b["dtype"] = "bf16";
   b["shape"] = std::move(shape);
   b["kind"] = "weight";
-  OJ bind = OJ::array();
-  for (auto& t : tensors) bind.push_back({{"tensor", std::move(t)}});
   b["bind"] = std::move(bind);
   return b;
+}
+
+// A weight bound to one whole tensor.
+OJ weight_of(OJ shape, std::string tensor) { return weight(std::move(shape), whole({std::move(tensor)})); }
+
+// With tensor parallelism: rank r's `width` rows (or columns) [r · width, (r + 1) · width) of `tensor`;
+// without, the whole tensor.
+OJ rank_slice(const Geo& g, std::string tensor, const char* axis, std::uint64_t width) {
+  if (!tensor_parallel(g)) return OJ{{"tensor", std::move(tensor)}};
+  OJ ranges = OJ::array();
+  for (std::uint64_t r = 0; r < g.o.tp; ++r) ranges.push_back(OJ::array({r * width, (r + 1) * width}));
+  return OJ{{"tensor", std::move(tensor)}, {axis, {{"group", kTpGroup}, {"ranges", std::move(ranges)}}}};
 }
 
 OJ plain(const char* dtype, OJ shape, const char* kind) {
@@ -30,7 +47,7 @@ OJ plain(const char* dtype, OJ shape, const char* kind) {
 // cuBLASLt's fp8 GEMMs take 16-byte-aligned operands and kern holds the scales to the same rule; every
 // buffer is an allocation of its own).
 void linear(const Geo& g, OJ& b, std::uint64_t l, const LinearWeight& w) {
-  OJ bf16 = weight(OJ::array({w.rows, w.cols}), w.tensors);
+  OJ bf16 = weight(OJ::array({w.rows, w.cols}), w.bind);
   if (!g.o.fp8) {
     b[layer_name(l, w.name)] = std::move(bf16);
     return;
@@ -44,17 +61,17 @@ void linear(const Geo& g, OJ& b, std::uint64_t l, const LinearWeight& w) {
 // The weights, bound to the HF names (q/k/v and gate/up concatenated; a tied lm_head binds the embedding).
 void weight_buffers(const Geo& g, OJ& b) {
   const Qwen3Shape& c = g.c;
-  b["embed"] = weight(OJ::array({c.vocab, c.hidden}), {"model.embed_tokens.weight"});
-  b["lm_head"] = weight(OJ::array({c.vocab, c.hidden}), {c.tied ? "model.embed_tokens.weight" : "lm_head.weight"});
-  b["final_norm"] = weight(OJ::array({c.hidden}), {"model.norm.weight"});
+  b["embed"] = weight_of(OJ::array({c.vocab, c.hidden}), "model.embed_tokens.weight");
+  b["lm_head"] = weight_of(OJ::array({c.vocab, c.hidden}), c.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+  b["final_norm"] = weight_of(OJ::array({c.hidden}), "model.norm.weight");
   for (std::uint64_t l = 0; l < c.layers; ++l) {
     const std::vector<LinearWeight> lw = linear_weights(g, l);  // qkv, o_proj, gate_up, down
-    b[layer_name(l, "input_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "input_layernorm")});
+    b[layer_name(l, "input_norm")] = weight_of(OJ::array({c.hidden}), hf_layer(l, "input_layernorm"));
     linear(g, b, l, lw[0]);
-    b[layer_name(l, "q_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.q_norm")});
-    b[layer_name(l, "k_norm")] = weight(OJ::array({c.head_dim}), {hf_layer(l, "self_attn.k_norm")});
+    b[layer_name(l, "q_norm")] = weight_of(OJ::array({c.head_dim}), hf_layer(l, "self_attn.q_norm"));
+    b[layer_name(l, "k_norm")] = weight_of(OJ::array({c.head_dim}), hf_layer(l, "self_attn.k_norm"));
     linear(g, b, l, lw[1]);
-    b[layer_name(l, "post_norm")] = weight(OJ::array({c.hidden}), {hf_layer(l, "post_attention_layernorm")});
+    b[layer_name(l, "post_norm")] = weight_of(OJ::array({c.hidden}), hf_layer(l, "post_attention_layernorm"));
     linear(g, b, l, lw[2]);
     linear(g, b, l, lw[3]);
   }
@@ -63,14 +80,16 @@ void weight_buffers(const Geo& g, OJ& b) {
 }  // namespace
 
 std::vector<LinearWeight> linear_weights(const Geo& g, std::uint64_t l) {
-  const Qwen3Shape& c = g.c;
-  return {{"qkv",
-           g.qkv_width,
-           c.hidden,
-           {hf_layer(l, "self_attn.q_proj"), hf_layer(l, "self_attn.k_proj"), hf_layer(l, "self_attn.v_proj")}},
-          {"o_proj", c.hidden, g.q_width, {hf_layer(l, "self_attn.o_proj")}},
-          {"gate_up", 2 * c.intermediate, c.hidden, {hf_layer(l, "mlp.gate_proj"), hf_layer(l, "mlp.up_proj")}},
-          {"down", c.hidden, c.intermediate, {hf_layer(l, "mlp.down_proj")}}};
+  const Qwen3Shape& c = g.c;  // one rank's heads and intermediate columns
+  const std::uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+  auto rows = [&](const char* w, std::uint64_t width) { return rank_slice(g, hf_layer(l, w), "rows", width); };
+  auto cols = [&](const char* w, std::uint64_t width) { return rank_slice(g, hf_layer(l, w), "cols", width); };
+  return {{"qkv", g.qkv_width, c.hidden,
+           OJ::array({rows("self_attn.q_proj", q), rows("self_attn.k_proj", kv), rows("self_attn.v_proj", kv)})},
+          {"o_proj", c.hidden, g.q_width, OJ::array({cols("self_attn.o_proj", q)})},
+          {"gate_up", 2 * c.intermediate, c.hidden,
+           OJ::array({rows("mlp.gate_proj", c.intermediate), rows("mlp.up_proj", c.intermediate)})},
+          {"down", c.hidden, c.intermediate, OJ::array({cols("mlp.down_proj", c.intermediate)})}};
 }
 std::string fp8_scale(std::uint64_t l, const char* w) { return layer_name(l, w) + "_scale"; }
 std::string fp8_source(std::uint64_t l, const char* w) { return layer_name(l, w) + "_bf16"; }

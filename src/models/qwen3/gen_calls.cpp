@@ -15,6 +15,8 @@
 // With --fp8 the decode program is laid out as prefill is (GEMMs into `delta`, add_rms_norm), on the
 // decode GEMM ops (fp8, cuBLASLt at every step size) and attn_decode; the lm_head stays bf16. The
 // `quantize` derive program makes the layers' e4m3 weights and scales from their bf16 sources at load.
+// With --tp both programs are laid out so too, each o_proj and down_proj followed by an all-reduce of
+// `delta` over the tp group (the ranks' partial sums) before the add_rms_norm that adds it.
 #include "models/qwen3/gen.hpp"
 
 namespace kern::models::qwen3_gen {
@@ -37,6 +39,13 @@ OJ gemm_call(const Geo& g, std::uint64_t l, const char* label, const char* op_na
   args.push_back(buf(y));
   args.push_back(var(m));
   return call(layer_name(l, label), op_name, std::move(args));
+}
+
+// Tensor parallelism: the all-reduce of layer l's `delta` (rows of the `tokens` var) after `what`.
+void add_allreduce(const Geo& g, std::uint64_t l, const char* label, OJ& calls) {
+  if (!tensor_parallel(g)) return;
+  calls.push_back(call(layer_name(l, label), "allreduce",
+                       OJ::array({buf("delta"), OJ{{"expr", {{"mul", OJ::array({"tokens", g.c.hidden})}}}}})));
 }
 
 // A layer with its GEMMs into `delta` and the residual added by the next add_rms_norm: the prefill
@@ -64,6 +73,7 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls, bool prefill = true
              OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("seqs")})));
   }
   calls.push_back(gemm_call(g, l, "o_proj", prefill ? "gemm_o" : "decode_o", "attn", "o_proj", "delta", m));
+  add_allreduce(g, l, "o_allreduce", calls);
   calls.push_back(
       call(layer_name(l, "post_norm"), "add_rms_norm",
            OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
@@ -71,6 +81,7 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls, bool prefill = true
       gemm_call(g, l, "gate_up_proj", prefill ? "gemm_gate_up" : "decode_gate_up", "normed", "gate_up", "gate_up", m));
   calls.push_back(call(layer_name(l, "silu_mul"), "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
   calls.push_back(gemm_call(g, l, "down_proj", prefill ? "gemm_down" : "decode_down", "act", "down", "delta", m));
+  add_allreduce(g, l, "down_allreduce", calls);
 }
 
 // The plain decode norm op: rms_norm, or with the chain decode_rms_norm (launched only above its rows).
@@ -126,7 +137,7 @@ void decode_o_mlp(const Geo& g, std::uint64_t l, OJ& calls, const char* m = "seq
 }
 
 void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
-  if (g.o.fp8) {
+  if (decode_as_prefill(g)) {
     prefill_layer(g, l, calls, false);
     return;
   }
@@ -152,7 +163,7 @@ void head_calls(const Geo& g, bool prefill, OJ& calls, const char* m = "seqs") {
         call("lm_head", "gemm_lm_head", OJ::array({buf("last"), buf("lm_head"), buf("logits"), var("seqs")})));
   } else if (!decode_needs_ops(g)) {
     // the last layer's chain ends with the lm_head
-  } else if (g.o.fp8) {  // the last down_proj is in delta
+  } else if (decode_as_prefill(g)) {  // the last down_proj is in delta
     calls.push_back(call("final_norm", "add_rms_norm",
                          OJ::array({buf("hidden"), buf("delta"), buf("final_norm"), buf("normed"), var("tokens")})));
     calls.push_back(

@@ -144,6 +144,16 @@ OJ sample_op(const Geo& g) {
             std::move(sc));
 }
 
+// Tensor parallelism: the in-place sum of a [rows, hidden] bf16 buffer over the tp group (NCCL; the
+// runtime's communicator for the group). Params: x, count (elements).
+OJ allreduce_op() {
+  OJ l;
+  l["entry"] = "extern:nccl_allreduce_bf16";
+  l["params"] = {"in buffer<bf16>", "out buffer<bf16>", "i32", "i32"};
+  l["args"] = OJ::array({p(0), p(0), p(1), OJ{{"rank", kTpGroup}}});
+  return op({"inout buffer<bf16>", "i32"}, OJ::array({std::move(l)}));
+}
+
 }  // namespace
 
 std::uint64_t sample_history_stride(const Geo& g) { return g.c.max_positions; }
@@ -171,6 +181,7 @@ OJ ops(const Geo& g) {
     o["argmax"] = argmax_op(g);
   }
   if (g.chain_rows > 0) add_chain_ops(g, o);
+  if (tensor_parallel(g)) o["allreduce"] = allreduce_op();
   add_gemm_ops(g, o);
   return o;
 }
