@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 32, device round 3: kern run's first token from the prefill's own last row (issue 18; docs/perf.md,
-# session 32). The HF gate on tiny and the default shape (its determinism variants: --chunk 1, --eager, a
+# session 32). The HF gate on the default shape (its determinism variants: --chunk 1, --eager, a
 # repeat), the GPU tests that drive kern run's Generator (serve against kern run, kern test, capture, fp8,
 # pipeline), then kern bench on the 4B shape twice in one call: the new default and --first-token-step
 # (the old way: positions [0, n - 1) in the prefill, the last through a one-row decode step); the peer once.
@@ -24,10 +24,10 @@ t0=$(date +%s)
 timeout 100 $k bench --weights /tmp/m4b --kernels $K --no-peer --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --first-token-step --json $out/bench-step.json > $out/bench-step.txt 2>&1
 echo "bench --first-token-step rc $? ($(( $(date +%s) - t0 )) s)" >> $R; grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)" $out/bench-step.txt >> $R
 t0=$(date +%s)
-timeout 260 $k bench --weights /tmp/m4b --kernels $K --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
+timeout 200 $k bench --weights /tmp/m4b --kernels $K --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
 echo "bench default (with the peer) rc $? ($(( $(date +%s) - t0 )) s)" >> $R; grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)" $out/bench.txt >> $R
 grep -E "prefill|peer" $out/bench.txt | grep -v "^bench:" | head -30 >> $R
 t0=$(date +%s)
-SKIP_SUITE=1 GATE_TIMEOUT=200 timeout 210 bash scripts/dev/check.sh build $out/chk "tiny default" > $out/gate.out 2>&1
+SKIP_SUITE=1 GATE_TIMEOUT=150 timeout 160 bash scripts/dev/check.sh build $out/chk "default" > $out/gate.out 2>&1
 echo "gate rc $? ($(( $(date +%s) - t0 )) s)" >> $R; grep -E "gate exit|PASS|FAIL|mean|variant|identical" $out/gate.out | tail -12 >> $R
 cat $R
