@@ -10,6 +10,7 @@
 // group is out of step: the caller treats it as fatal). Stores are release and loads acquire at
 // system scope: what a member wrote before its barrier is visible to every member after theirs.
 // No multimem / multicast: plain stores and loads through the peer's mapping.
+#include <cuda_bf16.h>
 #include <stdint.h>
 
 namespace {
@@ -52,5 +53,33 @@ extern "C" __global__ void kern_peer_barrier(const unsigned long long* peers, in
   if (t == 0) {
     gen[0] = g;
     error[0] = first_late == 0x7fffffff ? 0 : first_late + 1;
+  }
+}
+
+// The one-shot all-reduce over peer buffers (tensor-parallel decode and prefill on one host; docs/kernels.md,
+// "Peer all-reduce"): out[i] = the sum over ranks t = 0, 1, … of rank t's parts[i], in rank order and in f32,
+// rounded once to bf16, so every rank computes the same bits. `peers[t]` is rank t's exported bf16 parts
+// buffer as this rank maps it. The caller brackets it with peer barriers: one after every rank wrote its
+// parts, one before any rank writes them again. Loads bypass L1 (ld.global.cv): the parts were written
+// by other streams (or GPUs) since this kernel's last launch. count: elements, a multiple of 8.
+extern "C" __global__ void kern_allreduce_peer_bf16(const unsigned long long* peers, int ranks, __nv_bfloat16* out,
+                                                    long long count) {
+  const long long vecs = count / 8;
+  for (long long v = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; v < vecs;
+       v += static_cast<long long>(gridDim.x) * blockDim.x) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int t = 0; t < ranks; ++t) {
+      const uint4 raw = __ldcv(reinterpret_cast<const uint4*>(peers[t]) + v);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        acc[2 * j] += f.x;
+        acc[2 * j + 1] += f.y;
+      }
+    }
+    uint4 packed;
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&packed);
+    for (int j = 0; j < 4; ++j) o[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+    reinterpret_cast<uint4*>(out)[v] = packed;
   }
 }

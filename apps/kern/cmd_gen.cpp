@@ -156,6 +156,9 @@ Runner setup(CLI::App& app) {
                 "Tensor-parallel ranks: an SPMD manifest over topology group tp, each rank holding heads / tp, "
                 "kv heads / tp and intermediate / tp, o_proj and down_proj all-reduced through NCCL "
                 "(docs/multi-gpu-handles.md)");
+  q->add_flag("--tp-peer-allreduce", opt.gen.tp_peer_allreduce,
+              "With --tp: the all-reduces as kern's one-shot kernel over peer buffers between two peer barriers "
+              "instead of NCCL (every rank may then share one GPU)");
   q->add_flag("--fp8", opt.gen.fp8,
               "e4m3 GEMMs for the layers (cuBLASLt, sm_89+): each layer's linear weights quantized per tensor at "
               "load by a derive program, each GEMM's input per tensor per call; embedding, lm_head and norms stay "

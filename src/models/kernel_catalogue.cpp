@@ -245,7 +245,14 @@ constexpr P kPeerBarrier[] = {
     {"error", "out buffer<i32>"},   // [1]: 0, or 1 + the lowest rank that did not arrive in time
     {"timeout_ns", "i64"},
 };
-constexpr KernelEntry kPeerFamily[] = {{"kern_peer_barrier", kPeerBarrier}};
+constexpr P kAllreducePeer[] = {
+    {"peers", "in buffer<u64>"},    // [ranks]: every member's parts (a peer buffer of an exported bf16 buffer)
+    {"ranks", "i32"},               // the group's size
+    {"out", "out buffer<bf16>"},    // [count]: the sum over ranks, in rank order, in f32, rounded once
+    {"count", "i64"},               // elements, a multiple of 8
+};
+constexpr KernelEntry kPeerFamily[] = {{"kern_allreduce_peer_bf16", kAllreducePeer},
+                                       {"kern_peer_barrier", kPeerBarrier}};
 
 // ---------------------------------------------------------------- rmsnorm (kernels/rmsnorm.cu)
 constexpr P kRmsNorm[] = {

@@ -4,6 +4,7 @@
 # repeat), the GPU tests that drive kern run's Generator (serve against kern run, kern test, capture, fp8,
 # pipeline), then kern bench on the 4B shape twice in one call: the new default and --first-token-step
 # (the old way: positions [0, n - 1) in the prefill, the last through a one-row decode step); the peer once.
+# First: tensor-parallel Qwen3 on one GPU (two ranks through the peer all-reduce against one rank; issue 20).
 # Run (carry [".devrun"]): bash docs/measurements/s32-2026-12-06/s32c.sh $OUT
 set -u
 out=$1
@@ -16,9 +17,12 @@ R=$out/results.log
 bash scripts/setup-tokenizer.sh > /dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $R
 t0=$(date +%s)
-KERN_CTEST_ARGS="-R (ServeGpu|PipelineGpu|CaptureGpu|Fp8Gpu|KernTestGpu)" timeout 90 bash scripts/gpu-tests.sh build $out/suite.log > $out/suite.out 2>&1
+(cd build && timeout 90 tests/gpu/serve/test_tp_gpu > $out/tp.log 2>&1); echo "tp rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+grep -E "^\[tp\]|Failure|Expected|Which is|exception|OK|FAILED" $out/tp.log | head -12 >> $R
+t0=$(date +%s)
+KERN_CTEST_ARGS="-R (TensorParallelGpu|PeerAllReduceGpu|KernelCatalogueGpu|PeerBarrierGpu|ServeGpu|PipelineGpu|CaptureGpu|Fp8Gpu|KernTestGpu)" timeout 120 bash scripts/gpu-tests.sh build $out/suite.log > $out/suite.out 2>&1
 echo "suite rc $? ($(( $(date +%s) - t0 )) s)" >> $R; tail -1 $out/suite.out >> $R
-grep -E "Failed|Timeout" $out/suite.log | head -5 >> $R
+grep -E "Failed|Timeout|\[tp\]" $out/suite.log | head -8 >> $R
 $k synth qwen3 --preset 4b -o /tmp/m4b > /dev/null 2>&1
 t0=$(date +%s)
 timeout 100 $k bench --weights /tmp/m4b --kernels $K --no-peer --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --first-token-step --json $out/bench-step.json > $out/bench-step.txt 2>&1

@@ -132,6 +132,12 @@ struct Qwen3GenOptions {
   // computes the same tokens. Needs tp dividing heads, kv_heads and intermediate; no decode chain,
   // fp8, fused GEMV norms or mixed steps.
   std::uint64_t tp = 1;
+  // With tp above 1: the all-reduces as a one-shot kernel over peer buffers (kernels/peer.cu
+  // kern_allreduce_peer_bf16, between two peer barriers) instead of NCCL. o_proj and down_proj write
+  // into the exported `tp_parts`; each rank sums every rank's parts in rank order into `delta`. Runs
+  // with every rank on one GPU too (NCCL refuses that). Each barrier call writes its own word of the
+  // `tp_barrier_errors` output (0, or 1 + the first rank that did not arrive within 2 s).
+  bool tp_peer_allreduce = false;
   std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.
   std::map<std::string, std::string> module_sha256;

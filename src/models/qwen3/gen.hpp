@@ -56,6 +56,9 @@ inline bool tensor_parallel(const Geo& g) { return g.o.tp > 1; }
 // Both programs laid out as prefill is (GEMMs into `delta`, the residual added by add_rms_norm): fp8
 // (no accumulating fp8 GEMM) and tensor parallelism (the partial sums are all-reduced first).
 inline bool decode_as_prefill(const Geo& g) { return g.o.fp8 || tensor_parallel(g); }
+inline bool peer_allreduce(const Geo& g) { return tensor_parallel(g) && g.o.tp_peer_allreduce; }
+// A peer barrier's timeout (kern_peer_barrier): a rank that does not arrive within it is reported.
+inline constexpr std::uint64_t kTpBarrierTimeoutNs = 2'000'000'000;
 
 // ---------------------------------------------------------------- launch args and launches
 

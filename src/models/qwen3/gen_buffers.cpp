@@ -147,6 +147,21 @@ OJ buffers(const Geo& g) {
   if (g.chain_rows > 0) b["chain_sync"] = plain("u32", OJ::array({2}), "carry");
   // The sampling race kernel's arrival counts per row: the same rule.
   if (g.o.sampling) b["sample_arrivals"] = plain("i32", OJ::array({"seqs"}), "carry");
+  if (peer_allreduce(g)) {  // the one-shot all-reduce's exported parts and barrier flags, and their peers
+    auto exported = [&](const char* name, const char* dtype, OJ shape) {
+      b[name] = plain(dtype, std::move(shape), "workspace");
+      b[name]["export"] = true;
+    };
+    auto peer_of = [&](const char* name, const char* of) {
+      b[name] = {{"dtype", "u64"}, {"shape", OJ::array({g.o.tp})}, {"kind", "peer"}, {"of", of}, {"group", kTpGroup}};
+    };
+    exported("tp_parts", "bf16", OJ::array({"tokens", c.hidden}));
+    peer_of("tp_part_peers", "tp_parts");
+    exported("tp_flags", "u32", OJ::array({g.o.tp}));
+    peer_of("tp_flag_peers", "tp_flags");
+    b["tp_barrier_gen"] = plain("u32", OJ::array({1}), "carry");
+    b["tp_barrier_errors"] = plain("i32", OJ::array({4 * c.layers}), "output");  // two barriers per all-reduce
+  }
   weight_buffers(g, b);
   return b;
 }

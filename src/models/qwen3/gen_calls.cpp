@@ -41,11 +41,29 @@ OJ gemm_call(const Geo& g, std::uint64_t l, const char* label, const char* op_na
   return call(layer_name(l, label), op_name, std::move(args));
 }
 
-// Tensor parallelism: the all-reduce of layer l's `delta` (rows of the `tokens` var) after `what`.
-void add_allreduce(const Geo& g, std::uint64_t l, const char* label, OJ& calls) {
+// Tensor parallelism: where o_proj and down_proj write (a rank's partial sum): `delta`, all-reduced in
+// place by NCCL, or with the peer all-reduce the exported `tp_parts`, summed over the ranks into `delta`.
+const char* partial_out(const Geo& g) { return peer_allreduce(g) ? "tp_parts" : "delta"; }
+
+// The all-reduce of layer l's partial sum after `what` (o_proj: slot 0, down_proj: slot 1) into `delta`
+// (rows of the `tokens` var).
+void add_allreduce(const Geo& g, std::uint64_t l, const char* what, std::uint64_t slot, OJ& calls) {
   if (!tensor_parallel(g)) return;
-  calls.push_back(call(layer_name(l, label), "allreduce",
-                       OJ::array({buf("delta"), OJ{{"expr", {{"mul", OJ::array({"tokens", g.c.hidden})}}}}})));
+  const OJ count{{"expr", {{"mul", OJ::array({"tokens", g.c.hidden})}}}};
+  const std::string label = std::string(what) + "_allreduce";
+  if (!peer_allreduce(g)) {
+    calls.push_back(call(layer_name(l, label.c_str()), "allreduce", OJ::array({buf("delta"), count})));
+    return;
+  }
+  auto barrier = [&](const char* which, std::uint64_t word) {
+    calls.push_back(call(layer_name(l, (std::string(what) + "_barrier_" + which).c_str()), "peer_barrier",
+                         OJ::array({buf("tp_flag_peers"), buf("tp_barrier_gen"),
+                                    buf("tp_barrier_errors", 4 * (4 * l + 2 * slot + word))})));
+  };
+  barrier("in", 0);  // every rank's parts written
+  calls.push_back(call(layer_name(l, label.c_str()), "allreduce_peer",
+                       OJ::array({buf("tp_part_peers"), buf("delta"), count})));
+  barrier("out", 1);  // every rank done reading them
 }
 
 // A layer with its GEMMs into `delta` and the residual added by the next add_rms_norm: the prefill
@@ -72,16 +90,16 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls, bool prefill = true
         call(layer_name(l, "attn"), "attn_decode",
              OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("seqs")})));
   }
-  calls.push_back(gemm_call(g, l, "o_proj", prefill ? "gemm_o" : "decode_o", "attn", "o_proj", "delta", m));
-  add_allreduce(g, l, "o_allreduce", calls);
+  calls.push_back(gemm_call(g, l, "o_proj", prefill ? "gemm_o" : "decode_o", "attn", "o_proj", partial_out(g), m));
+  add_allreduce(g, l, "o", 0, calls);
   calls.push_back(
       call(layer_name(l, "post_norm"), "add_rms_norm",
            OJ::array({buf("hidden"), buf("delta"), buf(layer_name(l, "post_norm")), buf("normed"), var("tokens")})));
   calls.push_back(
       gemm_call(g, l, "gate_up_proj", prefill ? "gemm_gate_up" : "decode_gate_up", "normed", "gate_up", "gate_up", m));
   calls.push_back(call(layer_name(l, "silu_mul"), "silu_mul", OJ::array({buf("gate_up"), buf("act"), var("tokens")})));
-  calls.push_back(gemm_call(g, l, "down_proj", prefill ? "gemm_down" : "decode_down", "act", "down", "delta", m));
-  add_allreduce(g, l, "down_allreduce", calls);
+  calls.push_back(gemm_call(g, l, "down_proj", prefill ? "gemm_down" : "decode_down", "act", "down", partial_out(g), m));
+  add_allreduce(g, l, "down", 1, calls);
 }
 
 // The plain decode norm op: rms_norm, or with the chain decode_rms_norm (launched only above its rows).

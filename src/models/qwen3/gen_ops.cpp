@@ -154,6 +154,21 @@ OJ allreduce_op() {
   return op({"inout buffer<bf16>", "i32"}, OJ::array({std::move(l)}));
 }
 
+// The one-shot all-reduce's pieces (kernels/peer.cu). peer_barrier params: flag peers, gen, error word.
+OJ peer_barrier_op(const Geo& g) {
+  return op({"in buffer<u64>", "inout buffer<u32>", "out buffer<i32>"},
+            OJ::array({launch("kern_peer_barrier",
+                              OJ::array({p(0), OJ{{"rank", kTpGroup}}, i32(g.o.tp), p(1), p(2), i64(kTpBarrierTimeoutNs)}),
+                              OJ::array({1, 1, 1}), 32)}));
+}
+// allreduce_peer params: part peers, out, count (elements).
+OJ allreduce_peer_op(const Geo& g) {
+  constexpr std::uint64_t kBlocks = 264, kThreads = 256;  // strides over any count
+  return op({"in buffer<u64>", "out buffer<bf16>", "i64"},
+            OJ::array({launch("kern_allreduce_peer_bf16", OJ::array({p(0), i32(g.o.tp), p(1), p(2)}),
+                              OJ::array({kBlocks, 1, 1}), kThreads)}));
+}
+
 }  // namespace
 
 std::uint64_t sample_history_stride(const Geo& g) { return g.c.max_positions; }
@@ -181,7 +196,12 @@ OJ ops(const Geo& g) {
     o["argmax"] = argmax_op(g);
   }
   if (g.chain_rows > 0) add_chain_ops(g, o);
-  if (tensor_parallel(g)) o["allreduce"] = allreduce_op();
+  if (peer_allreduce(g)) {
+    o["peer_barrier"] = peer_barrier_op(g);
+    o["allreduce_peer"] = allreduce_peer_op(g);
+  } else if (tensor_parallel(g)) {
+    o["allreduce"] = allreduce_op();
+  }
   add_gemm_ops(g, o);
   return o;
 }

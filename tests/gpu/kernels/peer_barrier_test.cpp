@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <random>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -155,6 +157,48 @@ double captured_barrier_us(Fatbin& fb, Group& g) {
   for (auto x : execs) cudaGraphExecDestroy(x);
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
+}
+
+// The one-shot all-reduce (kern_allreduce_peer_bf16) over 1, 2 and 3 "ranks" (buffers of one GPU): each
+// element is the f32 sum of the ranks' elements in rank order, rounded once to bf16, so it is within half
+// a bf16 ulp (plus the f32 sum's rounding) of the float64 sum; a count not covering the buffer leaves
+// the rest untouched; the same inputs give the same bits.
+TEST(PeerAllReduceGpu, SumsEveryRanksPartsInRankOrderAgainstFloat64) {
+  Fatbin fb("peer");
+  std::mt19937_64 rng(5);
+  for (int ranks : {1, 2, 3}) {
+    const std::size_t n = 8 * 5000 + 8 * 3;  // not a multiple of the grid's threads
+    std::vector<std::vector<bf16_bits>> parts;
+    std::vector<std::unique_ptr<Device<bf16_bits>>> bufs;
+    std::vector<unsigned long long> addrs;
+    for (int r = 0; r < ranks; ++r) {
+      parts.push_back(random_bf16(rng, n, -4.0f, 4.0f));
+      bufs.push_back(std::make_unique<Device<bf16_bits>>(parts.back()));
+      addrs.push_back(reinterpret_cast<unsigned long long>(bufs.back()->get()));
+    }
+    Device<unsigned long long> peers(addrs);
+    Device<bf16_bits> out(n), again(n);
+    const long long count = static_cast<long long>(n - 8);  // the last 8 elements stay poisoned
+    fb.launch("kern_allreduce_peer_bf16", dim3(264), dim3(256), peers.get(), ranks, out.get(), count);
+    fb.launch("kern_allreduce_peer_bf16", dim3(7), dim3(64), peers.get(), ranks, again.get(), count);
+    const std::vector<bf16_bits> got = out.download(), got2 = again.download();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i >= static_cast<std::size_t>(count)) {
+        ASSERT_TRUE(bf16_is_nan(got[i])) << "element " << i << " past the count was written";
+        continue;
+      }
+      ASSERT_EQ(got[i], got2[i]) << "grid-dependent bits at " << i;
+      double sum = 0;
+      float f = 0;
+      for (int r = 0; r < ranks; ++r) {
+        sum += bf16_to_float(parts[r][i]);
+        f += bf16_to_float(parts[r][i]);
+      }
+      ASSERT_EQ(got[i], float_to_bf16(f)) << "ranks " << ranks << " element " << i;  // rank order, one rounding
+      const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::abs(sum), 1e-30)) - 7);
+      ASSERT_LE(std::abs(static_cast<double>(bf16_to_float(got[i])) - sum), 0.5 * ulp + 1e-6 * std::abs(sum)) << i;
+    }
+  }
 }
 
 TEST(PerfGpu, PeerBarrier) {

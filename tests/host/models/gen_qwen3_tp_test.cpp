@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
 #include "kern/base/error.hpp"
 #include "kern/base/json.hpp"
@@ -104,6 +105,53 @@ TEST(GenQwen3Tp, VerifiesAndServesAsOneSpmdManifestWithTwoAllReducesPerLayer) {
       ASSERT_TRUE(p.chunk());
       EXPECT_TRUE(p.chunk()->emits_tokens);  // kern run's prefill still yields the first token
     }
+  }
+}
+
+TEST(GenQwen3Tp, ThePeerAllReduceSumsExportedPartsBetweenTwoBarriers) {
+  const Qwen3Shape c = preset("tiny");
+  Qwen3GenOptions o = options(2);
+  o.tp_peer_allreduce = true;
+  const OJ m = generate_qwen3_manifest(c, o);
+  const core::Verified v = core::verify(parsed(m));
+  core::check_protocol(v);
+  EXPECT_FALSE(m["ops"].contains("allreduce"));  // no NCCL
+  EXPECT_TRUE(m["buffers"]["tp_parts"]["export"].get<bool>());
+  EXPECT_EQ(m["buffers"]["tp_part_peers"]["of"], "tp_parts");
+  EXPECT_EQ(m["buffers"]["tp_flag_peers"]["of"], "tp_flags");
+  const OJ& b = m["ops"]["peer_barrier"]["impl"]["launches"][0];
+  EXPECT_EQ(b["entry"], "kern_peer_barrier");
+  EXPECT_EQ(b["args"][1], (OJ{{"rank", "tp"}}));
+  EXPECT_EQ(b["args"][5], (OJ{{"i64", 2000000000}}));
+  for (const char* program : {"prefill", "decode"}) {
+    SCOPED_TRACE(program);
+    const OJ& calls = m["programs"][program]["calls"];
+    std::set<std::uint64_t> error_words;
+    std::size_t reduces = 0;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const std::string label = calls[i].value("label", "");
+      if (calls[i]["op"] == "peer_barrier") {
+        EXPECT_TRUE(error_words.insert(calls[i]["args"][2].value("offset", 0)).second) << label;
+        continue;
+      }
+      for (const std::string what : {"o", "down"}) {
+        const std::string gemm = what == "o" ? ".o_proj" : ".down_proj";
+        if (label.size() <= gemm.size() || label.compare(label.size() - gemm.size(), gemm.size(), gemm) != 0) continue;
+        const std::string layer = label.substr(0, label.size() - gemm.size());
+        ASSERT_LT(i + 4, calls.size());
+        EXPECT_EQ(calls[i]["args"][2], (OJ{{"buf", "tp_parts"}})) << label;  // the partial sum, exported
+        EXPECT_EQ(calls[i + 1]["label"], layer + "." + what + "_barrier_in");
+        EXPECT_EQ(calls[i + 2]["label"], layer + "." + what + "_allreduce");
+        EXPECT_EQ(calls[i + 2]["op"], "allreduce_peer");
+        EXPECT_EQ(calls[i + 2]["args"][1], (OJ{{"buf", "delta"}}));
+        EXPECT_EQ(calls[i + 3]["label"], layer + "." + what + "_barrier_out");
+        EXPECT_EQ(calls[i + 4]["op"], "add_rms_norm");
+        ++reduces;
+      }
+    }
+    EXPECT_EQ(reduces, 2 * c.layers);
+    EXPECT_EQ(error_words.size(), 4 * c.layers);  // every barrier its own word of tp_barrier_errors
+    EXPECT_EQ(*error_words.rbegin(), 4 * (4 * c.layers - 1));
   }
 }
 

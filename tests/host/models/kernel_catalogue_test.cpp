@@ -53,7 +53,8 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
   for (const std::string& f : qwen3_kernel_families()) o.module_sha256[f] = to_hex(sha256(f));
   Qwen3Shape c = qwen3_preset("4b");
   std::set<std::string> launched;
-  for (int variant = 0; variant < 5; ++variant) {  // 3: variant 0 with the warp-item decode attention; 4: fp8
+  for (int variant = 0; variant < 6; ++variant) {  // 3: variant 0 with the warp-item decode attention; 4: fp8;
+                                                   // 5: tensor-parallel with the peer all-reduce
     c.rope_scaling.type = variant == 1 ? Qwen3RopeScaling::Type::Yarn : Qwen3RopeScaling::Type::None;
     c.rope_scaling.original_max_positions = 32768;
     o.decode_chain = variant == 1;
@@ -64,6 +65,8 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 || variant == 4 ? 8192 : 2048;  // the long-call prefill layouts (mma, wgmma)
     o.fp8 = variant == 4;  // the quant kernels
+    o.tp = variant == 5 ? 2 : 1;
+    o.tp_peer_allreduce = variant == 5;  // the peer barrier and the one-shot all-reduce
     o.prefill_attn_wgmma = variant != 0;  // variant 0: the mma.sync prefill layouts (--prefill-attn-mma)
     const auto m = generate_qwen3_manifest(c, o);
     for (const auto& [name, decl] : m["ops"].items()) {
@@ -84,11 +87,8 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
       }
     }
   }
-  // Between them the variants launch every production entry of the head dim (hd 64 entries aside),
-  // but the peer family's: only a tensor-parallel manifest launches the peer barrier, and kern gen
-  // --tp (issue 20) is not built (the GPU catalogue test checks its ABI like every entry's).
+  // Between them the variants launch every production entry of the head dim (hd 64 entries aside).
   for (const KernelFamily& f : kernel_catalogue()) {
-    if (f.name == std::string_view("peer")) continue;
     for (const KernelEntry& e : f.entries) {
       if (e.name.find("_hd64") == std::string_view::npos) {
         EXPECT_TRUE(launched.count(std::string(e.name))) << e.name;
