@@ -136,6 +136,7 @@ void greedy_alone_and_among_others(bool mixed, bool packed = false) {
     driver::GeneratorOptions go;
     go.steps = kSteps;
     go.chunk = 64;
+    go.first_token_from_step = true;  // the server's way, whatever the manifest (docs/serve.md)
     driver::Generator gen(*m.protocol, exec, go);
     for (const auto& p : ps) {
       const std::vector<std::int64_t> prompt(p.begin(), p.end());
@@ -243,6 +244,7 @@ TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
     driver::GeneratorOptions go;
     go.steps = kSteps;
     go.chunk = 64;
+    go.first_token_from_step = true;  // the server's way, whatever the manifest (docs/serve.md)
     go.sampling = settings(i);
     driver::Generator gen(*m.protocol, exec, go);
     reference.push_back(gen.generate(std::vector<std::int64_t>(ps[i].begin(), ps[i].end())).tokens);
@@ -282,6 +284,7 @@ TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
     driver::GeneratorOptions go;
     go.steps = kSteps;
     go.chunk = 64;
+    go.first_token_from_step = true;  // the server's way, whatever the manifest (docs/serve.md)
     driver::Generator gen(*m.protocol, exec, go);
     for (std::size_t i = 0; i < ps.size(); i += 4)
       penalized_differs += gen.generate(std::vector<std::int64_t>(ps[i].begin(), ps[i].end())).tokens != reference[i];

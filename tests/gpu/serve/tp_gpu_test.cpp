@@ -92,7 +92,7 @@ struct Loaded {
 Loaded load(const models::Qwen3Shape& shape, const std::filesystem::path& dir, std::uint64_t tp) {
   models::Qwen3GenOptions gen;
   gen.max_seqs = 8;
-  gen.max_tokens = 256;
+  gen.max_tokens = 512;
   gen.model = "tiny";
   gen.logits_output = true;
   gen.tp = tp;
