@@ -3,7 +3,7 @@
 # RoPE launch `when` outside the var's bounds; the serve engine tests' reference generator now takes the
 # first token from a one-row step, the server's way; kern bench's per-op prefill profile leased while the
 # unprofiled generator still held its pages): the TP test, the serve engine tests, then kern bench on the
-# 4B shape with the peer (the new default) and --first-token-step without it.
+# 4B shape with the peer (the new default; round 3 has --first-token-step).
 # Run (carry [".devrun"]): bash docs/measurements/s32-2026-12-06/s32d.sh $OUT
 set -u
 out=$1
@@ -23,10 +23,7 @@ echo "suite rc $? ($(( $(date +%s) - t0 )) s)" >> $R; tail -1 $out/suite.out >> 
 grep -E "Failed|Timeout" $out/suite.log | head -8 >> $R
 $k synth qwen3 --preset 4b -o /tmp/m4b > /dev/null 2>&1
 t0=$(date +%s)
-timeout 220 $k bench --weights /tmp/m4b --kernels $K --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
+timeout 240 $k bench --weights /tmp/m4b --kernels $K --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
 echo "bench default (with the peer) rc $? ($(( $(date +%s) - t0 )) s)" >> $R; grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)" $out/bench.txt >> $R
 grep -E "prefill|peer|gemm_lm|decode_lm|sample" $out/bench.txt | grep -v "^bench:" | head -40 >> $R
-t0=$(date +%s)
-timeout 100 $k bench --weights /tmp/m4b --kernels $K --no-peer --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --first-token-step --json $out/bench-step.json > $out/bench-step.txt 2>&1
-echo "bench --first-token-step rc $? ($(( $(date +%s) - t0 )) s)" >> $R; grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)" $out/bench-step.txt >> $R
 cat $R
