@@ -2,8 +2,9 @@
 // kern gen's --tp 2 --tp-peer-allreduce runs as two runtimes of one process (ranks 0 and 1 of group tp,
 // connected with connect_local; the all-reduces through peer buffers, since NCCL refuses two ranks on one
 // GPU), driven by kern run's generator through an executor that fans every call out to both ranks. Its
-// logits, teacher-forced on the one-rank manifest's tokens, must match the one-rank run's: the same top
-// token wherever the one-rank margin exceeds 0.2, small mean and max differences; both ranks' logits
+// logits, teacher-forced on the one-rank manifest's tokens, must match the one-rank run's within the HF
+// gate's bounds (the same top token wherever the one-rank margin exceeds 0.2 nat; |Δ log p| of the top token
+// mean ≤ 0.06, p99 ≤ 0.2); both ranks' logits
 // bitwise equal (the all-reduce sums in rank order on every rank); no barrier timed out.
 #include <gtest/gtest.h>
 
@@ -143,10 +144,19 @@ TEST(TensorParallelGpu, TwoRanksOnOneGpuThroughPeerBuffersMatchOneRank) {
   TrayExecutor tray({both[0], both[1]});
   driver::Generator g1(*one.protocol, exec1, go), g2(*two.protocol, tray, go);
 
+  // Per row, as the HF gate measures kern against transformers (scripts/gate/hf_compare.py): the log-prob
+  // of the one-rank run's top token under each run (float64 log-softmax), and the top token wherever the
+  // one-rank margin exceeds 0.2.
+  auto log_softmax_at = [](const std::vector<float>& v, std::size_t k) {
+    const double mx = *std::max_element(v.begin(), v.end());
+    double z = 0;
+    for (float e : v) z += std::exp(static_cast<double>(e) - mx);
+    return static_cast<double>(v[k]) - mx - std::log(z);
+  };
   std::mt19937_64 rng(3);
-  std::size_t rows = 0, decided = 0, agree = 0;
-  double sum_abs = 0, max_abs = 0;
-  std::uint64_t entries = 0;
+  std::size_t decided = 0, agree = 0;
+  std::vector<double> dlogp;
+  double max_logit = 0, max_abs = 0;
   for (const std::size_t n : {5u, 70u, 200u}) {
     std::vector<std::int64_t> prompt(n);
     for (auto& t : prompt) t = static_cast<std::int64_t>(100 + rng() % 150000);
@@ -163,26 +173,30 @@ TEST(TensorParallelGpu, TwoRanksOnOneGpuThroughPeerBuffersMatchOneRank) {
       for (std::size_t k = 0; k < x.size(); ++k) order[k] = k;
       std::partial_sort(order.begin(), order.begin() + 2, order.end(), [&](std::size_t p, std::size_t q) { return x[p] > x[q]; });
       const std::size_t top_y = static_cast<std::size_t>(std::max_element(y.begin(), y.end()) - y.begin());
-      if (x[order[0]] - x[order[1]] > 0.2f) {
+      const double lp1 = log_softmax_at(x, order[0]), lp1_2 = log_softmax_at(x, order[1]);
+      if (lp1 - lp1_2 > 0.2) {
         ++decided;
         agree += top_y == order[0];
       }
+      dlogp.push_back(std::abs(lp1 - log_softmax_at(y, order[0])));
       for (std::size_t k = 0; k < x.size(); ++k) {
-        const double d = std::abs(static_cast<double>(x[k]) - y[k]);
-        sum_abs += d;
-        max_abs = std::max(max_abs, d);
+        max_abs = std::max(max_abs, std::abs(static_cast<double>(x[k]) - y[k]));
+        max_logit = std::max(max_logit, std::abs(static_cast<double>(x[k])));
       }
-      entries += x.size();
-      ++rows;
     }
   }
-  const double mean_abs = sum_abs / static_cast<double>(entries);
-  std::printf("[tp] %zu rows: top token agrees on %zu of %zu with a one-rank margin > 0.2; |dlogit| mean %.5f max %.4f\n",
-              rows, agree, decided, mean_abs, max_abs);
-  EXPECT_GT(decided, rows / 2);
+  std::sort(dlogp.begin(), dlogp.end());
+  double mean = 0;
+  for (double d : dlogp) mean += d;
+  mean /= static_cast<double>(dlogp.size());
+  const double p99 = dlogp[std::min(dlogp.size() - 1, dlogp.size() * 99 / 100)];
+  std::printf("[tp] %zu rows: top token agrees on %zu of %zu with a one-rank margin > 0.2 nat; |dlogp(top)| mean %.4f "
+              "p99 %.4f max %.4f; |dlogit| max %.3f (|logit| max %.2f)\n",
+              dlogp.size(), agree, decided, mean, p99, dlogp.back(), max_abs, max_logit);
+  EXPECT_GT(decided, dlogp.size() / 2);
   EXPECT_EQ(agree, decided);
-  EXPECT_LT(mean_abs, 0.05);
-  EXPECT_LT(max_abs, 1.0);
+  EXPECT_LE(mean, 0.06);  // the HF gate's bounds for kern against transformers
+  EXPECT_LE(p99, 0.2);
   // Both ranks computed the same logits, bit for bit, and no barrier timed out.
   EXPECT_EQ(both[0]->read_output("logits"), both[1]->read_output("logits"));
   for (runtime::Runtime* r : both)
