@@ -179,10 +179,16 @@ TEST(TensorParallelGpu, TwoRanksOnOneGpuThroughPeerBuffersMatchOneRank) {
         agree += top_y == order[0];
       }
       dlogp.push_back(std::abs(lp1 - log_softmax_at(y, order[0])));
+      double row_max = 0;
       for (std::size_t k = 0; k < x.size(); ++k) {
-        max_abs = std::max(max_abs, std::abs(static_cast<double>(x[k]) - y[k]));
+        row_max = std::max(row_max, std::abs(static_cast<double>(x[k]) - y[k]));
         max_logit = std::max(max_logit, std::abs(static_cast<double>(x[k])));
       }
+      max_abs = std::max(max_abs, row_max);
+      // Which rows differ most (row 0 of a prompt is the prefill's; the rest are decode steps).
+      if (row_max > 0.5)
+        std::printf("[tp] prompt of %zu tokens, row %zu (%s): |dlogit| max %.3f, |dlogp(top)| %.4f\n", n, i,
+                    i == 0 ? "prefill" : "decode", row_max, dlogp.back());
     }
   }
   std::sort(dlogp.begin(), dlogp.end());
