@@ -305,18 +305,16 @@ PrefillCallTimes prefill_call_ms(const core::Protocol& protocol, runtime::Runtim
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
   const driver::GeneratorOptions options = first_token_only(tokens, first_token_from_step);
   driver::RuntimeExecutor exec(runtime);
-  bool from_chunk = false;
+  PrefillCallTimes out;
+  std::string program;
   std::int64_t reference = 0;
   {  // its pages go back to the pool before the profiled generation leases them
     driver::Generator unprofiled(protocol, exec, options);
-    from_chunk = unprofiled.first_token_from_chunk();
-    one_call_prefill_program(protocol, tokens, from_chunk);  // refused before anything runs
+    out.rows = unprofiled.chunked_rows(tokens);
+    program = one_call_prefill_program(protocol, out.rows);  // refused before anything runs
     reference = unprofiled.generate(prompt).tokens.at(0);
   }
-  const std::string program = one_call_prefill_program(protocol, tokens, from_chunk);
 
-  PrefillCallTimes out;
-  out.rows = from_chunk ? tokens : tokens - 1;
   ProfilingExecutor profiling(exec, program, [&](std::string_view p, const core::Vars& vars) {
     for (const runtime::CallTime& c : runtime.time_calls(p, vars, reps)) out.ms.emplace_back(c.op, c.ms);
   });

@@ -57,18 +57,16 @@ std::optional<pool::Denied> ProfilingExecutor::extend(pool::Lease& lease, std::u
 
 void ProfilingExecutor::settle() { inner_.settle(); }
 
-std::string one_call_prefill_program(const core::Protocol& protocol, std::uint64_t tokens, bool first_from_chunk) {
-  const std::uint64_t least = first_from_chunk ? 1 : 2;
-  if (tokens < least)
-    fail(ErrorKind::Api, "a prefill profile needs a prompt of at least {} token{}{}, got {}", least, least > 1 ? "s" : "",
-         first_from_chunk ? "" : " (the last one goes through the one-row step)", tokens);
+std::string one_call_prefill_program(const core::Protocol& protocol, std::uint64_t rows) {
+  if (rows == 0)
+    fail(ErrorKind::Api, "a prefill profile needs a prompt that leaves the prefill call at least one row (a one-token "
+                         "prompt goes through the one-row step alone)");
   const std::optional<core::Forward> chunk = protocol.chunk();
   if (!chunk)
     fail(ErrorKind::Manifest, "no prefill program accepts one sequence of var rows: a prompt would go row by row");
-  const std::uint64_t rows = first_from_chunk ? tokens : tokens - 1;
   if (chunk->rows < rows)
-    fail(ErrorKind::Api, "a prefill of {} tokens sends {} rows in one call, but program {} takes at most {}", tokens,
-         rows, chunk->program, chunk->rows);
+    fail(ErrorKind::Api, "a prefill sends {} rows in one call, but program {} takes at most {}", rows, chunk->program,
+         chunk->rows);
   return chunk->program;
 }
 

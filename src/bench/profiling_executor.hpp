@@ -44,12 +44,10 @@ class ProfilingExecutor final : public driver::Executor {
   bool fired_ = false;
 };
 
-// The program through which kern run's Generator, with chunk = `tokens`, sends a prompt of
-// `tokens` tokens in exactly one call: all of it when the prefill yields the first token
-// (`first_from_chunk`, driver::Generator::first_token_from_chunk), else its first tokens − 1 rows
-// (the last prompt token goes through the one-row step). Error(Api) for a prompt that leaves no
-// row to that call or more rows than that program takes; Error(Manifest) when the protocol has no
-// prefill (chunk) program.
-std::string one_call_prefill_program(const core::Protocol& protocol, std::uint64_t tokens, bool first_from_chunk);
+// The program through which kern run's Generator, with chunk = the prompt's length, sends the
+// prompt's `rows` chunked rows (driver::Generator::chunked_rows) in exactly one call. Error(Api) for
+// no row or more rows than that program takes; Error(Manifest) when the protocol has no prefill
+// (chunk) program.
+std::string one_call_prefill_program(const core::Protocol& protocol, std::uint64_t rows);
 
 }  // namespace kern::bench

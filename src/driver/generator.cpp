@@ -391,21 +391,16 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   // `ahead`: another step follows (unless a stop token comes), so its inputs but the token are
   // written while this one runs.
   std::int64_t token = -1;
-  if (first_from_chunk_) {  // the whole prompt in chunks; the last one's row yields the first token
-    for (std::uint64_t i = 0; i < n; i += chunk_rows_) {
-      const std::uint64_t c = std::min(chunk_rows_, n - i);
-      const bool last = i + c == n;
-      if (last && observer) observer->on_prefill_done(i);
-      const std::int64_t t = call(chunk, prompt.subspan(i, c), i, observer, last, last && steps > 1);
-      ++result.chunk_calls;
-      if (last) token = t;
-    }
-  } else {  // positions [0, n − 1) in chunks; the last one through the one-row step
-    for (std::uint64_t i = 0; i + 1 < n; i += chunk_rows_) {
-      const std::uint64_t c = std::min(chunk_rows_, n - 1 - i);
-      call(chunk, prompt.subspan(i, c), i, observer, false, false);
-      ++result.chunk_calls;
-    }
+  const std::uint64_t rows = chunked_rows(n);
+  for (std::uint64_t i = 0; i < rows; i += chunk_rows_) {
+    const std::uint64_t c = std::min(chunk_rows_, rows - i);
+    const bool yields = first_from_chunk_ && i + c == n;  // the last chunk's row yields the first token
+    if (yields && observer) observer->on_prefill_done(i);
+    const std::int64_t t = call(chunk, prompt.subspan(i, c), i, observer, yields, yields && steps > 1);
+    ++result.chunk_calls;
+    if (yields) token = t;
+  }
+  if (!first_from_chunk_) {  // the prompt's last position through the one-row step
     if (observer) observer->on_prefill_done(n - 1);
     token = call(step_, prompt.subspan(n - 1, 1), n - 1, observer, true, steps > 1);
     ++result.step_calls;

@@ -173,6 +173,9 @@ class Generator {
   const std::optional<core::Forward>& chunk_program() const { return chunk_; }
   // Whether the last prefill chunk yields the first token (GeneratorOptions::first_token_from_step).
   bool first_token_from_chunk() const { return first_from_chunk_; }
+  // Rows of a prompt of n tokens the chunk calls carry: all n when the last chunk yields the first
+  // token, else n − 1 (the last goes through the one-row step).
+  std::uint64_t chunked_rows(std::uint64_t n) const { return first_from_chunk_ ? n : n - 1; }
   // Positions a sequence can reach (the pool's pages, page-table reach and position domain).
   std::uint64_t max_positions() const { return max_positions_; }
 

@@ -185,7 +185,7 @@ Qwen3Shape rank_shape(Qwen3Shape c, const Qwen3GenOptions& o) {
 
 Geo geometry(const Qwen3Shape& full, const Qwen3GenOptions& o) {
   const Qwen3Shape c = rank_shape(full, o);
-  Geo g{c, full, o, 0, 0, 0, 0, 0, 0, 0, "_hd" + std::to_string(c.head_dim)};
+  Geo g{c, o, 0, 0, 0, 0, 0, 0, 0, "_hd" + std::to_string(c.head_dim)};
   g.q_width = c.heads * c.head_dim;
   g.qkv_width = (c.heads + 2 * c.kv_heads) * c.head_dim;
   g.max_pages = (c.max_positions + o.page_size - 1) / o.page_size;

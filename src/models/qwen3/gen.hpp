@@ -37,9 +37,8 @@ constexpr std::uint64_t kMixedChunkGroups = 8;
 // Shared geometry, derived once from the config and the options.
 struct Geo {
   // One rank's shape: with o.tp above 1, heads, kv_heads and intermediate are the checkpoint's / tp
-  // (`full`: the checkpoint's, which the weights bind from).
+  // (the weights bind the rank's slices of the checkpoint's tensors: linear_weights).
   Qwen3Shape c;
-  Qwen3Shape full;
   Qwen3GenOptions o;
   std::uint64_t qkv_width, q_width, max_pages, max_pos, page_elems, page_stride_elems, layer_bytes;
   std::string hd;  // entry suffix: "_hd128"

@@ -268,19 +268,6 @@ void add_gemm_ops(const Geo& g, OJ& o) {
     o["quantize_e4m3"] = quantize_op(g);
     return;
   }
-  if (tensor_parallel(g)) {  // laid out as prefill (decode_as_prefill): no accumulating form, no fused norms
-    o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
-    o["gemm_o"] = gemm_op(c.hidden, g.q_width);
-    o["gemm_gate_up"] = gemm_op(2 * c.intermediate, c.hidden);
-    o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
-    if (g.o.prefill_logits) o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
-    o["decode_qkv"] = decode_gemm_op(g, g.qkv_width, c.hidden);
-    o["decode_o"] = decode_gemm_op(g, c.hidden, g.q_width);
-    o["decode_gate_up"] = decode_gemm_op(g, 2 * c.intermediate, c.hidden);
-    o["decode_down"] = decode_gemm_op(g, c.hidden, c.intermediate);
-    o["decode_lm_head"] = decode_gemm_op(g, c.vocab, c.hidden);
-    return;
-  }
   if (!g.o.mixed) {  // with mixed steps the prefill program runs the decode ops
     o["gemm_qkv"] = gemm_op(g.qkv_width, c.hidden);
     o["gemm_o"] = gemm_op(c.hidden, g.q_width);
@@ -288,6 +275,14 @@ void add_gemm_ops(const Geo& g, OJ& o) {
     o["gemm_down"] = gemm_op(c.hidden, c.intermediate);
   }
   if (g.o.prefill_logits) o["gemm_lm_head"] = gemm_op(c.vocab, c.hidden);
+  if (tensor_parallel(g)) {  // decode laid out as prefill (decode_as_prefill): no accumulating form, no fused norms
+    o["decode_qkv"] = decode_gemm_op(g, g.qkv_width, c.hidden);
+    o["decode_o"] = decode_gemm_op(g, c.hidden, g.q_width);
+    o["decode_gate_up"] = decode_gemm_op(g, 2 * c.intermediate, c.hidden);
+    o["decode_down"] = decode_gemm_op(g, c.hidden, c.intermediate);
+    o["decode_lm_head"] = decode_gemm_op(g, c.vocab, c.hidden);
+    return;
+  }
   if (!decode_needs_ops(g)) return;  // every decode step goes through the chain
   if (g.o.gemv_fused_norm) {
     o["decode_norm_qkv"] = decode_norm_gemm_op(g, g.qkv_width);

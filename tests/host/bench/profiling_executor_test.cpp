@@ -34,7 +34,7 @@ TEST(ProfilingExecutor, HookRunsOnceBeforeTheFirstPrefillRunWithItsVars) {
 
   FakeExecutor fake(toy().verified.manifest());
   std::vector<HookCall> calls;
-  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size(), true),
+  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size()),
                          [&](std::string_view program, const core::Vars& vars) {
                            calls.push_back({std::string(program), vars, fake.events.size()});
                          });
@@ -74,7 +74,7 @@ TEST(ProfilingExecutor, HookMayRunTheProgramItselfFirst) {
 
   FakeExecutor fake(toy().verified.manifest());
   int runs = 0;
-  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size(), true),
+  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size()),
                          [&](std::string_view program, const core::Vars& vars) {
                            for (int i = 0; i < 3; ++i, ++runs) fake.run(program, vars);
                          });
@@ -96,25 +96,26 @@ TEST(ProfilingExecutor, HookOnTheDecodeProgramSeesRunAndRead) {
   EXPECT_EQ(seen[0].at("seqs"), 1u);
 }
 
-TEST(ProfilingExecutor, OneCallPrefillProgramChecksThePrompt) {
-  EXPECT_EQ(one_call_prefill_program(toy().protocol, 2, false), "prefill");
-  EXPECT_EQ(one_call_prefill_program(toy().protocol, 9, false), "prefill");  // 8 rows: the program's bound
-  EXPECT_EQ(one_call_prefill_program(toy().protocol, 1, true), "prefill");
-  EXPECT_EQ(one_call_prefill_program(toy().protocol, 8, true), "prefill");
-  auto expect_api = [](std::uint64_t tokens, bool from_chunk, const std::string& fragment) {
+TEST(ProfilingExecutor, OneCallPrefillProgramChecksTheRows) {
+  EXPECT_EQ(one_call_prefill_program(toy().protocol, 1), "prefill");
+  EXPECT_EQ(one_call_prefill_program(toy().protocol, 8), "prefill");  // the program's bound
+  auto expect_api = [](std::uint64_t rows, const std::string& fragment) {
     try {
-      one_call_prefill_program(toy().protocol, tokens, from_chunk);
-      ADD_FAILURE() << "accepted " << tokens << " tokens";
+      one_call_prefill_program(toy().protocol, rows);
+      ADD_FAILURE() << "accepted " << rows << " rows";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Api);
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   };
-  expect_api(1, false, "at least 2 tokens (the last one goes through the one-row step)");
-  expect_api(0, false, "at least 2 tokens");
-  expect_api(0, true, "at least 1 token, got 0");
-  expect_api(10, false, "a prefill of 10 tokens sends 9 rows in one call, but program prefill takes at most 8");
-  expect_api(9, true, "a prefill of 9 tokens sends 9 rows in one call, but program prefill takes at most 8");
+  expect_api(0, "at least one row");
+  expect_api(9, "a prefill sends 9 rows in one call, but program prefill takes at most 8");
+  // The rows come from the generator: the whole prompt, or all but its last token.
+  FakeExecutor fake(toy().verified.manifest());
+  driver::GeneratorOptions o = one_token(8);
+  EXPECT_EQ(driver::Generator(toy().protocol, fake, o).chunked_rows(6), 6u);
+  o.first_token_from_step = true;
+  EXPECT_EQ(driver::Generator(toy().protocol, fake, o).chunked_rows(6), 5u);
 }
 
 TEST(ProfilingExecutor, WithTheFirstTokenFromTheStepTheHookSeesAllButTheLastRow) {
@@ -123,7 +124,7 @@ TEST(ProfilingExecutor, WithTheFirstTokenFromTheStepTheHookSeesAllButTheLastRow)
   o.first_token_from_step = true;
   FakeExecutor fake(toy().verified.manifest());
   std::vector<core::Vars> seen;
-  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size(), false),
+  ProfilingExecutor prof(fake, one_call_prefill_program(toy().protocol, prompt.size() - 1),
                          [&](std::string_view, const core::Vars& vars) { seen.push_back(vars); });
   const driver::GenerationResult got = driver::Generator(toy().protocol, prof, o).generate(prompt);
   ASSERT_EQ(seen.size(), 1u);
