@@ -154,11 +154,14 @@ Runner setup(CLI::App& app) {
                         "batch-invariant)");
   q->add_option("--tp", opt.gen.tp,
                 "Tensor-parallel ranks: an SPMD manifest over topology group tp, each rank holding heads / tp, "
-                "kv heads / tp and intermediate / tp, o_proj and down_proj all-reduced through NCCL "
-                "(docs/multi-gpu-handles.md)");
+                "kv heads / tp and intermediate / tp, o_proj and down_proj all-reduced (peer kernel for decode-sized calls, NCCL above: "
+                "--tp-peer-allreduce-rows; docs/multi-gpu-handles.md)");
+  q->add_option("--tp-peer-allreduce-rows", opt.gen.tp_peer_allreduce_rows,
+                "With --tp: calls of up to this many rows all-reduce through kern's one-shot kernel over peer buffers "
+                "(between two peer barriers), larger ones through NCCL (default: --max-seqs, the decode steps; 0: "
+                "NCCL for every size)");
   q->add_flag("--tp-peer-allreduce", opt.gen.tp_peer_allreduce,
-              "With --tp: the all-reduces as kern's one-shot kernel over peer buffers between two peer barriers "
-              "instead of NCCL (every rank may then share one GPU)");
+              "With --tp: the peer all-reduce for every call size, no NCCL (every rank may then share one GPU)");
   q->add_flag("--fp8", opt.gen.fp8,
               "e4m3 GEMMs for the layers (cuBLASLt, sm_89+): each layer's linear weights quantized per tensor at "
               "load by a derive program, each GEMM's input per tensor per call; embedding, lm_head and norms stay "

@@ -1,11 +1,12 @@
 // kern run: single-sequence generation (docs/run.md), greedy unless sampling flags say otherwise.
 //   kern run [--target T] --manifest M --kernels DIR --weights W... --tokenizer FILE
-//            (--prompt TEXT | --prompt-ids a,b,c) [--steps 32] [--gpu 0] [--capacity N]
+//            (--prompt TEXT | --prompt-ids a,b,c) [--steps 32] [--gpu 0 | --gpus 0,1] [--capacity N]
 //            [--chunk 512] [--eager] [--stop-tokens a,b] [--dump-logits FILE [--logits-buffer NAME]]
 //            [--chat [--system TEXT] [--chat-template PATH] [--enable-thinking | --no-thinking]]
 //            [--temperature T --top-k K --top-p P --min-p P --seed S --repetition-penalty R
 //             --presence-penalty P --frequency-penalty F] [--logprobs K [--logprobs-file FILE]]
 // With --chat the reasoning (<think>...</think>) goes to stderr (dimmed on a terminal), the answer to stdout.
+// --gpus runs a tensor-parallel manifest (kern gen --tp N) with one rank per listed GPU in this process.
 // Flags beat the kern.toml target, which beats the built-in defaults. Generated text streams to
 // stdout (flushed per token); the start-up report, logs and the final summary go to stderr.
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "kern/driver/driver.hpp"
 #include "kern/driver/generation_config.hpp"
 #include "kern/driver/logits_dump.hpp"
+#include "kern/driver/ranks_executor.hpp"
 #include "kern/driver/runtime_executor.hpp"
 #include "kern/base/error.hpp"
 #include "kern/core/manifest.hpp"
@@ -49,6 +51,7 @@ struct Options {
   std::string prompt, prompt_ids;
   std::optional<std::uint64_t> steps, capacity;
   std::optional<int> gpu;
+  std::string gpus;
   std::uint64_t chunk = 512;
   bool eager = false;
   std::string stop_tokens;
@@ -99,12 +102,12 @@ std::string launch_summary(const core::Manifest& m, const std::string& program) 
   return s;
 }
 
-// The runtime's executor, bound once it is loaded (the generator checks everything before). Until
+// The runtimes' executor, bound once they are loaded (the generator checks everything before). Until
 // then its sequence limits are those of a pure pool sized like the runtime's (driver::sized_pool).
 class LateExecutor final : public driver::Executor {
  public:
   LateExecutor(const core::Manifest& m, const pool::Capacity& capacity) : planned_(driver::sized_pool(m, capacity)) {}
-  void bind(runtime::Runtime& rt) { inner_.emplace(rt); }
+  void bind(std::vector<runtime::Runtime*> ranks) { inner_.emplace(std::move(ranks)); }
   void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
     get().write_input(b, bytes, prefix);
   }
@@ -133,12 +136,12 @@ class LateExecutor final : public driver::Executor {
   void settle() override { get().settle(); }
 
  private:
-  driver::RuntimeExecutor& get() {
+  driver::RanksExecutor& get() {
     if (!inner_) fail(ErrorKind::Api, "the runtime is not loaded yet");
     return *inner_;
   }
   std::optional<pool::Pool> planned_;
-  std::optional<driver::RuntimeExecutor> inner_;
+  std::optional<driver::RanksExecutor> inner_;
 };
 
 // Streams text as tokens arrive and times the run.
@@ -299,21 +302,27 @@ int run() {
 
   // Checks the protocol and the options before anything touches the GPU.
   runtime::RuntimeOptions ropt;
-  ropt.gpu = opt.gpu.value_or(0);
   ropt.capacity.tokens = capacity;
   ropt.capacity.seqs = 1;
   ropt.eager = opt.eager;
+  const driver::RankPlan ranks =
+      driver::plan_ranks(m, opt.gpus.empty() ? std::vector<int>{} : driver::parse_gpu_list(opt.gpus, "--gpus"),
+                         opt.gpu.value_or(0));
 
   LateExecutor exec(m, pool::Capacity{capacity, 1});
   driver::Generator gen(protocol, exec, gopt);
   gen.check_fits(prompt.size());
-  const std::unique_ptr<runtime::Runtime> rt = runtime::Runtime::load(verified, opt.kernels, ropt);
-  exec.bind(*rt);
+  const std::vector<std::unique_ptr<runtime::Runtime>> runtimes = driver::load_ranks(verified, opt.kernels, ropt, ranks);
+  const std::unique_ptr<runtime::Runtime>& rt = runtimes.front();
 
   const std::unique_ptr<weights::Tensors> weights = open_weights(opt.weights);
   const Clock::time_point t_weights = Clock::now();
-  rt->load_weights(*weights);
+  for (const auto& r : runtimes) r->load_weights(*weights);
   const double weights_ms = ms_since(t_weights);
+  driver::connect_ranks(runtimes);
+  std::vector<runtime::Runtime*> raw;
+  for (const auto& r : runtimes) raw.push_back(r.get());
+  exec.bind(std::move(raw));
   const double load_ms = ms_since(t_start);
 
   // Start-up report.
@@ -329,11 +338,18 @@ int run() {
   if (chunk)
     std::fprintf(stderr, "chunk program: %s; %llu rows per chunk\n", launch_summary(m, chunk->program).c_str(),
                  static_cast<unsigned long long>(gen.chunk_rows()));
-  const runtime::RuntimeStats& st0 = rt->stats();
+  double weight_bytes = 0;  // every rank's (each binds its own slices)
+  for (const auto& r : runtimes) weight_bytes += static_cast<double>(r->stats().weight_bytes);
+  if (runtimes.size() > 1) {
+    std::string gpus;
+    for (int g : ranks.gpus) gpus += fmt::format("{}{}", gpus.empty() ? "" : ",", g);
+    std::fprintf(stderr, "ranks: %zu of topology group %s on GPUs %s (weights per rank)\n", runtimes.size(),
+                 ranks.group.c_str(), gpus.c_str());
+  }
   std::fprintf(stderr,
                "weights: %.3f GB bound in %.0f ms (%.2f GB/s) from %zu file(s); load total %.0f ms; "
                "capacity %llu tokens; prompt %zu tokens; stop tokens %zu\n",
-               st0.weight_bytes / 1e9, weights_ms, weights_ms > 0 ? st0.weight_bytes / 1e6 / weights_ms : 0.0,
+               weight_bytes / 1e9, weights_ms, weights_ms > 0 ? weight_bytes / 1e6 / weights_ms : 0.0,
                weights->files().size(), load_ms, static_cast<unsigned long long>(capacity), prompt.size(),
                stops.size());
   if (opt.chunk > gen.chunk_rows())
@@ -403,7 +419,10 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("--no-thinking", opt.no_thinking, "With --chat: enable_thinking=false")->excludes(think);
   cmd->add_option("--prompt-ids", opt.prompt_ids, "Prompt token ids a,b,c")->excludes(p);
   cmd->add_option("--steps", opt.steps, "Tokens to generate at most (default 32)")->check(CLI::PositiveNumber);
-  cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
+  CLI::Option* gpu = cmd->add_option("--gpu", opt.gpu, "GPU index (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpus", opt.gpus,
+                  "GPU ordinals a,b,... of a tensor-parallel manifest's ranks, in rank order (kern gen --tp N)")
+      ->excludes(gpu);
   cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: prompt + steps, rounded up to pages)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chunk", opt.chunk, "Prefill rows per call (capped by the chunk program's bound)")

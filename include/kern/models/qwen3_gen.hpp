@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,18 +126,22 @@ struct Qwen3GenOptions {
   // Tensor-parallel ranks (kern gen --tp; docs/multi-gpu-handles.md "Tensor-parallel Qwen3"): above 1 the
   // manifest is SPMD over topology group `tp`: each rank holds heads / tp query heads, kv_heads / tp KV
   // heads and intermediate / tp MLP columns (its rows of q/k/v_proj and gate/up_proj, its columns of
-  // o_proj and down_proj, through `bind`'s per-rank ranges); o_proj and down_proj write partial sums
-  // into `delta`, an all-reduce over the group (extern:nccl_allreduce_bf16) adds them, and the next
+  // o_proj and down_proj, through `bind`'s per-rank ranges); o_proj and down_proj write partial sums,
+  // an all-reduce over the group (below) adds them into `delta`, and the next
   // add_rms_norm adds the residual. Both programs are laid out as prefill is (the decode GEMMs have no
   // accumulating form then). The embedding, norms and lm_head are whole on every rank, so every rank
   // computes the same tokens. Needs tp dividing heads, kv_heads and intermediate; no decode chain,
   // fp8, fused GEMV norms or mixed steps.
   std::uint64_t tp = 1;
-  // With tp above 1: the all-reduces as a one-shot kernel over peer buffers (kernels/peer.cu
-  // kern_allreduce_peer_bf16, between two peer barriers) instead of NCCL. o_proj and down_proj write
-  // into the exported `tp_parts`; each rank sums every rank's parts in rank order into `delta`. Runs
-  // with every rank on one GPU too (NCCL refuses that). Each barrier call writes its own word of the
-  // `tp_barrier_errors` output (0, or 1 + the first rank that did not arrive within 2 s).
+  // With tp above 1, the all-reduces of calls of up to tp_peer_allreduce_rows rows (unset: max_seqs, the
+  // decode steps) run as a one-shot kernel over peer buffers (kernels/peer.cu kern_allreduce_peer_bf16,
+  // between two peer barriers), larger ones through NCCL (out of place), chosen by the launches' `when`
+  // on `tokens`; 0: NCCL for every size. o_proj and down_proj then write into the exported `tp_parts`;
+  // the peer kernel sums every rank's parts in rank order into `delta`. Each barrier call writes its own
+  // word of the `tp_barrier_errors` output (0, or 1 + the first rank that did not arrive within 2 s;
+  // calls above the rows skip the barriers and leave their words as the last call that ran them wrote).
+  std::optional<std::uint64_t> tp_peer_allreduce_rows;
+  // The peer kernel for every call size (no NCCL: every rank may then share one GPU, which NCCL refuses).
   bool tp_peer_allreduce = false;
   std::string model;  // the manifest's `model` label
   // Kernel family ("attention", ...) -> sha256 of its fatbin; every family must be present.

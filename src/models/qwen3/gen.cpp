@@ -121,6 +121,8 @@ void check_tp(const Qwen3Shape& c, const Qwen3GenOptions& o) {
       {o.mixed, "--mixed"}};
   for (const auto& [on, what] : excluded)
     if (on) fail(ErrorKind::Api, "--tp {} cannot be combined with {}", o.tp, what);
+  if (o.tp_peer_allreduce && o.tp_peer_allreduce_rows)
+    fail(ErrorKind::Api, "--tp-peer-allreduce (every call size) and --tp-peer-allreduce-rows exclude each other");
 }
 
 void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
@@ -171,6 +173,8 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
          o.prefill_chunks);
   if (o.fp8) check_fp8(c, o);
   if (o.tp > 1) check_tp(c, o);
+  if (o.tp == 1 && (o.tp_peer_allreduce || o.tp_peer_allreduce_rows))
+    fail(ErrorKind::Api, "--tp-peer-allreduce and --tp-peer-allreduce-rows need --tp above 1");
   const std::uint64_t max_pages = (c.max_positions + o.page_size - 1) / o.page_size;
   if (max_pages * o.page_size > kI32Max) fail(ErrorKind::Api, "max_position_embeddings {} too large", c.max_positions);
 }

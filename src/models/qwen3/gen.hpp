@@ -10,6 +10,7 @@
 //   gen_calls.cpp      the forward pass of both serving programs; the fp8 derive program
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -55,7 +56,15 @@ inline bool tensor_parallel(const Geo& g) { return g.o.tp > 1; }
 // Both programs laid out as prefill is (GEMMs into `delta`, the residual added by add_rms_norm): fp8
 // (no accumulating fp8 GEMM) and tensor parallelism (the partial sums are all-reduced first).
 inline bool decode_as_prefill(const Geo& g) { return g.o.fp8 || tensor_parallel(g); }
-inline bool peer_allreduce(const Geo& g) { return tensor_parallel(g) && g.o.tp_peer_allreduce; }
+// Rows up to which a call's all-reduces go through the peer kernel (0: none), and whether larger calls
+// exist that go through NCCL.
+inline std::uint64_t peer_allreduce_rows(const Geo& g) {
+  if (!tensor_parallel(g)) return 0;
+  if (g.o.tp_peer_allreduce) return g.o.max_tokens;
+  return std::min(g.o.tp_peer_allreduce_rows.value_or(g.o.max_seqs), g.o.max_tokens);
+}
+inline bool peer_allreduce(const Geo& g) { return peer_allreduce_rows(g) > 0; }
+inline bool nccl_allreduce(const Geo& g) { return tensor_parallel(g) && peer_allreduce_rows(g) < g.o.max_tokens; }
 // A peer barrier's timeout (kern_peer_barrier): a rank that does not arrive within it is reported.
 inline constexpr std::uint64_t kTpBarrierTimeoutNs = 2'000'000'000;
 

@@ -42,7 +42,8 @@ OJ gemm_call(const Geo& g, std::uint64_t l, const char* label, const char* op_na
 }
 
 // Tensor parallelism: where o_proj and down_proj write (a rank's partial sum): `delta`, all-reduced in
-// place by NCCL, or with the peer all-reduce the exported `tp_parts`, summed over the ranks into `delta`.
+// place by NCCL, or with the peer all-reduce the exported `tp_parts`, summed over the ranks into `delta`
+// (by the peer kernel up to its rows, by NCCL out of place above).
 const char* partial_out(const Geo& g) { return peer_allreduce(g) ? "tp_parts" : "delta"; }
 
 // The all-reduce of layer l's partial sum after `what` (o_proj: slot 0, down_proj: slot 1) into `delta`
@@ -61,9 +62,11 @@ void add_allreduce(const Geo& g, std::uint64_t l, const char* what, std::uint64_
                                     buf("tp_barrier_errors", 4 * (4 * l + 2 * slot + word))})));
   };
   barrier("in", 0);  // every rank's parts written
-  calls.push_back(call(layer_name(l, label.c_str()), "allreduce_peer",
-                       OJ::array({buf("tp_part_peers"), buf("delta"), count})));
+  calls.push_back(call(layer_name(l, label.c_str()), "allreduce_peer", OJ::array({buf("tp_part_peers"), buf("delta"), count})));
   barrier("out", 1);  // every rank done reading them
+  if (nccl_allreduce(g))  // calls above the peer rows (the calls before are no-ops for them, and this one below)
+    calls.push_back(call(layer_name(l, (label + "_nccl").c_str()), "allreduce_nccl",
+                         OJ::array({buf("tp_parts"), buf("delta"), count})));
 }
 
 // A layer with its GEMMs into `delta` and the residual added by the next add_rms_norm: the prefill

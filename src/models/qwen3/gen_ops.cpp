@@ -154,19 +154,37 @@ OJ allreduce_op() {
   return op({"inout buffer<bf16>", "i32"}, OJ::array({std::move(l)}));
 }
 
+// Calls of up to peer_allreduce_rows rows only, where larger ones go through NCCL.
+OJ when_peer(const Geo& g) {
+  if (!nccl_allreduce(g)) return nullptr;
+  return OJ{{"var", "tokens"}, {"max", peer_allreduce_rows(g)}};
+}
+
 // The one-shot all-reduce's pieces (kernels/peer.cu). peer_barrier params: flag peers, gen, error word.
 OJ peer_barrier_op(const Geo& g) {
-  return op({"in buffer<u64>", "inout buffer<u32>", "out buffer<i32>"},
-            OJ::array({launch("kern_peer_barrier",
-                              OJ::array({p(0), OJ{{"rank", kTpGroup}}, i32(g.o.tp), p(1), p(2), i64(kTpBarrierTimeoutNs)}),
-                              OJ::array({1, 1, 1}), 32)}));
+  OJ l = launch("kern_peer_barrier",
+                OJ::array({p(0), OJ{{"rank", kTpGroup}}, i32(g.o.tp), p(1), p(2), i64(kTpBarrierTimeoutNs)}),
+                OJ::array({1, 1, 1}), 32);
+  if (OJ w = when_peer(g); !w.is_null()) l["when"] = std::move(w);
+  return op({"in buffer<u64>", "inout buffer<u32>", "out buffer<i32>"}, OJ::array({std::move(l)}));
 }
 // allreduce_peer params: part peers, out, count (elements).
 OJ allreduce_peer_op(const Geo& g) {
   constexpr std::uint64_t kBlocks = 264, kThreads = 256;  // strides over any count
-  return op({"in buffer<u64>", "out buffer<bf16>", "i64"},
-            OJ::array({launch("kern_allreduce_peer_bf16", OJ::array({p(0), i32(g.o.tp), p(1), p(2)}),
-                              OJ::array({kBlocks, 1, 1}), kThreads)}));
+  OJ l = launch("kern_allreduce_peer_bf16", OJ::array({p(0), i32(g.o.tp), p(1), p(2)}), OJ::array({kBlocks, 1, 1}),
+                kThreads);
+  if (OJ w = when_peer(g); !w.is_null()) l["when"] = std::move(w);
+  return op({"in buffer<u64>", "out buffer<bf16>", "i64"}, OJ::array({std::move(l)}));
+}
+// Beside the peer kernel, for calls above its rows: NCCL's sum of this rank's parts (param 0) into out
+// (param 1), out of place. Params: parts, out, count (elements).
+OJ allreduce_nccl_op(const Geo& g) {
+  OJ l;
+  l["entry"] = "extern:nccl_allreduce_bf16";
+  l["params"] = {"in buffer<bf16>", "out buffer<bf16>", "i64", "i32"};
+  l["args"] = OJ::array({p(0), p(1), p(2), OJ{{"rank", kTpGroup}}});
+  l["when"] = {{"var", "tokens"}, {"min", peer_allreduce_rows(g) + 1}};
+  return op({"in buffer<bf16>", "out buffer<bf16>", "i64"}, OJ::array({std::move(l)}));
 }
 
 }  // namespace
@@ -199,6 +217,7 @@ OJ ops(const Geo& g) {
   if (peer_allreduce(g)) {
     o["peer_barrier"] = peer_barrier_op(g);
     o["allreduce_peer"] = allreduce_peer_op(g);
+    if (nccl_allreduce(g)) o["allreduce_nccl"] = allreduce_nccl_op(g);
   } else if (tensor_parallel(g)) {
     o["allreduce"] = allreduce_op();
   }

@@ -1,7 +1,7 @@
 // Tensor-parallel Qwen3 on one GPU (issue 20; ctest label gpu): a synthesized tiny Qwen3 generated with
 // kern gen's --tp 2 --tp-peer-allreduce runs as two runtimes of one process (ranks 0 and 1 of group tp,
 // connected with connect_local; the all-reduces through peer buffers, since NCCL refuses two ranks on one
-// GPU), driven by kern run's generator through an executor that fans every call out to both ranks. Its
+// GPU), driven by kern run's generator through driver::RanksExecutor (kern run --gpus 0,0's executor). Its
 // logits, teacher-forced on the one-rank manifest's tokens, must match the one-rank run's within the HF
 // gate's bounds (the same top token wherever the one-rank margin exceeds 0.2 nat; |Δ log p| of the top token
 // mean ≤ 0.06, p99 ≤ 0.2); both ranks' logits
@@ -20,6 +20,7 @@
 
 #include "kern/core/protocol.hpp"
 #include "kern/driver/driver.hpp"
+#include "kern/driver/ranks_executor.hpp"
 #include "kern/driver/runtime_executor.hpp"
 #include "kern/models/qwen3_gen.hpp"
 #include "kern/models/qwen3_shape.hpp"
@@ -34,50 +35,6 @@ std::string kernels_dir() {
   if (const char* env = std::getenv("KERN_KERNELS_DIR"); env != nullptr && *env != '\0') return env;
   return std::string(KERN_BINARY_DIR) + "/kernels";
 }
-
-// Every write goes to every rank; a run launches ranks 1.. first (they wait in their first barrier), then
-// runs rank 0, then waits for the others. Reads, leases and limits are rank 0's (the other ranks' state
-// pools are untouched: the page-table rows written to them name the same pages of their own KV memory).
-class TrayExecutor final : public driver::Executor {
- public:
-  explicit TrayExecutor(std::vector<runtime::Runtime*> ranks) : ranks_(std::move(ranks)), lead_(*ranks_[0]) {}
-  void write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) override {
-    for (runtime::Runtime* r : ranks_) r->write_input(b, bytes, prefix);
-  }
-  void write_input_at(std::string_view b, std::uint64_t offset, std::span<const std::byte> bytes) override {
-    for (runtime::Runtime* r : ranks_) r->write_input_at(b, offset, bytes);
-  }
-  void run(std::string_view program, const core::Vars& vars) override {
-    launch_others(program, vars);
-    ranks_[0]->run(program, vars);
-    wait_others();
-  }
-  void run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer, std::span<std::byte> out,
-                    const std::function<void()>& before_wait) override {
-    launch_others(program, vars);
-    ranks_[0]->run_and_read(program, vars, buffer, 0, out, std::function<void()>());
-    wait_others();
-    if (before_wait) before_wait();
-  }
-  std::vector<std::byte> read_output(std::string_view b) override { return lead_.read_output(b); }
-  std::vector<std::byte> read_buffer(std::string_view n) override { return lead_.read_buffer(n); }
-  std::optional<driver::SeqLimits> seq_limits() const override { return lead_.seq_limits(); }
-  pool::Granted<pool::Lease> lease(std::uint64_t tokens) override { return lead_.lease(tokens); }
-  std::optional<pool::Denied> extend(pool::Lease& lease, std::uint64_t tokens) override {
-    return lead_.extend(lease, tokens);
-  }
-  void settle() override { lead_.settle(); }
-
- private:
-  void launch_others(std::string_view program, const core::Vars& vars) {
-    for (std::size_t i = 1; i < ranks_.size(); ++i) ranks_[i]->launch(program, vars);
-  }
-  void wait_others() {
-    for (std::size_t i = 1; i < ranks_.size(); ++i) ranks_[i]->synchronize();
-  }
-  std::vector<runtime::Runtime*> ranks_;
-  driver::RuntimeExecutor lead_;
-};
 
 struct Rows final : driver::GenerationObserver {
   void on_logits(std::uint64_t, std::span<const float> l) override { rows.emplace_back(l.begin(), l.end()); }
@@ -103,14 +60,13 @@ Loaded load(const models::Qwen3Shape& shape, const std::filesystem::path& dir, s
   l.verified.emplace(core::verify(core::parse_manifest(models::generate_qwen3_manifest(shape, gen).dump())));
   l.protocol.emplace(core::check_protocol(*l.verified));
   const weights::SafetensorsTensors tensors = weights::SafetensorsTensors::open(dir.string());
-  for (std::uint64_t r = 0; r < tp; ++r) {
-    runtime::RuntimeOptions ro;
-    ro.capacity.tokens = 1024;
-    ro.capacity.seqs = 1;
-    if (tp > 1) ro.ranks["tp"] = r;
-    l.ranks.push_back(runtime::Runtime::load(*l.verified, kernels_dir(), ro));
-    l.ranks.back()->load_weights(tensors);
-  }
+  runtime::RuntimeOptions ro;
+  ro.capacity.tokens = 1024;
+  ro.capacity.seqs = 1;
+  // kern run --gpus 0,0's path: every rank on GPU 0.
+  const driver::RankPlan plan = driver::plan_ranks(l.verified->manifest(), std::vector<int>(tp, 0), 0);
+  l.ranks = driver::load_ranks(*l.verified, kernels_dir(), ro, plan);
+  for (const auto& r : l.ranks) r->load_weights(tensors);
   return l;
 }
 
@@ -134,14 +90,14 @@ TEST(TensorParallelGpu, TwoRanksOnOneGpuThroughPeerBuffersMatchOneRank) {
 
   Loaded one = load(so.shape, dir, 1), two = load(so.shape, dir, 2);
   std::array<runtime::Runtime*, 2> both{two.ranks[0].get(), two.ranks[1].get()};
-  runtime::Runtime::connect_local(both);
+  driver::connect_ranks(two.ranks);
 
   driver::GeneratorOptions go;
   go.steps = 24;
   go.chunk = 64;
   go.logits_buffer = "logits";
   driver::RuntimeExecutor exec1(*one.ranks[0]);
-  TrayExecutor tray({both[0], both[1]});
+  driver::RanksExecutor tray({both[0], both[1]});
   driver::Generator g1(*one.protocol, exec1, go), g2(*two.protocol, tray, go);
 
   // Per row, as the HF gate measures kern against transformers (scripts/gate/hf_compare.py): the log-prob

@@ -58,7 +58,9 @@ TEST(GenQwen3Tp, VerifiesAndServesAsOneSpmdManifestWithTwoAllReducesPerLayer) {
     for (const std::uint64_t tp : {2, 4}) {
       if (c.kv_heads % tp != 0) continue;  // the default model has 2 kv heads
       SCOPED_TRACE(name + " tp " + std::to_string(tp));
-      const OJ m = generate_qwen3_manifest(c, options(tp));
+      Qwen3GenOptions o = options(tp);
+      o.tp_peer_allreduce_rows = 0;  // NCCL for every call size
+      const OJ m = generate_qwen3_manifest(c, o);
       const core::Verified v = core::verify(parsed(m));  // throws with every violation
       const core::Protocol p = core::check_protocol(v);
       EXPECT_EQ(m["topology"], (OJ{{"groups", {{"tp", tp}}}}));
@@ -155,6 +157,56 @@ TEST(GenQwen3Tp, ThePeerAllReduceSumsExportedPartsBetweenTwoBarriers) {
   }
 }
 
+// The default: decode-sized calls (up to max_seqs rows) through the peer kernel, larger ones through NCCL
+// out of place from the same exported parts, each launch chosen by `when` on tokens.
+TEST(GenQwen3Tp, TheDefaultAllReducesDecodeSizedCallsThroughPeersAndLargerOnesThroughNccl) {
+  const Qwen3Shape c = preset("tiny");
+  Qwen3GenOptions o = options(2);
+  o.max_seqs = 16;
+  o.max_tokens = 512;
+  const OJ m = generate_qwen3_manifest(c, o);
+  const core::Verified v = core::verify(parsed(m));
+  core::check_protocol(v);
+  EXPECT_FALSE(m["ops"].contains("allreduce"));
+  const OJ small{{"var", "tokens"}, {"max", 16}};
+  EXPECT_EQ(m["ops"]["peer_barrier"]["impl"]["launches"][0]["when"], small);
+  const OJ& peer = m["ops"]["allreduce_peer"]["impl"]["launches"];
+  ASSERT_EQ(peer.size(), 1u);
+  EXPECT_EQ(peer[0]["entry"], "kern_allreduce_peer_bf16");
+  EXPECT_EQ(peer[0]["when"], small);
+  const OJ& nccl = m["ops"]["allreduce_nccl"]["impl"]["launches"];
+  ASSERT_EQ(nccl.size(), 1u);
+  EXPECT_EQ(nccl[0]["entry"], "extern:nccl_allreduce_bf16");
+  EXPECT_EQ(nccl[0]["when"], (OJ{{"var", "tokens"}, {"min", 17}}));
+  EXPECT_EQ(nccl[0]["args"], (OJ::array({OJ{{"param", 0}}, OJ{{"param", 1}}, OJ{{"param", 2}}, OJ{{"rank", "tp"}}})));
+  for (const char* program : {"prefill", "decode"}) {
+    SCOPED_TRACE(program);
+    const OJ& calls = m["programs"][program]["calls"];
+    std::size_t reduces = 0;
+    for (std::size_t i = 0; i < calls.size(); ++i)
+      if (calls[i]["op"] == "allreduce_peer") {
+        ASSERT_LT(i + 3, calls.size());
+        EXPECT_EQ(calls[i + 1]["op"], "peer_barrier");
+        EXPECT_EQ(calls[i + 2]["op"], "allreduce_nccl");  // NCCL's send: this rank's parts, out of place
+        EXPECT_EQ(calls[i + 2]["args"], (OJ::array({OJ{{"buf", "tp_parts"}}, OJ{{"buf", "delta"}}, calls[i]["args"][2]})));
+        EXPECT_EQ(calls[i + 3]["op"], "add_rms_norm");
+        ++reduces;
+      }
+    EXPECT_EQ(reduces, 2 * c.layers);
+  }
+
+  // Rows at or past max_tokens: the peer kernel for every call, no `when`, no NCCL.
+  o.tp_peer_allreduce_rows = 4096;
+  const OJ all = generate_qwen3_manifest(c, o);
+  core::verify(parsed(all));
+  EXPECT_FALSE(all["ops"].contains("allreduce_nccl"));
+  EXPECT_FALSE(all["ops"]["allreduce_peer"]["impl"]["launches"][0].contains("when"));
+  EXPECT_FALSE(all["ops"]["peer_barrier"]["impl"]["launches"][0].contains("when"));
+  o.tp_peer_allreduce_rows.reset();
+  o.tp_peer_allreduce = true;
+  EXPECT_EQ(generate_qwen3_manifest(c, o)["ops"], all["ops"]);
+}
+
 TEST(GenQwen3Tp, OneRankIsTheManifestWithoutTopology) {
   const Qwen3Shape c = preset("tiny");
   const OJ one = generate_qwen3_manifest(c, options(1));
@@ -197,6 +249,16 @@ TEST(GenQwen3Tp, RefusesWhatItCannotSplitOrCombine) {
     change(o);
     EXPECT_NE(message(tiny, o).find("cannot be combined with " + what), std::string::npos) << what;
   }
+  Qwen3GenOptions both = options(2);
+  both.tp_peer_allreduce = true;
+  both.tp_peer_allreduce_rows = 8;
+  EXPECT_NE(message(tiny, both).find("exclude each other"), std::string::npos);
+  Qwen3GenOptions one = options(1);
+  one.tp_peer_allreduce_rows = 8;
+  EXPECT_NE(message(tiny, one).find("need --tp above 1"), std::string::npos);
+  one.tp_peer_allreduce_rows.reset();
+  one.tp_peer_allreduce = true;
+  EXPECT_NE(message(tiny, one).find("need --tp above 1"), std::string::npos);
 }
 
 // ---- the split, through the weight binder

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 33, device round 1 (asked for an H200): the TP=2-on-one-GPU test (which rows differ), then
+# issue 17's load table as in s30f.sh (kern serve --max-seqs 256 on the 4B shape: concurrency 1 / 8 /
+# 32 / 64 / 128 / 256, Poisson 16/s, the 14k prefix run; --no-batch-invariant at 1 and 64; the
+# 60-second soak), then PerfGpu.Sample for the record on this card.
+# Run (carry [".devrun"]): bash docs/measurements/s33-2026-12-06/s33a.sh $OUT
+set -u
+out=$1
+R=$out/results.log
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $R
+t0=$(date +%s)
+tar -xJf .devrun/pack.txz
+root=$(pwd -P); [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
+export KERN_KERNELS_DIR=$root/build/kernels
+(cd build && timeout 90 tests/gpu/serve/test_tp_gpu > $out/tp.log 2>&1); echo "tp rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+grep -E "^\[tp\]|Failure|Expected|Which is|exception|OK \]|FAILED" $out/tp.log | head -40 >> $R
+mkdir -p $out/load; bash docs/measurements/s30-2026-12-06/s30f.sh $out/load > $out/load.out 2>&1; echo "load script rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+cat $out/load/results.log >> $R
+(cd build && timeout 60 tests/gpu/kernels/kern_kernels_gpu_test --gtest_filter='PerfGpu.Sample*' > $out/sample.log 2>&1); echo "sample perf rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+grep -E "^\[perf\]|sample|argmax" $out/sample.log | head -30 >> $R
+cat $R

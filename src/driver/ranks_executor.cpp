@@ -1,0 +1,73 @@
+#include "kern/driver/ranks_executor.hpp"
+
+#include "kern/base/error.hpp"
+#include "kern/base/log.hpp"
+
+namespace kern::driver {
+
+std::vector<std::unique_ptr<runtime::Runtime>> load_ranks(const core::Verified& manifest, const std::string& kernels_dir,
+                                                          const runtime::RuntimeOptions& options, const RankPlan& plan) {
+  std::vector<std::unique_ptr<runtime::Runtime>> ranks;
+  for (std::size_t r = 0; r < plan.gpus.size(); ++r) {
+    runtime::RuntimeOptions o = options;
+    o.gpu = plan.gpus[r];
+    if (!plan.group.empty()) o.ranks[plan.group] = r;
+    ranks.push_back(runtime::Runtime::load(manifest, kernels_dir, o));
+    if (plan.gpus.size() > 1) log().info("rank {} of group {}: GPU {}", r, plan.group, plan.gpus[r]);
+  }
+  return ranks;
+}
+
+void connect_ranks(const std::vector<std::unique_ptr<runtime::Runtime>>& ranks) {
+  if (ranks.size() < 2) return;
+  std::vector<runtime::Runtime*> raw;
+  for (const auto& r : ranks) raw.push_back(r.get());
+  runtime::Runtime::connect_local(raw);
+}
+
+namespace {
+runtime::Runtime& first_of(const std::vector<runtime::Runtime*>& ranks) {
+  if (ranks.empty() || ranks[0] == nullptr) fail(ErrorKind::Api, "RanksExecutor: no ranks");
+  return *ranks[0];
+}
+}  // namespace
+
+RanksExecutor::RanksExecutor(std::vector<runtime::Runtime*> ranks) : ranks_(std::move(ranks)), lead_(first_of(ranks_)) {
+  for (runtime::Runtime* r : ranks_)
+    if (r == nullptr) fail(ErrorKind::Api, "RanksExecutor: a rank is missing");
+}
+
+void RanksExecutor::write_input(std::string_view b, std::span<const std::byte> bytes, bool prefix) {
+  for (runtime::Runtime* r : ranks_) r->write_input(b, bytes, prefix);
+}
+
+void RanksExecutor::write_input_at(std::string_view b, std::uint64_t offset, std::span<const std::byte> bytes) {
+  for (runtime::Runtime* r : ranks_) r->write_input_at(b, offset, bytes);
+}
+
+void RanksExecutor::launch_others(std::string_view program, const core::Vars& vars) {
+  for (std::size_t i = 1; i < ranks_.size(); ++i) ranks_[i]->launch(program, vars);
+}
+
+void RanksExecutor::wait_others() {
+  for (std::size_t i = 1; i < ranks_.size(); ++i) ranks_[i]->synchronize();
+}
+
+void RanksExecutor::run(std::string_view program, const core::Vars& vars) {
+  launch_others(program, vars);
+  ranks_[0]->run(program, vars);
+  wait_others();
+}
+
+// The other ranks' inputs for the next step are written after every rank finished this one: before_wait
+// runs on rank 0's wait, and writes to every rank (write_input above), so the other ranks must be done
+// reading this step's inputs first.
+void RanksExecutor::run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer,
+                                 std::span<std::byte> out, const std::function<void()>& before_wait) {
+  launch_others(program, vars);
+  ranks_[0]->run_and_read(program, vars, buffer, 0, out, std::function<void()>());
+  wait_others();
+  if (before_wait) before_wait();
+}
+
+}  // namespace kern::driver
