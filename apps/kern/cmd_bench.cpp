@@ -33,6 +33,7 @@
 #include "kern/core/protocol.hpp"
 #include "kern/pool/pool.hpp"
 #include "kern/runtime/runtime.hpp"
+#include "kern/driver/ranks_executor.hpp"
 #include "kern/driver/runtime_executor.hpp"
 #include "kern/serve/step_runner.hpp"
 #include "kern/weights/tensors.hpp"
@@ -78,6 +79,7 @@ struct Options {
   std::uint64_t issue_pages = 2500;       // the issue-cost size (0: none)
   std::uint64_t overlap_mib = 5120;       // the park / wake the decode step runs beside (0: none)
   std::string batches;                    // decode at these batch sizes (kern serve's step; "" = none)
+  std::string gpus;                       // --gpus: also the tensor-parallel figures on these GPUs
   std::uint64_t batch_context = 1024;     // every sequence's context there
 };
 Options opt;
@@ -267,6 +269,8 @@ void measure_remap(const core::Verified& model, const nlohmann::ordered_json& ma
 
 void measure_batched(const models::Qwen3Shape& shape, models::Qwen3GenOptions gen,
                      const std::vector<std::uint64_t>& batches, bench::Report& report);
+void measure_tensor_parallel(const models::Qwen3Shape& shape, models::Qwen3GenOptions gen, const std::vector<int>& gpus,
+                             std::uint64_t context, const std::vector<std::uint64_t>& prefill, bench::Report& report);
 
 int run() {
   if (opt.quick) {  // smaller defaults; explicit flags still win
@@ -279,6 +283,10 @@ int run() {
   const std::vector<std::uint64_t> pool_contexts = bench::parse_sizes(opt.pool_contexts, "--pool-contexts");
   const std::vector<std::uint64_t> batches =
       opt.batches.empty() ? std::vector<std::uint64_t>{} : bench::parse_sizes(opt.batches, "--batches");
+  const std::vector<int> tp_gpus = opt.gpus.empty() ? std::vector<int>{} : driver::parse_gpu_list(opt.gpus, "--gpus");
+  if (tp_gpus.size() == 1) fail(ErrorKind::Api, "--gpus {}: list at least two GPUs (one rank each)", opt.gpus);
+  if (!tp_gpus.empty() && (opt.decode_chain || opt.fp8 || opt.gemv_fused_norm))
+    fail(ErrorKind::Api, "--gpus cannot be combined with --decode-chain, --fp8 or --gemv-fused-norm (kern gen --tp refuses them)");
   bench::HostTierPlan host_plan;
   for (std::uint64_t mib : bench::parse_sizes(opt.park_mib, "--park-mib")) host_plan.park_bytes.push_back(mib << 20);
   host_plan.issue_pages = opt.issue_pages;
@@ -458,6 +466,7 @@ int run() {
   rt.reset();  // the remap's runtime and then the peer get the GPU to themselves
   if (!opt.no_pool) measure_remap(verified, manifest_json, report.pool);
   if (!batches.empty()) measure_batched(shape, gen, batches, report);
+  if (!tp_gpus.empty()) measure_tensor_parallel(shape, gen, tp_gpus, op_context, prefill, report);
 
   report.peer = run_peer(tmp, contexts, prefill);
 
@@ -469,6 +478,66 @@ int run() {
     progress("JSON written to " + opt.json);
   }
   return 0;
+}
+
+// The tensor-parallel figures (--gpus): the same shape generated with --tp N, one rank per listed GPU
+// in this process (driver::RanksExecutor, kern run --gpus' executor), the all-reduces by the peer kernel
+// for decode-sized calls and NCCL above, or by the peer kernel for every size when a GPU is listed twice
+// (NCCL refuses two ranks on one GPU). Decode: the e2e host figure at `context` (kern run's per-token
+// work; the GPU step time needs every rank's replays timed together, not built); prefill: each prompt in
+// one chunk, its first token from the last row.
+void measure_tensor_parallel(const models::Qwen3Shape& shape, models::Qwen3GenOptions gen, const std::vector<int>& gpus,
+                             std::uint64_t context, const std::vector<std::uint64_t>& prefill, bench::Report& report) {
+  const std::uint64_t ranks = gpus.size();
+  gen.tp = ranks;
+  gen.decode_chain = false;
+  std::vector<int> sorted = gpus;
+  std::sort(sorted.begin(), sorted.end());
+  const bool shared = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+  gen.tp_peer_allreduce = shared;
+  const core::Verified verified =
+      core::verify(core::parse_manifest(models::generate_qwen3_manifest(shape, gen).dump()));
+  const core::Protocol protocol = core::check_protocol(verified);
+  const driver::RankPlan plan = driver::plan_ranks(verified.manifest(), gpus, opt.gpu);
+  const std::uint64_t max_prefill = *std::max_element(prefill.begin(), prefill.end());
+  runtime::RuntimeOptions ropt;
+  ropt.capacity.tokens = driver::capacity_for(protocol, std::max(context + 2, max_prefill + 1));
+  ropt.capacity.seqs = 1;
+  progress(fmt::format("tensor parallel: loading {} ranks on GPUs {}, KV capacity {} tokens each", ranks, opt.gpus,
+                       ropt.capacity.tokens));
+  const std::vector<std::unique_ptr<runtime::Runtime>> runtimes = driver::load_ranks(verified, opt.kernels, ropt, plan);
+  {
+    const weights::SafetensorsTensors weights = weights::SafetensorsTensors::open(opt.weights);
+    for (const auto& r : runtimes) {
+      r->load_weights(weights);
+      r->fill_states(0x3c24);
+    }
+  }
+  driver::connect_ranks(runtimes);
+  std::vector<runtime::Runtime*> raw;
+  for (const auto& r : runtimes) raw.push_back(r.get());
+  driver::RanksExecutor exec(raw);
+  bench::Report::TensorParallel tp;
+  tp.ranks = ranks;
+  tp.gpus = opt.gpus;
+  tp.allreduce = shared ? "the peer kernel for every call (a GPU listed twice: NCCL refuses that)"
+                        : fmt::format("the peer kernel up to {} rows, NCCL above", gen.max_seqs);
+  tp.context = context;
+  const std::vector<double> e2e = bench::decode_e2e_ms(
+      protocol, exec, [&] { for (runtime::Runtime* r : raw) r->synchronize(); }, context,
+      static_cast<std::int64_t>(context % shape.vocab), opt.replays);
+  tp.decode_e2e_us = 1000 * bench::median(e2e);
+  for (const bench::DecodePoint& d : report.decode)
+    if (d.context == context) tp.one_rank_e2e_us = d.e2e_us;
+  progress(fmt::format("tensor parallel: decode at {}: e2e {:.1f} us per token", context, tp.decode_e2e_us));
+  for (std::uint64_t n : prefill) {
+    const std::vector<double> ms =
+        bench::measure_prefill_ms(protocol, exec, n, n, shape.vocab, opt.quick ? 2 : 5, opt.first_token_step);
+    tp.prefill.push_back(bench::make_prefill_point(shape, n, n, ms, report.ceilings.gemm_tflops));
+    progress(fmt::format("tensor parallel: prefill {}: {:.2f} ms, {:.0f} tok/s", n, tp.prefill.back().ms,
+                         tp.prefill.back().tokens_per_s));
+  }
+  report.tensor_parallel = std::move(tp);
 }
 
 // Decode at batch B through kern serve's runner (serve::ProtocolRunner: the buckets, graphs and
@@ -556,6 +625,9 @@ Runner setup(CLI::App& app) {
       ->check(CLI::Range(16, 65536));
   cmd->add_option("--gemm", opt.gemm_size, "m = n = k of the GEMM ceiling")->check(CLI::Range(256, 32768));
   cmd->add_option("--gpu", opt.gpu, "GPU index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpus", opt.gpus,
+                  "Also the tensor-parallel figures: the shape generated with --tp N, one rank per listed GPU in this "
+                  "process (a GPU listed twice: the peer all-reduce for every call)");
   cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")
       ->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");

@@ -140,27 +140,46 @@ std::vector<double> DecodeBench::gpu_step_ms(std::size_t replays) {
   return s_->rt.time_replays(s_->inputs.step_program(), s_->vars(), replays);
 }
 
-std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
-  s_->require_context();
-  const std::uint64_t c = s_->context;
-  if (c < 2) return loop_ms(steps);  // no position before the first one to start from
+namespace {
+
+// DecodeBench::e2e_ms's timed loop over `inputs` (see there), `wait` holding until the executor is idle.
+std::vector<double> e2e_loop(DecodeInputs& inputs, const std::function<void()>& wait, std::uint64_t c,
+                             std::int64_t token, std::size_t steps) {
   // The token the untimed set-up writes: one the device produced (in its domain), so that the
   // timed step, fed the caller's token, rewrites it as a decode step does (unless they are equal).
-  s_->inputs.start(c, s_->token);
-  const std::int64_t before = s_->inputs.step(c - 1, s_->token, false);
+  inputs.start(c, token);
+  const std::int64_t before = inputs.step(c - 1, token, false);
   std::vector<double> ms;
   for (std::size_t i = 0; i < steps; ++i) {
     // Untimed: the sequence holds c − 1 tokens (inputs at position c − 2), and what the previous
     // step would have written ahead while it ran (position c − 1's inputs but the token) has landed.
-    s_->inputs.start(c - 1, before);
-    s_->inputs.write_ahead(c - 1);
-    s_->rt.synchronize();
+    inputs.start(c - 1, before);
+    inputs.write_ahead(c - 1);
+    wait();
     const Clock::time_point t0 = Clock::now();
     // The step at position c − 1 (the sequence holds c tokens): the token written, the program
     // run, the next step's inputs written ahead meanwhile, the token read back.
-    s_->inputs.step(c - 1, s_->token, true);
+    inputs.step(c - 1, token, true);
     ms.push_back(ms_between(t0, Clock::now()));
   }
+  return ms;
+}
+
+}  // namespace
+
+std::vector<double> decode_e2e_ms(const core::Protocol& protocol, driver::Executor& executor,
+                                  const std::function<void()>& wait, std::uint64_t context, std::int64_t token,
+                                  std::size_t steps) {
+  if (context < 2) fail(ErrorKind::Api, "kern bench: a decode e2e figure needs a context of at least 2");
+  DecodeInputs inputs(protocol, executor);
+  return e2e_loop(inputs, wait, context, token, steps);
+}
+
+std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {
+  s_->require_context();
+  const std::uint64_t c = s_->context;
+  if (c < 2) return loop_ms(steps);  // no position before the first one to start from
+  const std::vector<double> ms = e2e_loop(s_->inputs, [this] { s_->rt.synchronize(); }, c, s_->token, steps);
   set_context(s_->context, s_->token);  // back to the context the caller set
   if (const char* d = std::getenv("KERN_BENCH_HOSTLOOP_DETAIL"); d && *d && std::string_view(d) != "0")
     print_hostloop_detail(ms, steps);
@@ -274,6 +293,12 @@ std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::
                                        std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
                                        bool first_token_from_step) {
   driver::RuntimeExecutor exec(runtime);
+  return measure_prefill_ms(protocol, exec, tokens, chunk, vocab, reps, first_token_from_step);
+}
+
+std::vector<double> measure_prefill_ms(const core::Protocol& protocol, driver::Executor& exec, std::uint64_t tokens,
+                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
+                                       bool first_token_from_step) {
   driver::Generator gen(protocol, exec, first_token_only(chunk, first_token_from_step));
   const std::vector<std::int64_t> prompt = bench_prompt(tokens, vocab);
   std::vector<double> ms;

@@ -181,6 +181,21 @@ std::string format_table(const Report& r) {
                      p.tokens_per_s, p.tflops, 100 * p.gemm_fraction, peer));
   }
   line("");
+  if (const auto& tp = r.tensor_parallel) {
+    line(fmt::format("tensor parallel: {} ranks in this process on GPUs {}; all-reduce: {}", tp->ranks, tp->gpus,
+                     tp->allreduce));
+    line(fmt::format("  decode at {}: e2e {:.1f} us per token{}", tp->context, tp->decode_e2e_us,
+                     tp->one_rank_e2e_us > 0 ? fmt::format(" (one GPU: {:.1f} us, {:.2f}x)", tp->one_rank_e2e_us,
+                                                           tp->one_rank_e2e_us / tp->decode_e2e_us)
+                                             : std::string()));
+    for (const PrefillPoint& p : tp->prefill) {
+      std::string one = "";
+      if (const PrefillPoint* q = prefill_at(r.prefill, p.tokens, p.chunk); q && q->tokens_per_s > 0)
+        one = fmt::format(" (one GPU: {:.0f} tok/s, {:.2f}x)", q->tokens_per_s, p.tokens_per_s / q->tokens_per_s);
+      line(fmt::format("  prefill {} tokens: {:.2f} ms, {:.0f} tok/s{}", p.tokens, p.ms, p.tokens_per_s, one));
+    }
+    line("");
+  }
   line("start-up");
   if (r.startup.measured)
     line(fmt::format(
@@ -290,6 +305,18 @@ nlohmann::ordered_json to_json(const Report& r) {
     j["prefill_ops"] = std::move(prefill_ops);
   }
   j["pool"] = pool_json(r.pool);
+  if (const auto& tp = r.tensor_parallel) {
+    OJ pre = OJ::array();
+    for (const PrefillPoint& p : tp->prefill)
+      pre.push_back({{"tokens", p.tokens}, {"chunk", p.chunk}, {"ms", p.ms}, {"tokens_per_s", p.tokens_per_s}});
+    j["tensor_parallel"] = {{"ranks", tp->ranks},
+                            {"gpus", tp->gpus},
+                            {"allreduce", tp->allreduce},
+                            {"context", tp->context},
+                            {"decode_e2e_us", tp->decode_e2e_us},
+                            {"one_rank_e2e_us", tp->one_rank_e2e_us},
+                            {"prefill", std::move(pre)}};
+  }
   OJ peer;
   peer["ran"] = r.peer.ran;
   peer["note"] = r.peer.note;

@@ -2,7 +2,7 @@
 # Session 33, device round 1 (asked for an H200): the TP=2-on-one-GPU test (which rows differ), then
 # issue 17's load table as in s30f.sh (kern serve --max-seqs 256 on the 4B shape: concurrency 1 / 8 /
 # 32 / 64 / 128 / 256, Poisson 16/s, the 14k prefix run; --no-batch-invariant at 1 and 64; the
-# 60-second soak), then PerfGpu.Sample for the record on this card.
+# 60-second soak), then kern bench on the 4B shape with the PyTorch peer (issue 18's figures on this card).
 # Run (carry [".devrun"]): bash docs/measurements/s33-2026-12-06/s33a.sh $OUT
 set -u
 out=$1
@@ -16,6 +16,7 @@ export KERN_KERNELS_DIR=$root/build/kernels
 grep -E "^\[tp\]|Failure|Expected|Which is|exception|OK \]|FAILED" $out/tp.log | head -40 >> $R
 mkdir -p $out/load; bash docs/measurements/s30-2026-12-06/s30f.sh $out/load > $out/load.out 2>&1; echo "load script rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 cat $out/load/results.log >> $R
-(cd build && timeout 60 tests/gpu/kernels/kern_kernels_gpu_test --gtest_filter='PerfGpu.Sample*' > $out/sample.log 2>&1); echo "sample perf rc $? ($(( $(date +%s) - t0 )) s)" >> $R
-grep -E "^\[perf\]|sample|argmax" $out/sample.log | head -30 >> $R
+timeout 230 build/bin/kern bench --weights /tmp/m4b --kernels build/kernels --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
+echo "bench with the peer rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)|MISS|PASS" $out/bench.txt >> $R
 cat $R

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 33, device round 2: the TP=2-on-one-GPU test (which rows differ), kern run --gpus 0,0 on a
-# --tp 2 --tp-peer-allreduce manifest against the one-rank manifest (same tiny checkpoint, greedy), then
-# the whole GPU suite.
+# --tp 2 --tp-peer-allreduce manifest against the one-rank manifest (same tiny checkpoint, greedy),
+# kern bench --gpus 0,0 on the tiny shape, then the whole GPU suite.
 # Run (carry [".devrun"]): bash docs/measurements/s33-2026-12-06/s33b.sh $OUT
 set -u
 out=$1
@@ -25,7 +25,9 @@ for v in 1 2; do
   echo "kern run tp$v rc $?: $(cat $out/run-tp$v.txt)" >> $R
   grep -E "ranks:|generated" $out/run-tp$v.err >> $R
 done
-timeout 480 bash scripts/gpu-tests.sh build $out/gpu-tests.log > $out/suite.out 2>&1; echo "suite rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+timeout 90 $k bench --weights /tmp/tiny --kernels build/kernels --quick --no-peer --no-startup --no-pool --contexts 1024 --prefill 512 --gpus 0,0 > $out/bench-tp.txt 2>&1; echo "bench --gpus 0,0 rc $?" >> $R
+grep -A4 "tensor parallel:" $out/bench-tp.txt | head -6 >> $R; grep -E "^bench: decode at 1024" $out/bench-tp.txt >> $R
+timeout 470 bash scripts/gpu-tests.sh build $out/gpu-tests.log > $out/suite.out 2>&1; echo "suite rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 tail -1 $out/suite.out >> $R
 grep -E "\*\*\*Failed|Timeout|Not Run" $out/gpu-tests.log | head -20 >> $R
 cat $R

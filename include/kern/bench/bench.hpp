@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -145,6 +146,17 @@ struct Report {
   std::vector<PrefillOps> prefill_ops;  // per-op profiles of prefills (none: no section, no JSON key)
   PoolFigures pool;                     // issue 16 (not measured: a note, no targets)
   Peer peer;
+  // kern bench --gpus (issue 20): the same shape generated with --tp N, every rank in this process.
+  struct TensorParallel {
+    std::uint64_t ranks = 0;
+    std::string gpus;       // "0,1": rank r's GPU
+    std::string allreduce;  // which all-reduce each call size takes
+    std::uint64_t context = 0;
+    double decode_e2e_us = 0;    // median host µs per token at the context (kern run's per-token work)
+    double one_rank_e2e_us = 0;  // the one-GPU manifest's e2e at the same context (0: not measured)
+    std::vector<PrefillPoint> prefill;  // whole prompts in one chunk
+  };
+  std::optional<TensorParallel> tensor_parallel;  // none: no section, no JSON key
 };
 
 // Issue 5's targets, then issue 16's (pool_targets), for what the report holds (a target whose
@@ -287,6 +299,15 @@ class DecodeBench {
 std::vector<double> measure_prefill_ms(const core::Protocol& protocol, runtime::Runtime& runtime, std::uint64_t tokens,
                                        std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
                                        bool first_token_from_step = false);
+// The same through any executor (kern bench --gpus: every rank of a tensor-parallel manifest).
+std::vector<double> measure_prefill_ms(const core::Protocol& protocol, driver::Executor& executor, std::uint64_t tokens,
+                                       std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
+                                       bool first_token_from_step = false);
+// DecodeBench::e2e_ms through any executor: `steps` timed steps at `context` (≥ 2), `wait` waiting for
+// everything the executor launched (before each timed step).
+std::vector<double> decode_e2e_ms(const core::Protocol& protocol, driver::Executor& executor,
+                                  const std::function<void()>& wait, std::uint64_t context, std::int64_t token,
+                                  std::size_t steps);
 
 // The calls of the prefill program's one call in a prefill of `tokens` tokens with chunk =
 // tokens, as measure_prefill_ms runs it: just before that call runs (its inputs written by kern

@@ -201,6 +201,37 @@ TEST(BenchReport, JsonCarriesPrefillProfilesOnlyWhenThereAreSome) {
   EXPECT_EQ(k["ops"]["per_op"][0].size(), p[0]["per_op"][0].size());
 }
 
+// kern bench --gpus: its section and JSON key only when measured, each figure beside the one-GPU one.
+TEST(BenchReport, TensorParallelFiguresOnlyWhenMeasured) {
+  Report r = sample();
+  EXPECT_FALSE(to_json(r).contains("tensor_parallel"));
+  EXPECT_EQ(format_table(r).find("tensor parallel"), std::string::npos);
+  Report::TensorParallel tp;
+  tp.ranks = 2;
+  tp.gpus = "0,1";
+  tp.allreduce = "the peer kernel up to 8 rows, NCCL above";
+  tp.context = 1024;
+  tp.decode_e2e_us = 1010;
+  tp.one_rank_e2e_us = 2020;  // sample()'s e2e at 1024
+  tp.prefill = {prefill(2048, 2048, 104000)};
+  r.tensor_parallel = tp;
+  const std::string table = format_table(r);
+  EXPECT_NE(table.find("tensor parallel: 2 ranks in this process on GPUs 0,1; all-reduce: the peer kernel up to 8 rows"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("decode at 1024: e2e 1010.0 us per token (one GPU: 2020.0 us, 2.00x)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("prefill 2048 tokens: 19.69 ms, 104000 tok/s (one GPU: 65000 tok/s, 1.60x)"), std::string::npos)
+      << table;
+  const auto j = to_json(r)["tensor_parallel"];
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["gpus"], "0,1");
+  EXPECT_DOUBLE_EQ(j["decode_e2e_us"].get<double>(), 1010);
+  EXPECT_DOUBLE_EQ(j["one_rank_e2e_us"].get<double>(), 2020);
+  ASSERT_EQ(j["prefill"].size(), 1u);
+  EXPECT_DOUBLE_EQ(j["prefill"][0]["tokens_per_s"].get<double>(), 104000);
+}
+
 TEST(BenchReport, PeerJsonRoundTrip) {
   const std::string text = R"({"device": "NVIDIA H200", "torch": "2.11.0",
     "decode": [{"context": 128, "replays": 200, "gpu_step_us": 4100.5, "e2e_us": 4180.0}],
