@@ -287,6 +287,8 @@ int run() {
   if (tp_gpus.size() == 1) fail(ErrorKind::Api, "--gpus {}: list at least two GPUs (one rank each)", opt.gpus);
   if (!tp_gpus.empty() && (opt.decode_chain || opt.fp8 || opt.gemv_fused_norm))
     fail(ErrorKind::Api, "--gpus cannot be combined with --decode-chain, --fp8 or --gemv-fused-norm (kern gen --tp refuses them)");
+  // Before anything starts CUDA in this process (the start-up child inherits the setting).
+  if (!tp_gpus.empty()) runtime::Runtime::prefer_eager_module_loading();
   bench::HostTierPlan host_plan;
   for (std::uint64_t mib : bench::parse_sizes(opt.park_mib, "--park-mib")) host_plan.park_bytes.push_back(mib << 20);
   host_plan.issue_pages = opt.issue_pages;
@@ -627,7 +629,8 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--gpu", opt.gpu, "GPU index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--gpus", opt.gpus,
                   "Also the tensor-parallel figures: the shape generated with --tp N, one rank per listed GPU in this "
-                  "process (a GPU listed twice: the peer all-reduce for every call)");
+                  "process (a GPU listed twice: the peer all-reduce for every call); CUDA then loads modules eagerly "
+                  "for the whole run");
   cmd->add_option("--peer-timeout", opt.peer_timeout_s, "Seconds the peer may run (default 900)")
       ->check(CLI::Range(1, 86400));
   cmd->add_flag("--no-startup", opt.no_startup, "Skip the start-up measurement (child kern run)");

@@ -1,4 +1,6 @@
 // Driver bring-up, device queries, primary contexts, streams and events.
+#include <cstdlib>
+
 #include "cuda/driver_api.hpp"
 #include "kern/cuda/cuda.hpp"
 #include "kern/base/error.hpp"
@@ -7,6 +9,19 @@ namespace kern::cuda {
 using detail::api;
 
 void ensure_driver() { (void)api(); }
+
+ModuleLoading prefer_eager_module_loading() {
+  if (detail::driver_initialized()) return ModuleLoading::AlreadyInitialized;
+  if (const char* v = std::getenv("CUDA_MODULE_LOADING"); v != nullptr && *v != '\0') return ModuleLoading::CallerChose;
+  ::setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  return ModuleLoading::AsAsked;
+}
+
+bool lazy_module_loading() {
+  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+  KERN_CU(cuModuleGetLoadingMode, &mode);
+  return mode == CU_MODULE_LAZY_LOADING;
+}
 
 int device_count() {
   int n = 0;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -10,6 +11,8 @@
 
 namespace kern::cuda::detail {
 namespace {
+
+std::atomic<bool> driver_loaded{false};  // cuInit has run (CUDA_MODULE_LOADING is read by then)
 
 DriverApi load_driver() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -31,6 +34,7 @@ DriverApi load_driver() {
     fail(ErrorKind::Driver, "the CUDA driver is installed but cuInit failed: {} (no usable GPU?)",
          name ? name : std::to_string(static_cast<int>(r)));
   }
+  driver_loaded = true;
   return a;
 }
 
@@ -47,6 +51,8 @@ std::string describe(CUresult r, std::string_view call) {
 }  // namespace
 
 const DriverApi& api() { return load_once<DriverApi>(load_driver); }
+
+bool driver_initialized() { return driver_loaded; }
 
 void check(CUresult r, std::string_view call) {
   if (r == CUDA_SUCCESS) return;

@@ -58,6 +58,7 @@ namespace kern::cuda::detail {
   X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2)                                                      \
   X(cuMemsetD8Async, cuMemsetD8Async)                                                         \
   X(cuModuleLoadData, cuModuleLoadData)                                                       \
+  X(cuModuleGetLoadingMode, cuModuleGetLoadingMode)                                           \
   X(cuModuleUnload, cuModuleUnload)                                                           \
   X(cuModuleGetFunction, cuModuleGetFunction)                                                 \
   X(cuFuncGetParamInfo, cuFuncGetParamInfo)                                                   \
@@ -102,6 +103,8 @@ const Table& load_once(Load load) {
 // The loaded table (loads on first use; Error(Driver) if libcuda.so.1 or a symbol is missing
 // or cuInit fails).
 const DriverApi& api();
+// Whether api() has loaded the driver and run cuInit in this process (without loading it).
+bool driver_initialized();
 
 // Throws Error(Cuda) "<call> failed: <NAME> (<string>)" unless r == CUDA_SUCCESS.
 void check(CUresult r, std::string_view call);

@@ -8,6 +8,7 @@ namespace kern::driver {
 std::vector<std::unique_ptr<runtime::Runtime>> load_ranks(const core::Verified& manifest, const std::string& kernels_dir,
                                                           const runtime::RuntimeOptions& options, const RankPlan& plan) {
   std::vector<std::unique_ptr<runtime::Runtime>> ranks;
+  if (plan.gpus.size() > 1) runtime::Runtime::prefer_eager_module_loading();  // before CUDA starts
   for (std::size_t r = 0; r < plan.gpus.size(); ++r) {
     runtime::RuntimeOptions o = options;
     o.gpu = plan.gpus[r];

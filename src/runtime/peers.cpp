@@ -8,6 +8,7 @@
 #include "kern/base/error.hpp"
 #include "kern/base/fd_passing.hpp"
 #include "kern/base/log.hpp"
+#include "kern/cuda/cuda.hpp"
 #include "kern/runtime/runtime.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -164,6 +165,16 @@ void Runtime::connect_local(std::span<Runtime* const> ranks) {
   cuda::nccl_group([&] {
     for (std::size_t i = 0; i < ranks.size(); ++i) ranks[i]->impl_->join(ids[i]);
   });
+}
+
+bool Runtime::prefer_eager_module_loading() {
+  const cuda::ModuleLoading asked = cuda::prefer_eager_module_loading();
+  if (!cuda::lazy_module_loading()) return true;
+  log().warn("CUDA loads modules lazily in this process ({}): the first call of each program may wait in its peer "
+             "barriers until they time out (2 s each); set CUDA_MODULE_LOADING=EAGER before CUDA starts",
+             asked == cuda::ModuleLoading::CallerChose ? "CUDA_MODULE_LOADING is set so"
+                                                       : "CUDA was initialized before the ranks were loaded");
+  return false;
 }
 
 }  // namespace kern::runtime

@@ -24,6 +24,17 @@ using DevicePtr = std::uint64_t;
 void ensure_driver();
 int device_count();
 
+// CUDA's module loading for this process (CUDA_MODULE_LOADING, read once when CUDA initializes). With
+// lazy loading a kernel's first launch (a library's: cuBLASLt, NCCL) loads its module then, which waits
+// for the GPU's work in flight, so it deadlocks, until the barrier's timeout, against a peer barrier
+// spinning for a rank that has not launched yet.
+enum class ModuleLoading { AsAsked, AlreadyInitialized, CallerChose };
+// Sets CUDA_MODULE_LOADING=EAGER unless the caller set the variable (CallerChose) or the driver is
+// already initialized in this process (AlreadyInitialized: too late; nothing changes).
+ModuleLoading prefer_eager_module_loading();
+// Whether this process's CUDA loads modules lazily (cuModuleGetLoadingMode); initializes the driver.
+bool lazy_module_loading();
+
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;

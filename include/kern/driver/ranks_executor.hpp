@@ -19,8 +19,9 @@
 
 namespace kern::driver {
 
-// Loads one runtime per rank of `plan` (options.gpu and options.ranks[plan.group] set per rank).
-// Bind the weights on each, then connect_ranks.
+// Loads one runtime per rank of `plan` (options.gpu and options.ranks[plan.group] set per rank), with
+// more than one rank after Runtime::prefer_eager_module_loading (call it first in the process: CUDA
+// reads the setting once). Bind the weights on each, then connect_ranks.
 std::vector<std::unique_ptr<runtime::Runtime>> load_ranks(const core::Verified& manifest, const std::string& kernels_dir,
                                                           const runtime::RuntimeOptions& options, const RankPlan& plan);
 // The handshake among them (Runtime::connect_local); nothing for a single rank.

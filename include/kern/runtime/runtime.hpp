@@ -214,6 +214,12 @@ class Runtime {
   bool connected() const;  // no peer buffer left to fill
   // Every rank in one process: each offers, then each connects with all the offers.
   static void connect_local(std::span<Runtime* const> ranks);
+  // Before a process loads several ranks (driver::load_ranks): asks CUDA to load modules eagerly
+  // (cuda::prefer_eager_module_loading), since a library kernel's first launch under lazy loading waits
+  // for the GPU and so for a peer barrier spinning on a rank not launched yet (every barrier of a first
+  // call timed out, 2 s each, in session 33's device round 1). Returns false, with a warning logged, when
+  // this process loads lazily all the same (CUDA already initialized, or CUDA_MODULE_LOADING=LAZY set).
+  static bool prefer_eager_module_loading();
 
   // The host tier: one pinned block (NUMA-bound to the GPU's node) for `pages` host pages and
   // `slots` host slots, reserved once. park / wake copy on a transfer stream that starts after
