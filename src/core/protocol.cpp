@@ -155,8 +155,8 @@ struct ProtocolBuilder {
         case Fill::Count:
           if (!(one_d && dim_is(b.shape[0], p.group_var_))) bad("[groups]");
           break;
-        case Fill::Error:
-          if (!(one_d && !b.shape[0].is_var() && b.shape[0].value == 1)) bad("[1]");
+        case Fill::Error:  // kern extension: [n] words (schema v5: [1]), e.g. one per peer barrier
+          if (!(one_d && !b.shape[0].is_var() && b.shape[0].value >= 1)) bad("[n] with a literal n");
           break;
         case Fill::Clock:
           if (!(one_d && !b.shape[0].is_var() && b.shape[0].value % 5 == 0) || b.dtype != DType::I64)

@@ -319,10 +319,10 @@ std::int64_t Generator::call(const core::Forward& f, std::span<const std::int64_
     exec_.run(f.program, vars);
     if (err) {
       const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec_.read_output(err->buffer), err->buffer);
-      for (std::int64_t v : flags)
-        if (v != 0)
-          fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}", first, end, v,
-               err->buffer);
+      for (std::size_t i = 0; i < flags.size(); ++i)
+        if (flags[i] != 0)
+          fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}[{}]", first, end, flags[i],
+               err->buffer, i);
     }
     if (!emits) return -1;
   }

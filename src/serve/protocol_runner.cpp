@@ -142,8 +142,9 @@ struct ProtocolRunner::State {
   void check_error(std::string_view what) {
     const core::FillSlot* err = protocol.fill(Fill::Error);
     if (!err) return;
-    for (std::int64_t v : driver::decode_ints(err->dtype, exec.read_output(err->buffer), err->buffer))
-      if (v != 0) fail(ErrorKind::Call, "{} raised error flag {} in {}", what, v, err->buffer);
+    const std::vector<std::int64_t> flags = driver::decode_ints(err->dtype, exec.read_output(err->buffer), err->buffer);
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      if (flags[i] != 0) fail(ErrorKind::Call, "{} raised error flag {} in {}[{}]", what, flags[i], err->buffer, i);
   }
 };
 

@@ -160,7 +160,10 @@ OJ buffers(const Geo& g) {
     exported("tp_flags", "u32", OJ::array({g.o.tp}));
     peer_of("tp_flag_peers", "tp_flags");
     b["tp_barrier_gen"] = plain("u32", OJ::array({1}), "carry");
-    b["tp_barrier_errors"] = plain("i32", OJ::array({4 * c.layers}), "output");  // two barriers per all-reduce
+    // One word per barrier (two per all-reduce): the protocol's `error` fill, so every driver fails the
+    // call that had one time out.
+    b["tp_barrier_errors"] = plain("i32", OJ::array({4 * c.layers}), "output");
+    b["tp_barrier_errors"]["fill"] = "error";
   }
   weight_buffers(g, b);
   return b;

@@ -26,7 +26,7 @@ std::vector<PCase> pcases() {
        "P.fill_shape", "buffers.next_token.shape"},
       {"slot_shape", "qwen", R"([{"op":"replace","path":"/buffers/positions/shape","value":["seqs"]}])", "P.fill_shape",
        "buffers.positions.shape"},
-      {"error_shape", "tp2", R"([{"op":"replace","path":"/buffers/flag/shape","value":[2]}])", "P.fill_shape",
+      {"error_shape", "tp2", R"([{"op":"replace","path":"/buffers/flag/shape","value":["seqs"]}])", "P.fill_shape",
        "buffers.flag.shape"},
       {"count_without_tokens", "toy", R"([{"op":"replace","path":"/buffers/next/fill","value":"count"}])", "P.count",
        "buffers.next.fill"},

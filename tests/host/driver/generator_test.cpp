@@ -695,3 +695,34 @@ TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
 
 }  // namespace
 }  // namespace kern::driver
+
+namespace kern::driver::test {
+namespace {
+
+// An `error` fill of several words (kern's extension of schema v5's [1]; tensor-parallel manifests give
+// each peer barrier one): the generator reads all of them after each call and fails the call on any
+// non-zero word, naming the word. The fake executor leaves outputs it does not model at 0xEE bytes.
+TEST(Generator, AnErrorFillOfSeveralWordsFailsTheCallThatRaisedOne) {
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(
+      read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  m["buffers"]["flags"] = {{"dtype", "i32"}, {"shape", {3}}, {"kind", "output"}, {"fill", "error"}};
+  m["ops"]["step"]["params"].push_back("out buffer<i32>");
+  for (auto& [name, program] : m["programs"].items())
+    for (auto& call : program["calls"]) call["args"].push_back({{"buf", "flags"}});
+  const core::Verified v = core::verify(core::parse_manifest(m.dump(), "toy with flags"));
+  const core::Protocol p = core::check_protocol(v);
+  ASSERT_NE(p.fill(core::Fill::Error), nullptr);
+  FakeExecutor fake(v.manifest());
+  Generator gen(p, fake, options(3, 4));
+  try {
+    const std::vector<std::int64_t> prompt = {1, 2, 3};
+    gen.generate(prompt);
+    FAIL() << "a non-zero error word passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Call);
+    EXPECT_NE(std::string(e.what()).find("raised error flag -286331154 in flags[0]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kern::driver::test

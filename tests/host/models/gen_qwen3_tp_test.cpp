@@ -125,6 +125,9 @@ TEST(GenQwen3Tp, ThePeerAllReduceSumsExportedPartsBetweenTwoBarriers) {
   EXPECT_EQ(b["entry"], "kern_peer_barrier");
   EXPECT_EQ(b["args"][1], (OJ{{"rank", "tp"}}));
   EXPECT_EQ(b["args"][5], (OJ{{"i64", 2000000000}}));
+  // The barriers' words are the protocol's error fill: every driver fails a call that had one time out.
+  EXPECT_EQ(m["buffers"]["tp_barrier_errors"]["fill"], "error");
+  EXPECT_EQ(core::check_protocol(v).fill(core::Fill::Error)->buffer, "tp_barrier_errors");
   for (const char* program : {"prefill", "decode"}) {
     SCOPED_TRACE(program);
     const OJ& calls = m["programs"][program]["calls"];
