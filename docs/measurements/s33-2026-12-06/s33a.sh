@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 33, device round 1 (asked for an H200): the TP=2-on-one-GPU test (which rows differ), kern run
-# --gpus 0,0 and kern bench --gpus 0,0 on the tiny shape (as s33b.sh), then
+# --gpus 0,0 and kern bench --gpus 0,0 on the tiny shape, then
 # issue 17's load table as in s30f.sh (kern serve --max-seqs 256 on the 4B shape: concurrency 1 / 8 /
 # 32 / 64 / 128 / 256, Poisson 16/s, the 14k prefix run; --no-batch-invariant at 1 and 64; the
 # 60-second soak), then kern bench on the 4B shape with the PyTorch peer (issue 18's figures on this card).
