@@ -516,8 +516,7 @@ void measure_tensor_parallel(const models::Qwen3Shape& shape, models::Qwen3GenOp
     }
   }
   driver::connect_ranks(runtimes);
-  std::vector<runtime::Runtime*> raw;
-  for (const auto& r : runtimes) raw.push_back(r.get());
+  const std::vector<runtime::Runtime*> raw = driver::rank_pointers(runtimes);
   driver::RanksExecutor exec(raw);
   bench::Report::TensorParallel tp;
   tp.ranks = ranks;

@@ -320,9 +320,7 @@ int run() {
   for (const auto& r : runtimes) r->load_weights(*weights);
   const double weights_ms = ms_since(t_weights);
   driver::connect_ranks(runtimes);
-  std::vector<runtime::Runtime*> raw;
-  for (const auto& r : runtimes) raw.push_back(r.get());
-  exec.bind(std::move(raw));
+  exec.bind(driver::rank_pointers(runtimes));
   const double load_ms = ms_since(t_start);
 
   // Start-up report.

@@ -17,6 +17,7 @@
 #include "kern/cuda/cuda.hpp"
 #include "kern/cuda/event.hpp"
 #include "kern/driver/driver.hpp"
+#include "kern/driver/encode.hpp"
 #include "kern/bench/bench.hpp"
 #include "kern/driver/runtime_executor.hpp"
 #include "kern/base/error.hpp"
@@ -143,8 +144,9 @@ std::vector<double> DecodeBench::gpu_step_ms(std::size_t replays) {
 namespace {
 
 // DecodeBench::e2e_ms's timed loop over `inputs` (see there), `wait` holding until the executor is idle.
+// `check`, when set, runs after each timed step (untimed): the manifest's error flags.
 std::vector<double> e2e_loop(DecodeInputs& inputs, const std::function<void()>& wait, std::uint64_t c,
-                             std::int64_t token, std::size_t steps) {
+                             std::int64_t token, std::size_t steps, const std::function<void()>& check = {}) {
   // The token the untimed set-up writes: one the device produced (in its domain), so that the
   // timed step, fed the caller's token, rewrites it as a decode step does (unless they are equal).
   inputs.start(c, token);
@@ -161,6 +163,7 @@ std::vector<double> e2e_loop(DecodeInputs& inputs, const std::function<void()>& 
     // run, the next step's inputs written ahead meanwhile, the token read back.
     inputs.step(c - 1, token, true);
     ms.push_back(ms_between(t0, Clock::now()));
+    if (check) check();
   }
   return ms;
 }
@@ -172,7 +175,18 @@ std::vector<double> decode_e2e_ms(const core::Protocol& protocol, driver::Execut
                                   std::size_t steps) {
   if (context < 2) fail(ErrorKind::Api, "kern bench: a decode e2e figure needs a context of at least 2");
   DecodeInputs inputs(protocol, executor);
-  return e2e_loop(inputs, wait, context, token, steps);
+  // A step whose error fill is non-zero (a peer barrier that timed out) computed a wrong token: no
+  // figure from it (the generator fails such calls the same way).
+  std::function<void()> check;
+  if (const core::FillSlot* err = protocol.fill(core::Fill::Error))
+    check = [err, &executor] {
+      const std::vector<std::int64_t> flags =
+          driver::decode_ints(err->dtype, executor.read_output(err->buffer), err->buffer);
+      for (std::size_t i = 0; i < flags.size(); ++i)
+        if (flags[i] != 0)
+          fail(ErrorKind::Call, "kern bench: a decode step raised error flag {} in {}[{}]", flags[i], err->buffer, i);
+    };
+  return e2e_loop(inputs, wait, context, token, steps, check);
 }
 
 std::vector<double> DecodeBench::e2e_ms(std::size_t steps) {

@@ -19,11 +19,16 @@ std::vector<std::unique_ptr<runtime::Runtime>> load_ranks(const core::Verified& 
   return ranks;
 }
 
+std::vector<runtime::Runtime*> rank_pointers(const std::vector<std::unique_ptr<runtime::Runtime>>& ranks) {
+  std::vector<runtime::Runtime*> raw;
+  raw.reserve(ranks.size());
+  for (const auto& r : ranks) raw.push_back(r.get());
+  return raw;
+}
+
 void connect_ranks(const std::vector<std::unique_ptr<runtime::Runtime>>& ranks) {
   if (ranks.size() < 2) return;
-  std::vector<runtime::Runtime*> raw;
-  for (const auto& r : ranks) raw.push_back(r.get());
-  runtime::Runtime::connect_local(raw);
+  runtime::Runtime::connect_local(rank_pointers(ranks));
 }
 
 namespace {

@@ -304,7 +304,8 @@ std::vector<double> measure_prefill_ms(const core::Protocol& protocol, driver::E
                                        std::uint64_t chunk, std::uint64_t vocab, std::size_t reps,
                                        bool first_token_from_step = false);
 // DecodeBench::e2e_ms through any executor: `steps` timed steps at `context` (≥ 2), `wait` waiting for
-// everything the executor launched (before each timed step).
+// everything the executor launched (before each timed step). With an `error` fill, its words are read
+// after each step (untimed) and a non-zero one fails the measurement (ErrorKind::Call).
 std::vector<double> decode_e2e_ms(const core::Protocol& protocol, driver::Executor& executor,
                                   const std::function<void()>& wait, std::uint64_t context, std::int64_t token,
                                   std::size_t steps);

@@ -26,6 +26,8 @@ std::vector<std::unique_ptr<runtime::Runtime>> load_ranks(const core::Verified& 
                                                           const runtime::RuntimeOptions& options, const RankPlan& plan);
 // The handshake among them (Runtime::connect_local); nothing for a single rank.
 void connect_ranks(const std::vector<std::unique_ptr<runtime::Runtime>>& ranks);
+// The ranks as the non-owning pointers RanksExecutor and connect_local take, in rank order.
+std::vector<runtime::Runtime*> rank_pointers(const std::vector<std::unique_ptr<runtime::Runtime>>& ranks);
 
 class RanksExecutor final : public Executor {
  public:

@@ -2,10 +2,13 @@
 // toy manifest (page size 4, one table row reaches 4 pages, positions < 64).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "fake_executor.hpp"
 #include "kern/driver/driver.hpp"
 #include "kern/bench/bench.hpp"
 #include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 #include "kern/core/manifest.hpp"
 #include "kern/core/protocol.hpp"
 #include "kern/core/verify.hpp"
@@ -144,6 +147,35 @@ TEST(BenchInputs, RefusesContextsItCannotHold) {
     ADD_FAILURE() << "accepted a context past the capacity";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Api) << e.what();
+  }
+}
+
+// The decode e2e figure (kern bench --gpus) reads the manifest's error fill after every step: a step
+// whose flags are set (a peer barrier that timed out) gives an error, not a figure. The fake fills an
+// output it was never given with 0xEE bytes, so the flags read non-zero.
+TEST(BenchInputs, DecodeE2eFailsOnAStepThatRaisedAnErrorFlag) {
+  std::size_t waits = 0;
+  {
+    FakeExecutor fake(toy().verified.manifest());
+    const std::vector<double> ms = decode_e2e_ms(toy().protocol, fake, [&] { ++waits; }, 10, 42, 3);
+    EXPECT_EQ(ms.size(), 3u);  // no error fill: every step timed
+  }
+  EXPECT_EQ(waits, 3u);
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(
+      read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  m["buffers"]["flags"] = {{"dtype", "i32"}, {"shape", {2}}, {"kind", "output"}, {"fill", "error"}};
+  m["ops"]["step"]["params"].push_back("out buffer<i32>");
+  for (auto& [name, program] : m["programs"].items())
+    for (auto& call : program["calls"]) call["args"].push_back({{"buf", "flags"}});
+  const core::Verified v = core::verify(core::parse_manifest(m.dump(), "toy with flags"));
+  const core::Protocol p = core::check_protocol(v);
+  FakeExecutor fake(v.manifest());
+  try {
+    decode_e2e_ms(p, fake, [] {}, 10, 42, 3);
+    FAIL() << "a step with a non-zero error word gave a figure";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Call);
+    EXPECT_NE(std::string(e.what()).find("raised error flag -286331154 in flags[0]"), std::string::npos) << e.what();
   }
 }
 
