@@ -2,13 +2,10 @@
 // toy manifest (page size 4, one table row reaches 4 pages, positions < 64).
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include "fake_executor.hpp"
 #include "kern/driver/driver.hpp"
 #include "kern/bench/bench.hpp"
 #include "kern/base/error.hpp"
-#include "kern/base/file.hpp"
 #include "kern/core/manifest.hpp"
 #include "kern/core/protocol.hpp"
 #include "kern/core/verify.hpp"
@@ -161,17 +158,10 @@ TEST(BenchInputs, DecodeE2eFailsOnAStepThatRaisedAnErrorFlag) {
     EXPECT_EQ(ms.size(), 3u);  // no error fill: every step timed
   }
   EXPECT_EQ(waits, 3u);
-  nlohmann::ordered_json m = nlohmann::ordered_json::parse(
-      read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
-  m["buffers"]["flags"] = {{"dtype", "i32"}, {"shape", {2}}, {"kind", "output"}, {"fill", "error"}};
-  m["ops"]["step"]["params"].push_back("out buffer<i32>");
-  for (auto& [name, program] : m["programs"].items())
-    for (auto& call : program["calls"]) call["args"].push_back({{"buf", "flags"}});
-  const core::Verified v = core::verify(core::parse_manifest(m.dump(), "toy with flags"));
-  const core::Protocol p = core::check_protocol(v);
-  FakeExecutor fake(v.manifest());
+  const driver::test::Toy t = driver::test::toy_with_error_flags(2);
+  FakeExecutor fake(t.verified.manifest());
   try {
-    decode_e2e_ms(p, fake, [] {}, 10, 42, 3);
+    decode_e2e_ms(t.protocol, fake, [] {}, 10, 42, 3);
     FAIL() << "a step with a non-zero error word gave a figure";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Call);

@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kern/driver/driver.hpp"
 #include "kern/base/error.hpp"
+#include "kern/base/file.hpp"
 #include "kern/core/manifest.hpp"
 #include "kern/core/protocol.hpp"
 #include "kern/core/verify.hpp"
@@ -35,14 +38,27 @@ struct Event {
 
 // The toy serving manifest (tests/host/driver/fixtures/driver-toy.json), verified, and its protocol.
 struct Toy {
-  core::Verified verified = core::verify(
-      core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
-  core::Protocol protocol = core::check_protocol(verified);
+  Toy() : Toy(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json")) {}
+  explicit Toy(core::Manifest m) : verified(core::verify(std::move(m))), protocol(core::check_protocol(verified)) {}
+  core::Verified verified;
+  core::Protocol protocol;
 };
 
 inline const Toy& toy() {
   static const Toy t;
   return t;
+}
+
+// The toy manifest with an `error` fill of `words` i32 words that every call also writes (the fake
+// never writes it, so its words read as its 0xEE fill: -286331154, non-zero).
+inline Toy toy_with_error_flags(std::uint64_t words) {
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(
+      read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
+  m["buffers"]["flags"] = {{"dtype", "i32"}, {"shape", {words}}, {"kind", "output"}, {"fill", "error"}};
+  m["ops"]["step"]["params"].push_back("out buffer<i32>");
+  for (auto& [name, program] : m["programs"].items())
+    for (auto& call : program["calls"]) call["args"].push_back({{"buf", "flags"}});
+  return Toy(core::parse_manifest(m.dump(), "toy with flags"));
 }
 
 inline std::int64_t toy_next(std::int64_t token, std::uint64_t position) {

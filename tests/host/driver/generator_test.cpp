@@ -703,16 +703,10 @@ namespace {
 // each peer barrier one): the generator reads all of them after each call and fails the call on any
 // non-zero word, naming the word. The fake executor leaves outputs it does not model at 0xEE bytes.
 TEST(Generator, AnErrorFillOfSeveralWordsFailsTheCallThatRaisedOne) {
-  nlohmann::ordered_json m = nlohmann::ordered_json::parse(
-      read_file(std::string(KERN_SOURCE_DIR) + "/tests/host/driver/fixtures/driver-toy.json"));
-  m["buffers"]["flags"] = {{"dtype", "i32"}, {"shape", {3}}, {"kind", "output"}, {"fill", "error"}};
-  m["ops"]["step"]["params"].push_back("out buffer<i32>");
-  for (auto& [name, program] : m["programs"].items())
-    for (auto& call : program["calls"]) call["args"].push_back({{"buf", "flags"}});
-  const core::Verified v = core::verify(core::parse_manifest(m.dump(), "toy with flags"));
-  const core::Protocol p = core::check_protocol(v);
+  const Toy t = toy_with_error_flags(3);
+  const core::Protocol& p = t.protocol;
   ASSERT_NE(p.fill(core::Fill::Error), nullptr);
-  FakeExecutor fake(v.manifest());
+  FakeExecutor fake(t.verified.manifest());
   Generator gen(p, fake, options(3, 4));
   try {
     const std::vector<std::int64_t> prompt = {1, 2, 3};
