@@ -4,9 +4,10 @@
 #  - on an H100: the whole GPU suite on this tree (not run since session 33's cuda/runtime changes);
 #  - on an H200: issue 17's load table (s30f.sh) and kern bench with the peer first (the H200 figures
 #    no session since 21 could get), then as much of the suite as the time left allows.
-# Run (carry [".devrun"]): bash docs/measurements/s34-2026-12-06/s34a.sh $OUT
+# Run (carry [".devrun"]): bash docs/measurements/s34-2026-12-06/s34a.sh $OUT [seconds this call may take, 570]
 set -u
 out=$1
+limit=${2:-570}
 R=$out/results.log
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)
 echo "$gpu" > $R
@@ -31,7 +32,7 @@ done
 timeout 60 $k bench --weights /tmp/tiny --kernels build/kernels --quick --no-peer --no-startup --no-pool --contexts 1024 --prefill 512 --gpus 0,0 > $out/bench-tp.txt 2>&1; echo "bench --gpus 0,0 rc $? ($(( $(date +%s) - t0 )) s)" >> $R
 grep -E "tensor parallel: (decode|prefill)" $out/bench-tp.txt | head -4 >> $R
 suite() {
-  left=$(( 570 - ($(date +%s) - t0) ))
+  left=$(( limit - ($(date +%s) - t0) ))
   timeout $left bash scripts/gpu-tests.sh build $out/gpu-tests.log > $out/suite.out 2>&1
   echo "suite rc $? ($(( $(date +%s) - t0 )) s): $(tail -1 $out/suite.out)" >> $R
   grep -E "\*\*\*Failed|Timeout|\*\*\*Exception" $out/gpu-tests.log | head -10 >> $R
@@ -40,7 +41,7 @@ case "$gpu" in
   *H200*)
     mkdir -p $out/load; bash docs/measurements/s30-2026-12-06/s30f.sh $out/load > $out/load.out 2>&1
     echo "load script rc $? ($(( $(date +%s) - t0 )) s)" >> $R; cat $out/load/results.log >> $R
-    timeout 150 $k bench --weights /tmp/m4b --kernels build/kernels --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
+    [ $(( limit - ($(date +%s) - t0) )) -gt 170 ] && timeout 150 $k bench --weights /tmp/m4b --kernels build/kernels --no-startup --no-pool --contexts 1024 --prefill 2048,8192 --json $out/bench.json > $out/bench.txt 2>&1
     echo "bench with the peer rc $? ($(( $(date +%s) - t0 )) s)" >> $R
     grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)|MISS|PASS" $out/bench.txt >> $R
     suite ;;
