@@ -33,10 +33,15 @@ timeout 60 $k bench --weights /tmp/tiny --kernels build/kernels --quick --no-pee
 grep -E "tensor parallel: (decode|prefill)" $out/bench-tp.txt | head -4 >> $R
 suite() {
   left=$(( limit - ($(date +%s) - t0) ))
+  [ $left -gt 30 ] || { echo "suite not run: ${left} s left" >> $R; return; }
   timeout $left bash scripts/gpu-tests.sh build $out/gpu-tests.log > $out/suite.out 2>&1
   echo "suite rc $? ($(( $(date +%s) - t0 )) s): $(tail -1 $out/suite.out)" >> $R
   grep -E "\*\*\*Failed|Timeout|\*\*\*Exception" $out/gpu-tests.log | head -10 >> $R
 }
+# The GPU tests nearest session 33's change first (their own log), then the whole suite in the time left.
+KERN_CTEST_ARGS="-R (TensorParallel|PeerAllReduce|PeerBarrier|HandshakeGpu|KernelCatalogueGpu|RuntimeGpuNccl)" timeout 120 bash scripts/gpu-tests.sh build $out/subset.log > $out/subset.out 2>&1
+echo "subset rc $? ($(( $(date +%s) - t0 )) s): $(tail -1 $out/subset.out)" >> $R
+grep -E "\*\*\*Failed|Timeout" $out/subset.log | head -8 >> $R
 case "$gpu" in
   *H200*)
     mkdir -p $out/load; bash docs/measurements/s30-2026-12-06/s30f.sh $out/load > $out/load.out 2>&1
