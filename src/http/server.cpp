@@ -533,6 +533,19 @@ bool Exchange::start_stream(int status, std::string content_type, Headers extra)
   });
 }
 
+namespace {
+// Counts n more bytes against a stream's queue; false (and the connection closing) over its limit.
+// Under s.mu.
+bool charge_stream(Exchange::State& s, std::size_t n) {
+  if (s.queued.fetch_add(n) + n <= s.max_queue) return true;
+  s.queued -= n;
+  s.closed = true;
+  log().warn("http: stream queue over {} bytes (the client does not read): connection closed", s.max_queue);
+  s.post([st = &s](Connection& c) { c.abort(st, "stream queue over its limit"); });
+  return false;
+}
+}  // namespace
+
 bool Exchange::send(std::string chunk) {
   State& s = *state_;
   std::lock_guard lk(s.mu);
@@ -540,16 +553,33 @@ bool Exchange::send(std::string chunk) {
   if (s.phase != State::Phase::Streaming) fail(ErrorKind::Api, "http: send() outside a started, unfinished stream");
   if (chunk.empty()) return true;
   std::string piece = s.http11 ? detail::chunk_frame(chunk) : std::move(chunk);
-  const std::size_t n = piece.size();
+  if (!charge_stream(s, piece.size())) return false;
   const State* st = state_.get();
-  if (s.queued.fetch_add(n) + n > s.max_queue) {
-    s.queued -= n;
-    s.closed = true;
-    log().warn("http: stream queue over {} bytes (the client does not read): connection closed", s.max_queue);
-    s.post([st](Connection& c) { c.abort(st, "stream queue over its limit"); });
-    return false;
-  }
   return s.post([st, piece = std::move(piece)](Connection& c) mutable { c.deliver(st, std::move(piece), false, false); });
+}
+
+bool Exchange::send_made(std::size_t reserve, std::function<std::string()> make) {
+  State& s = *state_;
+  std::lock_guard lk(s.mu);
+  if (s.closed) return false;
+  if (s.phase != State::Phase::Streaming) fail(ErrorKind::Api, "http: send_made() outside a started, unfinished stream");
+  if (!charge_stream(s, reserve)) return false;
+  // The state is held (not only named) because the made chunk's size replaces the reserve in it.
+  return s.post([st = state_, reserve, http11 = s.http11, make = std::move(make)](Connection& c) mutable {
+    std::string piece;
+    try {
+      piece = make();
+    } catch (const std::exception& e) {
+      st->queued -= reserve;
+      log().error("http: a stream's chunk could not be made: {}", e.what());
+      c.abort(st.get(), "a stream's chunk could not be made");
+      return;
+    }
+    if (!piece.empty() && http11) piece = detail::chunk_frame(piece);
+    st->queued += piece.size();
+    st->queued -= reserve;
+    if (!piece.empty()) c.deliver(st.get(), std::move(piece), false, false);
+  });
 }
 
 void Exchange::finish() {

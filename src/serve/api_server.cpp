@@ -203,7 +203,8 @@ class RequestSink final : public TokenSink {
       if (lps) all.insert(all.end(), lps->begin(), lps->end());
       lps = std::move(all);
     }
-    ResponseJson chunk;
+    // The chunk's JSON is built and serialised on the connection's I/O thread, not here on the engine
+    // thread (about two thirds of the engine's host time per token: docs/perf.md, session 34).
     if (shape_.kind == RequestKind::Chat) {
       ChatChunkChoice c;
       c.index = static_cast<int>(index);
@@ -215,7 +216,8 @@ class RequestSink final : public TokenSink {
       s.calls.insert(s.calls.end(), calls.begin(), calls.end());
       c.logprobs = std::move(lps);
       c.finish_reason = finish;
-      chunk = chat_chunk_json(stream_, std::span(&c, 1));
+      const std::size_t reserve = chunk_reserve(content.size() + reasoning.size(), c.logprobs);
+      ex_->send_made(reserve, [h = io_header_, c = std::move(c)] { return sse_event(chat_chunk_json(*h, std::span(&c, 1))); });
     } else {
       CompletionChunkChoice c;
       c.index = static_cast<int>(index);
@@ -224,9 +226,22 @@ class RequestSink final : public TokenSink {
       c.text_offset = s.offset;
       s.offset += code_points(c.text);
       c.finish_reason = finish;
-      chunk = completion_chunk_json(stream_, std::span(&c, 1));
+      const std::size_t reserve = chunk_reserve(c.text.size(), c.logprobs);
+      ex_->send_made(reserve,
+                     [h = io_header_, c = std::move(c)] { return sse_event(completion_chunk_json(*h, std::span(&c, 1))); });
     }
-    ex_->send(sse_event(chunk));
+  }
+
+  // About the bytes a chunk will take (its JSON and SSE framing around the text, each log-prob entry
+  // and its alternatives): what the stream queue counts until the I/O thread has made it.
+  static std::size_t chunk_reserve(std::size_t text, const std::optional<std::vector<TokenLogprob>>& lps) {
+    std::size_t n = 256 + 2 * text;
+    if (lps)
+      for (const TokenLogprob& e : *lps) {
+        n += 96 + 6 * e.token.size();
+        for (const TopLogprob& t : e.top) n += 96 + 6 * t.token.size();
+      }
+    return n;
   }
 
   std::string text_of(std::int64_t id) const {
@@ -316,6 +331,7 @@ class RequestSink final : public TokenSink {
   std::shared_ptr<http::Exchange> ex_;
   Shape shape_;
   StreamHeader stream_;
+  std::shared_ptr<const StreamHeader> io_header_ = std::make_shared<const StreamHeader>(stream_);  // for the I/O threads
   const tokenizer::Tokenizer& tok_;
   ServeMetrics& metrics_;
   const std::atomic<bool>& draining_;

@@ -63,6 +63,13 @@ class Exchange {
   // Queues one chunk (an empty one is skipped); written in order. False once the client is gone or
   // the queue of unwritten bytes exceeds Limits::max_stream_queue (the connection is then closed).
   bool send(std::string chunk);
+  // The same for a chunk made later, on the connection's I/O thread, in order with every other send:
+  // `make` runs there (it must be thread-safe and must not block; what it captures must outlive it),
+  // its result is queued as send() would (an empty one is skipped), and an exception it throws closes
+  // the connection. `reserve` bytes (an estimate of the chunk) count against the stream queue's limit
+  // until it is made, then its real size does. Lets the thread that produces a stream's content leave
+  // the formatting to the I/O threads.
+  bool send_made(std::size_t reserve, std::function<std::string()> make);
   // Ends the stream (terminating chunk); the connection may then serve another request.
   void finish();
   // The client went away (or the connection failed) before this exchange was finished.

@@ -240,6 +240,39 @@ TEST(HttpServer, StreamDeliversManyChunksInOrder) {
   EXPECT_EQ(r10.body.size(), r.body.size());
 }
 
+// Chunks made on the I/O thread (send_made) keep their place among plain sends; an empty one is
+// skipped; a maker that throws closes the connection instead of writing a half stream.
+TEST(HttpServer, MadeChunksKeepTheirOrderAndAThrowingMakerClosesTheConnection) {
+  Server server(local_config(), [&](Request req, std::shared_ptr<Exchange> ex) {
+    ASSERT_TRUE(ex->start_stream(200, "text/event-stream"));
+    for (int i = 0; i < 40; ++i) {
+      if (i % 3 == 0) {
+        EXPECT_TRUE(ex->send("plain " + std::to_string(i) + "\n"));
+      } else {
+        EXPECT_TRUE(ex->send_made(16, [i] { return "made " + std::to_string(i) + "\n"; }));
+      }
+    }
+    EXPECT_TRUE(ex->send_made(16, [] { return std::string(); }));  // nothing written
+    if (req.path == "/throws") {
+      EXPECT_TRUE(ex->send_made(16, []() -> std::string { throw std::runtime_error("no chunk"); }));
+      return;  // never finished: the connection closes
+    }
+    ex->finish();
+  });
+  server.run();
+  Client c(server.port());
+  c.send(request_text("GET", "/stream"));
+  const Response r = c.read();
+  ASSERT_EQ(r.chunks.size(), 40u);
+  for (int i = 0; i < 40; ++i)
+    EXPECT_EQ(r.chunks[i], (i % 3 == 0 ? "plain " : "made ") + std::to_string(i) + "\n");
+
+  Client t(server.port());
+  t.send(request_text("GET", "/throws"));
+  EXPECT_TRUE(t.wait_eof(2000ms));
+  EXPECT_TRUE(eventually([&] { return server.open_connections() <= 1; }));
+}
+
 TEST(HttpServer, AnswersFromAnotherThread) {
   Worker engine;
   std::atomic<std::thread::id> io_thread{};
