@@ -17,7 +17,6 @@
 #include "kern/cuda/cuda.hpp"
 #include "kern/cuda/event.hpp"
 #include "kern/driver/driver.hpp"
-#include "kern/driver/encode.hpp"
 #include "kern/bench/bench.hpp"
 #include "kern/driver/runtime_executor.hpp"
 #include "kern/base/error.hpp"
@@ -178,14 +177,8 @@ std::vector<double> decode_e2e_ms(const core::Protocol& protocol, driver::Execut
   // A step whose error fill is non-zero (a peer barrier that timed out) computed a wrong token: no
   // figure from it (the generator fails such calls the same way).
   std::function<void()> check;
-  if (const core::FillSlot* err = protocol.fill(core::Fill::Error))
-    check = [err, &executor] {
-      const std::vector<std::int64_t> flags =
-          driver::decode_ints(err->dtype, executor.read_output(err->buffer), err->buffer);
-      for (std::size_t i = 0; i < flags.size(); ++i)
-        if (flags[i] != 0)
-          fail(ErrorKind::Call, "kern bench: a decode step raised error flag {} in {}[{}]", flags[i], err->buffer, i);
-    };
+  if (protocol.fill(core::Fill::Error))
+    check = [&] { driver::check_error_fill(protocol, executor, [] { return std::string("kern bench: a decode step"); }); };
   return e2e_loop(inputs, wait, context, token, steps, check);
 }
 

@@ -62,6 +62,14 @@ void fail_positions(const SeqLimits& limits, bool page_tables, std::uint64_t tok
        tokens, limits.total_pages * limits.unit, limits.total_pages, limits.unit, denied.describe());
 }
 
+void check_error_fill(const core::Protocol& protocol, Executor& exec, const std::function<std::string()>& what) {
+  const core::FillSlot* err = protocol.fill(Fill::Error);
+  if (!err) return;
+  const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec.read_output(err->buffer), err->buffer);
+  for (std::size_t i = 0; i < flags.size(); ++i)
+    if (flags[i] != 0) fail(ErrorKind::Call, "{} raised error flag {} in {}[{}]", what(), flags[i], err->buffer, i);
+}
+
 std::optional<std::string> find_logits_output(const core::Protocol& protocol) {
   const core::Manifest& m = protocol.verified().manifest();
   std::optional<std::string> found;
@@ -317,13 +325,7 @@ std::int64_t Generator::call(const core::Forward& f, std::span<const std::int64_
   const core::FillSlot* err = protocol_.fill(Fill::Error);
   if (!emits || err) {
     exec_.run(f.program, vars);
-    if (err) {
-      const std::vector<std::int64_t> flags = decode_ints(err->dtype, exec_.read_output(err->buffer), err->buffer);
-      for (std::size_t i = 0; i < flags.size(); ++i)
-        if (flags[i] != 0)
-          fail(ErrorKind::Call, "the call at positions [{}, {}) raised error flag {} in {}[{}]", first, end, flags[i],
-               err->buffer, i);
-    }
+    check_error_fill(protocol_, exec_, [&] { return fmt::format("the call at positions [{}, {})", first, end); });
     if (!emits) return -1;
   }
   const core::FillSlot& out = *protocol_.fill(Fill::Tokens);

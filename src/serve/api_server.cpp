@@ -55,12 +55,12 @@ class RequestSink final : public TokenSink {
               bool skip_special, ServeMetrics& metrics, const std::atomic<bool>& draining)
       : ex_(std::move(ex)),
         shape_(std::move(shape)),
-        stream_{std::move(header), shape_.kind, shape_.include_usage},
+        stream_(std::make_shared<const StreamHeader>(StreamHeader{std::move(header), shape_.kind, shape_.include_usage})),
         tok_(tok),
         metrics_(metrics),
         draining_(draining),
         arrived_(Clock::now()) {
-    for (int i = 0; i < shape_.n; ++i) samples_.emplace_back(tok, skip_special, shape_, stream_.header.id, i);
+    for (int i = 0; i < shape_.n; ++i) samples_.emplace_back(tok, skip_special, shape_, stream_->header.id, i);
   }
 
   void on_scheduled() override { scheduled_ = Clock::now(); }
@@ -217,7 +217,7 @@ class RequestSink final : public TokenSink {
       c.logprobs = std::move(lps);
       c.finish_reason = finish;
       const std::size_t reserve = chunk_reserve(content.size() + reasoning.size(), c.logprobs);
-      ex_->send_made(reserve, [h = io_header_, c = std::move(c)] { return sse_event(chat_chunk_json(*h, std::span(&c, 1))); });
+      ex_->send_made(reserve, [h = stream_, c = std::move(c)] { return sse_event(chat_chunk_json(*h, std::span(&c, 1))); });
     } else {
       CompletionChunkChoice c;
       c.index = static_cast<int>(index);
@@ -228,7 +228,7 @@ class RequestSink final : public TokenSink {
       c.finish_reason = finish;
       const std::size_t reserve = chunk_reserve(c.text.size(), c.logprobs);
       ex_->send_made(reserve,
-                     [h = io_header_, c = std::move(c)] { return sse_event(completion_chunk_json(*h, std::span(&c, 1))); });
+                     [h = stream_, c = std::move(c)] { return sse_event(completion_chunk_json(*h, std::span(&c, 1))); });
     }
   }
 
@@ -275,7 +275,7 @@ class RequestSink final : public TokenSink {
     t.decode_s = first_token_ && last_token_ ? seconds(*first_token_, *last_token_) : 0;
     const char* reason = failed_ ? "error" : (ex_->closed() ? "cancelled" : "done");
     log().info("request {}: {} prompt tokens ({} cached), {} generated, ttft {:.1f} ms, {:.1f} ms, {}",
-                 stream_.header.id, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, t.ttft_s * 1e3,
+                 stream_->header.id, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, t.ttft_s * 1e3,
                  t.e2e_s * 1e3, reason);
     if (!ex_->closed()) metrics_.count_request(!failed_);  // a client that left is neither
     if (!failed_ && !ex_->closed()) metrics_.observe(t);
@@ -292,7 +292,7 @@ class RequestSink final : public TokenSink {
     }
     if (shape_.stream) {
       if (!stream_open()) return;
-      if (shape_.include_usage) ex_->send(sse_event(usage_chunk_json(stream_, usage)));
+      if (shape_.include_usage) ex_->send(sse_event(usage_chunk_json(*stream_, usage)));
       ex_->send(sse_done());
       ex_->finish();
       return;
@@ -309,7 +309,7 @@ class RequestSink final : public TokenSink {
         if (shape_.logprobs) c.logprobs = std::move(s.logprobs);
         choices.push_back(std::move(c));
       }
-      body = chat_completion_json(stream_.header, choices, usage);
+      body = chat_completion_json(stream_->header, choices, usage);
     } else {
       std::vector<CompletionChoice> choices;
       for (Sample& s : samples_) {
@@ -323,15 +323,14 @@ class RequestSink final : public TokenSink {
         }
         choices.push_back(std::move(c));
       }
-      body = completion_json(stream_.header, choices, usage);
+      body = completion_json(stream_->header, choices, usage);
     }
     ex_->respond(200, kJson, to_body(body));
   }
 
   std::shared_ptr<http::Exchange> ex_;
   Shape shape_;
-  StreamHeader stream_;
-  std::shared_ptr<const StreamHeader> io_header_ = std::make_shared<const StreamHeader>(stream_);  // for the I/O threads
+  std::shared_ptr<const StreamHeader> stream_;  // shared with the I/O threads that make the chunks
   const tokenizer::Tokenizer& tok_;
   ServeMetrics& metrics_;
   const std::atomic<bool>& draining_;

@@ -140,11 +140,7 @@ struct ProtocolRunner::State {
   }
 
   void check_error(std::string_view what) {
-    const core::FillSlot* err = protocol.fill(Fill::Error);
-    if (!err) return;
-    const std::vector<std::int64_t> flags = driver::decode_ints(err->dtype, exec.read_output(err->buffer), err->buffer);
-    for (std::size_t i = 0; i < flags.size(); ++i)
-      if (flags[i] != 0) fail(ErrorKind::Call, "{} raised error flag {} in {}[{}]", what, flags[i], err->buffer, i);
+    driver::check_error_fill(protocol, exec, [what] { return std::string(what); });
   }
 };
 

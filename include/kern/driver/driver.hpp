@@ -100,6 +100,11 @@ std::optional<pool::Denied> hold_tokens(Executor& exec, pool::Lease& lease, std:
 [[noreturn]] void fail_positions(const SeqLimits& limits, bool page_tables, std::uint64_t tokens,
                                  const pool::Denied& denied);
 
+// After a call: reads the protocol's `error` fill, when it has one, and fails (ErrorKind::Call) on
+// the first non-zero word, naming it: "<what()> raised error flag <v> in <buffer>[<i>]". `what` is
+// formatted only then.
+void check_error_fill(const core::Protocol& protocol, Executor& exec, const std::function<std::string()>& what);
+
 struct GeneratorOptions {
   std::uint64_t steps = 32;               // tokens to generate at most (≥ 1)
   std::uint64_t chunk = 512;              // prefill rows per call; capped by the chunk program's bound
