@@ -132,14 +132,16 @@ TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
 // and 256, each timed at m = 1, 64, 128, 256 and, for a prefill-sized step run with the same
 // algorithm (one algorithm for decode and prefill rows would let them share a GEMM), 512 and 2048;
 // row 0's bits at every m against m = 1 are asserted for each. Reported only (docs/perf.md,
-// fifteenth session).
+// fifteenth session). Each candidate's line also carries a hash of its row 0 (the same input for
+// every candidate of a shape): candidates with the same hash compute the same bits, so a
+// batch-invariant launch could run any of them at any m (docs/perf.md, session 35).
 TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
   cuda::ensure_driver();
   cuda::Context ctx(0);
   cuda::Stream stream;
   cuda::BlasLt blas;
   constexpr int kLaunches = 16, kReplays = 7, kCandidates = 8;
-  constexpr std::uint64_t kRefs[] = {64, 128, 256, 2048};  // 2048: the prefill chunk's own choice, first answer only
+  constexpr std::uint64_t kRefs[] = {1, 8, 32, 64, 128, 256, 2048};  // 2048: the prefill chunk's own choice, first answer only
   constexpr std::uint64_t kAt[] = {1, 64, 128, 256, 512, 2048};
   std::uint64_t seed = 91;
   for (const DecodeGemm& g : kShapes) {
@@ -189,7 +191,9 @@ TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
           EXPECT_EQ(0, std::memcmp(got.data(), row0.data(), g.n * 2)) << g.name << " m_ref " << ref << " #" << cand << " m " << m;
           std::printf(" %8.2f", graph_gemm_us(blas, s, da, dw, dc, stream, kLaunches, kReplays));
         }
-        std::printf("  %s\n", text.c_str());
+        std::uint64_t h = 1469598103934665603ull;  // FNV-1a over row 0's bytes
+        for (std::uint16_t v : row0) h = ((h ^ (v & 0xffu)) * 1099511628211ull ^ (v >> 8)) * 1099511628211ull;
+        std::printf("  bits %016llx  %s\n", (unsigned long long)h, text.c_str());
       }
   }
 }
