@@ -102,7 +102,7 @@ std::vector<ParamType> read_params(const Node& n) { return read_array(n, read_pa
 Launch read_launch(const Node& n) {
   Object o(n, "launch",
            {"module", "entry", "params", "block", "grid", "shared_mem", "cluster", "pdl", "cooperative", "when", "args",
-            "algo", "algo_m", "algo_candidate"});
+            "algo", "algo_m", "algo_candidate", "algo_per_m"});
   Launch l;
   if (auto f = o.optional("module")) l.module = read_string(*f);
   l.entry = read_string(o.required("entry"));
@@ -123,6 +123,7 @@ Launch read_launch(const Node& n) {
   if (auto f = o.optional("algo")) l.algo = read_algo(*f);
   if (auto f = o.optional("algo_m")) l.algo_m = read_u64(*f);
   if (auto f = o.optional("algo_candidate")) l.algo_candidate = read_u32(*f);
+  if (auto f = o.optional("algo_per_m")) l.algo_per_m = read_bool(*f);
   return l;
 }
 

@@ -146,6 +146,8 @@ class OpChecker {
       if (l.algo_candidate)
         c_.add(key(lp, "algo_candidate"), "R6.extern",
                "algo_candidate only on cuBLASLt GEMM extern launches (cublaslt_*)");
+      if (l.algo_per_m)
+        c_.add(key(lp, "algo_per_m"), "R6.extern", "algo_per_m only on cuBLASLt bf16 GEMM extern launches");
       check_geometry(l, lp);
       // The load-time co-residency proof counts blocks per SM, not clusters per GPU
       // (cuOccupancyMaxActiveClusters): the two are not supported together.
@@ -191,6 +193,11 @@ class OpChecker {
     if (l.algo_candidate && l.algo)
       c_.add(key(lp, "algo_candidate"), "R6.extern",
              "algo_candidate picks among the heuristic's answers and algo pins one: give one of them");
+    if (l.algo_per_m && !(x && x->takes_algo && x->in == DType::BF16 && x->out == DType::BF16))
+      c_.add(key(lp, "algo_per_m"), "R6.extern", "algo_per_m only on cuBLASLt bf16 GEMM externs (cublaslt_bf16_tn*)");
+    if (l.algo_per_m && l.algo)
+      c_.add(key(lp, "algo_per_m"), "R6.extern",
+             "algo_per_m lets the runtime run an equivalent answer and algo pins one: give one of them");
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i].kind == ParamType::Kind::Bytes)
         c_.add(l.params ? idx(key(lp, "params"), i) : lp, "R6.extern", "bytes<N> is never an extern param");

@@ -3,10 +3,12 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kern/base/error.hpp"
 #include "kern/base/log.hpp"
@@ -176,6 +178,11 @@ struct BlasLt::Choice {
 struct BlasLt::Plan {
   Layouts layouts;
   const Choice* choice = nullptr;
+  // What runs at this m: the choice's algorithm, or an answer at this m found bit for bit equal
+  // to it (per_m_equivalent); searched: that search has run.
+  cublasLtMatmulAlgo_t algo{};
+  std::string text, origin;
+  bool searched = false;
 };
 
 BlasLt::BlasLt() {
@@ -195,11 +202,22 @@ void BlasLt::prepare(const GemmShape& s) {
   if (s.m && s.n && s.k) (void)plan(s);
 }
 
+void BlasLt::prepare(const GemmShape& s, const GemmOperands& ops) {
+  if (!s.m || !s.n || !s.k) return;
+  Plan& p = plan(s);
+  if (s.per_m_equivalent && !p.searched) find_equivalent(s, p, ops);
+}
+
 std::size_t BlasLt::cached_plans() const { return plans_.size(); }
 
 std::string BlasLt::describe(const GemmShape& s) {
   const Choice& c = choice(s);
   return fmt::format("{} ({})", c.text, c.origin);
+}
+
+std::string BlasLt::describe_at_m(const GemmShape& s) {
+  const Plan& p = plan(s);
+  return fmt::format("{} ({})", p.text, p.origin);
 }
 
 BlasLt::ChoiceKey BlasLt::choice_key(const GemmShape& s) {
@@ -291,8 +309,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
   return *choices_.emplace(key, std::move(c)).first->second;
 }
 
-const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
-  const PlanKey key(s.m, choice_key(s));
+BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
+  const PlanKey key(s.m, s.per_m_equivalent, choice_key(s));
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   const Choice& c = choice(s);
@@ -310,7 +328,111 @@ const BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
          r != CUBLAS_STATUS_SUCCESS ? std::string(name ? name : "?")
                                     : fmt::format("needs {} bytes of workspace", probe.workspaceSize));
   }
+  p->algo = c.algo;
+  p->text = c.text;
+  p->origin = c.origin;
   return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+// The heuristic's answers at this m, in its order, up to the launch's own algorithm: the first whose
+// bits on the probe equal the launch's algorithm's runs at this m instead (docs/runtime.md, "GEMM
+// algorithm choice"). An answer with the same configuration as the launch's is the launch's.
+void BlasLt::find_equivalent(const GemmShape& s, Plan& p, const GemmOperands& ops) {
+  p.searched = true;
+  if (s.algo || is_fp8(s) || !ops.w) return;
+  const auto handle = static_cast<cublasLtHandle_t>(handle_);
+  const Layouts& l = p.layouts;
+  cublasLtMatmulPreference_t pref = nullptr;
+  KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
+  std::uint64_t ws = kWorkspaceBytes;
+  constexpr int kAsk = 8;
+  cublasLtMatmulHeuristicResult_t results[kAsk]{};
+  int found = 0;
+  cublasStatus_t r =
+      lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  if (r == CUBLAS_STATUS_SUCCESS)
+    r = lt().cublasLtMatmulAlgoGetHeuristic(handle, l.desc, l.w, l.a, l.c, l.c, pref, kAsk, results, &found);
+  lt().cublasLtMatmulPreferenceDestroy(pref);
+  check(r, "cublasLtMatmulAlgoGetHeuristic");
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes) continue;
+    const std::string text = config_text(results[i].algo);
+    if (text == p.choice->text) return;  // the launch's own algorithm comes first
+    bool same = false;
+    try {
+      same = probe_same_bits(s, p, &results[i].algo, ops);
+    } catch (const Error& e) {
+      log().warn("cuBLASLt {} m={} n={} k={}: no probe for an equivalent algorithm ({}): the launch's own", types_text(s),
+                 s.m, s.n, s.k, e.what());
+      return;
+    }
+    if (!same) continue;
+    p.algo = results[i].algo;
+    p.text = text;
+    p.origin = fmt::format("heuristic at m={}, answer {}, bit for bit [{}] on a probe", s.m, i, p.choice->text);
+    log().debug("cuBLASLt {} n={} k={} m={}: {} ({})", types_text(s), s.n, s.k, s.m, p.text, p.origin);
+    return;
+  }
+}
+
+namespace {
+
+// Deterministic bf16 bit patterns in about [-1, 1) (splitmix64): the probe's A and initial C.
+std::vector<std::uint16_t> probe_values(std::size_t n, std::uint64_t seed) {
+  std::vector<std::uint16_t> v(n);
+  std::uint64_t x = seed;
+  for (auto& e : v) {
+    x += 0x9e3779b97f4a7c15ull;
+    std::uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float f = static_cast<float>(static_cast<std::uint32_t>(z >> 40)) * 0x1p-23f - 1.0f;  // [-1, 1)
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    e = static_cast<std::uint16_t>(bits >> 16);
+  }
+  return v;
+}
+
+}  // namespace
+
+// Runs the plan's choice and `other_algo` at the plan's m on the same random A (and random initial C
+// where the GEMM accumulates) against ops.w, on the probe stream, and compares the m × n outputs.
+bool BlasLt::probe_same_bits(const GemmShape& s, const Plan& p, const void* other_algo, const GemmOperands& ops) {
+  if (!probe_stream_) {
+    probe_workspace_ = DeviceMemory::allocate(kWorkspaceBytes, "the cuBLASLt probe workspace");
+    probe_stream_ = std::make_unique<Stream>();
+  }
+  const Stream& st = *probe_stream_;
+  const std::size_t a_elems = (s.m - 1) * s.lda + s.k, c_elems = (s.m - 1) * s.ldc + s.n;
+  const std::vector<std::uint16_t> a = probe_values(a_elems, 0x6b65726e61ull + s.k);
+  const std::vector<std::uint16_t> c0 = s.accumulate ? probe_values(c_elems, 0x70726f6265ull + s.n)
+                                                      : std::vector<std::uint16_t>(c_elems, 0);
+  DeviceMemory da = DeviceMemory::allocate(a_elems * 2, "a cuBLASLt probe's A");
+  DeviceMemory dc[2] = {DeviceMemory::allocate(c_elems * 2, "a cuBLASLt probe's C"),
+                        DeviceMemory::allocate(c_elems * 2, "a cuBLASLt probe's C")};
+  copy_h2d_async(da.ptr(), a.data(), a_elems * 2, st);
+  const cublasLtMatmulAlgo_t* algos[2] = {&p.choice->algo, static_cast<const cublasLtMatmulAlgo_t*>(other_algo)};
+  std::vector<std::uint16_t> out[2];
+  for (int i = 0; i < 2; ++i) {
+    copy_h2d_async(dc[i].ptr(), c0.data(), c_elems * 2, st);
+    const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
+    const Layouts& l = p.layouts;
+    check(lt().cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha,
+                              reinterpret_cast<const void*>(ops.w), l.w, reinterpret_cast<const void*>(da.ptr()), l.a,
+                              &beta, reinterpret_cast<const void*>(dc[i].ptr()), l.c,
+                              reinterpret_cast<void*>(dc[i].ptr()), l.c, algos[i],
+                              reinterpret_cast<void*>(probe_workspace_.ptr()), kWorkspaceBytes,
+                              static_cast<cudaStream_t>(st.handle())),
+          "cublasLtMatmul (probe)");
+    out[i].resize(c_elems);
+    copy_d2h_async(out[i].data(), dc[i].ptr(), c_elems * 2, st);
+  }
+  st.synchronize();
+  for (std::uint64_t row = 0; row < s.m; ++row)
+    if (std::memcmp(out[0].data() + row * s.ldc, out[1].data() + row * s.ldc, s.n * 2) != 0) return false;
+  return true;
 }
 
 DevicePtr BlasLt::scale_stand_in() const { return workspace_.ptr() + kFp8Alignment; }
@@ -338,7 +460,7 @@ void BlasLt::gemm(const GemmShape& s, const GemmOperands& ops, const Stream& str
   const cublasStatus_t r = lt().cublasLtMatmul(
       static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha, reinterpret_cast<const void*>(ops.w), l.w,
       reinterpret_cast<const void*>(ops.a), l.a, &beta, reinterpret_cast<const void*>(ops.c), l.c,
-      reinterpret_cast<void*>(ops.c), l.c, &p.choice->algo, reinterpret_cast<void*>(workspace_.ptr()),
+      reinterpret_cast<void*>(ops.c), l.c, &p.algo, reinterpret_cast<void*>(workspace_.ptr()),
       kWorkspaceBytes, static_cast<cudaStream_t>(stream.handle()));
   if (r != CUBLAS_STATUS_SUCCESS) {
     // What cublasLtMatmulAlgoCheck could not see: the addresses (CUBLASLT_LOG_LEVEL=1 makes
@@ -348,7 +470,7 @@ void BlasLt::gemm(const GemmShape& s, const GemmOperands& ops, const Stream& str
     fail(ErrorKind::Blas,
          "cublasLtMatmul failed: {} ({}) for {} m={} n={} k={} lda={} ldc={} with algorithm [{}] ({}); A {} W {} C {}{}",
          name ? name : std::to_string(static_cast<int>(r)), str ? str : "no description", types_text(s), s.m, s.n,
-         s.k, s.lda, s.ldc, p.choice->text, p.choice->origin, hex(ops.a), hex(ops.w), hex(ops.c),
+         s.k, s.lda, s.ldc, p.text, p.origin, hex(ops.a), hex(ops.w), hex(ops.c),
          is_fp8(s) ? fmt::format(" a_scale {} w_scale {}", hex(ops.a_scale), hex(ops.w_scale)) : std::string());
   }
 }

@@ -49,7 +49,7 @@ void Runtime::Impl::apply(ProgramExec& p) {
         if (e.active) {
           check_gemm(c, e);
           try {
-            if (e.ext->library == core::ExternSpec::Library::CublasLt) blas->prepare(e.gemm);
+            if (e.ext->library == core::ExternSpec::Library::CublasLt) blas->prepare(e.gemm, e.gemm_ops);
           } catch (const Error& err) {
             throw Error::call(c.context(), err);
           }

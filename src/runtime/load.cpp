@@ -249,6 +249,7 @@ CallExec Runtime::Impl::build_call(const std::string& program, std::size_t index
         // Row invariance: the algorithm is chosen at m's value at the var bounds (docs/runtime.md).
         const rt::ArgValue& m_arg = values[rt::GemmArgIndex(*e.ext).m];
         if (l.algo_candidate) e.gemm.candidate = *l.algo_candidate;
+        e.gemm.per_m_equivalent = l.algo_per_m.value_or(false);
         if (l.algo_m) {
           e.gemm.m_ref = *l.algo_m;
         } else {

@@ -2,7 +2,8 @@
 # Session 35, device round 1 (session 34's s34a.sh, which never got a machine, reordered): session 33's
 # lazy-loading fix (the TP=2-on-one-GPU test, kern run --gpus 0,0 against the one-rank manifest: the
 # 300-token prefill must no longer take 16 × 2 s, kern bench --gpus 0,0), then
-#  - on an H100: the whole GPU suite, then the cuBLASLt candidates sweep with their bit hashes
+#  - on an H100: the whole GPU suite, then the per-m equivalent GEMM answers (PerfGpuGemm.PerMEquivalentAnswers,
+#    kern gen --gemm-per-m's mechanism) and the cuBLASLt candidates sweep with their bit hashes
 #    (PerfGpuGemm.DecodeCandidatesAcrossBatchSizes: which answers compute the same bits);
 #  - on an H200: issue 17's load table (s30f.sh) and kern bench with the peer first, the sweep, then
 #    as much of the suite as the time left allows.
@@ -41,8 +42,13 @@ suite() {  # suite CAP: the whole GPU suite in at most CAP seconds (and the time
   echo "suite rc $? ($(( $(date +%s) - t0 )) s): $(tail -1 $out/suite.out)" >> $R
   grep -E "\*\*\*Failed|Timeout|\*\*\*Exception" $out/gpu-tests.log | head -10 >> $R
 }
-sweep() {  # the cuBLASLt candidates with their bit hashes
-  local t=$(left); [ 150 -lt $t ] && t=150
+sweep() {  # the per-m equivalent answers (what runs, its time, rows asserted), then the candidates' bit hashes
+  local t=$(left); [ 90 -lt $t ] && t=90
+  [ $t -gt 20 ] || { echo "per-m not run: ${t} s left" >> $R; return; }
+  (cd build && timeout $t tests/gpu/runtime/test_runtime_gpu --gtest_filter='PerfGpuGemm.PerMEquivalentAnswers:RuntimeGpuGemmInvariance.*' > $out/gemm-per-m.log 2>&1)
+  echo "per-m rc $? ($(( $(date +%s) - t0 )) s)" >> $R
+  grep -E "^\[per-m\] step|OK \]|FAILED|Failure" $out/gemm-per-m.log >> $R
+  t=$(left); [ 150 -lt $t ] && t=150
   [ $t -gt 20 ] || { echo "sweep not run: ${t} s left" >> $R; return; }
   (cd build && timeout $t tests/gpu/runtime/test_runtime_gpu --gtest_filter=PerfGpuGemm.DecodeCandidatesAcrossBatchSizes > $out/gemm-cand.log 2>&1)
   echo "sweep rc $? ($(( $(date +%s) - t0 )) s)" >> $R
@@ -55,6 +61,6 @@ case "$gpu" in
     echo "bench with the peer rc $? ($(( $(date +%s) - t0 )) s)" >> $R
     grep -E "^bench: (decode at 1024|prefill [0-9]+ / chunk [0-9]+:)|MISS|PASS" $out/bench.txt >> $R
     sweep; suite 600 ;;
-  *) suite 430; sweep ;;
+  *) suite 400; sweep ;;
 esac
 cat $R

@@ -294,6 +294,10 @@ struct Launch {
   // m = 1) the launch takes, 0 = its first; an answer the library does not offer falls back to the
   // first, with a warning (a tuned choice is a hint; docs/runtime.md, "GEMM algorithm choice").
   std::optional<std::uint32_t> algo_candidate;
+  // kern extension, on cublaslt_bf16_tn[_acc] only, not with algo: at each m the runtime may run
+  // another of the heuristic's answers that computes the same bits as the launch's one algorithm,
+  // checked on a probe (docs/runtime.md, "GEMM algorithm choice"); rows stay invariant.
+  std::optional<bool> algo_per_m;
 };
 
 struct Scratch {

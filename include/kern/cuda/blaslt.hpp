@@ -44,6 +44,12 @@ struct GemmShape {
   std::uint32_t candidate = 0;
   bool strict_candidate = false;
   std::optional<GemmAlgo> algo;  // pinned by the manifest: used as given, checked at every m
+  // bf16 only, not with `algo`: at each m, run the heuristic's first answer at that m (up to the
+  // launch's one algorithm in its list) that computes the same bits as the launch's one algorithm,
+  // checked once per (shape, m) on a probe (random A, the launch's own W, random C where it
+  // accumulates) when prepare() is given the operands; otherwise the launch's one algorithm. A
+  // row's bits still do not depend on the rows beside it (docs/runtime.md, "GEMM algorithm choice").
+  bool per_m_equivalent = false;
 };
 
 // The device addresses of one GEMM. FP8: a_scale and w_scale point at one f32 each, the factors
@@ -76,25 +82,37 @@ class BlasLt {
   }
   // Queries and caches the algorithm for `shape` now (off the launch path, outside capture).
   void prepare(const GemmShape& shape);
+  // The same, and for a per_m_equivalent shape the search for an equivalent faster answer at
+  // shape.m, whose probe reads ops.w (the launch's weights) and runs on a stream of its own.
+  // Synchronous; device memory for the probe that cannot be had leaves the launch's one algorithm
+  // (with a warning).
+  void prepare(const GemmShape& shape, const GemmOperands& ops);
   std::size_t cached_plans() const;
 
   // The chosen configuration for `shape` as text (id, tile, stages, split_k, ...), for reports.
   std::string describe(const GemmShape& shape);
+  // What runs at shape.m (the launch's one algorithm, or the equivalent answer a per_m_equivalent
+  // search found), as describe() writes it.
+  std::string describe_at_m(const GemmShape& shape);
 
  private:
   struct Plan;
   struct Choice;
   using ChoiceKey = std::tuple<DType, DType, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
                                bool, std::optional<GemmAlgo>, std::uint32_t, bool>;
-  using PlanKey = std::tuple<std::uint64_t, ChoiceKey>;
+  using PlanKey = std::tuple<std::uint64_t, bool, ChoiceKey>;  // m, per_m_equivalent, the choice
   static ChoiceKey choice_key(const GemmShape& s);
   const Choice& choice(const GemmShape& shape);
-  const Plan& plan(const GemmShape& shape);
+  Plan& plan(const GemmShape& shape);
+  void find_equivalent(const GemmShape& shape, Plan& plan, const GemmOperands& ops);
+  bool probe_same_bits(const GemmShape& shape, const Plan& plan, const void* other_algo, const GemmOperands& ops);
   DevicePtr scale_stand_in() const;  // inside the workspace, aligned to exactly kFp8Alignment
   void* handle_ = nullptr;
   DeviceMemory workspace_;
   std::map<ChoiceKey, std::unique_ptr<Choice>> choices_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  std::unique_ptr<Stream> probe_stream_;  // per_m_equivalent probes, created at the first
+  DeviceMemory probe_workspace_;          // (the launches' workspace may be in use on their stream)
 };
 
 }  // namespace kern::cuda

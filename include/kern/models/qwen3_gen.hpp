@@ -111,6 +111,10 @@ struct Qwen3GenOptions {
   // traffic and reduce work in big steps, shorter ones spread a small step over more SMs. 0: the
   // partial kernel's own (decode_attn_split below).
   std::uint64_t decode_attn_split_tokens = 0;
+  // The decode GEMMs' cuBLASLt launches carry algo_per_m (kern extension): at each step size the
+  // runtime may run another heuristic answer that computes the same bits as the launch's one
+  // algorithm, found on a probe (docs/runtime.md, "GEMM algorithm choice"); invariance holds.
+  bool gemm_per_m = false;
   // fp8 (e4m3) GEMMs for the layers (kern gen --fp8; docs/kernels.md "Per-tensor e4m3 quantization"):
   // each layer's qkv, o_proj, gate_up and down weight is a bf16 `source` bound from the checkpoint,
   // quantized per tensor at load by the `quantize` derive program into an fp8e4m3 carry and a scale

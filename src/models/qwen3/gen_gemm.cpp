@@ -165,6 +165,7 @@ OJ blas_launch(const Geo& g, const char* ext, const char* out_dir, OJ x, OJ w, O
   } else if (g.o.mixed) {
     l["algo_m"] = g.o.max_seqs;  // the decode program's choice: the ops also run over a mixed step's rows
   }
+  if (g.o.gemm_per_m) l["algo_per_m"] = true;
   return l;
 }
 

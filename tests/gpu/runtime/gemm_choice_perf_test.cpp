@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "gpu_fixture.hpp"
 #include "kern/base/error.hpp"
@@ -196,6 +197,65 @@ TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
         std::printf("  bits %016llx  %s\n", (unsigned long long)h, text.c_str());
       }
   }
+}
+
+
+// The per_m_equivalent search (docs/runtime.md, "GEMM algorithm choice") on the 4B decode shapes,
+// the launch's one algorithm chosen at m_ref 128: at each m, what runs, its time beside the launch's
+// one algorithm's, and every row of its output against the one algorithm's at m = 256 (asserted
+// bitwise: the search may only substitute an answer with the same bits). Step totals weight each
+// shape by its launches per decode step. Speed reported only.
+TEST(PerfGpuGemm, PerMEquivalentAnswers) {
+  cuda::ensure_driver();
+  cuda::Context ctx(0);
+  cuda::Stream stream;
+  cuda::BlasLt blas;
+  constexpr int kLaunches = 16, kReplays = 9;
+  constexpr std::uint64_t kAt[] = {1, 8, 32, 64, 128, 256};
+  double step_ref[std::size(kAt)] = {}, step_per_m[std::size(kAt)] = {};
+  std::uint64_t seed = 191;
+  for (const DecodeGemm& g : kShapes) {
+    const std::size_t wbytes = g.n * g.k * 2;
+    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kLaunches, (400u << 20) / wbytes + 1)));
+    auto w = random_bf16(g.n * g.k, seed++);
+    auto a = random_bf16(256 * g.k, seed++);
+    std::vector<cuda::DeviceMemory> dw;
+    for (int i = 0; i < copies; ++i) {
+      dw.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
+      cuda::copy_h2d_async(dw.back().ptr(), w.data(), wbytes, stream);
+    }
+    auto da = cuda::DeviceMemory::allocate(a.size() * 2, "a");
+    auto dc = cuda::DeviceMemory::allocate(256 * g.n * 2, "c");
+    cuda::copy_h2d_async(da.ptr(), a.data(), a.size() * 2, stream);
+    cuda::GemmShape ref;
+    ref.n = g.n, ref.k = g.k, ref.lda = g.k, ref.ldc = g.n, ref.m_ref = 128, ref.m = 256;
+    blas.gemm_bf16_tn(ref, da.ptr(), dw[0].ptr(), dc.ptr(), stream);
+    std::vector<std::uint16_t> want(256 * g.n);
+    cuda::copy_d2h_async(want.data(), dc.ptr(), want.size() * 2, stream);
+    stream.synchronize();
+    std::printf("\n%s n=%llu k=%llu, the launch's one algorithm: %s\n", g.name, (unsigned long long)g.n,
+                (unsigned long long)g.k, blas.describe(ref).c_str());
+    for (std::size_t i = 0; i < std::size(kAt); ++i) {
+      cuda::GemmShape s = ref, one = ref;
+      s.m = one.m = kAt[i];
+      s.per_m_equivalent = true;
+      blas.prepare(s, cuda::GemmOperands{da.ptr(), dw[0].ptr(), dc.ptr()});
+      blas.gemm_bf16_tn(s, da.ptr(), dw[0].ptr(), dc.ptr(), stream);
+      std::vector<std::uint16_t> got(s.m * g.n);
+      cuda::copy_d2h_async(got.data(), dc.ptr(), got.size() * 2, stream);
+      stream.synchronize();
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 2)) << g.name << " m " << s.m;
+      const double t_one = graph_gemm_us(blas, one, da, dw, dc, stream, kLaunches, kReplays);
+      const double t_per_m = graph_gemm_us(blas, s, da, dw, dc, stream, kLaunches, kReplays);
+      step_ref[i] += t_one * static_cast<double>(g.per_step);
+      step_per_m[i] += t_per_m * static_cast<double>(g.per_step);
+      std::printf("[per-m] %s m %3llu: one algorithm %8.2f us, per m %8.2f us  %s\n", g.name, (unsigned long long)s.m,
+                  t_one, t_per_m, blas.describe_at_m(s).c_str());
+    }
+  }
+  for (std::size_t i = 0; i < std::size(kAt); ++i)
+    std::printf("[per-m] step GEMMs at m %3llu: one algorithm %8.1f us, per m %8.1f us (%.3f x)\n",
+                (unsigned long long)kAt[i], step_ref[i], step_per_m[i], step_per_m[i] / step_ref[i]);
 }
 
 }  // namespace

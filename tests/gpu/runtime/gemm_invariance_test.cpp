@@ -5,6 +5,7 @@
 // as given (same bits as the heuristic's choice it copies) and a bad one is a clear error.
 #include <cstring>
 #include <regex>
+#include <string>
 
 #include "gpu_fixture.hpp"
 #include "kern/cuda/blaslt.hpp"
@@ -40,8 +41,10 @@ struct Case {
 };
 constexpr Case kCases[] = {{"qkv", 6144, 2560}, {"o", 2560, 4096}, {"gate_up", 19456, 2560}, {"down", 2560, 9728}};
 
-TEST(RuntimeGpuGemmInvariance, RowResultDoesNotDependOnRowsPerCall) {
-  auto rt = load(verified(kManifest));
+// Rows computed alone and in groups of 2 / 7 / 64 against the same rows among 709, bitwise, for
+// every shape; `manifest` is kManifest or its algo_per_m form.
+void check_rows_against_709(const std::string& manifest) {
+  auto rt = load(verified(manifest));
   rt->load_weights(weights::HostTensors{});
   std::uint64_t seed = 4242;
   for (const Case& cs : kCases) {
@@ -70,6 +73,19 @@ TEST(RuntimeGpuGemmInvariance, RowResultDoesNotDependOnRowsPerCall) {
     }
     EXPECT_EQ(checked, 1 + 1 + 1 + 1 + 7 + 64 + 2);
   }
+}
+
+TEST(RuntimeGpuGemmInvariance, RowResultDoesNotDependOnRowsPerCall) { check_rows_against_709(kManifest); }
+
+// With algo_per_m the runtime may run, at each m, another heuristic answer it found bit for bit
+// equal to the launch's one algorithm on a probe (docs/runtime.md): rows must stay invariant.
+TEST(RuntimeGpuGemmInvariance, RowResultDoesNotDependOnRowsPerCallWithPerMAnswers) {
+  std::string m = kManifest;
+  const std::string entry = R"("entry": "extern:cublaslt_bf16_tn")";
+  const std::size_t at = m.find(entry);
+  ASSERT_NE(at, std::string::npos);
+  m.insert(at + entry.size(), R"(, "algo_per_m": true)");
+  check_rows_against_709(m);
 }
 
 // The same through BlasLt directly: pinning the heuristic's own choice reproduces its bits, and an

@@ -152,6 +152,12 @@ std::vector<Case> cases() {
        R"([{"op":"add","path":"/ops/gemm/impl/launches/0/algo_candidate","value":3},
            {"op":"add","path":"/ops/gemm/impl/launches/0/algo","value":{"id":1,"tile":0,"stages":0,"split_k":1,"reduction":0,"swizzle":0,"custom":0,"inner_shape":0,"cluster_shape":0}}])",
        "R6.extern", "ops.gemm.impl.launches[0].algo_candidate"},
+      {"algo_per_m_on_kernel", "qwen", "", "R6.extern", "ops.embedding.impl.launches[0].algo_per_m", 1,
+       [](Manifest& m) { m.ops["embedding"].impl.launches[0].algo_per_m = true; }},
+      {"algo_per_m_with_algo", "qwen",
+       R"([{"op":"add","path":"/ops/gemm/impl/launches/0/algo_per_m","value":true},
+           {"op":"add","path":"/ops/gemm/impl/launches/0/algo","value":{"id":1,"tile":0,"stages":0,"split_k":1,"reduction":0,"swizzle":0,"custom":0,"inner_shape":0,"cluster_shape":0}}])",
+       "R6.extern", "ops.gemm.impl.launches[0].algo_per_m"},
       {"extern_geometry", "qwen", "", "R6.extern", "ops.gemm.impl.launches[0]", 1,
        [](Manifest& m) {
          m.ops["gemm"].impl.launches[0].block = {32, 1, 1};

@@ -196,6 +196,33 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
 
 // RoPE + cache write: one launch active at every step size (the kernel's result does not depend on
 // its grid); one row per block up to 256 rows (every decode step), 16 rows per block above.
+// --gemm-per-m: every decode GEMM's cuBLASLt launch carries algo_per_m, no prefill GEMM does, and
+// the manifest verifies; without it no launch does.
+TEST(GenQwen3, GemmPerMMarksTheDecodeGemmsOnly) {
+  for (bool on : {false, true}) {
+    SCOPED_TRACE(on ? "--gemm-per-m" : "default");
+    Qwen3GenOptions o = options(true);
+    o.max_seqs = 256;
+    o.max_tokens = 2048;
+    o.gemm_per_m = on;
+    const auto m = generate_qwen3_manifest(config("4b"), o);
+    (void)core::verify(parse(m));
+    int marked = 0, decode_blas = 0;
+    for (const auto& [name, op] : m["ops"].items())
+      for (const auto& l : op["impl"]["launches"]) {
+        const bool blas = l["entry"].get<std::string>().rfind("extern:cublaslt", 0) == 0;
+        const bool decode = name.rfind("decode_", 0) == 0;
+        decode_blas += blas && decode;
+        if (l.value("algo_per_m", false)) {
+          ++marked;
+          EXPECT_TRUE(blas && decode) << name;
+        }
+      }
+    EXPECT_GT(decode_blas, 0);
+    EXPECT_EQ(marked, on ? decode_blas : 0);
+  }
+}
+
 TEST(GenQwen3, RopeTakesOneRowPerBlockOnSmallSteps) {
   const auto m = generate_qwen3_manifest(config("4b"), options(true));
   const auto& op = m["ops"]["qk_norm_rope_cache"];
