@@ -167,6 +167,23 @@ std::string config_text(const cublasLtMatmulAlgo_t& a) {
 
 std::string hex(DevicePtr p) { return fmt::format("{:#x}", static_cast<std::uint64_t>(p)); }
 
+// The heuristic's first `ask` answers for the layouts (at their m), within kern's workspace bound.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic_answers(cublasLtHandle_t handle, const Layouts& l, int ask) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
+  std::uint64_t ws = BlasLt::kWorkspaceBytes;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(ask));
+  int found = 0;
+  cublasStatus_t r =
+      lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  if (r == CUBLAS_STATUS_SUCCESS)
+    r = lt().cublasLtMatmulAlgoGetHeuristic(handle, l.desc, l.w, l.a, l.c, l.c, pref, ask, results.data(), &found);
+  lt().cublasLtMatmulPreferenceDestroy(pref);
+  check(r, "cublasLtMatmulAlgoGetHeuristic");
+  results.resize(static_cast<std::size_t>(found));
+  return results;
+}
+
 }  // namespace
 
 struct BlasLt::Choice {
@@ -262,19 +279,8 @@ const BlasLt::Choice& BlasLt::choice(const GemmShape& s) {
     Layouts at_ref, at_one;
     at_ref.create(s, m_ref, scale_stand_in());
     at_one.create(s, 1, scale_stand_in());
-    cublasLtMatmulPreference_t pref = nullptr;
-    KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
-    std::uint64_t ws = kWorkspaceBytes;
-    constexpr int kAsk = 16;
-    cublasLtMatmulHeuristicResult_t results[kAsk]{};
-    int found = 0;
-    cublasStatus_t r =
-        lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (r == CUBLAS_STATUS_SUCCESS)
-      r = lt().cublasLtMatmulAlgoGetHeuristic(handle, at_ref.desc, at_ref.w, at_ref.a, at_ref.c, at_ref.c, pref, kAsk,
-                                              results, &found);
-    lt().cublasLtMatmulPreferenceDestroy(pref);
-    check(r, "cublasLtMatmulAlgoGetHeuristic");
+    const std::vector<cublasLtMatmulHeuristicResult_t> results = heuristic_answers(handle, at_ref, 16);
+    const int found = static_cast<int>(results.size());
     int pick = -1, first = -1;
     std::uint32_t valid = 0;
     for (int i = 0; i < found && pick < 0; ++i) {
@@ -340,21 +346,9 @@ BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
 void BlasLt::find_equivalent(const GemmShape& s, Plan& p, const GemmOperands& ops) {
   p.searched = true;
   if (s.algo || is_fp8(s) || !ops.w) return;
-  const auto handle = static_cast<cublasLtHandle_t>(handle_);
-  const Layouts& l = p.layouts;
-  cublasLtMatmulPreference_t pref = nullptr;
-  KERN_LT(cublasLtMatmulPreferenceCreate, &pref);
-  std::uint64_t ws = kWorkspaceBytes;
-  constexpr int kAsk = 8;
-  cublasLtMatmulHeuristicResult_t results[kAsk]{};
-  int found = 0;
-  cublasStatus_t r =
-      lt().cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  if (r == CUBLAS_STATUS_SUCCESS)
-    r = lt().cublasLtMatmulAlgoGetHeuristic(handle, l.desc, l.w, l.a, l.c, l.c, pref, kAsk, results, &found);
-  lt().cublasLtMatmulPreferenceDestroy(pref);
-  check(r, "cublasLtMatmulAlgoGetHeuristic");
-  for (int i = 0; i < found; ++i) {
+  const std::vector<cublasLtMatmulHeuristicResult_t> results =
+      heuristic_answers(static_cast<cublasLtHandle_t>(handle_), p.layouts, 8);
+  for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes) continue;
     const std::string text = config_text(results[i].algo);
     if (text == p.choice->text) return;  // the launch's own algorithm comes first

@@ -53,6 +53,30 @@ double graph_gemm_us(cuda::BlasLt& blas, const cuda::GemmShape& s, const cuda::D
   return t[t.size() / 2];
 }
 
+// One shape's device operands: `launches` weight copies (up to ~400 MB, more than the L2 holds, as a
+// decode step streams every layer's weights once; at least one), A of `rows` rows, C for them.
+struct Operands {
+  std::vector<cuda::DeviceMemory> w;
+  cuda::DeviceMemory a, c;
+};
+
+Operands upload(const DecodeGemm& g, std::uint64_t rows, int launches, std::uint64_t& seed, const cuda::Stream& stream) {
+  const std::size_t wbytes = g.n * g.k * 2;
+  const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(launches, (400u << 20) / wbytes + 1)));
+  const auto w = random_bf16(g.n * g.k, seed++);
+  const auto a = random_bf16(rows * g.k, seed++);
+  Operands o;
+  for (int i = 0; i < copies; ++i) {
+    o.w.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
+    cuda::copy_h2d_async(o.w.back().ptr(), w.data(), wbytes, stream);
+  }
+  o.a = cuda::DeviceMemory::allocate(a.size() * 2, "a");
+  o.c = cuda::DeviceMemory::allocate(rows * g.n * 2, "c");
+  cuda::copy_h2d_async(o.a.ptr(), a.data(), a.size() * 2, stream);
+  stream.synchronize();
+  return o;
+}
+
 TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
   cuda::ensure_driver();
   cuda::Context ctx(0);
@@ -66,18 +90,9 @@ TEST(PerfGpuGemm, DecodeChoiceAcrossBatchSizes) {
   std::uint64_t seed = 77;
   for (const DecodeGemm& g : kShapes) {
     const std::size_t wbytes = g.n * g.k * 2;
-    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kLaunches, (400u << 20) / wbytes + 1)));
-    auto w = random_bf16(g.n * g.k, seed++);
-    auto a = random_bf16(max_m * g.k, seed++);
-    std::vector<cuda::DeviceMemory> dw;
-    for (int i = 0; i < copies; ++i) {
-      dw.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
-      cuda::copy_h2d_async(dw.back().ptr(), w.data(), wbytes, stream);
-    }
-    auto da = cuda::DeviceMemory::allocate(a.size() * 2, "a");
-    auto dc = cuda::DeviceMemory::allocate(max_m * g.n * 2, "c");
-    cuda::copy_h2d_async(da.ptr(), a.data(), a.size() * 2, stream);
-    stream.synchronize();
+    const Operands ops = upload(g, max_m, kLaunches, seed, stream);
+    const std::vector<cuda::DeviceMemory>& dw = ops.w;
+    const cuda::DeviceMemory &da = ops.a, &dc = ops.c;
     const double floor_us = static_cast<double>(wbytes) / kCopyBytesPerUs;
     std::printf("\n%s n=%llu k=%llu: weights %.1f MB, floor %.2f us; us per GEMM (x floor) by m\n", g.name,
                 (unsigned long long)g.n, (unsigned long long)g.k, wbytes / 1e6, floor_us);
@@ -147,18 +162,9 @@ TEST(PerfGpuGemm, DecodeCandidatesAcrossBatchSizes) {
   std::uint64_t seed = 91;
   for (const DecodeGemm& g : kShapes) {
     const std::size_t wbytes = g.n * g.k * 2;
-    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kLaunches, (400u << 20) / wbytes + 1)));
-    auto w = random_bf16(g.n * g.k, seed++);
-    auto a = random_bf16(2048 * g.k, seed++);
-    std::vector<cuda::DeviceMemory> dw;
-    for (int i = 0; i < copies; ++i) {
-      dw.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
-      cuda::copy_h2d_async(dw.back().ptr(), w.data(), wbytes, stream);
-    }
-    auto da = cuda::DeviceMemory::allocate(a.size() * 2, "a");
-    auto dc = cuda::DeviceMemory::allocate(2048 * g.n * 2, "c");
-    cuda::copy_h2d_async(da.ptr(), a.data(), a.size() * 2, stream);
-    stream.synchronize();
+    const Operands ops = upload(g, 2048, kLaunches, seed, stream);
+    const std::vector<cuda::DeviceMemory>& dw = ops.w;
+    const cuda::DeviceMemory &da = ops.a, &dc = ops.c;
     const double floor_us = static_cast<double>(wbytes) / kCopyBytesPerUs;
     std::printf("\n%s n=%llu k=%llu: floor %.2f us; us per GEMM at m = 1 / 64 / 128 / 256 / 512 / 2048\n", g.name,
                 (unsigned long long)g.n, (unsigned long long)g.k, floor_us);
@@ -215,18 +221,9 @@ TEST(PerfGpuGemm, PerMEquivalentAnswers) {
   double step_ref[std::size(kAt)] = {}, step_per_m[std::size(kAt)] = {};
   std::uint64_t seed = 191;
   for (const DecodeGemm& g : kShapes) {
-    const std::size_t wbytes = g.n * g.k * 2;
-    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kLaunches, (400u << 20) / wbytes + 1)));
-    auto w = random_bf16(g.n * g.k, seed++);
-    auto a = random_bf16(256 * g.k, seed++);
-    std::vector<cuda::DeviceMemory> dw;
-    for (int i = 0; i < copies; ++i) {
-      dw.push_back(cuda::DeviceMemory::allocate(wbytes, "w"));
-      cuda::copy_h2d_async(dw.back().ptr(), w.data(), wbytes, stream);
-    }
-    auto da = cuda::DeviceMemory::allocate(a.size() * 2, "a");
-    auto dc = cuda::DeviceMemory::allocate(256 * g.n * 2, "c");
-    cuda::copy_h2d_async(da.ptr(), a.data(), a.size() * 2, stream);
+    const Operands ops = upload(g, 256, kLaunches, seed, stream);
+    const std::vector<cuda::DeviceMemory>& dw = ops.w;
+    const cuda::DeviceMemory &da = ops.a, &dc = ops.c;
     cuda::GemmShape ref;
     ref.n = g.n, ref.k = g.k, ref.lda = g.k, ref.ldc = g.n, ref.m_ref = 128, ref.m = 256;
     blas.gemm_bf16_tn(ref, da.ptr(), dw[0].ptr(), dc.ptr(), stream);
