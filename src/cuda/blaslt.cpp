@@ -346,8 +346,17 @@ BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
 void BlasLt::find_equivalent(const GemmShape& s, Plan& p, const GemmOperands& ops) {
   p.searched = true;
   if (s.algo || is_fp8(s) || !ops.w) return;
-  const std::vector<cublasLtMatmulHeuristicResult_t> results =
-      heuristic_answers(static_cast<cublasLtHandle_t>(handle_), p.layouts, 8);
+  // Whatever fails on the way (the heuristic, a probe's memory or launch) leaves the launch's own.
+  const auto keep_own = [&](const Error& e) {
+    log().warn("cuBLASLt {} m={} n={} k={}: no equivalent answer searched ({}): the launch's own algorithm",
+               types_text(s), s.m, s.n, s.k, e.what());
+  };
+  std::vector<cublasLtMatmulHeuristicResult_t> results;
+  try {
+    results = heuristic_answers(static_cast<cublasLtHandle_t>(handle_), p.layouts, 8);
+  } catch (const Error& e) {
+    return keep_own(e);
+  }
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes) continue;
     const std::string text = config_text(results[i].algo);
@@ -356,9 +365,7 @@ void BlasLt::find_equivalent(const GemmShape& s, Plan& p, const GemmOperands& op
     try {
       same = probe_same_bits(s, p, &results[i].algo, ops);
     } catch (const Error& e) {
-      log().warn("cuBLASLt {} m={} n={} k={}: no probe for an equivalent algorithm ({}): the launch's own", types_text(s),
-                 s.m, s.n, s.k, e.what());
-      return;
+      return keep_own(e);
     }
     if (!same) continue;
     p.algo = results[i].algo;
