@@ -62,9 +62,6 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
-// Asks for the line holding p to be brought into L2 (no register written, nothing waited for).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 // The eight bf16 of one 16-byte load as f32.
 __device__ __forceinline__ void unpack_bf16x8(const uint4& u, float (&f)[8]) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};

@@ -32,9 +32,4 @@ constexpr int kRaceTokens = 8;  // one 16-byte load per thread
 constexpr int kRaceChunk = kRaceTokens * kRaceThreads;
 constexpr int kRaceWords = 48;  // 16 words every row folds, then 8 segments x 2 keys (u64)
 KERN_SAMPLE_FN int64_t race_chunks(int64_t vocab) { return (vocab + kRaceChunk - 1) / kRaceChunk; }
-// The race kernel's grid: (race_chunks(vocab), min(rows, kRaceRowGroups)); CTA (c, y) takes chunk c of
-// rows y, y + gridDim.y, ... in turn. 10 rows of 75 CTAs (Qwen3's vocabulary) are 750 CTAs: one
-// wave at the kernel's 6 CTAs per SM on a 132-SM H100 / H200 (792 resident).
-constexpr int kRaceRowGroups = 10;
-KERN_SAMPLE_FN int64_t race_row_groups(int64_t rows) { return rows < kRaceRowGroups ? rows : kRaceRowGroups; }
 }  // namespace kern_sample

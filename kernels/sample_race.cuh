@@ -424,16 +424,16 @@ __device__ __forceinline__ void rank_row(const RankRow& rr, const RankSmem& sm, 
       int32_t *__restrict__ top_ids, float *__restrict__ parts, int32_t *__restrict__ arrivals,                     \
       int32_t *__restrict__ route, int32_t rows, int32_t vocab, int32_t history_stride
 
-namespace kern_sample_dev {
-
-// One CTA's chunk of one row (the race kernel's loop body; every thread of the CTA calls it with
-// the same row and chunk; its early returns are uniform over the CTA or come after its last barrier).
-// next_row >= 0: the row the CTA takes next, whose 16 bytes per thread (and parameters) are asked
-// into L2 once this row's are in registers.
-__device__ __forceinline__ void race_chunk_of_row(int32_t row, int32_t chunk, int32_t nch, int32_t next_row,
-                                                  KERN_SAMPLE_RACE_PARAMS) {
+extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
+    kern_sample_race_bf16(KERN_SAMPLE_RACE_PARAMS) {
+  using namespace kern_sample_dev;
   using kern_sample::kRaceChunk;
   using kern_sample::kRaceThreads;
+  wait_for_previous_grid();
+  allow_next_grid();
+  const int32_t row = blockIdx.y, chunk = blockIdx.x, nch = gridDim.x;
+  if (row >= rows || vocab <= 0 || blockDim.x != kRaceThreads) return;
+  if (static_cast<int64_t>(nch) != kern_sample::race_chunks(vocab)) __trap();
   const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
                                history_stride);
   const bool filtered = !p.greedy && (p.use_topk || p.use_topp);  // drawn from the row's top keys
@@ -470,11 +470,6 @@ __device__ __forceinline__ void race_chunk_of_row(int32_t row, int32_t chunk, in
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[e] = i0 + e < end ? to_f(rowp[i0 + e]) : __int_as_float(0x7fc00000);
   }
-  if (next_row >= 0) {  // the next row's bytes on their way while this one folds (no register held)
-    if (i0 < end) prefetch_l2(logits + static_cast<int64_t>(next_row) * vocab + i0);
-    if (threadIdx.x == 0) prefetch_l2(fparams + static_cast<int64_t>(next_row) * 8);
-    if (threadIdx.x == 1) prefetch_l2(iparams + static_cast<int64_t>(next_row) * 8);
-  }
   // the raw logits' maximum over the CTA (NaN and the padding ignored), then their sum of exp against it
   float rm = -INFINITY;
 #pragma unroll
@@ -493,7 +488,7 @@ __device__ __forceinline__ void race_chunk_of_row(int32_t row, int32_t chunk, in
   const float inv_t = p.greedy ? 1.0f : 1.0f / p.temperature;
   // A thread's greedy and race winners are found comparing floats (the first of equal values: the
   // lower id), and each becomes a key once: the keys' maximum over the same tokens, in fewer
-  // instructions per token than a key per token (session 36).
+  // instructions per token than a key per token (session 36: 1.5-2 us less per op at batch 1).
   int ge = -1;
   float gv = 0.0f;
 #pragma unroll
@@ -644,30 +639,6 @@ __device__ __forceinline__ void race_chunk_of_row(int32_t row, int32_t chunk, in
     route[row] = 2;
   }
 }
-
-}  // namespace kern_sample_dev
-
-// The race kernel: grid (race_chunks(vocab), min(rows, kRaceRowGroups)); CTA (c, y) takes chunk c of
-// rows y, y + gridDim.y, ... in turn, so that a large batch runs as one wave of CTAs that stay
-// resident, not as rows x chunks short-lived ones (docs/perf.md, session 36). What a row's chunk
-// computes does not depend on which CTA takes it, or when.
-extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
-    kern_sample_race_bf16(KERN_SAMPLE_RACE_PARAMS) {
-  using namespace kern_sample_dev;
-  wait_for_previous_grid();
-  allow_next_grid();
-  const int32_t chunk = blockIdx.x, nch = gridDim.x;
-  if (vocab <= 0 || blockDim.x != kern_sample::kRaceThreads) return;
-  if (static_cast<int64_t>(nch) != kern_sample::race_chunks(vocab)) __trap();
-  const int32_t step = static_cast<int32_t>(gridDim.y);
-  for (int32_t row = blockIdx.y; row < rows; row += step) {
-    const int32_t next = row + step < rows ? row + step : -1;
-    race_chunk_of_row(row, chunk, nch, next, logits, fparams, iparams, history, tokens, logprobs, top_ids, parts,
-                      arrivals, route, rows, vocab, history_stride);
-    __syncthreads();  // the shared arrays are the next row's
-  }
-}
-
 
 // The sampling op's second kernel: one CTA per row; rows the race kernel left with route 2 (the
 // ranking rows) get their top keys and token here, from the race's partials (the segments' keys,

@@ -67,7 +67,7 @@ struct Options {
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};  // kern gen's --decode-attn-items
   bool batch_invariant = true;            // kern gen's --no-batch-invariant (negated)
   std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
-  bool gemm_per_m = false;                // kern gen's --gemm-per-m
+  bool gemm_per_m = models::Qwen3GenOptions{}.gemm_per_m;  // kern gen's --no-gemm-per-m (negated)
   std::uint64_t gemv_prefetch_bytes = 0;  // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;           // kern gen's --gemv-fused-norm
   bool fp8 = false;                       // kern gen's --fp8 (e4m3 layer GEMMs; sm_89+)
@@ -646,7 +646,7 @@ Runner setup(CLI::App& app) {
   add_decode_attn_items(*cmd, opt.decode_attn_items, "kern gen --decode-attn-items");
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");
-  cmd->add_flag("--gemm-per-m", opt.gemm_per_m, "kern gen --gemm-per-m");
+  cmd->add_flag("!--no-gemm-per-m", opt.gemm_per_m, "kern gen --no-gemm-per-m");
   cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");
   cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes,
                   "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")

@@ -134,9 +134,10 @@ Runner setup(CLI::App& app) {
   q->add_option("--attn-split-tokens", opt.gen.decode_attn_split_tokens,
                 "Batch-invariant decode attention: the shortest range of a context, in keys (0, the default: 256 for "
                 "the block partial, 128 for the warp one)");
-  q->add_flag("--gemm-per-m", opt.gen.gemm_per_m,
-              "Decode GEMMs (cuBLASLt): at each step size the runtime may run a faster heuristic answer that it "
-              "finds bit for bit equal to the launch's one algorithm on a probe (rows stay invariant)");
+  q->add_flag("!--no-gemm-per-m", opt.gen.gemm_per_m,
+              "Decode GEMMs (cuBLASLt) run their one algorithm at every step size; by default the runtime may run, "
+              "at each step size, a faster heuristic answer that it finds bit for bit equal to it on a probe (rows "
+              "stay invariant either way)");
   q->add_flag("--mixed", opt.gen.mixed,
               "Also a `mixed` program (a step's decode rows and prefill chunks in one forward, kern serve's); every "
               "program then runs the decode ops. Needs --no-prefill-logits and more than 8 sequences");

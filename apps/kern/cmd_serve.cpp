@@ -48,7 +48,7 @@ struct Options {
   std::uint64_t fake_mixed_chunks = 0;
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};
   std::uint64_t attn_split_tokens = 0;
-  bool gemm_per_m = false;
+  bool gemm_per_m = models::Qwen3GenOptions{}.gemm_per_m;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
   double host_gib = 0;
 } opt;
@@ -293,7 +293,7 @@ Runner setup(CLI::App& app) {
                 "Generated manifest: let a request's decode arithmetic depend on what shares its steps (kern gen "
                 "--no-batch-invariant)");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "Generated manifest: kern gen --attn-split-tokens");
-  cmd->add_flag("--gemm-per-m", opt.gemm_per_m, "Generated manifest: kern gen --gemm-per-m");
+  cmd->add_flag("!--no-gemm-per-m", opt.gemm_per_m, "Generated manifest: kern gen --no-gemm-per-m");
   cmd->add_flag("--mixed", opt.mixed,
                 "Generated manifest, above 128 sequences: run each step's last prefill chunks and its decode rows as "
                 "one forward (kern gen --mixed; measured slower on the H200 with cuBLASLt, docs/serve.md)");

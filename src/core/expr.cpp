@@ -33,8 +33,6 @@ Expr Expr::mul(Expr a, std::uint64_t f) { return node(Kind::Mul, f, std::move(a)
 
 Expr Expr::add(Expr a, Expr b) { return node(Kind::Add, 0, std::move(a), std::move(b)); }
 
-Expr Expr::min(Expr a, std::uint64_t cap) { return node(Kind::Min, cap, std::move(a)); }
-
 void Expr::collect_vars(std::vector<std::string>& out) const {
   if (kind == Kind::Var) {
     for (const auto& v : out)
@@ -52,7 +50,6 @@ std::string Expr::to_string() const {
     case Kind::CeilDiv: return fmt::format("ceil_div({}, {})", args.at(0).to_string(), value);
     case Kind::Mul: return fmt::format("mul({}, {})", args.at(0).to_string(), value);
     case Kind::Add: return fmt::format("add({}, {})", args.at(0).to_string(), args.at(1).to_string());
-    case Kind::Min: return fmt::format("min({}, {})", args.at(0).to_string(), value);
   }
   return "?";
 }
@@ -99,11 +96,6 @@ Result eval_node(const Expr& e, const VarLookup& vars) {
         return EvalError{EvalError::Kind::Overflow,
                          fmt::format("{} ({} * {})", e.to_string(), std::get<std::uint64_t>(a), e.value)};
       return r;
-    }
-    case Expr::Kind::Min: {
-      Result a = operand(0);
-      if (std::holds_alternative<EvalError>(a)) return a;
-      return std::min(std::get<std::uint64_t>(a), e.value);
     }
     case Expr::Kind::Add: {
       Result a = operand(0);

@@ -205,11 +205,11 @@ namespace {
 
 constexpr std::string_view kExprExpected = "a non-negative integer, a var name or an expression object";
 
-// The u64 operand of ceil_div / mul / min: a literal or a constant, never a var.
+// The u64 operand of ceil_div / mul: a literal or a constant, never a var.
 std::uint64_t read_expr_factor(const Node& n) {
   if (n.json().is_string() && n.constants().find(n.json().get_ref<const std::string&>()) == nullptr)
     n.fail(
-        "expected a non-negative integer or a constant name (the second operand of ceil_div/mul/min cannot be a var), got "
+        "expected a non-negative integer or a constant name (the second operand of ceil_div/mul cannot be a var), got "
         "var \"{}\"",
         n.json().get_ref<const std::string&>());
   return read_u64(n);
@@ -237,14 +237,14 @@ Expr read_expr(const Node& n) {
   if (j.size() != 1) {
     std::string keys;
     for (auto it = j.begin(); it != j.end(); ++it) keys += (keys.empty() ? "\"" : ", \"") + it.key() + "\"";
-    if (j.empty()) n.fail("empty expression object (expected one of \"ceil_div\", \"mul\", \"add\", \"min\")");
-    n.fail("expression object must have exactly one key (\"ceil_div\", \"mul\", \"add\" or \"min\"), got {}", keys);
+    if (j.empty()) n.fail("empty expression object (expected one of \"ceil_div\", \"mul\", \"add\")");
+    n.fail("expression object must have exactly one key (\"ceil_div\", \"mul\" or \"add\"), got {}", keys);
   }
   auto it = j.begin();
   const std::string& op = it.key();
   Node operands = n.member(op, it.value());
-  if (op != "ceil_div" && op != "mul" && op != "add" && op != "min")
-    operands.fail("unknown expression operator \"{}\" (expected \"ceil_div\", \"mul\", \"add\" or \"min\")", op);
+  if (op != "ceil_div" && op != "mul" && op != "add")
+    operands.fail("unknown expression operator \"{}\" (expected \"ceil_div\", \"mul\" or \"add\")", op);
   if (!it.value().is_array() || it.value().size() != 2)
     operands.fail("expected an array of two operands, got {}", it.value().is_array()
                                                                    ? fmt::format("{} operands", it.value().size())
@@ -255,7 +255,6 @@ Expr read_expr(const Node& n) {
   if (op == "add") return Expr::add(read_expr(first), read_expr(second));
   Expr lhs = read_expr(first);
   std::uint64_t rhs = read_expr_factor(second);
-  if (op == "min") return Expr::min(std::move(lhs), rhs);
   return op == "mul" ? Expr::mul(std::move(lhs), rhs) : Expr::ceil_div(std::move(lhs), rhs);
 }
 

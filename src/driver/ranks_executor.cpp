@@ -59,9 +59,32 @@ void RanksExecutor::wait_others() {
   for (std::size_t i = 1; i < ranks_.size(); ++i) ranks_[i]->synchronize();
 }
 
+// An eager program goes call by call over the ranks (ranks 1.. then 0 for each call), so that when
+// a launch blocks the host (a library kernel's first launch may load its module and wait for the
+// GPU's work in flight), every cross-rank wait already queued has its partners queued too. Launched
+// rank after rank, rank 1's barriers spun for a rank 0 not yet launched while the host waited, and
+// timed out: kern run --gpus 0,0 spent 16 x 2 s in its first prefill call (docs/perf.md, session 36).
+// A graph program is one launch per rank, which never blocks part-way.
+bool RanksExecutor::interleaves(std::string_view program) {
+  return ranks_.size() > 1 && !ranks_[0]->replays_graph(program);
+}
+
+void RanksExecutor::launch_interleaved(std::string_view program, const core::Vars& vars) {
+  const std::size_t n = ranks_[0]->call_count(program);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->launch_range(program, vars, i, i + 1);
+    ranks_[0]->launch_range(program, vars, i, i + 1);
+  }
+}
+
 void RanksExecutor::run(std::string_view program, const core::Vars& vars) {
-  launch_others(program, vars);
-  ranks_[0]->run(program, vars);
+  if (interleaves(program)) {
+    launch_interleaved(program, vars);
+    ranks_[0]->synchronize();
+  } else {
+    launch_others(program, vars);
+    ranks_[0]->run(program, vars);
+  }
   wait_others();
 }
 
@@ -70,8 +93,13 @@ void RanksExecutor::run(std::string_view program, const core::Vars& vars) {
 // reading this step's inputs first.
 void RanksExecutor::run_and_read(std::string_view program, const core::Vars& vars, std::string_view buffer,
                                  std::span<std::byte> out, const std::function<void()>& before_wait) {
-  launch_others(program, vars);
-  ranks_[0]->run_and_read(program, vars, buffer, 0, out, std::function<void()>());
+  if (interleaves(program)) {
+    launch_interleaved(program, vars);
+    ranks_[0]->read_output(buffer, 0, out);  // queued behind rank 0's calls, then waited for
+  } else {
+    launch_others(program, vars);
+    ranks_[0]->run_and_read(program, vars, buffer, 0, out, std::function<void()>());
+  }
   wait_others();
   if (before_wait) before_wait();
 }

@@ -14,7 +14,7 @@ namespace kern::runtime {
 
 // The var values at which a launch's geometry peaks: every var at its max, except the launch's
 // `when` var, which is clamped to the `when`'s max (the launch never runs above it). Every
-// expression form (const, var, ceil_div, mul, add, min) is non-decreasing in each var, so a grid or
+// expression form (const, var, ceil_div, mul, add) is non-decreasing in each var, so a grid or
 // shared_mem evaluated here bounds every value the launch can have.
 std::vector<std::uint64_t> launch_peak_vars(std::vector<std::uint64_t> at_max, std::optional<std::uint32_t> when_var,
                                             std::optional<std::uint64_t> when_max);

@@ -187,6 +187,18 @@ void Runtime::run_range(std::string_view program, const Vars& vars, std::size_t 
   impl_->run(p, vars, lo, hi, false);
 }
 
+void Runtime::launch_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi) {
+  ProgramExec& p = impl_->program(program);
+  if (p.decl->once) fail(ErrorKind::Api, "program {} is a once program: it ran during load_weights", p.name);
+  impl_->run(p, vars, lo, hi, false, false);
+}
+
+std::size_t Runtime::call_count(std::string_view program) { return impl_->program(program).calls.size(); }
+
+bool Runtime::replays_graph(std::string_view program) {
+  return impl_->program(program).decl->graph && !impl_->options.eager;
+}
+
 void Runtime::replay(std::string_view program, const Vars& given) {
   Impl& r = *impl_;
   ProgramExec& p = r.program(program);

@@ -52,10 +52,9 @@ void CompiledExpr::emit(const core::Expr& e, const VarTable& vars, std::vector<S
     }
     case K::CeilDiv:
     case K::Mul:
-    case K::Min:
       if (e.args.size() != 1) fail(ErrorKind::Manifest, "malformed expression {}", e.to_string());
       emit(e.args[0], vars, out, depth + 1, max_depth);
-      out.push_back({e.kind == K::CeilDiv ? Op::CeilDiv : e.kind == K::Mul ? Op::Mul : Op::Min, e.value});
+      out.push_back({e.kind == K::CeilDiv ? Op::CeilDiv : Op::Mul, e.value});
       return;
     case K::Add:
       if (e.args.size() != 2) fail(ErrorKind::Manifest, "malformed expression {}", e.to_string());
@@ -88,7 +87,6 @@ std::optional<std::uint64_t> CompiledExpr::eval(const std::uint64_t* vars) const
       case Op::Mul:
         if (__builtin_mul_overflow(stack[sp - 1], s.value, &stack[sp - 1])) return std::nullopt;
         break;
-      case Op::Min: stack[sp - 1] = std::min(stack[sp - 1], s.value); break;
       case Op::Add:
         if (__builtin_add_overflow(stack[sp - 2], stack[sp - 1], &stack[sp - 2])) return std::nullopt;
         --sp;

@@ -27,20 +27,18 @@ inline constexpr std::uint64_t kSchemaVersion = 5;
 
 // ---------------------------------------------------------------- expressions
 // Expr := u64 | "<var>" | {"ceil_div": [Expr, u64]} | {"mul": [Expr, u64]} | {"add": [Expr, Expr]}
-//       | {"min": [Expr, u64]} (kern's extension, session 36: a grid that stops growing with a var)
 struct Expr {
-  enum class Kind : std::uint8_t { Const, Var, CeilDiv, Mul, Add, Min };
+  enum class Kind : std::uint8_t { Const, Var, CeilDiv, Mul, Add };
   Kind kind = Kind::Const;
-  std::uint64_t value = 0;  // Const: the value; CeilDiv: divisor; Mul: factor; Min: the cap
+  std::uint64_t value = 0;  // Const: the value; CeilDiv: divisor; Mul: factor
   std::string var;          // Var: the var name
-  std::vector<Expr> args;   // CeilDiv / Mul / Min: 1 operand; Add: 2 operands
+  std::vector<Expr> args;   // CeilDiv / Mul: 1 operand; Add: 2 operands
 
   static Expr constant(std::uint64_t v);
   static Expr variable(std::string name);
   static Expr ceil_div(Expr a, std::uint64_t d);
   static Expr mul(Expr a, std::uint64_t f);
   static Expr add(Expr a, Expr b);
-  static Expr min(Expr a, std::uint64_t cap);
 
   // Every var the expression reads, appended in first-seen order.
   void collect_vars(std::vector<std::string>& out) const;

@@ -1,9 +1,11 @@
 // The driver's Executor over every rank of one topology group held by one process (kern run /
 // kern bench --gpus; issue 20, docs/multi-gpu-handles.md "One process, every rank").
 //
-// Every input write goes to every rank. A run launches ranks 1.. first (their first cross-rank wait
-// holds them), then runs rank 0, then waits for the others, so a rank that fails is seen before the
-// next call. Reads, limits and leases are rank 0's: its pool decides every sequence's pages and the
+// Every input write goes to every rank. A graph program's run launches ranks 1.. first (their first
+// cross-rank wait holds them), then runs rank 0, then waits for the others, so a rank that fails is
+// seen before the next call; an eager program's calls go call by call over the ranks (ranks 1..,
+// then 0, for each call), so that a launch that blocks the host never leaves a queued cross-rank
+// wait without its partners. Reads, limits and leases are rank 0's: its pool decides every sequence's pages and the
 // page-table rows the driver writes name the same pages of every rank's own memory (plan_ranks
 // allows only paged states, whose layout is the same on every rank of one manifest and capacity).
 #pragma once
@@ -50,6 +52,8 @@ class RanksExecutor final : public Executor {
   void settle() override { lead_.settle(); }
 
  private:
+  bool interleaves(std::string_view program);
+  void launch_interleaved(std::string_view program, const core::Vars& vars);
   void launch_others(std::string_view program, const core::Vars& vars);
   void wait_others();
   std::vector<runtime::Runtime*> ranks_;

@@ -114,7 +114,7 @@ struct Qwen3GenOptions {
   // The decode GEMMs' cuBLASLt launches carry algo_per_m (kern extension): at each step size the
   // runtime may run another heuristic answer that computes the same bits as the launch's one
   // algorithm, found on a probe (docs/runtime.md, "GEMM algorithm choice"); invariance holds.
-  bool gemm_per_m = false;
+  bool gemm_per_m = true;  // on by default since session 36 (measured: docs/perf.md)
   // fp8 (e4m3) GEMMs for the layers (kern gen --fp8; docs/kernels.md "Per-tensor e4m3 quantization"):
   // each layer's qkv, o_proj, gate_up and down weight is a bf16 `source` bound from the checkpoint,
   // quantized per tensor at load by the `quantize` derive program into an fp8e4m3 carry and a scale

@@ -140,6 +140,12 @@ class Runtime {
   void synchronize();
   // Runs calls [lo, hi) launch by launch and waits.
   void run_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi);
+  // Queues calls [lo, hi) launch by launch without waiting (several ranks of one process interleave
+  // an eager program call by call: driver::RanksExecutor).
+  void launch_range(std::string_view program, const Vars& vars, std::size_t lo, std::size_t hi);
+  // The program's calls; whether run() replays it as a CUDA graph (it declares `graph`, eager is off).
+  std::size_t call_count(std::string_view program);
+  bool replays_graph(std::string_view program);
   // Replays the graph captured for exactly these values of the vars the program reads; Api
   // error when none was captured for them (run() captures on first use).
   void replay(std::string_view program, const Vars& vars);

@@ -52,10 +52,10 @@ class CompiledExpr {
   std::string text;  // readable form, for messages
 
  private:
-  enum class Op : std::uint8_t { Push, Var, CeilDiv, Mul, Add, Min };
+  enum class Op : std::uint8_t { Push, Var, CeilDiv, Mul, Add };
   struct Step {
     Op op;
-    std::uint64_t value;  // Push: constant; Var: index; CeilDiv / Mul / Min: operand
+    std::uint64_t value;  // Push: constant; Var: index; CeilDiv / Mul: operand
   };
   static void emit(const core::Expr& e, const VarTable& vars, std::vector<Step>& out, std::size_t depth,
                    std::size_t& max_depth);

@@ -116,7 +116,7 @@ OJ argmax_op(const Geo& g) {
 }
 
 // Sampling + log-probs (kernels/sample.cu): the one-pass race kernel over race_chunks(vocab) CTAs
-// per row (at most kRaceRowGroups rows of them, each taking its rows in turn), the rank kernel (one CTA per row, for the ranking rows the race left with route 2),
+// per row, the rank kernel (one CTA per row, for the ranking rows the race left with route 2),
 // then one 8-CTA cluster per row, returning at once where the race or the rank kernel took the row (route 1),
 // each CTA's slice in dynamic shared memory (kernels/sample_layout.cuh; the kernel traps on less).
 std::uint64_t sample_shared_bytes(std::uint64_t vocab) {
@@ -129,8 +129,7 @@ OJ sample_op(const Geo& g) {
   const OJ tail = OJ::array({i32(vocab), i32(sample_history_stride(g))});
   const OJ race_args = OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("race_parts"), p(8),
                                   scratch("route"), p(7), tail[0], tail[1]});
-  const OJ race_rows{{"min", OJ::array({"seqs", kern_sample::kRaceRowGroups})}};  // rows taken in turn above it
-  OJ race = launch("kern_sample_race_bf16", race_args, OJ::array({chunks, race_rows, 1}), kern_sample::kRaceThreads);
+  OJ race = launch("kern_sample_race_bf16", race_args, OJ::array({chunks, "seqs", 1}), kern_sample::kRaceThreads);
   OJ rank = launch("kern_sample_rank_bf16", race_args, OJ::array({1, "seqs", 1}), kern_sample::kRaceThreads);
   OJ cluster = launch("kern_sample_bf16",
                       OJ::array({p(0), p(1), p(2), p(3), p(4), p(5), p(6), scratch("route"), p(7), tail[0], tail[1]}),

@@ -104,8 +104,7 @@ TEST(PerfGpu, SmallKernels) {
 }
 
 // The sampling op (kernels/sample.cu: the race kernel, then the cluster kernel) over the Qwen3
-// vocabulary at batch 1 and 64, per setting, beside the op with the race kernel's grid of before
-// session 36 (batch 64), the cluster kernel alone (the op before the
+// vocabulary at batch 1 and 64, per setting, beside the cluster kernel alone (the op before the
 // race kernel), the argmax op (partial + final) and a device-to-device copy of the logits (reads
 // them once).
 // Logits ~ N(0, 2) with a few boosted tokens (a peaked row, as a model's).
@@ -155,13 +154,10 @@ TEST(PerfGpu, Sample) {
       Device<int64_t> d_ip(ip);
       const SampleOp::Args args{logits.get(), d_fp.get(),     d_ip.get(), history.get(), tokens.get(),
                                 logprobs.get(), top_ids.get(), rows,      8};
-      const std::pair<SampleOp::Path, const char*> paths[] = {
-          {SampleOp::Path::Op, "sample op "},
-          {SampleOp::Path::OpRowPerCta, "sample op, race CTA per chunk and row (before session 36) "},
-          {SampleOp::Path::RaceOnly, "sample race kernel alone "},
-          {SampleOp::Path::ClusterOnly, "sample cluster kernel alone "}};
+      const std::pair<SampleOp::Path, const char*> paths[] = {{SampleOp::Path::Op, "sample op "},
+                                                                {SampleOp::Path::RaceOnly, "sample race kernel alone "},
+                                                                {SampleOp::Path::ClusterOnly, "sample cluster kernel alone "}};
       for (const auto& [path, what] : paths) {
-        if (path == SampleOp::Path::OpRowPerCta && rows <= kern_sample::kRaceRowGroups) continue;  // the same grid
         const double us = graph_median_us([&](cudaStream_t st) { sample.enqueue(st, args, path); });
         check_cuda(cudaDeviceSynchronize(), "sample timing");
         report(what + std::string(s.name) + b, us);

@@ -21,9 +21,7 @@ SampleOp::SampleOp(int vocab, int max_rows)
 void SampleOp::enqueue(cudaStream_t stream, const Args& a, Path path) {
   if (a.rows > max_rows_) throw std::runtime_error("SampleOp: more rows than allocated");
   if (path != Path::ClusterOnly) {
-    fb_.enqueue("kern_sample_race_bf16", stream,
-                dim3(chunks_, static_cast<unsigned>(path == Path::OpRowPerCta ? a.rows
-                                                                              : kern_sample::race_row_groups(a.rows))), dim3(kern_sample::kRaceThreads), a.logits,
+    fb_.enqueue("kern_sample_race_bf16", stream, dim3(chunks_, a.rows), dim3(kern_sample::kRaceThreads), a.logits,
                 a.fparams, a.iparams, a.history, a.tokens, a.logprobs, a.top_ids, parts_.get(), arrivals_.get(), route_.get(),
                 a.rows, vocab_, a.history_stride);
     fb_.enqueue("kern_sample_rank_bf16", stream, dim3(1, a.rows), dim3(kern_sample::kRaceThreads), a.logits,

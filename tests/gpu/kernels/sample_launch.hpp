@@ -12,9 +12,7 @@ namespace kern_gpu_test {
 
 class SampleOp {
  public:
-  // RaceOnly: race + rank, for timing (rows they leave get no token). OpRowPerCta: the op with the
-  // race kernel's grid as it was before session 36, a CTA per chunk and row (same outputs, bit for bit).
-  enum class Path { Op, ClusterOnly, RaceOnly, OpRowPerCta };
+  enum class Path { Op, ClusterOnly, RaceOnly };  // RaceOnly: race + rank, for timing (rows they leave get no token)
   SampleOp(int vocab, int max_rows);
 
   struct Args {

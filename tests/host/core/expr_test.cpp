@@ -30,10 +30,6 @@ TEST(Expr, EvaluatesEveryForm) {
   EXPECT_EQ(eval(Expr::ceil_div(Expr::constant(0), 4), v), 0u);
   EXPECT_EQ(eval(Expr::mul(Expr::variable("seqs"), 5), v), 15u);
   EXPECT_EQ(eval(Expr::add(Expr::variable("tokens"), Expr::variable("seqs")), v), 13u);
-  EXPECT_EQ(eval(Expr::min(Expr::variable("tokens"), 4), v), 4u);   // capped
-  EXPECT_EQ(eval(Expr::min(Expr::variable("seqs"), 4), v), 3u);     // below the cap
-  EXPECT_EQ(eval(Expr::min(Expr::variable("seqs"), 3), v), 3u);     // at it
-  EXPECT_EQ(Expr::min(Expr::mul(Expr::variable("seqs"), 2), 10).to_string(), "min(mul(seqs, 2), 10)");
   // ceil_div(mul(tokens, 5), 4) = ceil(50 / 4) = 13
   EXPECT_EQ(eval(Expr::ceil_div(Expr::mul(Expr::variable("tokens"), 5), 4), v), 13u);
 }
@@ -62,8 +58,6 @@ TEST(Expr, OverflowInsideANestedOperandPropagates) {
   Expr e = Expr::ceil_div(Expr::add(Expr::mul(Expr::variable("x"), 3), Expr::constant(1)), 2);
   EXPECT_EQ(error_of(e, {{"x", kMax / 3 + 1}}).kind, EvalError::Kind::Overflow);
   EXPECT_EQ(eval(e, lookup_in({{"x", 3}})), 5u);
-  // min does not hide an overflow below it, even where the cap would have been taken
-  EXPECT_EQ(error_of(Expr::min(Expr::mul(Expr::variable("x"), 2), 1), {{"x", kMax}}).kind, EvalError::Kind::Overflow);
 }
 
 TEST(Expr, DivideByZero) {

@@ -425,8 +425,6 @@ TEST(ParseErrors, ExpressionForms) {
            {{{"mul", {"tokens"}}}, ".mul", "two operands, got 1 operands"},
            {{{"mul", "tokens"}}, ".mul", "two operands, got a string"},
            {{{"ceil_div", {"tokens", "tokens"}}}, ".ceil_div[1]", "cannot be a var"},
-           {{{"min", {"tokens", "seqs"}}}, ".min[1]", "cannot be a var"},
-           {{{"min", {"tokens"}}}, ".min", "two operands, got 1 operands"},
            {{{"mul", {"tokens", -2}}}, ".mul[1]", "expected a non-negative integer"},
            {{{"add", {"tokens", {{"mul", {1, 2.5}}}}}}, ".add[1].mul[1]", "expected a non-negative integer, got 2.5"},
        }) {

@@ -196,11 +196,12 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
 
 // RoPE + cache write: one launch active at every step size (the kernel's result does not depend on
 // its grid); one row per block up to 256 rows (every decode step), 16 rows per block above.
-// --gemm-per-m: every decode GEMM's cuBLASLt launch carries algo_per_m, no prefill GEMM does, and
-// the manifest verifies; without it no launch does.
+// By default every decode GEMM's cuBLASLt launch carries algo_per_m, no prefill GEMM does, and the
+// manifest verifies; with --no-gemm-per-m no launch does.
 TEST(GenQwen3, GemmPerMMarksTheDecodeGemmsOnly) {
+  EXPECT_TRUE(Qwen3GenOptions{}.gemm_per_m);
   for (bool on : {false, true}) {
-    SCOPED_TRACE(on ? "--gemm-per-m" : "default");
+    SCOPED_TRACE(on ? "default" : "--no-gemm-per-m");
     Qwen3GenOptions o = options(true);
     o.max_seqs = 256;
     o.max_tokens = 2048;
