@@ -94,6 +94,25 @@ struct TileCopy {
         lane_dst(static_cast<uint32_t>((r0 * (HD + 8) + part * 8) * 2)),
         one_page(page % kKeys == 0) {}
 
+  // A tile within one page (one_page) whose block-table entry the caller read already: `page` is
+  // pages[p] for key t0's page p (decode_warp reads it one issue ahead).
+  __device__ __forceinline__ void issue_on_page(uint32_t stage, int32_t page, int t0, int end, int kvh) const {
+    constexpr uint32_t kRowBytes = (HD + 8) * 2, kVBytes = tile_elems<HD>() * 2;
+    const uint32_t dst = stage + lane_dst;
+    int p, row;
+    slot_page_row(t0, page_size, page_shift, p, row);
+    const bf16* base =
+        cache + static_cast<int64_t>(page) * page_stride + (static_cast<int64_t>(row + r0) * kv_heads + kvh) * HD + part * 8;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const bool valid = t0 + r0 + i * kRowsPer < end;
+      const bf16* src = base + i * kRowsPer * key_stride;
+      const uint32_t d = dst + i * kRowsPer * kRowBytes;
+      cp_async16(d, valid ? src : cache, valid);
+      cp_async16(d + kVBytes, valid ? src + v_offset : cache, valid);
+    }
+  }
+
   // `stage`: the stage's shared-memory address (its K tile; V follows at tile_elems).
   __device__ __forceinline__ void issue(uint32_t stage, const int32_t* __restrict__ pages, int t0, int end,
                                         int kvh) const {
@@ -102,16 +121,7 @@ struct TileCopy {
     if (one_page) {
       int p, row;
       slot_page_row(t0, page_size, page_shift, p, row);
-      const bf16* base = cache + static_cast<int64_t>(pages[p]) * page_stride +
-                         (static_cast<int64_t>(row + r0) * kv_heads + kvh) * HD + part * 8;
-#pragma unroll
-      for (int i = 0; i < kIters; ++i) {
-        const bool valid = t0 + r0 + i * kRowsPer < end;
-        const bf16* src = base + i * kRowsPer * key_stride;
-        const uint32_t d = dst + i * kRowsPer * kRowBytes;
-        cp_async16(d, valid ? src : cache, valid);
-        cp_async16(d + kVBytes, valid ? src + v_offset : cache, valid);
-      }
+      issue_on_page(stage, pages[p], t0, end, kvh);
     } else {
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {

@@ -86,7 +86,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   const long long units = static_cast<long long>(seqs) * kv_heads;
   const long long all_items = units * (plan.split_tokens > 0 ? plan.splits_max : plan.nsplit);
   if (all_items > (1LL << 30)) __trap();  // 32-bit item indices (kern gen's shapes are far below)
-  const int items = static_cast<int>(all_items);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int stride = static_cast<int>(gridDim.x) * kWarps;
@@ -95,6 +94,9 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   // reduce may still read: wait for them first.
   wait_for_previous_grid();
   allow_next_grid();
+  // Items past the ranges some sequence uses are never work (decode::used_bound): the walks below
+  // stop there. all_items fits 32 bits (checked above), so this does too.
+  const int items = static_cast<int>(min(all_items, units * decode::used_bound(plan, seq_lens)));
   if (first >= items) return;
 
   bf16* ring = reinterpret_cast<bf16*>(decode_warp_smem) + static_cast<size_t>(warp) * S * 2 * TE;
@@ -106,17 +108,32 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   int iss_tile = 0, issued = 0;
   const decode_mma::TileCopy<HD> copy(cache, page_stride, page_size, kv_heads, lane);
   const uint32_t ring_u32 = smem_u32(ring);
+  // The cursor tile's block-table entry, read one issue ahead where a tile lies in one page, so
+  // that a tile's copies do not wait on its page's lookup (a dependent load in the issue path:
+  // 6 % of the kernel's stall samples at 64 x 1k; docs/perf.md, session 36).
+  auto cursor_page = [&]() -> int32_t {
+    if (iss.v < 0 || !copy.one_page) return 0;
+    int p, row;
+    slot_page_row(iss.begin + iss_tile * kKeys, page_size, copy.page_shift, p, row);
+    return block_table[static_cast<int64_t>(iss.s) * max_pages + p];
+  };
+  int32_t iss_page = cursor_page();
   auto issue_next = [&]() {
     if (iss.v >= 0) {
       const int t0 = iss.begin + iss_tile * kKeys;
-      copy.issue(ring_u32 + static_cast<uint32_t>((issued % S) * 2 * TE * 2),
-                 block_table + static_cast<int64_t>(iss.s) * max_pages, t0, iss.end, iss.kvh);
+      const uint32_t stage = ring_u32 + static_cast<uint32_t>((issued % S) * 2 * TE * 2);
+      if (copy.one_page) {
+        copy.issue_on_page(stage, iss_page, t0, iss.end, iss.kvh);
+      } else {
+        copy.issue(stage, block_table + static_cast<int64_t>(iss.s) * max_pages, t0, iss.end, iss.kvh);
+      }
       ++issued;
       if (++iss_tile >= iss.tiles) {
         iss_tile = 0;
         do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
         while (iss.v >= 0 && iss.tiles == 0);
       }
+      iss_page = cursor_page();
     }
     cp_async_commit();  // one group per call, empty past the stream's end
   };

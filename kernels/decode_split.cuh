@@ -58,6 +58,22 @@ __device__ __forceinline__ Split split_of(const Plan& p, int seq_len) {
   return sp;
 }
 
+// The most ranges any sequence of the call uses (at least 1): no item of a later range exists, so
+// the item walks stop there instead of visiting every range up to splits_max, each visit a
+// dependent seq_lens load (at 64 sequences of 1k keys, 28 of the 32 ranges a warp visited were
+// empty, 35 % of the warp kernel's instructions; docs/perf.md, session 36). Every lane of the
+// calling warp reads a share of seq_lens and the warp takes the maximum: call it with the whole
+// warp; every warp that calls it gets the same value, without a block barrier. It decides nothing
+// a sequence's bits depend on: the items past it would all have been skipped.
+__device__ __forceinline__ int used_bound(const Plan& p, const int32_t* __restrict__ seq_lens) {
+  int m = 1;
+#pragma unroll 4
+  for (int s = static_cast<int>(threadIdx.x & 31u); s < p.seqs; s += 32) m = max(m, split_of(p, seq_lens[s]).used);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+  return m;
+}
+
 // Calls f(s, kvh, split, sp) for every (sequence, kv head, range) item this block computes: one at
 // most (split_tokens = 0), or every gridDim.x-th item in range-major order (split_tokens > 0: range 0
 // of every unit first, so the real items are dense at the front and evenly spread over the blocks).
@@ -81,7 +97,8 @@ __device__ __forceinline__ void for_each_item(const Plan& p, const int32_t* __re
   const int n_units = static_cast<int>(units);
   const int d_split = static_cast<int>(gridDim.x / n_units), d_unit = static_cast<int>(gridDim.x % n_units);
   int split = static_cast<int>(blockIdx.x / n_units), unit = static_cast<int>(blockIdx.x % n_units);
-  while (split < p.splits_max) {
+  const int splits = min(p.splits_max, used_bound(p, seq_lens));  // the ranges some sequence uses
+  while (split < splits) {
     const int s = unit / p.kv_heads;
     const Split sp = split_of(p, seq_lens[s]);
     if (split < max(sp.used, 1)) f(s, unit % p.kv_heads, split, sp);
