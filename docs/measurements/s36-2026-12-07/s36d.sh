@@ -5,13 +5,13 @@
 # then kern bench's decode steps, then the TP test (RanksExecutor's call-by-call interleave).
 # Each step appends to $OUT/results.log as it ends.
 # It never ran (session 36's device time ran out: "too little device-machine time is left to start
-# another machine"). The pack it expects (the full pack.sh one plus the tracked tree passed the tool's
-# 64 MiB), made here:
-#   mkdir -p build/kernels-old && git archive <commit before e263050> kernels | tar -x -C /tmp/oldsrc
+# another machine"). It needs build/kernels-old/attention.fatbin, the kernel before the change,
+# made here (scripts/dev/pack.sh then packs it with the rest, every *.fatbin under build/):
+#   mkdir -p /tmp/oldsrc build/kernels-old && git archive e263050~1 kernels | tar -x -C /tmp/oldsrc
 #   nvcc -fatbin -O3 -std=c++17 -I/tmp/oldsrc/kernels -gencode arch=compute_90a,code=sm_90a \
-#     -o build/kernels-old/attention.fatbin /tmp/oldsrc/kernels/attention.cu   (and test_attention.fatbin)
-#   a tarball of build/bin/kern, build/tests/gpu/kernels/kern_kernels_gpu_test,
-#   build/tests/gpu/serve/test_tp_gpu (stripped), build/kernels and build/kernels-old (8.7 MB)
+#     -o build/kernels-old/attention.fatbin /tmp/oldsrc/kernels/attention.cu
+#   cp build/kernels/test_attention.fatbin build/kernels-old/
+#   bash scripts/dev/pack.sh build .devrun/pack.txz
 # Run (carry [".devrun"]): bash docs/measurements/s36-2026-12-07/s36d.sh $OUT
 set -u
 out=$1
