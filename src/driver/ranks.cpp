@@ -58,4 +58,14 @@ RankPlan plan_ranks(const core::Manifest& m, const std::vector<int>& gpus, int d
   return plan;
 }
 
+std::vector<RankCall> eager_launch_order(std::size_t calls, std::size_t ranks) {
+  std::vector<RankCall> order;
+  order.reserve(calls * ranks);
+  for (std::size_t i = 0; i < calls; ++i) {
+    for (std::size_t r = 1; r < ranks; ++r) order.push_back({r, i});
+    if (ranks > 0) order.push_back({0, i});
+  }
+  return order;
+}
+
 }  // namespace kern::driver

@@ -59,7 +59,7 @@ void RanksExecutor::wait_others() {
   for (std::size_t i = 1; i < ranks_.size(); ++i) ranks_[i]->synchronize();
 }
 
-// An eager program goes call by call over the ranks (ranks 1.. then 0 for each call), so that when
+// An eager program goes call by call over the ranks (eager_launch_order: ranks 1.. then 0 for each call), so that when
 // a launch blocks the host (a library kernel's first launch may load its module and wait for the
 // GPU's work in flight), every cross-rank wait already queued has its partners queued too. Launched
 // rank after rank, rank 1's barriers spun for a rank 0 not yet launched while the host waited, and
@@ -70,11 +70,8 @@ bool RanksExecutor::interleaves(std::string_view program) {
 }
 
 void RanksExecutor::launch_interleaved(std::string_view program, const core::Vars& vars) {
-  const std::size_t n = ranks_[0]->call_count(program);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->launch_range(program, vars, i, i + 1);
-    ranks_[0]->launch_range(program, vars, i, i + 1);
-  }
+  for (const RankCall& rc : eager_launch_order(ranks_[0]->call_count(program), ranks_.size()))
+    ranks_[rc.rank]->launch_range(program, vars, rc.call, rc.call + 1);
 }
 
 void RanksExecutor::run(std::string_view program, const core::Vars& vars) {

@@ -3,6 +3,7 @@
 // stand for, checked before anything loads. Pure: no runtime, no CUDA.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,5 +27,16 @@ std::vector<int> parse_gpu_list(const std::string& text, const std::string& what
 // per-sequence state could make rank 0 remap alone). A GPU may be listed twice (two ranks on one
 // GPU: the peer buffers work, NCCL refuses it at connect). Api errors say which flag to change.
 RankPlan plan_ranks(const core::Manifest& m, const std::vector<int>& gpus, int default_gpu);
+
+// One call of an eager program queued on one rank.
+struct RankCall {
+  std::size_t rank, call;
+  bool operator==(const RankCall&) const = default;
+};
+// The order in which one process queues an eager program of `calls` calls on `ranks` ranks: call
+// by call, and within a call ranks 1.. before rank 0 (rank 0 is the one whose reads follow). When a
+// launch blocks the host, every call before it is queued on every rank, so no queued cross-rank
+// wait lacks its partners (driver::RanksExecutor; docs/perf.md, session 36).
+std::vector<RankCall> eager_launch_order(std::size_t calls, std::size_t ranks);
 
 }  // namespace kern::driver

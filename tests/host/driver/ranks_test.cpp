@@ -64,5 +64,25 @@ TEST(Ranks, RefusesTwoGroupsAndPerSequenceStates) {
   EXPECT_EQ(plan_ranks(m, {0}, 0).gpus, (std::vector<int>{0}));  // one rank: its own pool decides
 }
 
+// An eager program on several ranks of one process: every call of every rank exactly once, each
+// rank's calls in order, call i queued on every rank before call i + 1 on any, rank 0 last in a call.
+TEST(Ranks, EagerLaunchOrderGoesCallByCallOverTheRanks) {
+  EXPECT_EQ(eager_launch_order(2, 3),
+            (std::vector<RankCall>{{1, 0}, {2, 0}, {0, 0}, {1, 1}, {2, 1}, {0, 1}}));
+  EXPECT_EQ(eager_launch_order(3, 1), (std::vector<RankCall>{{0, 0}, {0, 1}, {0, 2}}));
+  EXPECT_TRUE(eager_launch_order(0, 2).empty());
+  EXPECT_TRUE(eager_launch_order(4, 0).empty());
+  const auto order = eager_launch_order(65, 2);
+  ASSERT_EQ(order.size(), 130u);
+  std::vector<std::size_t> next(2, 0);
+  std::size_t done_below = 0;  // calls queued on every rank
+  for (const RankCall& rc : order) {
+    EXPECT_EQ(rc.call, next[rc.rank]++);           // each rank's calls in order, none twice
+    EXPECT_LE(rc.call, done_below);                // no rank runs ahead of a call another lacks
+    if (rc.rank == 0) done_below = rc.call + 1;    // rank 0 closes each call
+  }
+  EXPECT_EQ(next, (std::vector<std::size_t>{65, 65}));
+}
+
 }  // namespace
 }  // namespace kern::driver
