@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -12,6 +13,7 @@
 
 #include "kern/base/error.hpp"
 #include "kern/base/log.hpp"
+#include "kern/cuda/event.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/library_open.hpp"
 
@@ -340,39 +342,62 @@ BlasLt::Plan& BlasLt::plan(const GemmShape& s) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-// The heuristic's answers at this m, in its order, up to the launch's own algorithm: the first whose
-// bits on the probe equal the launch's algorithm's runs at this m instead (docs/runtime.md, "GEMM
-// algorithm choice"). An answer with the same configuration as the launch's is the launch's.
+struct BlasLt::Probe {
+  std::size_t a_elems = 0, c_elems = 0;
+  std::vector<std::uint16_t> c0;  // the initial C (random where the GEMM accumulates, else zeros)
+  DeviceMemory a, c;
+};
+
+// The heuristic's answers at this m, in its order, up to the launch's own algorithm: those whose bits
+// on the probe equal the launch's algorithm's, and the launch's own, are timed on the probe and the
+// fastest runs at this m (docs/runtime.md, "GEMM algorithm choice"). An answer with the same
+// configuration as the launch's is the launch's.
 void BlasLt::find_equivalent(const GemmShape& s, Plan& p, const GemmOperands& ops) {
   p.searched = true;
   if (s.algo || is_fp8(s) || !ops.w) return;
   // Whatever fails on the way (the heuristic, a probe's memory or launch) leaves the launch's own.
   const auto keep_own = [&](const Error& e) {
+    p.algo = p.choice->algo;
+    p.text = p.choice->text;
+    p.origin = p.choice->origin;
     log().warn("cuBLASLt {} m={} n={} k={}: no equivalent answer searched ({}): the launch's own algorithm",
                types_text(s), s.m, s.n, s.k, e.what());
   };
-  std::vector<cublasLtMatmulHeuristicResult_t> results;
   try {
-    results = heuristic_answers(static_cast<cublasLtHandle_t>(handle_), p.layouts, 8);
-  } catch (const Error& e) {
-    return keep_own(e);
-  }
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes) continue;
-    const std::string text = config_text(results[i].algo);
-    if (text == p.choice->text) return;  // the launch's own algorithm comes first
-    bool same = false;
-    try {
-      same = probe_same_bits(s, p, &results[i].algo, ops);
-    } catch (const Error& e) {
-      return keep_own(e);
+    const std::vector<cublasLtMatmulHeuristicResult_t> results =
+        heuristic_answers(static_cast<cublasLtHandle_t>(handle_), p.layouts, 8);
+    Probe probe = make_probe(s);
+    const std::vector<std::uint16_t> own = probe_output(s, p, &p.choice->algo, ops, probe);
+    struct Equal {
+      const cublasLtMatmulAlgo_t* algo;
+      std::size_t answer;  // its place in the heuristic's list; results.size() for the launch's own
+      float us = 0;
+    };
+    std::vector<Equal> equal;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > kWorkspaceBytes) continue;
+      if (config_text(results[i].algo) == p.choice->text) break;  // the launch's own algorithm: the walk ends
+      if (probe_output(s, p, &results[i].algo, ops, probe) == own) equal.push_back({&results[i].algo, i});
     }
-    if (!same) continue;
-    p.algo = results[i].algo;
-    p.text = text;
-    p.origin = fmt::format("heuristic at m={}, answer {}, bit for bit [{}] on a probe", s.m, i, p.choice->text);
+    if (equal.empty()) return;  // the launch's own runs
+    equal.push_back({&p.choice->algo, results.size()});
+    for (Equal& e : equal) e.us = probe_time_us(s, p, e.algo, ops, probe);
+    // The fastest; a tie keeps the earlier (the heuristic's order, the launch's own last).
+    const Equal* best = &equal.front();
+    for (const Equal& e : equal)
+      if (e.us < best->us) best = &e;
+    if (best->answer == results.size()) {
+      log().debug("cuBLASLt {} n={} k={} m={}: the launch's own ({:.1f} us) beats {} equivalent answer(s)",
+                  types_text(s), s.n, s.k, s.m, best->us, equal.size() - 1);
+      return;
+    }
+    p.algo = *best->algo;
+    p.text = config_text(p.algo);
+    p.origin = fmt::format("heuristic at m={}, answer {}, bit for bit [{}] on a probe, {:.1f} us against {:.1f} us",
+                           s.m, best->answer, p.choice->text, best->us, equal.back().us);
     log().debug("cuBLASLt {} n={} k={} m={}: {} ({})", types_text(s), s.n, s.k, s.m, p.text, p.origin);
-    return;
+  } catch (const Error& e) {
+    keep_own(e);
   }
 }
 
@@ -398,42 +423,68 @@ std::vector<std::uint16_t> probe_values(std::size_t n, std::uint64_t seed) {
 
 }  // namespace
 
-// Runs the plan's choice and `other_algo` at the plan's m on the same random A (and random initial C
-// where the GEMM accumulates) against ops.w, on the probe stream, and compares the m × n outputs.
-bool BlasLt::probe_same_bits(const GemmShape& s, const Plan& p, const void* other_algo, const GemmOperands& ops) {
+// Random A (and random initial C where the GEMM accumulates) for a probe at s.m, on the probe stream.
+BlasLt::Probe BlasLt::make_probe(const GemmShape& s) {
   if (!probe_stream_) {
     probe_workspace_ = DeviceMemory::allocate(kWorkspaceBytes, "the cuBLASLt probe workspace");
     probe_stream_ = std::make_unique<Stream>();
   }
+  Probe pr;
+  pr.a_elems = (s.m - 1) * s.lda + s.k;
+  pr.c_elems = (s.m - 1) * s.ldc + s.n;
+  const std::vector<std::uint16_t> a = probe_values(pr.a_elems, 0x6b65726e61ull + s.k);
+  pr.c0 = s.accumulate ? probe_values(pr.c_elems, 0x70726f6265ull + s.n) : std::vector<std::uint16_t>(pr.c_elems, 0);
+  pr.a = DeviceMemory::allocate(pr.a_elems * 2, "a cuBLASLt probe's A");
+  pr.c = DeviceMemory::allocate(pr.c_elems * 2, "a cuBLASLt probe's C");
+  copy_h2d_async(pr.a.ptr(), a.data(), pr.a_elems * 2, *probe_stream_);
+  probe_stream_->synchronize();  // `a` is pageable host memory that ends here
+  return pr;
+}
+
+void BlasLt::probe_launch(const GemmShape& s, const Plan& p, const void* algo, const GemmOperands& ops,
+                          const Probe& pr) {
+  const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
+  const Layouts& l = p.layouts;
+  check(lt().cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha,
+                            reinterpret_cast<const void*>(ops.w), l.w, reinterpret_cast<const void*>(pr.a.ptr()), l.a,
+                            &beta, reinterpret_cast<const void*>(pr.c.ptr()), l.c, reinterpret_cast<void*>(pr.c.ptr()),
+                            l.c, static_cast<const cublasLtMatmulAlgo_t*>(algo),
+                            reinterpret_cast<void*>(probe_workspace_.ptr()), kWorkspaceBytes,
+                            static_cast<cudaStream_t>(probe_stream_->handle())),
+        "cublasLtMatmul (probe)");
+}
+
+// The m × n outputs (row by row, padding left out) of `algo` on the probe, from the initial C.
+std::vector<std::uint16_t> BlasLt::probe_output(const GemmShape& s, const Plan& p, const void* algo,
+                                                const GemmOperands& ops, const Probe& pr) {
   const Stream& st = *probe_stream_;
-  const std::size_t a_elems = (s.m - 1) * s.lda + s.k, c_elems = (s.m - 1) * s.ldc + s.n;
-  const std::vector<std::uint16_t> a = probe_values(a_elems, 0x6b65726e61ull + s.k);
-  const std::vector<std::uint16_t> c0 = s.accumulate ? probe_values(c_elems, 0x70726f6265ull + s.n)
-                                                      : std::vector<std::uint16_t>(c_elems, 0);
-  DeviceMemory da = DeviceMemory::allocate(a_elems * 2, "a cuBLASLt probe's A");
-  DeviceMemory dc[2] = {DeviceMemory::allocate(c_elems * 2, "a cuBLASLt probe's C"),
-                        DeviceMemory::allocate(c_elems * 2, "a cuBLASLt probe's C")};
-  copy_h2d_async(da.ptr(), a.data(), a_elems * 2, st);
-  const cublasLtMatmulAlgo_t* algos[2] = {&p.choice->algo, static_cast<const cublasLtMatmulAlgo_t*>(other_algo)};
-  std::vector<std::uint16_t> out[2];
-  for (int i = 0; i < 2; ++i) {
-    copy_h2d_async(dc[i].ptr(), c0.data(), c_elems * 2, st);
-    const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-    const Layouts& l = p.layouts;
-    check(lt().cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), l.desc, &alpha,
-                              reinterpret_cast<const void*>(ops.w), l.w, reinterpret_cast<const void*>(da.ptr()), l.a,
-                              &beta, reinterpret_cast<const void*>(dc[i].ptr()), l.c,
-                              reinterpret_cast<void*>(dc[i].ptr()), l.c, algos[i],
-                              reinterpret_cast<void*>(probe_workspace_.ptr()), kWorkspaceBytes,
-                              static_cast<cudaStream_t>(st.handle())),
-          "cublasLtMatmul (probe)");
-    out[i].resize(c_elems);
-    copy_d2h_async(out[i].data(), dc[i].ptr(), c_elems * 2, st);
-  }
+  copy_h2d_async(pr.c.ptr(), pr.c0.data(), pr.c_elems * 2, st);
+  probe_launch(s, p, algo, ops, pr);
+  std::vector<std::uint16_t> c(pr.c_elems), rows(s.m * s.n);
+  copy_d2h_async(c.data(), pr.c.ptr(), pr.c_elems * 2, st);
   st.synchronize();
   for (std::uint64_t row = 0; row < s.m; ++row)
-    if (std::memcmp(out[0].data() + row * s.ldc, out[1].data() + row * s.ldc, s.n * 2) != 0) return false;
-  return true;
+    std::memcpy(rows.data() + row * s.n, c.data() + row * s.ldc, s.n * 2);
+  return rows;
+}
+
+// The median GPU time of `algo` on the probe over kTimedRuns launches after two warm-up ones (C
+// accumulates across them where the GEMM does: the time does not depend on the values).
+float BlasLt::probe_time_us(const GemmShape& s, const Plan& p, const void* algo, const GemmOperands& ops,
+                            const Probe& pr) {
+  constexpr int kTimedRuns = 9;
+  const Stream& st = *probe_stream_;
+  for (int i = 0; i < 2; ++i) probe_launch(s, p, algo, ops, pr);
+  std::vector<TimingEvent> marks(kTimedRuns + 1);
+  marks[0].record(st);
+  for (int i = 0; i < kTimedRuns; ++i) {
+    probe_launch(s, p, algo, ops, pr);
+    marks[i + 1].record(st);
+  }
+  std::vector<float> us(kTimedRuns);
+  for (int i = 0; i < kTimedRuns; ++i) us[i] = 1000.0f * elapsed_ms(marks[i], marks[i + 1]);
+  std::nth_element(us.begin(), us.begin() + kTimedRuns / 2, us.end());
+  return us[kTimedRuns / 2];
 }
 
 DevicePtr BlasLt::scale_stand_in() const { return workspace_.ptr() + kFp8Alignment; }

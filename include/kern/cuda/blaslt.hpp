@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kern/base/dtype.hpp"
 #include "kern/cuda/cuda.hpp"
@@ -44,10 +45,10 @@ struct GemmShape {
   std::uint32_t candidate = 0;
   bool strict_candidate = false;
   std::optional<GemmAlgo> algo;  // pinned by the manifest: used as given, checked at every m
-  // bf16 only, not with `algo`: at each m, run the heuristic's first answer at that m (up to the
-  // launch's one algorithm in its list) that computes the same bits as the launch's one algorithm,
-  // checked once per (shape, m) on a probe (random A, the launch's own W, random C where it
-  // accumulates) when prepare() is given the operands; otherwise the launch's one algorithm. A
+  // bf16 only, not with `algo`: at each m, run the fastest (timed on the probe) of the launch's one
+  // algorithm and the heuristic's answers at that m before it in its list that compute the same
+  // bits as it, checked once per (shape, m) on a probe (random A, the launch's own W, random C where
+  // it accumulates) when prepare() is given the operands; otherwise the launch's one algorithm. A
   // row's bits still do not depend on the rows beside it (docs/runtime.md, "GEMM algorithm choice").
   bool per_m_equivalent = false;
 };
@@ -105,7 +106,14 @@ class BlasLt {
   const Choice& choice(const GemmShape& shape);
   Plan& plan(const GemmShape& shape);
   void find_equivalent(const GemmShape& shape, Plan& plan, const GemmOperands& ops);
-  bool probe_same_bits(const GemmShape& shape, const Plan& plan, const void* other_algo, const GemmOperands& ops);
+  struct Probe;
+  Probe make_probe(const GemmShape& shape);
+  void probe_launch(const GemmShape& shape, const Plan& plan, const void* algo, const GemmOperands& ops,
+                    const Probe& probe);
+  std::vector<std::uint16_t> probe_output(const GemmShape& shape, const Plan& plan, const void* algo,
+                                          const GemmOperands& ops, const Probe& probe);
+  float probe_time_us(const GemmShape& shape, const Plan& plan, const void* algo, const GemmOperands& ops,
+                      const Probe& probe);
   DevicePtr scale_stand_in() const;  // inside the workspace, aligned to exactly kFp8Alignment
   void* handle_ = nullptr;
   DeviceMemory workspace_;
