@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what a device round needs from a build made here into one xz tarball (the device tool
 # carries 64 MiB): ctest's files and the gtest lists, bin/kern and every GPU test executable
-# (stripped), the fatbins and cubins; no objects, no libraries, no host tests.
+# (stripped), kern capture's injection library (CaptureGpu.* needs it: session 37's suite failed
+# that test without it), the fatbins and cubins; no objects, no static libraries, no host tests.
 # Usage (repo root): bash scripts/dev/pack.sh [build dir (build)] [tarball (.devrun/pack.txz)] [extra files...]
 # The tarball unpacks to the build dir's name; scripts/gpu-tests.sh runs from it.
 set -euo pipefail
@@ -15,7 +16,7 @@ mkdir -p "$stage" "$(dirname "$out")"
 (cd "$build" && find . \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \
     -o -name CMakeCache.txt -o -name '*.fatbin' -o -name '*.cubin' \) -not -path '*/CMakeFiles/*' -print0 |
   tar --null -T - -cf - | tar -xf - -C "$stage")
-for exe in bin/kern $(cd "$build" && find tests/gpu -type f -executable -not -path '*/CMakeFiles/*' -not -name '*.cmake') "$@"; do
+for exe in bin/kern lib/libkern_capture.so $(cd "$build" && find tests/gpu -type f -executable -not -path '*/CMakeFiles/*' -not -name '*.cmake') "$@"; do
   [ -f "$build/$exe" ] || continue
   mkdir -p "$stage/$(dirname "$exe")"
   strip -o "$stage/$exe" "$build/$exe" 2>/dev/null || cp "$build/$exe" "$stage/$exe"
