@@ -159,9 +159,13 @@ struct Report {
   std::optional<TensorParallel> tensor_parallel;  // none: no section, no JSON key
 };
 
-// Issue 5's targets, then issue 16's (pool_targets), for what the report holds (a target whose
+// Issue 18's targets for the report's shape (the 4B shape's list; the 0.6B and 8B shapes' decode
+// limits, 1.6 and 1.2 × the floor; a shape that is no preset gets the 4B list), issue 5's host-loop
+// and start-up limits, then issue 16's (pool_targets), for what the report holds (a target whose
 // figure is missing is left out).
 std::vector<Target> evaluate_targets(const Report& r);
+// The targets section's heading: which shape's list it is.
+std::string targets_heading(const Report& r);
 // The human table (stdout).
 std::string format_table(const Report& r);
 // The JSON document (--json): every figure, the targets and the peer's figures and ratios.

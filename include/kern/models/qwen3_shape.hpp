@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +44,9 @@ struct Qwen3Shape {
 Qwen3Shape qwen3_preset(std::string_view name);
 // Every preset name, "tiny" first, then the released shapes from small to large.
 std::vector<std::string> qwen3_preset_names();
+// The preset whose sizes these are (hidden, intermediate, layers, heads, kv heads, head dim,
+// vocabulary and tying equal; RoPE, epsilon and positions, which change no byte read per token, are
+// not compared); none for any other shape (e.g. a layer count overridden by kern synth --layers).
+std::optional<std::string> qwen3_preset_name(const Qwen3Shape& shape);
 
 }  // namespace kern::models

@@ -35,6 +35,16 @@ std::vector<std::string> qwen3_preset_names() {
   return out;
 }
 
+std::optional<std::string> qwen3_preset_name(const Qwen3Shape& s) {
+  for (const Preset& p : kPresets) {
+    const Qwen3Shape& q = p.shape;
+    if (q.hidden == s.hidden && q.intermediate == s.intermediate && q.layers == s.layers && q.heads == s.heads &&
+        q.kv_heads == s.kv_heads && q.head_dim == s.head_dim && q.vocab == s.vocab && q.tied == s.tied)
+      return std::string(p.name);
+  }
+  return std::nullopt;
+}
+
 Qwen3Shape qwen3_preset(std::string_view name) {
   for (const Preset& p : kPresets)
     if (name == p.name) return p.shape;

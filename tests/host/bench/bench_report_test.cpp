@@ -51,28 +51,68 @@ const Target* find(const std::vector<Target>& t, const std::string& name) {
 }
 
 TEST(BenchReport, TargetsPassAndMiss) {
+  // small_shape() is no preset: the 4B shape's list (issue 18).
   const std::vector<Target> t = evaluate_targets(sample());
   const Target* d1k = find(t, "decode step at 1k / floor");
   ASSERT_NE(d1k, nullptr);
-  EXPECT_TRUE(d1k->pass);
+  EXPECT_TRUE(d1k->pass);  // 1.15 <= 1.20
   const Target* d32k = find(t, "decode step at 32k / floor (KV bytes included)");
   ASSERT_NE(d32k, nullptr);
-  EXPECT_FALSE(d32k->pass);  // 1.30 > 1.25
+  EXPECT_EQ(d32k->rule, "<= 1.20");
+  EXPECT_FALSE(d32k->pass);  // 1.30 > 1.20
   const Target* e2e = find(t, "end-to-end minus GPU step at 32768 (us)");
   ASSERT_NE(e2e, nullptr);
   EXPECT_DOUBLE_EQ(e2e->measured, 40);
   EXPECT_FALSE(e2e->pass);
   EXPECT_TRUE(find(t, "end-to-end minus GPU step at 1024 (us)")->pass);
-  EXPECT_TRUE(find(t, "prefill 2048 tokens (tok/s)")->pass);
-  EXPECT_FALSE(find(t, "prefill 8192 tokens (tok/s)")->pass);  // 40k < 45k
+  EXPECT_TRUE(find(t, "prefill 2048 tokens (tok/s)")->pass);    // 65k >= 65k
+  EXPECT_FALSE(find(t, "prefill 8192 tokens (tok/s)")->pass);   // 40k < 60k
   EXPECT_TRUE(find(t, "start-up to first token (s)")->pass);
   const Target* peer1k = find(t, "decode at 1024: peer step / kern step");
   ASSERT_NE(peer1k, nullptr);
   EXPECT_DOUBLE_EQ(peer1k->measured, 2.5);
   EXPECT_TRUE(peer1k->pass);
-  EXPECT_FALSE(find(t, "decode at 32768: peer step / kern step")->pass);  // 1.5x
+  EXPECT_TRUE(find(t, "decode at 32768: peer step / kern step")->pass);  // 1.5x >= 1.5
   EXPECT_DOUBLE_EQ(find(t, "prefill 2048: kern tok/s / peer tok/s")->measured, 1.3);
+  EXPECT_TRUE(find(t, "prefill 2048: kern tok/s / peer tok/s")->pass);   // 1.3 >= 1.2
   EXPECT_FALSE(find(t, "prefill 8192: kern tok/s / peer tok/s")->pass);  // 1.0x
+  EXPECT_NE(targets_heading(sample()).find("no preset"), std::string::npos);
+}
+
+TEST(BenchReport, TargetsFollowTheShape) {
+  // Issue 18: the 0.6B shape's decode limit is 1.6 x its floor, the 8B shape's 1.2 x; neither has
+  // the 4B shape's 32k or prefill-rate targets. The peer ratios hold for every shape.
+  Report r = sample();
+  r.shape = models::qwen3_preset("0.6b");
+  r.decode = {decode(1024, 2000, 2020, 1.45), decode(32768, 3000, 3040, 1.30)};
+  std::vector<Target> t = evaluate_targets(r);
+  const Target* d1k = find(t, "decode step at 1k / floor");
+  ASSERT_NE(d1k, nullptr);
+  EXPECT_EQ(d1k->rule, "<= 1.60");
+  EXPECT_TRUE(d1k->pass);
+  EXPECT_EQ(find(t, "decode step at 32k / floor (KV bytes included)"), nullptr);
+  EXPECT_EQ(find(t, "prefill 2048 tokens (tok/s)"), nullptr);
+  EXPECT_NE(find(t, "decode at 1024: peer step / kern step"), nullptr);
+  EXPECT_NE(targets_heading(r).find("the 0.6b shape"), std::string::npos);
+
+  r.shape = models::qwen3_preset("8b");
+  t = evaluate_targets(r);
+  d1k = find(t, "decode step at 1k / floor");
+  ASSERT_NE(d1k, nullptr);
+  EXPECT_EQ(d1k->rule, "<= 1.20");
+  EXPECT_FALSE(d1k->pass);  // 1.45 > 1.2
+  EXPECT_EQ(find(t, "prefill 8192 tokens (tok/s)"), nullptr);
+
+  r.shape = models::qwen3_preset("4b");
+  t = evaluate_targets(r);
+  EXPECT_FALSE(find(t, "decode step at 1k / floor")->pass);
+  EXPECT_NE(find(t, "decode step at 32k / floor (KV bytes included)"), nullptr);
+  EXPECT_NE(find(t, "prefill 8192 tokens (tok/s)"), nullptr);
+
+  r.shape = models::qwen3_preset("1.7b");  // no limit of its own: the shape-free rules only
+  t = evaluate_targets(r);
+  EXPECT_EQ(find(t, "decode step at 1k / floor"), nullptr);
+  EXPECT_NE(find(t, "end-to-end minus GPU step at 1024 (us)"), nullptr);
 }
 
 TEST(BenchReport, MissingFiguresGiveNoTargets) {

@@ -45,6 +45,20 @@ const nlohmann::ordered_json& call_named(const nlohmann::ordered_json& program, 
   throw std::runtime_error("no call " + label);
 }
 
+TEST(Qwen3Presets, EachShapeNamesItsPresetThroughItsConfigJson) {
+  // kern bench names the report's shape (its targets depend on it) from the checkpoint's config.json.
+  for (const std::string& name : qwen3_preset_names()) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(qwen3_preset_name(config(name)), name);
+  }
+  Qwen3Shape s = config("4b");
+  s.layers = 4;  // kern synth --layers 4
+  EXPECT_EQ(qwen3_preset_name(s), std::nullopt);
+  s = config("8b");
+  s.tied = true;
+  EXPECT_EQ(qwen3_preset_name(s), std::nullopt);
+}
+
 TEST(GenQwen3, EveryPresetVerifiesAndServes) {
   for (const std::string& name : qwen3_preset_names()) {
     SCOPED_TRACE(name);
