@@ -36,30 +36,48 @@ struct Item {
   bool direct;  // the sequence has one range (or none): the warp writes `out`
 };
 
+// Sequences whose used-range counts a block keeps in shared memory (u16 each: used <= kMaxSplits);
+// a call with more sequences walks with seq_lens loads as before.
+constexpr int kUsedTable = 512;
+
 // The first item at index v or later (stepping by stride) that exists: a range below the sequence's
-// used ranges, or range 0 of an empty sequence (it writes zeros).
-__device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* __restrict__ seq_lens, int v,
-                                          int stride, int items) {
-  const int units = p.seqs * p.kv_heads;
-  for (; v < items; v += stride) {
-    const int split = v / units, unit = v - split * units;
-    const int s = unit / p.kv_heads;
-    const decode::Split sp = decode::split_of(p, seq_lens[s]);
-    if (split >= max(sp.used, 1)) continue;
-    Item it;
-    it.v = v;
-    it.s = s;
-    it.kvh = unit - s * p.kv_heads;
-    it.split = split;
-    it.begin = split * sp.chunk;
-    it.end = min(sp.len, it.begin + sp.chunk);
-    it.tiles = it.end > it.begin ? (it.end - it.begin + kKeys - 1) / kKeys : 0;
-    it.direct = sp.used <= 1;
-    return it;
-  }
+// used ranges, or range 0 of an empty sequence (it writes zeros). used_tab (or null): each sequence's
+// max(used, 1), so that a visit to a range the sequence does not have costs a shared-memory load, not
+// a seq_lens load and split_of's divisions; (split, unit) advance by the stride without a division
+// per visit (stride = d_split · units + d_unit).
+__device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* __restrict__ seq_lens,
+                                          const uint16_t* used_tab, int v, int stride, int items) {
   Item none{};
   none.v = -1;
   none.tiles = 0;
+  if (v >= items) return none;
+  const int units = p.seqs * p.kv_heads;
+  const int d_split = stride / units, d_unit = stride - d_split * units;
+  int split = v / units, unit = v - split * units;
+  for (; v < items; v += stride) {
+    const int s = unit / p.kv_heads;
+    if (used_tab == nullptr || split < used_tab[s]) {
+      const decode::Split sp = decode::split_of(p, seq_lens[s]);
+      if (split < max(sp.used, 1)) {
+        Item it;
+        it.v = v;
+        it.s = s;
+        it.kvh = unit - s * p.kv_heads;
+        it.split = split;
+        it.begin = split * sp.chunk;
+        it.end = min(sp.len, it.begin + sp.chunk);
+        it.tiles = it.end > it.begin ? (it.end - it.begin + kKeys - 1) / kKeys : 0;
+        it.direct = sp.used <= 1;
+        return it;
+      }
+    }
+    split += d_split;
+    unit += d_unit;
+    if (unit >= units) {
+      unit -= units;
+      ++split;
+    }
+  }
   return none;
 }
 
@@ -94,17 +112,37 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   // reduce may still read: wait for them first.
   wait_for_previous_grid();
   allow_next_grid();
-  // Items past the ranges some sequence uses are never work (decode::used_bound): the walks below
-  // stop there. all_items fits 32 bits (checked above), so this does too.
-  const int items = static_cast<int>(min(all_items, units * decode::used_bound(plan, seq_lens)));
+  // Items past the ranges some sequence uses are never work: the walks below stop at the most any
+  // sequence uses (decode::used_bound). With at most kUsedTable sequences every block first keeps
+  // each one's count in shared memory (the bound is then their maximum), so that with lengths far
+  // apart (one long sequence among short ones: the bound is the long one's) the walks' visits to the
+  // short ones' missing ranges cost a shared-memory load each. all_items fits 32 bits (checked
+  // above), so the item count does too.
+  __shared__ uint16_t used_smem[kUsedTable];
+  const uint16_t* used_tab = nullptr;
+  int bound;
+  if (seqs <= kUsedTable) {
+    for (int s = static_cast<int>(threadIdx.x); s < seqs; s += static_cast<int>(blockDim.x))
+      used_smem[s] = static_cast<uint16_t>(max(decode::split_of(plan, seq_lens[s]).used, 1));
+    __syncthreads();
+    int m = 1;
+    for (int s = lane; s < seqs; s += 32) m = max(m, static_cast<int>(used_smem[s]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    bound = m;
+    used_tab = used_smem;
+  } else {
+    bound = decode::used_bound(plan, seq_lens);
+  }
+  const int items = static_cast<int>(min(all_items, units * bound));
   if (first >= items) return;
 
   bf16* ring = reinterpret_cast<bf16*>(decode_warp_smem) + static_cast<size_t>(warp) * S * 2 * TE;
 
   // The issue cursor: the next tile to copy (tile `tile` of item `iss`), and the count copied so far
   // (tile k of the warp's stream goes to stage k % S).
-  Item iss = next_item(plan, seq_lens, first, stride, items);
-  while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
+  Item iss = next_item(plan, seq_lens, used_tab, first, stride, items);
+  while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, used_tab, iss.v + stride, stride, items);
   int iss_tile = 0, issued = 0;
   const decode_mma::TileCopy<HD> copy(cache, page_stride, page_size, kv_heads, lane);
   const uint32_t ring_u32 = smem_u32(ring);
@@ -130,7 +168,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       ++issued;
       if (++iss_tile >= iss.tiles) {
         iss_tile = 0;
-        do iss = next_item(plan, seq_lens, iss.v + stride, stride, items);
+        do iss = next_item(plan, seq_lens, used_tab, iss.v + stride, stride, items);
         while (iss.v >= 0 && iss.tiles == 0);
       }
       iss_page = cursor_page();
@@ -144,8 +182,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue_next();
   int computed = 0;  // tiles of the stream computed so far
-  for (Item it = next_item(plan, seq_lens, first, stride, items); it.v >= 0;
-       it = next_item(plan, seq_lens, it.v + stride, stride, items)) {
+  for (Item it = next_item(plan, seq_lens, used_tab, first, stride, items); it.v >= 0;
+       it = next_item(plan, seq_lens, used_tab, it.v + stride, stride, items)) {
     uint32_t qf[KS][4];
     decode_mma::load_group_q<HD>(qf, qkv, q_stride, it.s, it.kvh, group, g, t);
     float o[ND][4];

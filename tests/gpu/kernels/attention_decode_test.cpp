@@ -249,6 +249,36 @@ TEST(AttnDecodeGpu, LengthOnlySplitIsBatchInvariant) {
   }
 }
 
+// More sequences than the warp kernel's shared-memory table of used ranges (decode_warp::kUsedTable,
+// 512): that call walks with seq_lens loads, a call of 8 of its sequences with the table; both against
+// the float64 reference, and each of the 8 bitwise equal in both calls.
+TEST(AttnDecodeGpu, LengthOnlySplitBeyondTheUsedTable) {
+  std::mt19937_64 rng(568);
+  std::vector<int> lens(600);
+  for (auto& l : lens) l = static_cast<int>(rng() % 400);
+  lens[2] = 5000;
+  lens[5] = 0;
+  const DecodeSplit split{64, 256, 128};
+  check_decode(kQwen4B, lens, 569, split);
+  const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
+  DecodeRun all(rng, cache, lens, split);
+  Fatbin fb("attention");
+  const size_t n = static_cast<size_t>(kQwen4B.heads) * kQwen4B.head_dim;
+  for (const std::string& kind : kPartialKinds) {
+    all.call.kind = kind;
+    const auto together = all.run(fb);
+    DecodeCall few = all.call;
+    few.seqs = 8;
+    Device<bf16_bits> out(8 * n);
+    out.poison();
+    few.out = out.get();
+    few.run(fb);
+    const auto got = out.download();
+    EXPECT_EQ(std::memcmp(got.data(), together.data(), 8 * n * sizeof(bf16_bits)), 0)
+        << kind_tag(kind) << ": the first 8 of 600 sequences differ from the same 8 alone";
+  }
+}
+
 TEST(AttnDecodeGpu, BitwiseRepeatable) {
   std::mt19937_64 rng(550);
   const std::vector<int> lens = {4097, 1000, 32, 1, 12345};
@@ -429,32 +459,49 @@ double memcpy_bandwidth() {
 // where the weights stream through L2 between two attention calls).
 struct PerfState {
   static constexpr int H = 32, KV = 8, hd = 128, P = 16;
-  int seqs, len, layers, max_pages;
+  int seqs, len, layers, max_pages;  // len: the longest sequence's
+  std::vector<int32_t> seq_lens;
   int64_t page_stride;
   std::unique_ptr<Device<bf16_bits>> cache, qkv, out;
   std::unique_ptr<Device<int32_t>> table, lens;
   std::unique_ptr<Device<float>> part_o, part_ml;
 
-  PerfState(int seqs_, int len_, int splits_max, int min_layers = 1) : seqs(seqs_), len(len_) {
+  PerfState(int seqs_, int len_, int splits_max, int min_layers = 1)
+      : PerfState(std::vector<int32_t>(seqs_, len_), splits_max, min_layers) {}
+  // Sequences of their own lengths; pages only for the keys each one has (the rest of its block-table
+  // row points at page 0 and is never read).
+  PerfState(std::vector<int32_t> lens_, int splits_max, int min_layers = 1)
+      : seqs(static_cast<int>(lens_.size())),
+        len(*std::max_element(lens_.begin(), lens_.end())),
+        seq_lens(std::move(lens_)) {
     const double layer_bytes = kv_bytes();
     layers = std::max(min_layers, static_cast<int>(std::clamp(std::ceil(256e6 / layer_bytes), 1.0, 512.0)));
     max_pages = (len + P - 1) / P;
     page_stride = static_cast<int64_t>(layers) * 2 * P * KV * hd;
-    const size_t pages = static_cast<size_t>(seqs) * max_pages;
+    size_t pages = 0;
+    for (int32_t l : seq_lens) pages += static_cast<size_t>((l + P - 1) / P);
     cache = std::make_unique<Device<bf16_bits>>(fast_random_bf16(77, pages * page_stride));
     std::mt19937_64 rng(78);
-    std::vector<int32_t> t(pages);
-    std::iota(t.begin(), t.end(), 0);
-    std::shuffle(t.begin(), t.end(), rng);
+    std::vector<int32_t> order(pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int32_t> t(static_cast<size_t>(seqs) * max_pages, 0);
+    size_t next = 0;
+    for (int sq = 0; sq < seqs; ++sq)
+      for (int pg = 0; pg < (seq_lens[sq] + P - 1) / P; ++pg) t[static_cast<size_t>(sq) * max_pages + pg] = order[next++];
     table = std::make_unique<Device<int32_t>>(t);
-    lens = std::make_unique<Device<int32_t>>(std::vector<int32_t>(seqs, len));
+    lens = std::make_unique<Device<int32_t>>(seq_lens);
     qkv =
         std::make_unique<Device<bf16_bits>>(random_bf16(rng, static_cast<size_t>(seqs) * (H + 2 * KV) * hd, -1.f, 1.f));
     out = std::make_unique<Device<bf16_bits>>(static_cast<size_t>(seqs) * H * hd);
     part_o = std::make_unique<Device<float>>(static_cast<size_t>(seqs) * H * splits_max * hd);
     part_ml = std::make_unique<Device<float>>(static_cast<size_t>(seqs) * H * splits_max * 2);
   }
-  double kv_bytes() const { return 2.0 * seqs * len * KV * hd * 2; }  // K and V, one layer
+  double kv_bytes() const {  // K and V, one layer
+    double keys = 0;
+    for (int32_t l : seq_lens) keys += l;
+    return 2.0 * keys * KV * hd * 2;
+  }
 
   std::vector<DecodeCall> calls(const DecodeSplit& split) const {
     std::vector<DecodeCall> v;
@@ -606,6 +653,34 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
       report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
       if (seqs == 64 && len == 1024)
         report(t + " partial-only us", graph_us_per_call(k, calls, false, replays, true));
+    }
+  }
+  // Lengths far apart, as a server's batch has them: one 32k sequence among 63 of 1k (the walks'
+  // bound is the long one's 64 ranges), and 64 lengths drawn from 256 .. 4,096 (session 37: the
+  // shared-memory table of each sequence's ranges).
+  std::mt19937_64 rng(37);
+  std::vector<int32_t> spread(64);
+  for (int32_t& l : spread) l = 256 + static_cast<int32_t>(rng() % 3841);
+  std::vector<int32_t> one_long(64, 1024);
+  one_long[17] = 32768;
+  for (const auto& [name, lens] : {std::pair{std::string("1x32k+63x1k"), one_long}, std::pair{std::string("256..4096"), spread}}) {
+    PerfState s(lens, 64);
+    for (const Config& c : configs) {
+      DecodeKernels k(c.kind);
+      DecodeSplit split;
+      split.splits_max = 64;
+      split.target_blocks = 256;
+      split.split_tokens = c.split_tokens;
+      split.items_per_unit = c.items_per_unit;
+      split.grid = c.grid;
+      const auto calls = s.calls(split);
+      const int replays = std::max(20, static_cast<int>(2000 / calls.size()));
+      const double us = graph_us_per_call(k, calls, true, replays, true);
+      const std::string t = "decode length-only " + c.kind + " split " + std::to_string(c.split_tokens) + " grid " +
+                            (c.grid > 0 ? std::to_string(c.grid) : "units*" + std::to_string(c.items_per_unit) + "+256") +
+                            " seqs 64 lens " + name;
+      report(t + " us per layer", us);
+      report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
     }
   }
 }
