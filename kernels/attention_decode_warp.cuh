@@ -37,8 +37,9 @@ struct Item {
 };
 
 // Sequences whose used-range counts a block keeps in shared memory (u16 each: used <= kMaxSplits);
-// a call with more sequences walks with seq_lens loads as before.
+// a call with more (or fewer than kUsedTableFrom) sequences walks with seq_lens loads.
 constexpr int kUsedTable = 512;
+constexpr int kUsedTableFrom = 33;  // fewer sequences: one seq_lens load per lane covers them (used_bound)
 
 // The first item at index v or later (stepping by stride) that exists: a range below the sequence's
 // used ranges, or range 0 of an empty sequence (it writes zeros). used_tab (or null): each sequence's
@@ -113,15 +114,17 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   wait_for_previous_grid();
   allow_next_grid();
   // Items past the ranges some sequence uses are never work: the walks below stop at the most any
-  // sequence uses (decode::used_bound). With at most kUsedTable sequences every block first keeps
-  // each one's count in shared memory (the bound is then their maximum), so that with lengths far
-  // apart (one long sequence among short ones: the bound is the long one's) the walks' visits to the
-  // short ones' missing ranges cost a shared-memory load each. all_items fits 32 bits (checked
-  // above), so the item count does too.
+  // sequence uses (decode::used_bound). With kUsedTableFrom .. kUsedTable sequences every block first
+  // keeps each one's count in shared memory (the bound is then their maximum), so that with lengths
+  // far apart (one long sequence among short ones: the bound is the long one's) the walks' visits to
+  // the short ones' missing ranges cost a shared-memory load each (H100, one 32k sequence among 63 of
+  // 1k: 174.5 -> 169.9 us). Below kUsedTableFrom the table's fill and block barrier cost more than
+  // the few visits it saves (one sequence of 1k: 12.2 -> 12.8 us; docs/perf.md, session 37).
+  // all_items fits 32 bits (checked above), so the item count does too.
   __shared__ uint16_t used_smem[kUsedTable];
   const uint16_t* used_tab = nullptr;
   int bound;
-  if (seqs <= kUsedTable) {
+  if (seqs >= kUsedTableFrom && seqs <= kUsedTable) {
     for (int s = static_cast<int>(threadIdx.x); s < seqs; s += static_cast<int>(blockDim.x))
       used_smem[s] = static_cast<uint16_t>(max(decode::split_of(plan, seq_lens[s]).used, 1));
     __syncthreads();
