@@ -215,12 +215,11 @@ TEST(AttnDecodeGpu, LengthOnlySplit) {
 // Batch invariance: with the length-only split a sequence's output bits do not depend on the other
 // sequences of the call (their number or lengths), for both partial kernels; with split_tokens 0 they
 // may (the call's size sets the ranges), which this test does not assert.
-TEST(AttnDecodeGpu, LengthOnlySplitIsBatchInvariant) {
-  std::mt19937_64 rng(565);
-  std::vector<int> lens(64);
-  for (auto& l : lens) l = 1 + static_cast<int>(rng() % 6000);
-  lens[3] = 32768;
-  const DecodeSplit split{64, 256, 256};
+// For every partial kind: one call over all of `lens`, then for each (first, count) a call over those
+// sequences alone; each of them must come out bit for bit as in the whole call.
+void expect_sub_calls_bitwise(uint64_t seed, const std::vector<int>& lens, const DecodeSplit& split,
+                              const std::vector<std::pair<int, int>>& subs) {
+  std::mt19937_64 rng(seed);
   const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
   DecodeRun all(rng, cache, lens, split);
   Fatbin fb("attention");
@@ -228,30 +227,43 @@ TEST(AttnDecodeGpu, LengthOnlySplitIsBatchInvariant) {
   for (const std::string& kind : kPartialKinds) {
     all.call.kind = kind;
     const auto together = all.run(fb);
-    for (int s : {0, 3, 17, 63}) {
-      for (int others : {0, 7}) {  // alone, and as the first of 1 + 7 sequences
-        DecodeCall one = all.call;
-        const int count = std::min<int>(1 + others, 64 - s);
-        one.seqs = count;
-        one.qkv = static_cast<const bf16_bits*>(all.call.qkv) + static_cast<size_t>(s) * all.call.q_stride;
-        one.block_table = all.call.block_table + static_cast<size_t>(s) * all.call.max_pages;
-        one.seq_lens = all.call.seq_lens + s;
-        Device<bf16_bits> out(static_cast<size_t>(count) * n);
-        out.poison();
-        one.out = out.get();
-        one.run(fb);
-        const auto got = out.download();
-        EXPECT_EQ(std::memcmp(got.data(), together.data() + static_cast<size_t>(s) * n, n * sizeof(bf16_bits)), 0)
-            << kind_tag(kind) << ": sequence " << s << " (len " << lens[s] << ") among " << count
-            << " differs from the same sequence among 64";
-      }
+    for (const auto& [first, count] : subs) {
+      DecodeCall sub = all.call;
+      sub.seqs = count;
+      sub.qkv = static_cast<const bf16_bits*>(all.call.qkv) + static_cast<size_t>(first) * all.call.q_stride;
+      sub.block_table = all.call.block_table + static_cast<size_t>(first) * all.call.max_pages;
+      sub.seq_lens = all.call.seq_lens + first;
+      Device<bf16_bits> out(static_cast<size_t>(count) * n);
+      out.poison();
+      sub.out = out.get();
+      sub.run(fb);
+      const auto got = out.download();
+      for (int i = 0; i < count; ++i)
+        EXPECT_EQ(std::memcmp(got.data() + static_cast<size_t>(i) * n,
+                              together.data() + static_cast<size_t>(first + i) * n, n * sizeof(bf16_bits)),
+                  0)
+            << kind_tag(kind) << ": sequence " << first + i << " (len " << lens[first + i] << ") among " << count
+            << " differs from the same sequence among " << lens.size();
     }
   }
 }
 
+TEST(AttnDecodeGpu, LengthOnlySplitIsBatchInvariant) {
+  std::mt19937_64 rng(565);
+  std::vector<int> lens(64);
+  for (auto& l : lens) l = 1 + static_cast<int>(rng() % 6000);
+  lens[3] = 32768;
+  // Each of a few sequences alone and as the first of 1 + 7 (the 64-sequence call keeps the warp
+  // kernel's used-range table, the smaller ones do not).
+  std::vector<std::pair<int, int>> subs;
+  for (int first : {0, 3, 17, 63})
+    for (int others : {0, 7}) subs.emplace_back(first, std::min(1 + others, 64 - first));
+  expect_sub_calls_bitwise(566, lens, {64, 256, 256}, subs);
+}
+
 // More sequences than the warp kernel's shared-memory table of used ranges (decode_warp::kUsedTable,
-// 512): that call walks with seq_lens loads, a call of 8 of its sequences with the table; both against
-// the float64 reference, and each of the 8 bitwise equal in both calls.
+// 512): that call walks with seq_lens loads, a call of its first 40 sequences with the table, one of
+// 8 without; against the float64 reference, and bitwise across the three calls.
 TEST(AttnDecodeGpu, LengthOnlySplitBeyondTheUsedTable) {
   std::mt19937_64 rng(568);
   std::vector<int> lens(600);
@@ -260,23 +272,7 @@ TEST(AttnDecodeGpu, LengthOnlySplitBeyondTheUsedTable) {
   lens[5] = 0;
   const DecodeSplit split{64, 256, 128};
   check_decode(kQwen4B, lens, 569, split);
-  const PagedKv cache(rng, kQwen4B, lens, 2, 0, fast_kv);
-  DecodeRun all(rng, cache, lens, split);
-  Fatbin fb("attention");
-  const size_t n = static_cast<size_t>(kQwen4B.heads) * kQwen4B.head_dim;
-  for (const std::string& kind : kPartialKinds) {
-    all.call.kind = kind;
-    const auto together = all.run(fb);
-    DecodeCall few = all.call;
-    few.seqs = 8;
-    Device<bf16_bits> out(8 * n);
-    out.poison();
-    few.out = out.get();
-    few.run(fb);
-    const auto got = out.download();
-    EXPECT_EQ(std::memcmp(got.data(), together.data(), 8 * n * sizeof(bf16_bits)), 0)
-        << kind_tag(kind) << ": the first 8 of 600 sequences differ from the same 8 alone";
-  }
+  expect_sub_calls_bitwise(570, lens, split, {{0, 40}, {0, 8}, {590, 10}});
 }
 
 TEST(AttnDecodeGpu, BitwiseRepeatable) {
@@ -631,10 +627,9 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
   };
   const std::vector<Config> configs = {{"mma", 256, 8, 0},       {"warp", 64, 1, 396},     {"warp", 128, 1, 396},
                                        {"warp", 256, 1, 396},     {"warp_s3", 128, 1, 256}};
-  const std::vector<std::pair<int, int>> shapes = {{1, 1024}, {1, 32768}, {8, 1024},
-                                                   {64, 1024}, {64, 4096}, {256, 1024}};
-  for (auto [seqs, len] : shapes) {
-    PerfState s(seqs, len, 64);
+  // Every configuration over one state; `what` names the lengths, `partial_only` adds the partial
+  // kernel's time alone.
+  auto time_configs = [&](const PerfState& s, const std::string& what, bool partial_only) {
     for (const Config& c : configs) {
       DecodeKernels k(c.kind);
       DecodeSplit split;
@@ -648,13 +643,16 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
       const double us = graph_us_per_call(k, calls, true, replays, true);
       const std::string t = "decode length-only " + c.kind + " split " + std::to_string(c.split_tokens) + " grid " +
                             (c.grid > 0 ? std::to_string(c.grid) : "units*" + std::to_string(c.items_per_unit) + "+256") +
-                            " seqs " + std::to_string(seqs) + " len " + std::to_string(len);
+                            " seqs " + std::to_string(s.seqs) + " " + what;
       report(t + " us per layer", us);
       report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
-      if (seqs == 64 && len == 1024)
-        report(t + " partial-only us", graph_us_per_call(k, calls, false, replays, true));
+      if (partial_only) report(t + " partial-only us", graph_us_per_call(k, calls, false, replays, true));
     }
-  }
+  };
+  const std::vector<std::pair<int, int>> shapes = {{1, 1024}, {1, 32768}, {8, 1024},
+                                                   {64, 1024}, {64, 4096}, {256, 1024}};
+  for (auto [seqs, len] : shapes)
+    time_configs(PerfState(seqs, len, 64), "len " + std::to_string(len), seqs == 64 && len == 1024);
   // Lengths far apart, as a server's batch has them: one 32k sequence among 63 of 1k (the walks'
   // bound is the long one's 64 ranges), and 64 lengths drawn from 256 .. 4,096 (session 37: the
   // shared-memory table of each sequence's ranges).
@@ -663,26 +661,8 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
   for (int32_t& l : spread) l = 256 + static_cast<int32_t>(rng() % 3841);
   std::vector<int32_t> one_long(64, 1024);
   one_long[17] = 32768;
-  for (const auto& [name, lens] : {std::pair{std::string("1x32k+63x1k"), one_long}, std::pair{std::string("256..4096"), spread}}) {
-    PerfState s(lens, 64);
-    for (const Config& c : configs) {
-      DecodeKernels k(c.kind);
-      DecodeSplit split;
-      split.splits_max = 64;
-      split.target_blocks = 256;
-      split.split_tokens = c.split_tokens;
-      split.items_per_unit = c.items_per_unit;
-      split.grid = c.grid;
-      const auto calls = s.calls(split);
-      const int replays = std::max(20, static_cast<int>(2000 / calls.size()));
-      const double us = graph_us_per_call(k, calls, true, replays, true);
-      const std::string t = "decode length-only " + c.kind + " split " + std::to_string(c.split_tokens) + " grid " +
-                            (c.grid > 0 ? std::to_string(c.grid) : "units*" + std::to_string(c.items_per_unit) + "+256") +
-                            " seqs 64 lens " + name;
-      report(t + " us per layer", us);
-      report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
-    }
-  }
+  time_configs(PerfState(one_long, 64), "lens 1x32k+63x1k", false);
+  time_configs(PerfState(spread, 64), "lens 256..4096", false);
 }
 
 // What a call costs beside its bytes at kern serve's batch: 64 sequences of 1,024 .. 4,096 keys, a
