@@ -16,82 +16,89 @@ using namespace kern_dev;
 namespace {
 namespace decode {
 
-// Rows hh0 .. hh0 + rows − 1 of part_o / part_ml (a sequence's q heads of one kv head; range i of
-// row hh at hh · splits_max + i), each with `used` ranges, merged into out's rows hh0 ... N threads
-// (index tid) share them: min(N, HD) threads per row, HD / that consecutive dims each. part_o and
-// part_ml were written by other blocks of this launch: read through L2 (ld.global.cg).
+// Row hh of part_o / part_ml (range i at hh · splits_max + i, `used` ranges) merged into out's row hh by
+// one warp: each lane computes the weights of its ranges (32 at a time) and the row's max by a warp
+// max; then every lane runs over the ranges in order, taking each weight by shuffle (den and num summed
+// in the reduce's order), for its HD / 32 consecutive dims, whose loads do not wait on the weights.
+// part_o and part_ml were written by other blocks of this launch: read through L2 (ld.global.cg).
+template <int HD>
+__device__ __forceinline__ void merge_row(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                          bf16* __restrict__ out, int64_t hh, int used, int splits_max, int lane) {
+  constexpr int kDims = HD / 32;
+  static_assert(kDims == 2 || kDims == 4, "one vector load per range");
+  const int64_t e0 = hh * splits_max;
+  float mx = -INFINITY;
+  for (int i = lane; i < used; i += 32) mx = fmaxf(mx, __ldcg(&part_ml[(e0 + i) * 2]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float den = 0.0f, num[kDims];
+#pragma unroll
+  for (int j = 0; j < kDims; ++j) num[j] = 0.0f;
+  const float* po = part_o + e0 * HD + lane * kDims;
+  for (int base = 0; base < used; base += 32) {
+    float w = 0.0f;
+    if (base + lane < used) {
+      const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_ml + (e0 + base + lane) * 2));
+      w = part_weight(ml.x, ml.y, mx);
+    }
+    const int n = min(32, used - base);
+#pragma unroll 8
+    for (int i = 0; i < n; ++i) {
+      const float wi = __shfl_sync(0xffffffffu, w, i);
+      const float* src = po + static_cast<int64_t>(base + i) * HD;
+      float v[kDims];
+      if constexpr (kDims == 4) {
+        const float4 q = __ldcg(reinterpret_cast<const float4*>(src));
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
+        const float2 q = __ldcg(reinterpret_cast<const float2*>(src));
+        v[0] = q.x, v[1] = q.y;
+      }
+      den += wi;
+#pragma unroll
+      for (int j = 0; j < kDims; ++j) num[j] = fmaf(wi, v[j], num[j]);
+    }
+  }
+  bf16* dst = out + hh * HD + lane * kDims;
+#pragma unroll
+  for (int j = 0; j < kDims; ++j) dst[j] = to_bf(num[j] / den);
+}
+
+// Rows hh0 .. hh0 + rows − 1 (a sequence's q heads of one kv head) merged by the N / 32 warps of the
+// caller (thread index tid), a row per warp at a time.
 template <int HD, int N>
 __device__ __forceinline__ void merge_ranges(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                              bf16* __restrict__ out, int64_t hh0, int rows, int used, int splits_max,
                                              int tid) {
-  constexpr int kPerRow = N < HD ? N : HD;  // threads per row
-  constexpr int kDims = HD / kPerRow;       // consecutive dims per thread
-  constexpr int kRowsPerPass = N / kPerRow;
-  static_assert(HD % kPerRow == 0 && N % kPerRow == 0, "threads tile the rows");
-  static_assert(kDims == 1 || kDims == 2 || kDims == 4, "one vector load per range");
-  const int d0 = (tid % kPerRow) * kDims;
-  for (int r = tid / kPerRow; r < rows; r += kRowsPerPass) {
-    const int64_t e0 = (hh0 + r) * splits_max;
-    float mx = -INFINITY;
-#pragma unroll 8
-    for (int i = 0; i < used; ++i) mx = fmaxf(mx, __ldcg(&part_ml[(e0 + i) * 2]));
-    float den = 0.0f, num[kDims];
-#pragma unroll
-    for (int j = 0; j < kDims; ++j) num[j] = 0.0f;
-    const float* po = part_o + e0 * HD + d0;
-#pragma unroll 4
-    for (int i = 0; i < used; ++i) {
-      const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_ml + (e0 + i) * 2));
-      const float w = part_weight(ml.x, ml.y, mx);
-      den += w;
-      float v[kDims];
-      if constexpr (kDims == 4) {
-        const float4 q = __ldcg(reinterpret_cast<const float4*>(po + static_cast<int64_t>(i) * HD));
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-      } else if constexpr (kDims == 2) {
-        const float2 q = __ldcg(reinterpret_cast<const float2*>(po + static_cast<int64_t>(i) * HD));
-        v[0] = q.x, v[1] = q.y;
-      } else {
-        v[0] = __ldcg(po + static_cast<int64_t>(i) * HD);
-      }
-#pragma unroll
-      for (int j = 0; j < kDims; ++j) num[j] = fmaf(w, v[j], num[j]);
-    }
-    bf16* dst = out + (hh0 + r) * HD + d0;
-#pragma unroll
-    for (int j = 0; j < kDims; ++j) dst[j] = to_bf(num[j] / den);
-  }
+  static_assert(N % 32 == 0, "whole warps");
+  for (int r = tid / 32; r < rows; r += N / 32) merge_row<HD>(part_o, part_ml, out, hh0 + r, used, splits_max, tid & 31);
 }
 
 // Counts one finished range of unit `unit` (sequence · kv_heads + kv head) in, once the calling threads
 // stored its part_o / part_ml rows; true for the last of the unit's `used` ranges to arrive, whose
 // callers then merge them (merge_ranges) and leave the count 0 for the next launch (arrivals: zero at
-// load, as the sampling op's). The stores are fenced before the count and the merge's loads after it.
+// load, as the sampling op's). One thread counts with an acquire-release atomic after a barrier over
+// the callers (their stores before it, the merge's loads after it); no full fence per range.
+__device__ __forceinline__ int count_range_in(int32_t* __restrict__ arrivals, int unit) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(arrivals + unit) : "memory");
+  return old;
+}
 // Warp form: every lane of the warp calls it.
 __device__ __forceinline__ bool last_range_of_warp(int32_t* __restrict__ arrivals, int unit, int used) {
-  __threadfence();
   __syncwarp();
   int last = 0;
-  if ((threadIdx.x & 31u) == 0) {
-    __threadfence();
-    last = atomicAdd(&arrivals[unit], 1) == used - 1;
-  }
+  if ((threadIdx.x & 31u) == 0) last = count_range_in(arrivals, unit) == used - 1;
   last = __shfl_sync(0xffffffffu, last, 0);
-  if (last) __threadfence();
+  __syncwarp();
   return last != 0;
 }
 // Block form: every thread of the block calls it; flag: a word of shared memory.
 __device__ __forceinline__ bool last_range_of_block(int32_t* __restrict__ arrivals, int unit, int used, int* flag) {
-  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    *flag = atomicAdd(&arrivals[unit], 1) == used - 1;
-  }
+  if (threadIdx.x == 0) *flag = count_range_in(arrivals, unit) == used - 1;
   __syncthreads();
-  const bool last = *flag != 0;
-  if (last) __threadfence();
-  return last;
+  return *flag != 0;
 }
 
 }  // namespace decode

@@ -31,7 +31,7 @@ bench() {  # bench NAME ARGS...
 }
 bench merge
 bench nomerge --no-attn-merge
-bench merge2
+
 KERN_CTEST_ARGS="-R (ServeGpu|PipelineGpu|TensorParallelGpu|RuntimeGpuGraph|KernTestGpu)" timeout 200 scripts/gpu-tests.sh build $L/serve-tests.log > /dev/null 2>&1
 echo "serve tests rc $? ($(el) s)" >> $R
 grep -E "Failed|\*\*\*" $L/serve-tests.log | head -5 >> $R

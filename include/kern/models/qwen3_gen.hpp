@@ -75,7 +75,7 @@ struct Qwen3GenOptions {
   // the output inside the partial kernel (kern_attn_decode_{mma,warp}_merge_partial_hd*, the reduce's
   // arithmetic and bits; an `attn_arrivals` carry buffer counts the ranges in), so no reduce kernel is
   // launched. Off (--no-attn-merge): partial + kern_attn_decode_reduce_hd*. docs/kernels.md.
-  bool decode_attn_merge = true;
+  bool decode_attn_merge = true;  // (default decided by measurement below)
   // Prefill calls of at least this many rows (head_dim 128) use the long-call attention layout, faster
   // on long prompts (docs/perf.md): on wgmma three consumer warpgroups (the same bits as the smaller
   // calls' kernel), on mma.sync m32n32s2 instead of s2 (rows of one call size are computed bitwise
