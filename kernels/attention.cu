@@ -6,10 +6,7 @@
 //    serving every q head of a kv head from one read of its K/V;
 //  * kern_attn_decode_warp_partial_hd{64,128} (tensor cores, one warp per item, attention_decode_warp.cuh)
 //    computes the same ranges with the warps of a fixed grid striding over them;
-//  * kern_attn_decode_reduce_hd{64,128} merges the ranges of sequences that have more than one;
-//  * kern_attn_decode_{mma,warp}_merge_partial_hd{64,128}: the two tensor-core partials with that merge done
-//    by the last range of each (sequence, kv head) to finish (decode_merge.cuh), in the reduce's
-//    arithmetic (the same bits) and without its launch.
+//  * kern_attn_decode_reduce_hd{64,128} merges the ranges of sequences that have more than one.
 // The CUDA-core chunked-prefill baseline (kern_attn_prefill_hd*) and the _s2/_s4 tuning variants of the
 // tensor-core partial are test-only: tests/gpu/kernels/test_attention.cu.
 #include "attention_decode_mma.cuh"
@@ -353,10 +350,3 @@ KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_partial_hd128, 128, 3)
 // an SM (12 warps: session 21 measured the kernel bound by its warps' instruction latency, docs/perf.md).
 KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd64, 64, 2, 3)
 KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd128, 128, 2, 3)
-
-// The two tensor-core partials with the merge in the last range (decode_merge.cuh): the ABI above plus
-// the arrival counts; no reduce kernel follows them.
-KERN_ATTN_DECODE_MMA_MERGE_ENTRY(kern_attn_decode_mma_merge_partial_hd64, 64, 3)
-KERN_ATTN_DECODE_MMA_MERGE_ENTRY(kern_attn_decode_mma_merge_partial_hd128, 128, 3)
-KERN_ATTN_DECODE_WARP_MERGE_ENTRY(kern_attn_decode_warp_merge_partial_hd64, 64, 2, 3)
-KERN_ATTN_DECODE_WARP_MERGE_ENTRY(kern_attn_decode_warp_merge_partial_hd128, 128, 2, 3)

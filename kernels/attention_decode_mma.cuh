@@ -1,6 +1,5 @@
 #pragma once
 
-#include "decode_merge.cuh"
 #include "decode_split.cuh"
 #include "mma.cuh"
 #include "paged_kv.cuh"
@@ -204,23 +203,20 @@ __device__ __forceinline__ void tile_step(const uint32_t (&qf)[HD / 16][4], uint
   }
 }
 
-template <int HD, int S, bool kMerge>
+template <int HD, int S>
 __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                       const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
                       float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
                       int32_t page_size, int64_t page_stride, int32_t splits_max, float scale, int group, int s,
-                      int kvh, int split, const decode::Split& sp, int32_t* __restrict__ arrivals);
+                      int kvh, int split, const decode::Split& sp);
 
-// kMerge: the last range of each (sequence, kv head) to finish merges them into out (decode_merge.cuh;
-// arrivals [seqs · kv_heads], zero at load and left zero), so no reduce kernel follows; else arrivals
-// is unused and the reduce kernel merges.
-template <int HD, int S, bool kMerge = false>
+template <int HD, int S>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
                         bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
                         int64_t page_stride, int32_t splits_max, int32_t target_blocks, int32_t split_tokens,
-                        float scale, int32_t* __restrict__ arrivals = nullptr) {
+                        float scale) {
   constexpr int TE = tile_elems<HD>();
   static_assert((HD / 16) % 2 == 0, "k-steps are taken in pairs");
   static_assert((16 * HD + 32) * 4 <= S * 2 * TE * 2, "the merge scratch must fit in a warp's ring");
@@ -237,18 +233,18 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   decode::for_each_item(plan, seq_lens, [&](int s, int kvh, int split, const decode::Split& sp) {
     wait_for_previous_grid();
     allow_next_grid();
-    range<HD, S, kMerge>(qkv, q_stride, cache, block_table, max_pages, part_o, part_ml, out, heads, kv_heads,
-                         page_size, page_stride, splits_max, scale, group, s, kvh, split, sp, arrivals);
+    range<HD, S>(qkv, q_stride, cache, block_table, max_pages, part_o, part_ml, out, heads, kv_heads, page_size,
+                 page_stride, splits_max, scale, group, s, kvh, split, sp);
   });
 }
 
 // One (sequence s, kv head kvh, range split) item of decode_mma::partial; leaves shared memory free.
-template <int HD, int S, bool kMerge>
+template <int HD, int S>
 __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                       const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
                       float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
                       int32_t page_size, int64_t page_stride, int32_t splits_max, float scale, int group, int s,
-                      int kvh, int split, const decode::Split& sp, int32_t* __restrict__ arrivals) {
+                      int kvh, int split, const decode::Split& sp) {
   constexpr int TE = tile_elems<HD>();
   constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
   constexpr int ND = HD / 8;   // n-blocks of the output
@@ -342,15 +338,6 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     }
   }
   __syncthreads();  // the rings are the next item's
-  if constexpr (kMerge) {
-    __shared__ int last_flag;
-    const int unit = s * kv_heads + kvh;
-    if (!direct && decode::last_range_of_block(arrivals, unit, sp.used, &last_flag)) {
-      decode::merge_ranges<HD, kThreads>(part_o, part_ml, out, static_cast<int64_t>(s) * heads + kvh * group, group,
-                                         sp.used, splits_max, static_cast<int>(threadIdx.x));
-      if (threadIdx.x == 0) arrivals[unit] = 0;
-    }
-  }
 }
 
 }  // namespace decode_mma
@@ -364,26 +351,14 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
 //
 // KERN_ATTN_DECODE_PARTIAL_ENTRY states the partial kernels' ABI once: an entry NAME with launch bounds
 // (THREADS, MIN_BLOCKS) calling the device function FN (parenthesised: it may hold template commas).
-// KERN_ATTN_DECODE_MERGE_ENTRY: the same with a last parameter, the merge's arrival counts
-// (int32_t [seqs · kv_heads], zero at load, left zero by every launch); FN is a partial<HD, S, true>.
-#define KERN_ATTN_DECODE_PARTIAL_PARAMS                                                                         \
-  const bf16 *qkv, int32_t q_stride, const bf16 *cache, const int32_t *block_table, int32_t max_pages,          \
-      const int32_t *seq_lens, float *part_o, float *part_ml, bf16 *out, int32_t seqs, int32_t heads,          \
-      int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks,     \
-      int32_t split_tokens, float scale
-#define KERN_ATTN_DECODE_PARTIAL_ARGS                                                                            \
-  qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads, page_size, \
-      page_stride, splits_max, target_blocks, split_tokens, scale
-#define KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, THREADS, MIN_BLOCKS, FN)                                               \
-  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) NAME(KERN_ATTN_DECODE_PARTIAL_PARAMS) { \
-    FN(KERN_ATTN_DECODE_PARTIAL_ARGS);                                                                          \
-  }
-#define KERN_ATTN_DECODE_MERGE_ENTRY(NAME, THREADS, MIN_BLOCKS, FN)                                   \
-  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                               \
-      NAME(KERN_ATTN_DECODE_PARTIAL_PARAMS, int32_t *arrivals) {                                  \
-    FN(KERN_ATTN_DECODE_PARTIAL_ARGS, arrivals);                                                  \
+#define KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, THREADS, MIN_BLOCKS, FN)                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                                             \
+      NAME(const bf16* qkv, int32_t q_stride, const bf16* cache, const int32_t* block_table, int32_t max_pages, \
+           const int32_t* seq_lens, float* part_o, float* part_ml, bf16* out, int32_t seqs, int32_t heads,      \
+           int32_t kv_heads, int32_t page_size, int64_t page_stride, int32_t splits_max, int32_t target_blocks, \
+           int32_t split_tokens, float scale) {                                                                 \
+    FN(qkv, q_stride, cache, block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads,      \
+       page_size, page_stride, splits_max, target_blocks, split_tokens, scale);                                 \
   }
 #define KERN_ATTN_DECODE_MMA_ENTRY(NAME, HD, S) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_mma::kThreads, 2, (decode_mma::partial<HD, S>))
-#define KERN_ATTN_DECODE_MMA_MERGE_ENTRY(NAME, HD, S) \
-  KERN_ATTN_DECODE_MERGE_ENTRY(NAME, decode_mma::kThreads, 2, (decode_mma::partial<HD, S, true>))

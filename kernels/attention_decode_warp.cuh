@@ -33,7 +33,6 @@ struct Item {
   int v;  // item index (range-major: split * seqs * kv_heads + s * kv_heads + kvh); -1: none left
   int s, kvh, split;
   int begin, end, tiles;
-  int used;     // the sequence's ranges
   bool direct;  // the sequence has one range (or none): the warp writes `out`
 };
 
@@ -69,7 +68,6 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
         it.begin = split * sp.chunk;
         it.end = min(sp.len, it.begin + sp.chunk);
         it.tiles = it.end > it.begin ? (it.end - it.begin + kKeys - 1) / kKeys : 0;
-        it.used = sp.used;
         it.direct = sp.used <= 1;
         return it;
       }
@@ -84,15 +82,13 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
   return none;
 }
 
-// kMerge: as decode_mma::partial's (the warp that finishes a (sequence, kv head)'s last range merges
-// its ranges into out while the ring's next tiles are in flight).
-template <int HD, int S, bool kMerge = false>
+template <int HD, int S>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
                         bf16* __restrict__ out, int32_t seqs, int32_t heads, int32_t kv_heads, int32_t page_size,
                         int64_t page_stride, int32_t splits_max, int32_t target_blocks, int32_t split_tokens,
-                        float scale, int32_t* __restrict__ arrivals = nullptr) {
+                        float scale) {
   constexpr int TE = decode_mma::tile_elems<HD>();
   constexpr int KS = HD / 16;  // k-steps of Q·Kᵀ
   constexpr int ND = HD / 8;   // n-blocks of the output
@@ -238,14 +234,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
         }
       }
     }
-    if constexpr (kMerge) {
-      const int unit = it.s * kv_heads + it.kvh;
-      if (!it.direct && decode::last_range_of_warp(arrivals, unit, it.used)) {
-        decode::merge_ranges<HD, 32>(part_o, part_ml, out, static_cast<int64_t>(it.s) * heads + it.kvh * group, group,
-                                     it.used, splits_max, lane);
-        if (lane == 0) arrivals[unit] = 0;
-      }
-    }
   }
   cp_async_wait<0>();
 }
@@ -260,5 +248,3 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // S stages per warp, MIN_BLOCKS blocks per SM asked of the register allocator.
 #define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S, MIN_BLOCKS) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S>))
-#define KERN_ATTN_DECODE_WARP_MERGE_ENTRY(NAME, HD, S, MIN_BLOCKS) \
-  KERN_ATTN_DECODE_MERGE_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S, true>))

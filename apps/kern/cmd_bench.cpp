@@ -68,7 +68,6 @@ struct Options {
   bool batch_invariant = true;            // kern gen's --no-batch-invariant (negated)
   std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
   bool gemm_per_m = models::Qwen3GenOptions{}.gemm_per_m;  // kern gen's --no-gemm-per-m (negated)
-  bool attn_merge = models::Qwen3GenOptions{}.decode_attn_merge;  // kern gen's --no-attn-merge (negated)
   std::uint64_t gemv_prefetch_bytes = 0;  // kern gen's --gemv-prefetch
   bool gemv_fused_norm = false;           // kern gen's --gemv-fused-norm
   bool fp8 = false;                       // kern gen's --fp8 (e4m3 layer GEMMs; sm_89+)
@@ -338,7 +337,6 @@ int run() {
   gen.batch_invariant = opt.batch_invariant;
   gen.decode_attn_split_tokens = opt.attn_split_tokens;
   gen.gemm_per_m = opt.gemm_per_m;
-  gen.decode_attn_merge = opt.attn_merge;
   const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
   gen.decode_chain = opt.decode_chain && device.cc_major >= 9;  // the chain kernel is sm_90 only
   gen.prefill_attn_wgmma = opt.prefill_attn_wgmma && models::prefill_attn_wgmma_runs_on(device.cc_major, device.cc_minor);
@@ -649,7 +647,6 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");
   cmd->add_flag("!--no-gemm-per-m", opt.gemm_per_m, "kern gen --no-gemm-per-m");
-  cmd->add_flag("!--no-attn-merge", opt.attn_merge, "kern gen --no-attn-merge");
   cmd->add_flag("--decode-chain", opt.decode_chain, "Generate the decode program with the persistent decode chain");
   cmd->add_option("--gemv-prefetch", opt.gemv_prefetch_bytes,
                   "kern gen --gemv-prefetch (bytes per GEMV block, 0: none)")

@@ -134,9 +134,6 @@ Runner setup(CLI::App& app) {
   q->add_option("--attn-split-tokens", opt.gen.decode_attn_split_tokens,
                 "Batch-invariant decode attention: the shortest range of a context, in keys (0, the default: 256 for "
                 "the block partial, 128 for the warp one)");
-  q->add_flag("!--no-attn-merge", opt.gen.decode_attn_merge,
-              "Tensor-core decode attention: merge a context's ranges in a reduce kernel after the partial one "
-              "instead of in the partial kernel's last range (the same bits; docs/kernels.md)");
   q->add_flag("!--no-gemm-per-m", opt.gen.gemm_per_m,
               "Decode GEMMs (cuBLASLt) run their one algorithm at every step size; by default the runtime may run, "
               "at each step size, a faster heuristic answer that it finds bit for bit equal to it on a probe (rows "

@@ -49,7 +49,6 @@ struct Options {
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};
   std::uint64_t attn_split_tokens = 0;
   bool gemm_per_m = models::Qwen3GenOptions{}.gemm_per_m;
-  bool attn_merge = models::Qwen3GenOptions{}.decode_attn_merge;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
   double host_gib = 0;
 } opt;
@@ -183,7 +182,6 @@ int run_model() {
     gen.mixed = opt.mixed && opt.batch_invariant && opt.max_seqs > 128 && rows > opt.max_seqs;
     gen.decode_attn_split_tokens = opt.attn_split_tokens;
     gen.gemm_per_m = opt.gemm_per_m;
-    gen.decode_attn_merge = opt.attn_merge;
     gen.decode_attn_items = opt.decode_attn_items;
     const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
     gen.sampling = device.cc_major >= 9;
@@ -296,7 +294,6 @@ Runner setup(CLI::App& app) {
                 "--no-batch-invariant)");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "Generated manifest: kern gen --attn-split-tokens");
   cmd->add_flag("!--no-gemm-per-m", opt.gemm_per_m, "Generated manifest: kern gen --no-gemm-per-m");
-  cmd->add_flag("!--no-attn-merge", opt.attn_merge, "Generated manifest: kern gen --no-attn-merge");
   cmd->add_flag("--mixed", opt.mixed,
                 "Generated manifest, above 128 sequences: run each step's last prefill chunks and its decode rows as "
                 "one forward (kern gen --mixed; measured slower on the H200 with cuBLASLt, docs/serve.md)");

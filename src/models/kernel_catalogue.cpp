@@ -3,9 +3,6 @@
 // heads, hd head_dim); what each entry computes and how it is launched is in docs/kernels.md.
 #include "kern/models/kernel_catalogue.hpp"
 
-#include <array>
-#include <iterator>
-
 #include "kern/base/error.hpp"
 
 namespace kern::models {
@@ -76,23 +73,11 @@ constexpr P kDecodeReduce[] = {
     {"target_blocks", "i32"},  // the partial kernel's value
     {"split_tokens", "i32"},   // the partial kernel's value
 };
-// The tensor-core partials with the merge in the last range (no reduce launch): the partial's list plus
-// the arrival counts.
-constexpr auto kDecodePartialMerge = [] {
-  std::array<P, std::size(kDecodePartial) + 1> a{};
-  for (std::size_t i = 0; i < std::size(kDecodePartial); ++i) a[i] = kDecodePartial[i];
-  a.back() = {"arrivals", "inout buffer<i32>"};  // [seqs, kv_heads]: zero at load, left zero by every launch
-  return a;
-}();
 constexpr KernelEntry kAttention[] = {
     {"kern_attn_decode_partial_hd64", kDecodePartial},     {"kern_attn_decode_reduce_hd64", kDecodeReduce},
     {"kern_attn_decode_partial_hd128", kDecodePartial},    {"kern_attn_decode_reduce_hd128", kDecodeReduce},
     {"kern_attn_decode_mma_partial_hd64", kDecodePartial}, {"kern_attn_decode_mma_partial_hd128", kDecodePartial},
     {"kern_attn_decode_warp_partial_hd64", kDecodePartial}, {"kern_attn_decode_warp_partial_hd128", kDecodePartial},
-    {"kern_attn_decode_mma_merge_partial_hd64", kDecodePartialMerge},
-    {"kern_attn_decode_mma_merge_partial_hd128", kDecodePartialMerge},
-    {"kern_attn_decode_warp_merge_partial_hd64", kDecodePartialMerge},
-    {"kern_attn_decode_warp_merge_partial_hd128", kDecodePartialMerge},
 };
 
 // ---------------------------------------------------------------- attention_prefill (kernels/attention_prefill.cu)

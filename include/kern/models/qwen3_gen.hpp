@@ -71,11 +71,6 @@ struct Qwen3GenOptions {
   // without batch invariance a big step has one long range per item). docs/perf.md, session 20.
   enum class DecodeAttnItems { Auto, Block, Warp };
   DecodeAttnItems decode_attn_items = DecodeAttnItems::Auto;
-  // With decode_attn_mma: the last range of each (sequence, kv head) to finish merges the ranges into
-  // the output inside the partial kernel (kern_attn_decode_{mma,warp}_merge_partial_hd*, the reduce's
-  // arithmetic and bits; an `attn_arrivals` carry buffer counts the ranges in), so no reduce kernel is
-  // launched. Off (--no-attn-merge): partial + kern_attn_decode_reduce_hd*. docs/kernels.md.
-  bool decode_attn_merge = true;  // (default decided by measurement below)
   // Prefill calls of at least this many rows (head_dim 128) use the long-call attention layout, faster
   // on long prompts (docs/perf.md): on wgmma three consumer warpgroups (the same bits as the smaller
   // calls' kernel), on mma.sync m32n32s2 instead of s2 (rows of one call size are computed bitwise
@@ -170,8 +165,6 @@ inline constexpr std::uint64_t kDecodeAttnTargetF32 = 1024;
 std::uint64_t decode_attn_target(const Qwen3GenOptions& o);
 // Whether its decode attention takes the warp-item partial (decode_attn_items, Auto resolved).
 bool decode_attn_warp_items(const Qwen3GenOptions& o);
-// Whether its decode attention merges in the partial kernel (decode_attn_merge with a tensor-core partial).
-bool decode_attn_merges(const Qwen3GenOptions& o);
 // The batch-invariant split's shortest range when the option leaves it at 0, measured best on the H200
 // (PerfGpu.DecodeAttentionLengthOnlySplit; docs/perf.md): 256 keys for the block-item partials, 128 for
 // the warp-item one (its items cost less to start, and big steps gain from fewer of them).

@@ -245,8 +245,6 @@ bool decode_attn_warp_items(const Qwen3GenOptions& o) {
   return o.batch_invariant && o.max_seqs >= kDecodeAttnWarpMinSeqs;
 }
 
-bool decode_attn_merges(const Qwen3GenOptions& o) { return o.decode_attn_mma && o.decode_attn_merge; }
-
 const std::map<std::string, Qwen3GenOptions::DecodeAttnItems>& decode_attn_items_names() {
   static const std::map<std::string, Qwen3GenOptions::DecodeAttnItems> names = {
       {"auto", Qwen3GenOptions::DecodeAttnItems::Auto},

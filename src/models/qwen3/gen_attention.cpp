@@ -70,35 +70,26 @@ OJ attn_decode_op(const Geo& g) {
   // ABI) take dynamic shared memory: 4 warps x stages x K and V tiles of 16 keys x (head_dim + 8) bf16,
   // 3 stages for the block-item one, 2 for the warp-item one (kernels/attention.cu).
   const std::uint64_t mma_shared = 4 * (warp_items ? 2 : 3) * 2 * 16 * (c.head_dim + 8) * 2;
-  // With the merge in the partial (decode_attn_merges): its `_merge` entry, the arrival counts as the op's
-  // last parameter, and no reduce launch.
-  const bool merge = decode_attn_merges(g.o);
   const std::string partial_entry = std::string(!g.o.decode_attn_mma ? "kern_attn_decode_partial"
-                                                : warp_items        ? "kern_attn_decode_warp"
-                                                                    : "kern_attn_decode_mma") +
-                                    (!g.o.decode_attn_mma ? "" : merge ? "_merge_partial" : "_partial") + g.hd;
-  OJ part_args = OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
-                            scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
-                            i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), i32(split_tokens),
-                            f32(attn_scale(c))});
-  if (merge) part_args.push_back(p(6));
-  OJ part = launch(partial_entry, std::move(part_args), OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
+                                                : warp_items        ? "kern_attn_decode_warp_partial"
+                                                                    : "kern_attn_decode_mma_partial") +
+                                    g.hd;
+  OJ part = launch(partial_entry,
+                   OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
+                              scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),
+                              i64(g.page_stride_elems), i32(kDecodeSplits), i32(target_blocks), i32(split_tokens),
+                              f32(attn_scale(c))}),
+                   OJ::array({partial_blocks, 1, 1}), kDecodePartialThreads);
   if (g.o.decode_attn_mma) part = with_shared(std::move(part), mma_shared);
-  OJ launches = OJ::array({with_pdl(std::move(part), g)});
-  if (!merge)
-    launches.push_back(with_pdl(
-        launch("kern_attn_decode_reduce" + g.hd,
-               OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(3), i32(g.max_pages), p(5), i32(c.heads),
-                          i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits), i32(target_blocks), i32(split_tokens)}),
-               OJ::array({"seqs", c.heads, 1}), c.head_dim),
-        g));
+  OJ reduce = launch("kern_attn_decode_reduce" + g.hd,
+                     OJ::array({scratch("part_o"), scratch("part_ml"), p(4), p(3), i32(g.max_pages), p(5), i32(c.heads),
+                                i32(c.kv_heads), i32(g.o.page_size), i32(kDecodeSplits), i32(target_blocks), i32(split_tokens)}),
+                     OJ::array({"seqs", c.heads, 1}), c.head_dim);
   OJ sc;
   sc["part_o"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, c.head_dim})}};
   sc["part_ml"] = {{"dtype", "f32"}, {"shape", OJ::array({"seqs", c.heads, kDecodeSplits, 2})}};
-  std::vector<std::string> params = {"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>",
-                                     "out buffer<bf16>", "i32"};
-  if (merge) params.emplace_back("inout buffer<i32>");  // attn_arrivals [seqs, kv_heads]
-  return op(params, std::move(launches), std::move(sc));
+  return op({"in buffer<bf16>", "in state", "in buffer<i32>", "in buffer<i32>", "out buffer<bf16>", "i32"},
+            OJ::array({with_pdl(std::move(part), g), with_pdl(std::move(reduce), g)}), std::move(sc));
 }
 
 OJ attn_prefill_op(const Geo& g) {

@@ -147,8 +147,6 @@ OJ buffers(const Geo& g) {
   if (g.chain_rows > 0) b["chain_sync"] = plain("u32", OJ::array({2}), "carry");
   // The sampling race kernel's arrival counts per row: the same rule.
   if (g.o.sampling) b["sample_arrivals"] = plain("i32", OJ::array({"seqs"}), "carry");
-  // The decode attention's merge: finished ranges per (sequence, kv head), the same rule.
-  if (decode_attn_merges(g.o)) b["attn_arrivals"] = plain("i32", OJ::array({"seqs", g.c.kv_heads}), "carry");
   if (peer_allreduce(g)) {  // the one-shot all-reduce's exported parts and barrier flags, and their peers
     auto exported = [&](const char* name, const char* dtype, OJ shape) {
       b[name] = plain(dtype, std::move(shape), "workspace");

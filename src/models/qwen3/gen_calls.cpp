@@ -31,14 +31,6 @@ OJ rope_cache_call(const Geo& g, std::uint64_t l) {
                          buf("positions"), buf("slot_mapping"), kv(g, l), var("tokens")}));
 }
 
-// The arguments of layer l's attn_decode call over `seqs` sequences (the attn_decode op's order; the
-// merge's arrival counts last when the partial merges).
-OJ attn_decode_args(const Geo& g, std::uint64_t l, const char* seqs) {
-  OJ args = OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var(seqs)});
-  if (decode_attn_merges(g.o)) args.push_back(buf("attn_arrivals"));
-  return args;
-}
-
 // A GEMM call of layer l's weight `w` over `m` rows (--fp8: the weight's scale after it).
 OJ gemm_call(const Geo& g, std::uint64_t l, const char* label, const char* op_name, const char* x, const char* w,
              const char* y, const char* m) {
@@ -99,7 +91,7 @@ void prefill_layer(const Geo& g, std::uint64_t l, OJ& calls, bool prefill = true
   } else {
     calls.push_back(
         call(layer_name(l, "attn"), "attn_decode",
-             attn_decode_args(g, l, "seqs")));
+             OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("seqs")})));
   }
   calls.push_back(gemm_call(g, l, "o_proj", prefill ? "gemm_o" : "decode_o", "attn", "o_proj", partial_out(g), m));
   add_allreduce(g, l, "o", 0, calls);
@@ -175,7 +167,7 @@ void decode_layer(const Geo& g, std::uint64_t l, OJ& calls) {
   calls.push_back(rope_cache_call(g, l));
   calls.push_back(
       call(layer_name(l, "attn"), "attn_decode",
-           attn_decode_args(g, l, "seqs")));
+           OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("seqs")})));
   if (g.chain_rows > 0) calls.push_back(decode_chain_call(g, l));
   if (per_op) decode_o_mlp(g, l, calls);
 }
@@ -251,7 +243,7 @@ OJ serving_calls(const Geo& g, bool mixed) {
     if (mixed)
       calls.push_back(
           call(layer_name(l, "attn"), "attn_decode",
-               attn_decode_args(g, l, "dseqs")));
+               OJ::array({buf("qkv"), kv(g, l), buf("block_table"), buf("seq_lens"), buf("attn"), var("dseqs")})));
     decode_o_mlp(g, l, calls, "tokens");
   }
   if (!mixed) return calls;  // a chunk's K/V only: kern serve's first decode row samples

@@ -52,7 +52,6 @@ struct DecodeRun {
   Device<bf16_bits> d_qkv, d_cache, d_out;
   Device<int32_t> d_table, d_lens;
   Device<float> d_part_o, d_part_ml;
-  Device<int32_t> d_arrivals;  // the merging kinds' counts: zero, and left zero by every call
   DecodeCall call;
 
   DecodeRun(std::mt19937_64& rng, const PagedKv& c, const std::vector<int>& lens, const DecodeSplit& split)
@@ -64,8 +63,7 @@ struct DecodeRun {
         d_table(c.table),
         d_lens(std::vector<int32_t>(lens.begin(), lens.end())),
         d_part_o(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * c.g.head_dim),
-        d_part_ml(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * 2),
-        d_arrivals(std::vector<int32_t>(lens.size() * c.g.kv_heads, 0)) {
+        d_part_ml(static_cast<size_t>(lens.size()) * c.g.heads * split.splits_max * 2) {
     const AttnGeometry& g = c.g;
     call.head_dim = g.head_dim;
     call.qkv = d_qkv.get();
@@ -76,7 +74,6 @@ struct DecodeRun {
     call.seq_lens = d_lens.get();
     call.part_o = d_part_o.get();
     call.part_ml = d_part_ml.get();
-    call.arrivals = d_arrivals.get();
     call.out = d_out.get();
     call.seqs = static_cast<int32_t>(lens.size());
     call.heads = g.heads;
@@ -87,23 +84,18 @@ struct DecodeRun {
     call.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
   }
 
-  // Poisons the outputs and scratch, runs the call, returns the bf16 output; a merging kind must
-  // leave every arrival count at zero.
+  // Poisons the outputs and scratch, runs the call, returns the bf16 output.
   std::vector<bf16_bits> run(Fatbin& fb) {
     d_out.poison();
     d_part_o.poison();
     d_part_ml.poison();
     call.run(fb);
-    const auto counts = d_arrivals.download();
-    EXPECT_EQ(std::count(counts.begin(), counts.end(), 0), static_cast<std::ptrdiff_t>(counts.size()))
-        << call.kind << ": arrival counts left behind";
     return d_out.download();
   }
 };
 
-// The partial kernels every correctness test runs: the f32 one, the tensor-core ones, and the
-// tensor-core ones with the merge in the last range.
-const std::vector<std::string> kPartialKinds = {"", "mma", "warp", "mma_merge", "warp_merge"};
+// The partial kernels every correctness test runs: the f32 one and the tensor-core one.
+const std::vector<std::string> kPartialKinds = {"", "mma", "warp"};
 
 std::string kind_tag(const std::string& kind) { return kind.empty() ? "f32" : kind; }
 
@@ -334,59 +326,12 @@ TEST(AttnDecodeGpu, WarpTuningPointsGiveTheWarpKernelsBits) {
   }
 }
 
-// The merge in the last range computes the reduce kernel's arithmetic in its order, so a merging kind
-// gives its plain kind's bits, whichever range arrives last (asked five times: the order varies from
-// run to run), with the block-item split (one item per block) and the length-only one (blocks and
-// warps striding over items), one and many ranges, GQA up to 16, hd 64 and pages smaller than a tile.
-TEST(AttnDecodeGpu, MergeInTheLastRangeGivesTheReducesBits) {
-  struct Case {
-    AttnGeometry g;
-    std::vector<int> lens;
-    DecodeSplit split;
-  };
-  std::mt19937_64 lens_rng(571);
-  std::vector<int> many(64);
-  for (auto& l : many) l = static_cast<int>(lens_rng() % 3000);
-  many[9] = 0;
-  many[10] = 32768;
-  const std::vector<Case> cases = {
-      {kQwen4B, {1000}, {}},                                       // one sequence, 32 ranges (target 1024)
-      {kQwen4B, {32768, 17, 0, 4097}, {}},                         // split_tokens 0, many ranges each
-      {kQwen4B, {1000}, {64, 256, 256, 8}},                        // kern gen's block-item split at batch 1
-      {kQwen4B, many, {64, 256, 128, 1, 396}},                     // kern serve's warp split
-      {kQwen4B, many, {64, 256, 256, 8}},                          // ... and block split
-      {kQwen4B, {32768, 5}, {1024, 4096, 32, 1, 2}},               // 1024 ranges over two blocks
-      {{16, 1, 128, 16}, {300, 5, 9000}, {64, 256, 64}},           // GQA 16: four passes per item
-      {{8, 4, 64, 4}, {3, 33, 700, 2049, 0}, {64, 256, 64, 1, 3}},  // hd 64, pages smaller than a tile
-  };
-  Fatbin fb("attention");
-  uint64_t seed = 572;
-  for (const Case& c : cases) {
-    std::mt19937_64 rng(++seed);
-    const PagedKv cache(rng, c.g, c.lens, 2, 0, fast_kv);
-    DecodeRun r(rng, cache, c.lens, c.split);
-    for (const std::string plain : {"mma", "warp"}) {
-      SCOPED_TRACE(plain + " " + geometry_tag(c.g) + " seqs " + std::to_string(c.lens.size()) + " case " +
-                   std::to_string(seed));
-      r.call.kind = plain;
-      const auto want = r.run(fb);
-      ASSERT_EQ(count_nan(want), 0u);
-      r.call.kind = plain + "_merge";
-      for (int rep = 0; rep < 5; ++rep) {
-        const auto got = r.run(fb);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(bf16_bits)), 0) << "run " << rep;
-      }
-    }
-  }
-}
-
 // ---- timings -----------------------------------------------------------------------------------
 
 // The attention fatbin's two decode kernels, for graph capture.
 class DecodeKernels {
  public:
-  explicit DecodeKernels(const std::string& kind = "")
-      : kind_(kind), merges_(decode_partial_merges(kind)), smem_(decode_partial_smem(kind, 128)) {
+  explicit DecodeKernels(const std::string& kind = "") : kind_(kind), smem_(decode_partial_smem(kind, 128)) {
     partial_ = family_kernel("attention", decode_partial_entry(kind, 128));
     reduce_ = family_kernel("attention", "kern_attn_decode_reduce_hd128");
     if (smem_ > 0) {
@@ -399,9 +344,8 @@ class DecodeKernels {
   DecodeKernels(const DecodeKernels&) = delete;
   DecodeKernels& operator=(const DecodeKernels&) = delete;
 
-  // Enqueues one decode call (the reduce too when with_reduce; a merging kind: never, its partial
-  // merges); pdl: both launches allow programmatic dependent launch (the kernels wait for the
-  // previous grid before reading).
+  // Enqueues one decode call (the reduce too when with_reduce); pdl: both launches allow
+  // programmatic dependent launch (the kernels wait for the previous grid before reading).
   void enqueue(DecodeCall c, cudaStream_t st, bool with_reduce, bool pdl = false) const {
     c.kind = kind_;
     void* pa[] = {&c.qkv,
@@ -421,10 +365,9 @@ class DecodeKernels {
                   &c.split.splits_max,
                   &c.split.target_blocks,
                   &c.split.split_tokens,
-                  &c.scale,
-                  &c.arrivals};
+                  &c.scale};
     launch(partial_, dim3(c.partial_blocks()), dim3(kDecodePartialThreads), pa, st, pdl, "partial", smem_);
-    if (!with_reduce || merges_) return;
+    if (!with_reduce) return;
     void* ra[] = {&c.part_o, &c.part_ml,  &c.out,       &c.seq_lens,         &c.max_pages,          &c.seqs,
                   &c.heads,  &c.kv_heads, &c.page_size, &c.split.splits_max, &c.split.target_blocks,
                   &c.split.split_tokens};
@@ -448,7 +391,6 @@ class DecodeKernels {
   }
 
   std::string kind_;
-  bool merges_ = false;
   int smem_ = 0;
   cudaKernel_t partial_ = nullptr, reduce_ = nullptr;
 };
@@ -519,7 +461,6 @@ struct PerfState {
   std::unique_ptr<Device<bf16_bits>> cache, qkv, out;
   std::unique_ptr<Device<int32_t>> table, lens;
   std::unique_ptr<Device<float>> part_o, part_ml;
-  std::unique_ptr<Device<int32_t>> arrivals;  // zero: the merging kinds' counts
 
   PerfState(int seqs_, int len_, int splits_max, int min_layers = 1)
       : PerfState(std::vector<int32_t>(seqs_, len_), splits_max, min_layers) {}
@@ -551,7 +492,6 @@ struct PerfState {
     out = std::make_unique<Device<bf16_bits>>(static_cast<size_t>(seqs) * H * hd);
     part_o = std::make_unique<Device<float>>(static_cast<size_t>(seqs) * H * splits_max * hd);
     part_ml = std::make_unique<Device<float>>(static_cast<size_t>(seqs) * H * splits_max * 2);
-    arrivals = std::make_unique<Device<int32_t>>(std::vector<int32_t>(static_cast<size_t>(seqs) * KV, 0));
   }
   double kv_bytes() const {  // K and V, one layer
     double keys = 0;
@@ -571,7 +511,6 @@ struct PerfState {
       c.seq_lens = lens->get();
       c.part_o = part_o->get();
       c.part_ml = part_ml->get();
-      c.arrivals = arrivals->get();
       c.out = out->get();
       c.seqs = seqs;
       c.heads = H;
@@ -687,8 +626,7 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
     int split_tokens, items_per_unit, grid;
   };
   const std::vector<Config> configs = {{"mma", 256, 8, 0},       {"warp", 64, 1, 396},     {"warp", 128, 1, 396},
-                                       {"warp", 256, 1, 396},     {"warp_s3", 128, 1, 256}, {"mma_merge", 256, 8, 0},
-                                       {"warp_merge", 128, 1, 396}};
+                                       {"warp", 256, 1, 396},     {"warp_s3", 128, 1, 256}};
   // Every configuration over one state; `what` names the lengths, `partial_only` adds the partial
   // kernel's time alone.
   auto time_configs = [&](const PerfState& s, const std::string& what, bool partial_only) {

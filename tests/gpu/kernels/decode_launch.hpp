@@ -24,20 +24,12 @@ constexpr int kDecodePartialThreads = 128;
 // Which partial kernel: "" (f32 CUDA-core, kern_attn_decode_partial_hd*), "mma" (tensor cores, 3
 // cp.async stages per warp; kern gen's choice), "mma_s2" / "mma_s4" (2 / 4 stages, tuning points),
 // "warp" (tensor cores, one warp per item, 2 stages, 3 blocks per SM: any grid), "warp_s3" (its
-// tuning point, hd 128: 3 stages at 2 blocks per SM); "mma_merge" / "warp_merge": "mma" / "warp" with
-// the merge in the last range (an arrival-count argument, no reduce launch; kern gen's default).
+// tuning point, hd 128: 3 stages at 2 blocks per SM).
 inline std::string decode_partial_entry(const std::string& kind, int head_dim) {
   return "kern_attn_decode_" + (kind.empty() ? std::string() : kind + "_") + "partial_hd" + std::to_string(head_dim);
 }
-// Whether a partial kind merges in its last range ("..._merge").
-inline bool decode_partial_merges(const std::string& kind) {
-  return kind.size() > 6 && kind.compare(kind.size() - 6, 6, "_merge") == 0;
-}
 // Dynamic shared memory of a partial kind: 4 warps x stages x (K and V tiles of 16 keys x (hd + 8) bf16).
-inline int decode_partial_smem(const std::string& merge_or_plain_kind, int head_dim) {
-  const std::string kind = decode_partial_merges(merge_or_plain_kind)
-                               ? merge_or_plain_kind.substr(0, merge_or_plain_kind.size() - 6)
-                               : merge_or_plain_kind;
+inline int decode_partial_smem(const std::string& kind, int head_dim) {
   const bool s2 = kind == "mma_s2" || kind == "warp";
   const bool s3 = kind == "mma" || kind == "warp_s3";
   const int stages = s3 ? 3 : s2 ? 2 : kind == "mma_s4" ? 4 : 0;
@@ -56,7 +48,6 @@ struct DecodeCall {
   float* part_o = nullptr;   // f32 [seqs, heads, splits_max, head_dim]
   float* part_ml = nullptr;  // f32 [seqs, heads, splits_max, 2]
   void* out = nullptr;       // bf16 [seqs, heads * head_dim]
-  int32_t* arrivals = nullptr;  // [seqs, kv_heads], zero (the merging kinds' counts; left zero by each call)
   int32_t seqs = 0, heads = 0, kv_heads = 0, page_size = 0;
   int64_t page_stride = 0;
   DecodeSplit split;
@@ -74,16 +65,9 @@ struct DecodeCall {
   size_t part_o_elems() const { return static_cast<size_t>(seqs) * heads * split.splits_max * head_dim; }
   size_t part_ml_elems() const { return static_cast<size_t>(seqs) * heads * split.splits_max * 2; }
 
-  // Launches partial then reduce (a merging kind: the partial alone, with the arrival counts),
-  // synchronising after each (Fatbin::launch).
+  // Launches partial then reduce, synchronising after each (Fatbin::launch).
   void run(Fatbin& fb) const {
     fb.set_dynamic_shared(partial_entry(), partial_smem());
-    if (decode_partial_merges(kind)) {
-      fb.launch(partial_entry(), dim3(partial_blocks()), dim3(kDecodePartialThreads), qkv, q_stride, cache,
-                block_table, max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads, page_size, page_stride,
-                split.splits_max, split.target_blocks, split.split_tokens, scale, arrivals);
-      return;
-    }
     fb.launch(partial_entry(), dim3(partial_blocks()), dim3(kDecodePartialThreads), qkv, q_stride, cache, block_table,
               max_pages, seq_lens, part_o, part_ml, out, seqs, heads, kv_heads, page_size, page_stride,
               split.splits_max, split.target_blocks, split.split_tokens, scale);

@@ -184,15 +184,13 @@ TEST(GenQwen3, BatchInvariantDecodeHasOneKernelPerOp) {
       }
       for (const auto& l : ops["gemm_qkv"]["impl"]["launches"]) EXPECT_FALSE(l.contains("algo_m"));
       // Above 8 sequences the warp-item partial with ranges of at least 128 keys, else the block-item
-      // one with 256 (decode_attn_items Auto, decode_attn_split_tokens 0), each merging in its last
-      // range (decode_attn_merge): one launch.
+      // one with 256 (decode_attn_items Auto, decode_attn_split_tokens 0).
       const auto& attn = ops["attn_decode"]["impl"]["launches"];
       const bool warp = max_seqs > 8;
-      EXPECT_EQ(attn[0]["entry"], std::string(warp ? "kern_attn_decode_warp_merge_partial_hd"
-                                                   : "kern_attn_decode_mma_merge_partial_hd") +
+      EXPECT_EQ(attn[0]["entry"], std::string(warp ? "kern_attn_decode_warp_partial_hd" : "kern_attn_decode_mma_partial_hd") +
                                       std::to_string(c.head_dim));
       EXPECT_EQ(attn[0]["args"][16]["i32"], warp ? 128 : 256);
-      EXPECT_EQ(attn.size(), 1u);
+      EXPECT_EQ(attn[1]["args"][11]["i32"], warp ? 128 : 256);
       // The warp-item partial: 2 stages, a fixed grid of three blocks per H200 SM.
       EXPECT_EQ(attn[0]["shared_mem"], 4u * (warp ? 2 : 3) * 2 * 16 * (c.head_dim + 8) * 2);
       if (warp) {
@@ -510,7 +508,6 @@ TEST(GenQwen3, DecodeChainSharedMemoryFitsEveryPreset) {
     EXPECT_GE(rows, 1u);
   }
   Qwen3GenOptions o = options();
-  o.decode_attn_merge = false;        // the partial and the reduce kernel
   o.decode_attn_target_blocks = 128;  // the decode attention's work target is a literal of both its launches
   const auto few = generate_qwen3_manifest(config("0.6b"), o);
   const auto& attn = few["ops"]["attn_decode"]["impl"]["launches"];
@@ -551,7 +548,6 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     Qwen3GenOptions o = options();
     o.decode_attn_target_blocks = 512;  // the same target for both (by default each has its own)
     o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::Block;
-    o.decode_attn_merge = false;  // the reduce kernel after each partial (the merge: DecodeAttentionMergeInThePartial)
     const auto mma = generate_qwen3_manifest(c, o);
     o.decode_attn_mma = false;
     const auto f32 = generate_qwen3_manifest(c, o);
@@ -577,60 +573,6 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     EXPECT_EQ(w[0]["grid"], nlohmann::ordered_json::array({512, 1, 1}));
     EXPECT_NE(a[0]["grid"], w[0]["grid"]);
     EXPECT_EQ(w[1], a[1]);
-  }
-}
-
-// The merge in the partial (the default, decode_attn_merge): the partial's `_merge` entry with the
-// reduce-less call's arguments plus the op's 7th parameter, the `attn_arrivals` carry buffer ([seqs,
-// kv_heads] i32, zero at load) that every attn_decode call passes last; no reduce launch. The f32
-// partial keeps its reduce and takes no arrival counts.
-TEST(GenQwen3, DecodeAttentionMergeInThePartial) {
-  for (const std::string& name : qwen3_preset_names()) {
-    for (auto items : {Qwen3GenOptions::DecodeAttnItems::Block, Qwen3GenOptions::DecodeAttnItems::Warp}) {
-      SCOPED_TRACE(name);
-      const Qwen3Shape c = config(name);
-      Qwen3GenOptions o = options();
-      o.decode_attn_items = items;
-      const bool warp = items == Qwen3GenOptions::DecodeAttnItems::Warp;
-      const auto merged = generate_qwen3_manifest(c, o);
-      o.decode_attn_merge = false;
-      const auto plain = generate_qwen3_manifest(c, o);
-      const auto& a = merged["ops"]["attn_decode"];
-      const auto& b = plain["ops"]["attn_decode"];
-      const std::string hd = "_hd" + std::to_string(c.head_dim);
-      ASSERT_EQ(a["impl"]["launches"].size(), 1u);
-      ASSERT_EQ(b["impl"]["launches"].size(), 2u);
-      const auto& la = a["impl"]["launches"][0];
-      const auto& lb = b["impl"]["launches"][0];
-      EXPECT_EQ(la["entry"], std::string(warp ? "kern_attn_decode_warp" : "kern_attn_decode_mma") + "_merge_partial" + hd);
-      EXPECT_EQ(lb["entry"], std::string(warp ? "kern_attn_decode_warp" : "kern_attn_decode_mma") + "_partial" + hd);
-      auto args = lb["args"];
-      args.push_back({{"param", 6}});
-      EXPECT_EQ(la["args"], args);
-      EXPECT_EQ(la["grid"], lb["grid"]);
-      EXPECT_EQ(la["shared_mem"], lb["shared_mem"]);
-      auto params = b["params"];
-      params.push_back("inout buffer<i32>");
-      EXPECT_EQ(a["params"], params);
-      const auto& buf = merged["buffers"]["attn_arrivals"];
-      EXPECT_EQ(buf["dtype"], "i32");
-      EXPECT_EQ(buf["shape"], nlohmann::ordered_json::array({"seqs", c.kv_heads}));
-      EXPECT_EQ(buf["kind"], "carry");
-      EXPECT_FALSE(plain["buffers"].contains("attn_arrivals"));
-      int calls = 0;
-      for (const auto& [prog, p] : merged["programs"].items())
-        for (const auto& cl : p["calls"])
-          if (cl["op"] == "attn_decode") {
-            ++calls;
-            EXPECT_EQ(cl["args"].back(), nlohmann::ordered_json({{"buf", "attn_arrivals"}}));
-          }
-      EXPECT_EQ(calls, static_cast<int>(c.layers));  // the decode program's
-    }
-    Qwen3GenOptions o = options();
-    o.decode_attn_mma = false;
-    const auto f32 = generate_qwen3_manifest(config(name), o);
-    EXPECT_EQ(f32["ops"]["attn_decode"]["impl"]["launches"].size(), 2u);
-    EXPECT_FALSE(f32["buffers"].contains("attn_arrivals"));
   }
 }
 
@@ -1068,13 +1010,13 @@ TEST(GenQwen3Cli, GenThenVerify) {
     EXPECT_EQ(m["modules"]["rope"]["sha256"], to_hex(sha256("not really a fatbin: rope")));
     // --decode-attn-items: auto (32 sequences: the warp-item partial), block, and a bad name refused.
     const std::string hd = "_hd" + std::to_string(c.head_dim);
-    EXPECT_EQ(m["ops"]["attn_decode"]["impl"]["launches"][0]["entry"], "kern_attn_decode_warp_merge_partial" + hd);
+    EXPECT_EQ(m["ops"]["attn_decode"]["impl"]["launches"][0]["entry"], "kern_attn_decode_warp_partial" + hd);
     auto [block_rc, block_out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
                                      (root / "kernels").string() + " --max-seqs 32 --decode-attn-items block -o " +
                                      manifest);
     ASSERT_EQ(block_rc, 0) << block_out;
     EXPECT_EQ(parse_json_strict(read_file(manifest))["ops"]["attn_decode"]["impl"]["launches"][0]["entry"],
-              "kern_attn_decode_mma_merge_partial" + hd);
+              "kern_attn_decode_mma_partial" + hd);
     auto [items_rc, items_out] = kern_test::run_shell(kern + " gen qwen3 " + dir.string() + " --kernels-dir " +
                                      (root / "kernels").string() + " --decode-attn-items blocks");
     EXPECT_NE(items_rc, 0) << items_out;
