@@ -34,6 +34,14 @@ std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// One prompt of a request: what its choices echo and its token count (a completions request may
+// carry a batch of prompts; chat and most completions requests one).
+struct PromptShape {
+  std::string echo_text;
+  std::vector<std::int32_t> prompt_ids;  // echo with log-probs: the prompt's tokens, whose log-probs come first
+  std::int64_t tokens = 0;
+};
+
 // What one request asked for beyond the engine's spec.
 struct Shape {
   RequestKind kind = RequestKind::Completion;
@@ -41,15 +49,14 @@ struct Shape {
   int top_logprobs = 0;
   bool starts_in_reasoning = false;
   std::vector<std::string> stop;
-  std::string echo_text;
-  std::vector<std::int32_t> prompt_ids;  // echo with log-probs: the prompt's tokens, whose log-probs come first
-  std::int64_t prompt_tokens = 0;
+  std::vector<PromptShape> prompts;  // at least one; prompt p's samples are choices p·n .. p·n + n − 1
   int n = 1;
 };
 
-// The engine's tokens -> OpenAI responses, for one request (all of its samples). Called on the
-// engine thread only; the Exchange is thread-safe.
-class RequestSink final : public TokenSink {
+// The engine's tokens -> OpenAI responses, for one HTTP request (all of its prompts' samples; each
+// prompt is an engine request of its own, told through a PromptSink below). Called on the engine
+// thread only; the Exchange is thread-safe.
+class RequestSink {
  public:
   RequestSink(std::shared_ptr<http::Exchange> ex, Shape shape, ResponseHeader header, const tokenizer::Tokenizer& tok,
               bool skip_special, ServeMetrics& metrics, const std::atomic<bool>& draining)
@@ -60,28 +67,40 @@ class RequestSink final : public TokenSink {
         metrics_(metrics),
         draining_(draining),
         arrived_(Clock::now()) {
-    for (int i = 0; i < shape_.n; ++i) samples_.emplace_back(tok, skip_special, shape_, stream_->header.id, i);
+    for (std::size_t p = 0; p < shape_.prompts.size(); ++p)
+      for (int i = 0; i < shape_.n; ++i)
+        samples_.emplace_back(tok, skip_special, shape_, stream_->header.id,
+                              static_cast<int>(p) * shape_.n + i, p);
+    prompt_lps_.resize(shape_.prompts.size());
+    cached_.resize(shape_.prompts.size(), 0);
   }
 
-  void on_scheduled() override { scheduled_ = Clock::now(); }
+  void on_scheduled() {
+    if (!scheduled_) scheduled_ = Clock::now();
+  }
 
-  // The prompt's entries (echo with log-probs): its first token has no log-prob (null in the JSON).
-  void on_prompt_logprobs(const std::vector<driver::TokenLogprobs>& lps) override {
-    prompt_lps_.clear();
-    for (std::size_t i = 0; i < shape_.prompt_ids.size(); ++i) {
+  // Prompt p's entries (echo with log-probs): its first token has no log-prob (null in the JSON).
+  void on_prompt_logprobs(std::size_t p, const std::vector<driver::TokenLogprobs>& lps) {
+    std::vector<TokenLogprob>& out = prompt_lps_.at(p);
+    out.clear();
+    const std::vector<std::int32_t>& ids = shape_.prompts.at(p).prompt_ids;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
       TokenLogprob e;
-      e.token = text_of(shape_.prompt_ids[i]);
+      e.token = text_of(ids[i]);
       if (i > 0 && i - 1 < lps.size()) {
         e.logprob = lps[i - 1].chosen;
         for (const auto& [id, v] : lps[i - 1].top)
           if (static_cast<int>(e.top.size()) < shape_.top_logprobs) e.top.push_back({text_of(id), v});
       }
-      prompt_lps_.push_back(std::move(e));
+      out.push_back(std::move(e));
     }
   }
-  bool cancelled() const override { return ex_->closed(); }
+  bool cancelled() const { return ex_->closed(); }
 
-  bool on_token(std::uint64_t index, std::int64_t token, const driver::TokenLogprobs* lp) override {
+  // Sample `index` (p·n + i) of the whole request. After the request was answered (another prompt's
+  // engine request failed) its samples are told to stop.
+  bool on_token(std::uint64_t index, std::int64_t token, const driver::TokenLogprobs* lp) {
+    if (answered_) return false;
     Sample& s = samples_.at(index);
     if (!first_token_) first_token_ = Clock::now();
     if (index == 0) last_token_ = Clock::now();
@@ -104,9 +123,13 @@ class RequestSink final : public TokenSink {
     return !f.stopped;
   }
 
-  void on_end(std::uint64_t index, End why, std::uint64_t cached) override {
+  void on_end(std::uint64_t index, End why, std::uint64_t cached) {
     Sample& s = samples_.at(index);
-    cached_ = std::max(cached_, cached);
+    cached_.at(s.prompt) = std::max(cached_.at(s.prompt), cached);
+    if (answered_) {
+      s.ended = true;
+      return;
+    }
     if (why == End::Cancelled) {
       s.ended = true;
       done_if_all_ended(false);
@@ -130,7 +153,8 @@ class RequestSink final : public TokenSink {
     done_if_all_ended(true);
   }
 
-  void on_error(const std::string& message) override {
+  void on_error(const std::string& message) {
+    if (answered_) return;
     failed_ = draining_.load() ? service_unavailable(message) : server_error(message);
     for (Sample& s : samples_) s.ended = true;
     done_if_all_ended(true);
@@ -138,12 +162,15 @@ class RequestSink final : public TokenSink {
 
  private:
   struct Sample {
-    Sample(const tokenizer::Tokenizer& tok, bool skip_special, const Shape& shape, const std::string& id, int index)
-        : decoder(tok, tokenizer::DecodeOptions{skip_special}),
+    Sample(const tokenizer::Tokenizer& tok, bool skip_special, const Shape& shape, const std::string& id, int index,
+           std::size_t prompt_index)
+        : prompt(prompt_index),
+          decoder(tok, tokenizer::DecodeOptions{skip_special}),
           stop(shape.stop),
           reasoning(chat::ReasoningOptions{"<think>", "</think>", shape.starts_in_reasoning}),
           tools(chat::ToolCallOptions{"<tool_call>", "</tool_call>", id.substr(id.size() > 8 ? id.size() - 8 : 0) +
                                                                          std::to_string(index)}) {}
+    std::size_t prompt;  // which of the request's prompts
     tokenizer::StreamingDecoder decoder;
     StopMatcher stop;
     chat::ReasoningParser reasoning;
@@ -198,8 +225,9 @@ class RequestSink final : public TokenSink {
     std::optional<std::vector<TokenLogprob>> lps;
     if (lp) lps = std::vector<TokenLogprob>{std::move(*lp)};
     else if (shape_.logprobs && finish) lps = std::vector<TokenLogprob>{};
-    if (first && !prompt_lps_.empty()) {  // completions' echo: the prompt's entries lead the first chunk
-      std::vector<TokenLogprob> all = prompt_lps_;
+    const std::vector<TokenLogprob>& prompt_lps = prompt_lps_[s.prompt];
+    if (first && !prompt_lps.empty()) {  // completions' echo: the prompt's entries lead the first chunk
+      std::vector<TokenLogprob> all = prompt_lps;
       if (lps) all.insert(all.end(), lps->begin(), lps->end());
       lps = std::move(all);
     }
@@ -221,7 +249,7 @@ class RequestSink final : public TokenSink {
     } else {
       CompletionChunkChoice c;
       c.index = static_cast<int>(index);
-      c.text = first && shape_.echo ? shape_.echo_text + content : content;
+      c.text = first && shape_.echo ? shape_.prompts[s.prompt].echo_text + content : content;
       c.logprobs = std::move(lps);
       c.text_offset = s.offset;
       s.offset += code_points(c.text);
@@ -264,9 +292,9 @@ class RequestSink final : public TokenSink {
     answered_ = true;
     const Clock::time_point now = Clock::now();
     Usage usage;
-    usage.prompt_tokens = shape_.prompt_tokens;
+    for (const PromptShape& p : shape_.prompts) usage.prompt_tokens += p.tokens;
     for (const Sample& s : samples_) usage.completion_tokens += static_cast<std::int64_t>(s.generated);
-    usage.cached_tokens = static_cast<std::int64_t>(cached_);
+    for (std::uint64_t c : cached_) usage.cached_tokens += static_cast<std::int64_t>(c);
     RequestTimes t;
     t.e2e_s = seconds(arrived_, now);
     t.ttft_s = first_token_ ? seconds(arrived_, *first_token_) : t.e2e_s;
@@ -314,10 +342,10 @@ class RequestSink final : public TokenSink {
       std::vector<CompletionChoice> choices;
       for (Sample& s : samples_) {
         CompletionChoice c;
-        c.text = shape_.echo ? shape_.echo_text + s.text : std::move(s.text);
+        c.text = shape_.echo ? shape_.prompts[s.prompt].echo_text + s.text : std::move(s.text);
         c.finish_reason = s.finish.value_or(FinishReason::Stop);
         if (shape_.logprobs) {
-          std::vector<TokenLogprob> all = prompt_lps_;
+          std::vector<TokenLogprob> all = prompt_lps_[s.prompt];
           all.insert(all.end(), s.logprobs.begin(), s.logprobs.end());
           c.logprobs = std::move(all);
         }
@@ -338,9 +366,32 @@ class RequestSink final : public TokenSink {
   Clock::time_point arrived_;
   std::optional<Clock::time_point> scheduled_, first_token_, last_token_;
   std::optional<ApiError> failed_;
-  std::uint64_t cached_ = 0;
+  std::vector<std::uint64_t> cached_;  // per prompt: the prefix index's hit (the largest over its samples)
   bool streaming_ = false, answered_ = false;
-  std::vector<TokenLogprob> prompt_lps_;  // echo with log-probs
+  std::vector<std::vector<TokenLogprob>> prompt_lps_;  // per prompt (echo with log-probs)
+};
+
+// Prompt p of a request as the engine sees it (one engine request): its samples 0 .. n − 1 are the
+// request's p·n .. p·n + n − 1.
+class PromptSink final : public TokenSink {
+ public:
+  PromptSink(std::shared_ptr<RequestSink> whole, std::size_t prompt, std::uint64_t n)
+      : whole_(std::move(whole)), prompt_(prompt), base_(prompt * n) {}
+  bool on_token(std::uint64_t sample, std::int64_t token, const driver::TokenLogprobs* logprobs) override {
+    return whole_->on_token(base_ + sample, token, logprobs);
+  }
+  void on_end(std::uint64_t sample, End why, std::uint64_t cached) override { whole_->on_end(base_ + sample, why, cached); }
+  void on_error(const std::string& message) override { whole_->on_error(message); }
+  void on_scheduled() override { whole_->on_scheduled(); }
+  void on_prompt_logprobs(const std::vector<driver::TokenLogprobs>& logprobs) override {
+    whole_->on_prompt_logprobs(prompt_, logprobs);
+  }
+  bool cancelled() const override { return whole_->cancelled(); }
+
+ private:
+  std::shared_ptr<RequestSink> whole_;
+  std::size_t prompt_;
+  std::uint64_t base_;
 };
 
 }  // namespace
@@ -474,47 +525,50 @@ struct ApiServer::Impl {
     shape.top_logprobs = r.top_logprobs;
     shape.stop = r.stop;
     shape.n = r.n;
-    std::vector<std::int32_t> prompt;
-    if (r.kind == RequestKind::Chat) {
-      const std::string text = render_chat(r.messages, r.tools, r.chat_template_kwargs, r.add_generation_prompt);
-      shape.starts_in_reasoning = chat::opens_reasoning(text);
-      for (tokenizer::TokenId id : tok.encode(text)) prompt.push_back(id);
-    } else if (r.prompt_is_tokens) {
-      prompt = r.prompt_tokens;
-      if (r.echo) shape.echo_text = tok.decode(std::vector<tokenizer::TokenId>(prompt.begin(), prompt.end()));
-    } else {
-      for (tokenizer::TokenId id : tok.encode(r.prompt_text)) prompt.push_back(id);
-      shape.echo_text = r.prompt_text;
-    }
-    if (prompt.empty()) return answer(*ex, bad_request("the prompt is empty: it encodes to no tokens", "prompt"));
-    const std::uint64_t n = prompt.size();
-    if (n >= model.max_model_len)
-      return answer(*ex, bad_request(fmt::format("this model's maximum context length is {} tokens; the prompt has {}",
-                                                 model.max_model_len, n),
-                                     r.kind == RequestKind::Chat ? "messages" : "prompt"));
-    const std::uint64_t room = model.max_model_len - n;
-    const std::uint64_t max_new = r.max_tokens ? static_cast<std::uint64_t>(*r.max_tokens) : room;
-    if (max_new > room)
-      return answer(*ex, bad_request(fmt::format("this model's maximum context length is {} tokens; the prompt has {} and "
-                                                 "max_tokens asks for {} more",
-                                                 model.max_model_len, n, max_new),
-                                     "max_tokens"));
-    shape.prompt_tokens = static_cast<std::int64_t>(n);
+    // Every prompt's tokens (chat: the rendered messages), checked against the context first: a batch
+    // is queued whole or not at all.
+    std::vector<std::vector<std::int32_t>> prompts;
+    std::vector<std::uint64_t> max_new;
+    const bool batch = r.prompts.size() > 1;
     const bool prompt_logprobs = r.kind == RequestKind::Completion && r.echo && r.logprobs;
-    if (prompt_logprobs) shape.prompt_ids = prompt;
-
-    EngineRequest er;
-    er.spec.prompt.assign(prompt.begin(), prompt.end());
-    // max_tokens 0 (completions with echo, checked by the parser): score only, nothing is generated.
-    er.score_only = max_new == 0;
-    er.spec.max_new = max_new;
-    er.spec.n = static_cast<std::uint64_t>(r.n);
-    if (!r.ignore_eos) {
-      er.spec.stop_tokens = model.eos;
-      if (r.kind == RequestKind::Chat && chat_eos) er.spec.stop_tokens.push_back(*chat_eos);
+    const std::size_t count = r.kind == RequestKind::Chat ? 1 : r.prompts.size();
+    for (std::size_t p = 0; p < count; ++p) {
+      std::vector<std::int32_t> prompt;
+      PromptShape ps;
+      if (r.kind == RequestKind::Chat) {
+        const std::string text = render_chat(r.messages, r.tools, r.chat_template_kwargs, r.add_generation_prompt);
+        shape.starts_in_reasoning = chat::opens_reasoning(text);
+        for (tokenizer::TokenId id : tok.encode(text)) prompt.push_back(id);
+      } else if (r.prompts[p].is_tokens) {
+        prompt = r.prompts[p].tokens;
+        if (r.echo) ps.echo_text = tok.decode(std::vector<tokenizer::TokenId>(prompt.begin(), prompt.end()));
+      } else {
+        for (tokenizer::TokenId id : tok.encode(r.prompts[p].text)) prompt.push_back(id);
+        ps.echo_text = r.prompts[p].text;
+      }
+      const std::string which = batch ? fmt::format("prompt[{}]", p) : "the prompt";
+      const std::string param = r.kind == RequestKind::Chat ? "messages" : "prompt";
+      if (prompt.empty()) return answer(*ex, bad_request(which + " is empty: it encodes to no tokens", param));
+      const std::uint64_t n = prompt.size();
+      if (n >= model.max_model_len)
+        return answer(*ex, bad_request(fmt::format("this model's maximum context length is {} tokens; {} has {}",
+                                                   model.max_model_len, which, n),
+                                       param));
+      const std::uint64_t room = model.max_model_len - n;
+      const std::uint64_t want = r.max_tokens ? static_cast<std::uint64_t>(*r.max_tokens) : room;
+      if (want > room)
+        return answer(*ex, bad_request(fmt::format("this model's maximum context length is {} tokens; {} has {} and "
+                                                   "max_tokens asks for {} more",
+                                                   model.max_model_len, which, n, want),
+                                       "max_tokens"));
+      ps.tokens = static_cast<std::int64_t>(n);
+      if (prompt_logprobs) ps.prompt_ids = prompt;
+      shape.prompts.push_back(std::move(ps));
+      prompts.push_back(std::move(prompt));
+      max_new.push_back(want);
     }
-    for (std::int32_t t : r.stop_token_ids) er.spec.stop_tokens.push_back(t);
-    driver::SamplingParams& sp = er.sampling;
+
+    driver::SamplingParams sp;
     sp.temperature = r.temperature.value_or(model.temperature.value_or(1.0));
     sp.top_p = r.top_p.value_or(model.top_p.value_or(1.0));
     sp.top_k = r.top_k ? *r.top_k : model.top_k.value_or(0);
@@ -537,9 +591,27 @@ struct ApiServer::Impl {
     header.model = model.name;
     auto sink = std::make_shared<RequestSink>(ex, std::move(shape), std::move(header), tok, r.skip_special_tokens,
                                               metrics, draining);
-    er.sink = sink;
-    er.prompt_logprobs = prompt_logprobs;
-    switch (engine.submit(std::move(er))) {
+    // One engine request per prompt, each with the request's sampling (its seed too: prompt p's sample
+    // i draws as a one-prompt request's sample i would).
+    std::vector<EngineRequest> ers;
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      EngineRequest er;
+      er.spec.prompt.assign(prompts[p].begin(), prompts[p].end());
+      // max_tokens 0 (completions with echo, checked by the parser): score only, nothing is generated.
+      er.score_only = max_new[p] == 0;
+      er.spec.max_new = max_new[p];
+      er.spec.n = static_cast<std::uint64_t>(r.n);
+      if (!r.ignore_eos) {
+        er.spec.stop_tokens = model.eos;
+        if (r.kind == RequestKind::Chat && chat_eos) er.spec.stop_tokens.push_back(*chat_eos);
+      }
+      for (std::int32_t t : r.stop_token_ids) er.spec.stop_tokens.push_back(t);
+      er.sampling = sp;
+      er.sink = std::make_shared<PromptSink>(sink, p, static_cast<std::uint64_t>(r.n));
+      er.prompt_logprobs = prompt_logprobs;
+      ers.push_back(std::move(er));
+    }
+    switch (engine.submit_all(std::move(ers))) {
       case Engine::Submitted::Queued: return;
       case Engine::Submitted::QueueFull: return answer(*ex, rate_limited("the waiting queue is full; try again later"));
       case Engine::Submitted::Stopping: return answer(*ex, service_unavailable("the server is shutting down"));

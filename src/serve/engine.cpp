@@ -48,15 +48,28 @@ void Engine::stop(const std::string& why) {
 }
 
 Engine::Submitted Engine::submit(EngineRequest request) {
-  if (request.score_only) request.spec.max_new = 1;  // one decode row, its token told to nobody
-  runner_.check(request.sampling, request.spec.max_new, request.prompt_logprobs);
-  if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
+  std::vector<EngineRequest> one;
+  one.push_back(std::move(request));
+  return submit_all(std::move(one));
+}
+
+Engine::Submitted Engine::submit_all(std::vector<EngineRequest> requests) {
+  std::uint64_t samples = 0;
+  for (EngineRequest& request : requests) {
+    if (request.score_only) request.spec.max_new = 1;  // one decode row, its token told to nobody
+    runner_.check(request.sampling, request.spec.max_new, request.prompt_logprobs);
+    if (request.spec.prompt.empty()) fail(ErrorKind::Api, "the prompt is empty: at least one token is needed");
+    samples += request.spec.n;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return Submitted::Stopping;
-  const std::uint64_t queued = metrics_.waiting + inbox_.size();
-  if (queued + request.spec.n > config_.scheduler.max_waiting) return Submitted::QueueFull;
-  inbox_.push_back(std::move(request));
-  ++open_;
+  std::uint64_t queued = metrics_.waiting;  // samples: the scheduler's waiting ones and the inbox's
+  for (const EngineRequest& r : inbox_) queued += r.spec.n;
+  if (queued + samples > config_.scheduler.max_waiting) return Submitted::QueueFull;
+  for (EngineRequest& request : requests) {
+    inbox_.push_back(std::move(request));
+    ++open_;
+  }
   cv_.notify_one();
   return Submitted::Queued;
 }

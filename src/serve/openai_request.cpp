@@ -117,28 +117,49 @@ void read_common(const RequestJson& body, const ParseLimits& limits, GenerationR
   refuse_unsupported(body, r.n);
 }
 
+// `prompt`: a string, an array of token ids, or a batch: an array of strings or of token-id arrays
+// (one kind throughout, as OpenAI's API takes them), at most limits.max_prompts.
 void read_prompt(const RequestJson& body, const ParseLimits& limits, GenerationRequest& r) {
   const RequestJson* p = field(body, "prompt");
   if (!p) reject("prompt", "'prompt' is required");
+  auto text = [](const RequestJson& v, const std::string& where) {
+    CompletionPrompt c;
+    c.text = v.get<std::string>();
+    if (c.text.empty()) reject("prompt", fmt::format("'{}' must not be empty", where));
+    return c;
+  };
   if (p->is_string()) {
-    r.prompt_text = p->get<std::string>();
-    if (r.prompt_text.empty()) reject("prompt", "'prompt' must not be empty");
+    r.prompts.push_back(text(*p, "prompt"));
     return;
   }
-  if (!p->is_array()) reject("prompt", "'prompt' must be a string or an array of token ids");
+  if (!p->is_array())
+    reject("prompt", "'prompt' must be a string, an array of token ids, or an array of strings or of token-id arrays");
   if (p->empty()) reject("prompt", "'prompt' must not be empty");
   const RequestJson& first = p->front();
-  if (first.is_string()) {
-    if (p->size() > 1)
-      reject("prompt", fmt::format("'prompt' holds {} prompts: kern serves one prompt per request", p->size()));
-    r.prompt_text = first.get<std::string>();
-    if (r.prompt_text.empty()) reject("prompt", "'prompt' must not be empty");
+  if (!first.is_string() && !first.is_array()) {  // one prompt of token ids
+    CompletionPrompt c;
+    c.tokens = detail::as_token_ids(*p, "prompt", limits.max_prompt_tokens, limits.vocab_size);
+    c.is_tokens = true;
+    r.prompts.push_back(std::move(c));
     return;
   }
-  if (first.is_array())
-    reject("prompt", "'prompt' is an array of token-id arrays (a batch): kern serves one prompt per request");
-  r.prompt_tokens = detail::as_token_ids(*p, "prompt", limits.max_prompt_tokens, limits.vocab_size);
-  r.prompt_is_tokens = true;
+  if (p->size() > limits.max_prompts)
+    reject("prompt", fmt::format("'prompt' holds {} prompts; at most {} per request", p->size(), limits.max_prompts));
+  for (std::size_t i = 0; i < p->size(); ++i) {
+    const RequestJson& e = (*p)[i];
+    const std::string where = fmt::format("prompt[{}]", i);
+    if (first.is_string()) {
+      if (!e.is_string()) reject("prompt", fmt::format("'{}' must be a string, as 'prompt[0]' is", where));
+      r.prompts.push_back(text(e, where));
+    } else {
+      if (!e.is_array()) reject("prompt", fmt::format("'{}' must be an array of token ids, as 'prompt[0]' is", where));
+      if (e.empty()) reject("prompt", fmt::format("'{}' must not be empty", where));
+      CompletionPrompt c;
+      c.tokens = detail::as_token_ids(e, where, limits.max_prompt_tokens, limits.vocab_size);
+      c.is_tokens = true;
+      r.prompts.push_back(std::move(c));
+    }
+  }
 }
 
 GenerationRequest read_completion(std::string_view text, const ParseLimits& limits) {

@@ -128,7 +128,7 @@ void check_stop_matcher(std::string_view text, Rng rng) {
 // Builds every response shape from fields of an accepted request: arbitrary client text reaches
 // the dumper (it is UTF-8 here; the token pieces cut from it are not).
 void check_responses(const GenerationRequest& r, Rng rng) {
-  const std::string& text = r.kind == RequestKind::Chat ? r.model : r.prompt_text;
+  const std::string& text = r.kind == RequestKind::Chat || r.prompts.empty() ? r.model : r.prompts.back().text;
   std::vector<TokenLogprob> pieces;
   for (std::size_t at = 0; at < text.size();) {
     const std::size_t n = 1 + rng.next() % 5;
@@ -188,6 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   tiny.max_messages = 2;
   tiny.max_json_depth = 6;
   tiny.max_n = 2;
+  tiny.max_prompts = 2;
   // One parser per input and default or tiny limits, both drawn from the input's hash: every
   // body reaches each parser as its hash changes, at a quarter of the cost of reading it 4 times.
   const ParseLimits limits = (rng.x & 8) != 0 ? tiny : ParseLimits{};
@@ -195,7 +196,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 0: {
       const auto completion = parse_completion_request(body, limits);
       check_result(completion);
-      if (const auto* r = std::get_if<GenerationRequest>(&completion)) check_responses(*r, rng);
+      if (const auto* r = std::get_if<GenerationRequest>(&completion)) {
+        // one prompt or a batch within the limit, none empty
+        if (r->prompts.empty() || r->prompts.size() > limits.max_prompts) std::abort();
+        for (const CompletionPrompt& p : r->prompts)
+          if (p.is_tokens ? p.tokens.empty() || !p.text.empty() : p.text.empty()) std::abort();
+        check_responses(*r, rng);
+      }
       break;
     }
     case 1: {

@@ -89,6 +89,9 @@ class Engine {
   enum class Submitted { Queued, QueueFull, Stopping };
   // Thread-safe. Error(Api) for a request the model cannot serve (sampling it cannot do).
   Submitted submit(EngineRequest request);
+  // Several requests queued together or not at all (a completions request's batch of prompts): each
+  // checked as submit checks it, then all of their samples against the waiting queue's room at once.
+  Submitted submit_all(std::vector<EngineRequest> requests);
   void start();
   // Ends every open request with on_error(`why`) and joins the thread. Idempotent.
   void stop(const std::string& why = "the server is shutting down");

@@ -29,6 +29,7 @@ struct ParseLimits {
   std::size_t max_stop_bytes = 512;   // bytes of one stop string
   std::size_t max_stop_token_ids = 64;
   int max_n = 8;
+  std::size_t max_prompts = 256;      // prompts of one completions request (a batch)
   int max_logprobs = 20;              // top_logprobs (chat) / logprobs (completions)
   std::size_t max_messages = 4096;
   std::size_t max_json_depth = 64;    // nesting of the body (tools, chat_template_kwargs)
@@ -36,14 +37,20 @@ struct ParseLimits {
 
 enum class RequestKind { Completion, Chat };
 
+// One prompt of a completions request: text, or token ids (is_tokens).
+struct CompletionPrompt {
+  std::string text;
+  std::vector<std::int32_t> tokens;
+  bool is_tokens = false;
+};
+
 struct GenerationRequest {
   RequestKind kind = RequestKind::Completion;
   std::string model;
 
-  // Completions: `prompt` as text, or as token ids (prompt_is_tokens).
-  std::string prompt_text;
-  std::vector<std::int32_t> prompt_tokens;
-  bool prompt_is_tokens = false;
+  // Completions: `prompt` as one text, one array of token ids, or a batch of either (an array of
+  // strings or of token-id arrays): every prompt gets n choices, prompt p's at indices p·n .. p·n + n − 1.
+  std::vector<CompletionPrompt> prompts;
 
   // Chat: `messages` validated, every `content` a string or null (text parts joined with "\n").
   RequestJson messages = RequestJson::array();

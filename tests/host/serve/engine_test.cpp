@@ -345,6 +345,40 @@ TEST(Engine, ASinkThatThrowsBeforeTheCommitFailsOnlyItsRequest) {
   EXPECT_EQ(r.engine.metrics().running, 0u);
 }
 
+// A batch (a completions request's prompts) is queued whole or not at all, its samples counted against
+// the waiting queue's room with those already in the inbox (the engine not yet started: nothing drains).
+TEST(Engine, SubmitAllQueuesEveryRequestOrNone) {
+  PoolPages pages(8192, 16);
+  FakeRunner runner(50000, 8, 64, 0, 0, 1);
+  EngineConfig c = Rig::config();
+  c.scheduler.max_waiting = 5;
+  Engine engine(c, pages, runner);
+  std::vector<std::shared_ptr<Recorder>> sinks;
+  auto batch = [&](std::vector<std::uint64_t> ns) {
+    std::vector<EngineRequest> v;
+    for (std::uint64_t n : ns) {
+      sinks.push_back(std::make_shared<Recorder>());
+      v.push_back(request({1, 2, 3}, 4, sinks.back(), n));
+    }
+    return v;
+  };
+  ASSERT_EQ(engine.submit_all(batch({2, 2})), Engine::Submitted::Queued);   // 4 samples of 5
+  EXPECT_EQ(engine.open_requests(), 2u);
+  EXPECT_EQ(engine.submit_all(batch({1, 1})), Engine::Submitted::QueueFull);  // 6: neither is queued
+  EXPECT_EQ(engine.open_requests(), 2u);
+  EXPECT_EQ(engine.submit(request({1}, 1, std::make_shared<Recorder>(), 2)), Engine::Submitted::QueueFull);
+  ASSERT_EQ(engine.submit_all(batch({1})), Engine::Submitted::Queued);  // 5 of 5
+  EXPECT_EQ(engine.open_requests(), 3u);
+  engine.start();
+  for (std::size_t i : {0, 1, 4}) {
+    const std::size_t n = i < 2 ? 2 : 1;
+    ASSERT_TRUE(wait_for([&] { return sinks[i]->done(n); })) << i;
+    for (std::size_t s = 0; s < n; ++s) EXPECT_EQ(sinks[i]->tokens[s].size(), 4u) << i;
+  }
+  for (std::size_t i : {2, 3}) EXPECT_TRUE(sinks[i]->tokens.empty() && sinks[i]->ends.empty()) << i;
+  EXPECT_TRUE(wait_for([&] { return engine.open_requests() == 0; }));
+}
+
 TEST(Engine, StopTellsOpenRequests) {
   Rig r(200);  // 200 us a step: 4,000 tokens take 0.8 s, far longer than the test waits
   auto a = std::make_shared<Recorder>();

@@ -73,8 +73,9 @@ TEST(ParseCompletion, Defaults) {
   const GenerationRequest r = completion_ok(cmpl(""));
   EXPECT_EQ(r.kind, RequestKind::Completion);
   EXPECT_EQ(r.model, "m");
-  EXPECT_EQ(r.prompt_text, "hi");
-  EXPECT_FALSE(r.prompt_is_tokens);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hi");
+  EXPECT_FALSE(r.prompts[0].is_tokens);
   EXPECT_FALSE(r.max_tokens);
   EXPECT_TRUE(r.stop.empty());
   EXPECT_FALSE(r.temperature);
@@ -133,11 +134,12 @@ TEST(ParseCompletion, NullMeansAbsent) {
 }
 
 TEST(ParseCompletion, PromptForms) {
-  EXPECT_EQ(completion_ok(R"({"model": "m", "prompt": ["one string"]})").prompt_text, "one string");
+  EXPECT_EQ(completion_ok(R"({"model": "m", "prompt": ["one string"]})").prompts.at(0).text, "one string");
   const GenerationRequest ids = completion_ok(R"({"model": "m", "prompt": [1, 2.0, 151643]})");
-  EXPECT_TRUE(ids.prompt_is_tokens);
-  EXPECT_EQ(ids.prompt_tokens, (std::vector<std::int32_t>{1, 2, 151643}));
-  EXPECT_TRUE(ids.prompt_text.empty());
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_TRUE(ids.prompts[0].is_tokens);
+  EXPECT_EQ(ids.prompts[0].tokens, (std::vector<std::int32_t>{1, 2, 151643}));
+  EXPECT_TRUE(ids.prompts[0].text.empty());
 
   EXPECT_EQ(completion_err(R"({"model": "m"})").param, "prompt");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": null})").param, "prompt");
@@ -146,11 +148,25 @@ TEST(ParseCompletion, PromptForms) {
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [""]})").param, "prompt");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": 5})").param, "prompt");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": {"a": 1}})").param, "prompt");
-  const ApiError several = completion_err(R"({"model": "m", "prompt": ["a", "b"]})");
-  EXPECT_EQ(several.param, "prompt");
-  EXPECT_NE(several.message.find("one prompt per request"), std::string::npos) << several.message;
-  const ApiError nested = completion_err(R"({"model": "m", "prompt": [[1, 2], [3]]})");
-  EXPECT_NE(nested.message.find("batch"), std::string::npos) << nested.message;
+  // A batch: strings, or token-id arrays, one kind throughout, each prompt non-empty.
+  const GenerationRequest texts = completion_ok(R"({"model": "m", "prompt": ["a", "b", "c"]})");
+  ASSERT_EQ(texts.prompts.size(), 3u);
+  EXPECT_EQ(texts.prompts[2].text, "c");
+  EXPECT_FALSE(texts.prompts[1].is_tokens);
+  const GenerationRequest lists = completion_ok(R"({"model": "m", "prompt": [[1, 2], [3]]})");
+  ASSERT_EQ(lists.prompts.size(), 2u);
+  EXPECT_TRUE(lists.prompts[1].is_tokens);
+  EXPECT_EQ(lists.prompts[0].tokens, (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(lists.prompts[1].tokens, (std::vector<std::int32_t>{3}));
+  const ApiError mixed = completion_err(R"({"model": "m", "prompt": ["a", [1]]})");
+  EXPECT_EQ(mixed.param, "prompt");
+  EXPECT_NE(mixed.message.find("prompt[1]"), std::string::npos) << mixed.message;
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[1], "a"]})").param, "prompt");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[1], 2]})").param, "prompt");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": ["a", ""]})").param, "prompt");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[1], []]})").param, "prompt");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[1], [2, -1]]})").param, "prompt[1][1]");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[[1]]]})").param, "prompt[0][0]");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [1, "a"]})").param, "prompt[1]");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [1, -1]})").param, "prompt[1]");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [1.5]})").param, "prompt[0]");
@@ -163,6 +179,13 @@ TEST(ParseCompletion, PromptForms) {
   completion_ok(R"({"model": "m", "prompt": [0, 99, 5]})", small);
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [0, 100]})", small).param, "prompt[1]");
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [1, 2, 3, 4]})", small).param, "prompt");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[1], [1, 2, 3, 4]]})", small).param, "prompt[1]");
+  EXPECT_EQ(completion_err(R"({"model": "m", "prompt": [[1], [100]]})", small).param, "prompt[1][0]");
+  small.max_prompts = 2;
+  completion_ok(R"({"model": "m", "prompt": ["a", "b"]})", small);
+  const ApiError many = completion_err(R"({"model": "m", "prompt": ["a", "b", "c"]})", small);
+  EXPECT_EQ(many.param, "prompt");
+  EXPECT_NE(many.message.find("at most 2"), std::string::npos) << many.message;
 }
 
 TEST(ParseRequest, ModelRequired) {
@@ -211,7 +234,7 @@ TEST(ParseRequest, InvalidUtf8Refused) {
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": "\ud800"})").status, 400);
   EXPECT_EQ(completion_err(R"({"model": "m", "prompt": "\udc00x"})").status, 400);
   // Well-formed multi-byte text and a surrogate pair are fine.
-  EXPECT_EQ(completion_ok(R"({"model": "m", "prompt": "é€😀\ud83d\ude00"})").prompt_text, "é€😀😀");
+  EXPECT_EQ(completion_ok(R"({"model": "m", "prompt": "é€😀\ud83d\ude00"})").prompts.at(0).text, "é€😀😀");
 }
 
 TEST(ParseRequest, TypeErrorsNameTheField) {

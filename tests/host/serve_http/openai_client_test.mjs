@@ -1,5 +1,5 @@
 // kern serve --fake-engine against the official OpenAI client library (npm `openai`) and raw
-// HTTP: completions and chat, streaming and not, stop strings, n, log-probs, usage, errors with
+// HTTP: completions (one prompt and a batch) and chat, streaming and not, stop strings, n, log-probs, usage, errors with
 // the right status, bad input answered while the server keeps serving, a client that vanishes
 // mid-stream, the API key, /metrics, and SIGTERM draining to exit 0.
 // Usage: node openai_client_test.mjs <kern binary> <tokenizer.json> <node_modules dir>
@@ -237,6 +237,55 @@ await check("completions: echo with logprobs scores the prompt (first entry null
   assert.deepEqual(z.choices[0].logprobs.tokens, lp.tokens.slice(0, n));
   assert.deepEqual(z.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
   assert.equal(await statusOf(client.completions.create({ model: "fake", prompt, max_tokens: 0 })), 400);
+});
+
+await check("completions: a batch of prompts gives n choices each at p·n + i, each as its prompt alone, whole and streamed", async () => {
+  const prompts = ["The quick brown fox", "Once upon a time", "1 2 3"];
+  const alone = [];
+  let promptTokens = 0;
+  for (const p of prompts) {
+    const a = await client.completions.create({ model: "fake", prompt: p, max_tokens: 6, temperature: 0 });
+    alone.push(a.choices[0].text);
+    promptTokens += a.usage.prompt_tokens;
+  }
+  assert.notEqual(alone[0], alone[1]);
+  const r = await client.completions.create({ model: "fake", prompt: prompts, max_tokens: 6, temperature: 0, n: 2 });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3, 4, 5]);
+  for (let i = 0; i < 6; ++i) assert.equal(r.choices[i].text, alone[Math.floor(i / 2)], `choice ${i}`);
+  assert.equal(r.usage.prompt_tokens, promptTokens);
+  assert.equal(r.usage.completion_tokens, 36);
+  const s = await client.completions.create({ model: "fake", prompt: prompts, max_tokens: 6, temperature: 0, n: 2, stream: true,
+                                               stream_options: { include_usage: true } });
+  const text = Array(6).fill(""), finish = Array(6).fill(null);
+  let usage = null;
+  for await (const c of s) {
+    for (const ch of c.choices) {
+      text[ch.index] += ch.text ?? "";
+      if (ch.finish_reason) finish[ch.index] = ch.finish_reason;
+    }
+    if (c.usage) usage = c.usage;
+  }
+  assert.deepEqual(text, r.choices.map((c) => c.text));
+  assert.deepEqual(finish, Array(6).fill("length"));
+  assert.equal(usage.prompt_tokens, promptTokens);
+  assert.equal(usage.completion_tokens, 36);
+  // token-id prompts: the same texts; echo (with the prompts' log-probs): each choice leads with its own prompt
+  const ids = [];
+  for (const p of prompts)
+    ids.push((await (await fetch(`${base}/tokenize`, { method: "POST", headers: { "Content-Type": "application/json" },
+                                                       body: JSON.stringify({ model: "fake", prompt: p }) })).json()).tokens);
+  const t = await client.completions.create({ model: "fake", prompt: ids, max_tokens: 6, temperature: 0 });
+  assert.deepEqual(t.choices.map((c) => c.text), alone);
+  const e = await client.completions.create({ model: "fake", prompt: prompts, max_tokens: 2, temperature: 0, echo: true, logprobs: 1 });
+  for (let i = 0; i < 3; ++i) {
+    assert.ok(e.choices[i].text.startsWith(prompts[i]), `choice ${i}`);
+    assert.equal(e.choices[i].logprobs.tokens.slice(0, ids[i].length).join(""), prompts[i]);
+    assert.equal(e.choices[i].logprobs.token_logprobs[0], null);
+  }
+  // one bad prompt refuses the whole batch, naming it
+  await assert.rejects(client.completions.create({ model: "fake", prompt: ["x", 7], max_tokens: 2 }), (e) => e.status === 400 && e.error?.param === "prompt");
+  await assert.rejects(client.completions.create({ model: "fake", prompt: ["x", "y"], max_tokens: 10000000 }),
+                       (e) => e.status === 400 && e.error?.param === "max_tokens" && /prompt\[0\]/.test(e.error?.message));
 });
 
 await check("errors: unknown model 404, out-of-range field 400, the right error types", async () => {
