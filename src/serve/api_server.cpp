@@ -97,10 +97,10 @@ class RequestSink {
   }
   bool cancelled() const { return ex_->closed(); }
 
-  // Sample `index` (p·n + i) of the whole request. After the request was answered (another prompt's
-  // engine request failed) its samples are told to stop.
+  // Sample `index` (p·n + i) of the whole request. Once the request has failed (another prompt's
+  // engine request did) or was answered, its samples are told to stop.
   bool on_token(std::uint64_t index, std::int64_t token, const driver::TokenLogprobs* lp) {
-    if (answered_) return false;
+    if (answered_ || failed_) return false;
     Sample& s = samples_.at(index);
     if (!first_token_) first_token_ = Clock::now();
     if (index == 0) last_token_ = Clock::now();
