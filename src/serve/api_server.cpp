@@ -568,6 +568,13 @@ struct ApiServer::Impl {
       max_new.push_back(want);
     }
 
+    // A batch whose samples outnumber the waiting queue could never be queued: not a 429 but a 400.
+    const std::uint64_t samples = prompts.size() * static_cast<std::uint64_t>(r.n);
+    if (samples > engine.scheduler_config().max_waiting)
+      return answer(*ex, bad_request(fmt::format("{} prompts x n = {} samples; the server queues at most {} at once",
+                                                 prompts.size(), samples, engine.scheduler_config().max_waiting),
+                                     "prompt"));
+
     driver::SamplingParams sp;
     sp.temperature = r.temperature.value_or(model.temperature.value_or(1.0));
     sp.top_p = r.top_p.value_or(model.top_p.value_or(1.0));

@@ -282,6 +282,9 @@ await check("completions: a batch of prompts gives n choices each at p·n + i, e
     assert.equal(e.choices[i].logprobs.tokens.slice(0, ids[i].length).join(""), prompts[i]);
     assert.equal(e.choices[i].logprobs.token_logprobs[0], null);
   }
+  // a batch of more samples than the waiting queue holds (1,024) could never be queued: 400, not 429
+  await assert.rejects(client.completions.create({ model: "fake", prompt: Array(200).fill("x"), n: 8, max_tokens: 1 }),
+                       (e) => e.status === 400 && e.error?.param === "prompt" && /1600 samples/.test(e.error?.message));
   // one bad prompt refuses the whole batch, naming it
   await assert.rejects(client.completions.create({ model: "fake", prompt: ["x", 7], max_tokens: 2 }), (e) => e.status === 400 && e.error?.param === "prompt");
   await assert.rejects(client.completions.create({ model: "fake", prompt: ["x", "y"], max_tokens: 10000000 }),
