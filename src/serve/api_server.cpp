@@ -138,6 +138,11 @@ class RequestSink {
     if (why == End::TooLong) {
       failed_ = ApiError{400, "the request does not fit the KV cache even alone", "invalid_request_error", "", ""};
     }
+    if (failed_) {  // the answer is the error: nothing more of any sample is sent
+      s.ended = true;
+      done_if_all_ended(true);
+      return;
+    }
     std::string rest;
     if (!s.stop.stopped()) {
       const StopFeed f = s.stop.feed(s.decoder.finish());
