@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """kern serve on the GPU against kern run (ctest label gpu): the default model's greedy text for a
-few prompts from POST /v1/completions must equal kern run's, alone and while 60 other requests
-share the server's steps; the server drains on SIGTERM and exits 0.
+few prompts from POST /v1/completions must equal kern run's, alone, as one request with a batch of
+prompts, and while 60 other requests share the server's steps; the server drains on SIGTERM and
+exits 0.
 
   python3 serve_vs_run.py KERN KERNELS_DIR MODEL_DIR WORK_DIR
 """
@@ -55,6 +56,21 @@ for p, a, ref in zip(prompts, alone, reference):
         failures += 1
         print(f"[serve-vs-run] alone: {p!r}: server {a!r} != kern run {ref!r}")
 print(f"[serve-vs-run] alone: {sum(a == r for a, r in zip(alone, reference))} of {len(prompts)} equal kern run")
+
+# The same prompts as one request's batch (`prompt` an array): choice i is prompt i's text.
+body = json.dumps({"model": os.path.basename(model.rstrip("/")), "prompt": prompts, "max_tokens": steps,
+                   "temperature": 0}).encode()
+with urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"}), timeout=120) as r:
+    choices = sorted(json.loads(r.read())["choices"], key=lambda c: c["index"])
+batched = [c["text"] for c in choices]
+if len(batched) != len(prompts):
+    failures += 1
+    print(f"[serve-vs-run] one batch request: {len(batched)} choices for {len(prompts)} prompts")
+for p, b, ref in zip(prompts, batched, reference):
+    if b != ref:
+        failures += 1
+        print(f"[serve-vs-run] one batch request: {p!r}: server {b!r} != kern run {ref!r}")
+print(f"[serve-vs-run] one batch request: {sum(b == r for b, r in zip(batched, reference))} of {len(prompts)} equal kern run")
 
 rng = random.Random(1)
 words = ["alpha", "river", "stone", "seven", "light", "north", "quiet", "paper", "green", "table"]
