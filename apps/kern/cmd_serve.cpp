@@ -36,8 +36,9 @@ struct Options {
   std::uint16_t port = 8000;
   // Prefill defaults (docs/serve.md "Packed prefill"): a request's chunk up to 1,024 rows a step, up to 8
   // requests' chunks packed in one call of up to 4,096 rows. Measured best of the points tried at
-  // concurrency 64 (docs/perf.md, session 30).
-  std::uint64_t max_seqs = 64, chunk = 1024, prefill_budget = 4096, max_waiting = 1024, prefill_chunks = 8;
+  // concurrency 64 (docs/perf.md, session 30). Up to 256 sequences a decode step, as issue 17's command
+  // line and vLLM's max_num_seqs default (docs/serve.md "The API": what 64 would save at concurrency 1).
+  std::uint64_t max_seqs = 256, chunk = 1024, prefill_budget = 4096, max_waiting = 1024, prefill_chunks = 8;
   std::optional<std::uint64_t> capacity, max_model_len;
   std::string served_model_name, api_key;
   int gpu = 0;
@@ -266,7 +267,7 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--chat-template", opt.chat_template, "tokenizer_config.json or .jinja with the chat template");
   cmd->add_option("--host", opt.host, "Address to bind (default 127.0.0.1)");
   cmd->add_option("--port", opt.port, "Port (default 8000; 0: any free port)");
-  cmd->add_option("--max-seqs", opt.max_seqs, "Sequences per decode step (default 64)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-seqs", opt.max_seqs, "Sequences per decode step (default 256)")->check(CLI::Range(1, 1024));
   cmd->add_option("--capacity", opt.capacity, "KV capacity in tokens (default: the GPU's free memory less 1 GiB)");
   cmd->add_option("--chunk", opt.chunk, "Prefill rows of one request per step (default 1024)")->check(CLI::PositiveNumber);
   cmd->add_option("--prefill-chunks", opt.prefill_chunks,
