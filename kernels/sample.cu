@@ -2,7 +2,7 @@
 // kern_sample_race_bf16 (kernels/sample_race.cuh) takes most rows in one pass over the whole GPU
 // and marks them in route; kern_sample_rank_bf16 (same file) decides the ranking rows it left
 // (route 2) through the row's top keys above a threshold; kern_sample_bf16, below, takes the others
-// (route 0: forced rows, penalties with a ranking, min-p rejections, kept sets past the row's 63
+// (route 0: forced rows, a logit bias, penalties with a ranking, min-p rejections, kept sets past the row's 63
 // largest keys, more candidates than the rank kernel holds):
 // one thread-block cluster of kCluster CTAs per row (sm_90; the sm_80 images trap). Each CTA stages
 // its slice of the row's raw logits into shared memory at once (cp.async) and keeps the penalized,
@@ -11,7 +11,8 @@
 // in thread / warp / rank order), so a row's token depends only on the row's own inputs.
 //
 // Per row r (all in f32):
-//   x_i   = logits[r, i], penalized for the tokens of the history (count c_i > 0):
+//   x_i   = logits[r, i] + its logit bias (sampling_keys[r, 6] = n entries: (id, f32 bits) pairs in
+//           the history row's last 2 n slots), penalized for the tokens of the history (count c_i > 0):
 //           x = x > 0 ? x / repetition : x * repetition;  x -= frequency * c_i + presence
 //   greedy (temperature NaN or <= 0): token = argmax x (ties lowest index, NaN ignored: kern_argmax_*)
 //   else  l_i = x_i * (1 / temperature), NaN -> -inf, clamped to <= FLT_MAX; e_i = exp(l_i - max l);
@@ -312,11 +313,14 @@ class Sampler {
 // argmax of the penalized logits; merged over the cluster.
 __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride) {
   uint32_t* cnt = reinterpret_cast<uint32_t*>(lv_);
-  if (p_.penalties) {
+  const int32_t* h = history + static_cast<int64_t>(row_) * history_stride;
+  const int32_t* bias = h + history_stride - 2 * p_.n_bias;  // the row's logit-bias pairs
+  const bool adjusted = p_.adjusted();
+  if (adjusted) {
     for (int i = threadIdx.x; i < 8 * sl_.nslots; i += kThreads) cnt[i] = 0;
     __syncthreads();
-    count_history(history + static_cast<int64_t>(row_) * history_stride, p_.history_len, sl_.begin, sl_.n, sl_.pad,
-                  cnt);
+    if (p_.penalties) count_history(h, p_.history_len, sl_.begin, sl_.n, sl_.pad, cnt);
+    mark_bias(bias, p_.n_bias, sl_.begin, sl_.n, sl_.pad, cnt);
     __syncthreads();
   }
   Slice::stage_wait();
@@ -340,9 +344,9 @@ __device__ void Sampler::phase_a(const int32_t* history, int32_t history_stride)
     }
     // Staged invalid positions are NaN: they never win the argmax (every comparison is false), become
     // -inf below and hold no history count, so no validity test is needed here.
-    if (p_.penalties) {
+    if (adjusted) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) penalize(x[e], cnt[8 * q + e], p_);  // the count this thread's own position holds
+      for (int e = 0; e < 8; ++e) adjust(x[e], cnt[8 * q + e], p_, bias);  // what this thread's own position holds
     }
     const int32_t id0 = sl_.id(8 * q);
 #pragma unroll

@@ -13,6 +13,11 @@ namespace kern_sample_dev {
 using namespace kern_dev;
 
 constexpr int kMaxLogprobs = 20;
+// Logit-bias entries a row may carry (sampling_keys[r, 6]); they sit at the end of the row's history,
+// (id, f32 bits) pairs, so a history count and a bias index share one u32 of the kernels' count
+// arrays: the count in the low 24 bits, the entry's index + 1 in the high 8.
+constexpr int kMaxBias = 255;
+constexpr uint32_t kCountMask = (1u << 24) - 1;
 constexpr int32_t kNoIndex = 0x7fffffff;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -64,8 +69,11 @@ struct Params {
   float temperature, top_p, min_p, repetition, presence, frequency;
   int64_t top_k, seed, counter, history_len;
   int n_logprobs;
+  int32_t n_bias;  // logit-bias entries: (id, f32 bits) pairs in the history row's last 2 n_bias slots
   int32_t forced;  // >= 0: the row's token is this one (a prompt scored, not sampled); -1: none
   bool greedy, penalties, use_topk, use_topp, use_minp;
+  // a row whose logits are adjusted before sampling (penalties or a bias): the kernels count per token
+  __device__ bool adjusted() const { return penalties || n_bias > 0; }
 };
 
 __device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab, int32_t history_stride) {
@@ -86,7 +94,12 @@ __device__ Params read_params(const float* fp, const int64_t* ip, int32_t vocab,
   if (!(p.repetition > 0.0f) || !isfinite(p.repetition)) p.repetition = 1.0f;
   if (!isfinite(p.presence)) p.presence = 0.0f;
   if (!isfinite(p.frequency)) p.frequency = 0.0f;
-  p.history_len = max(int64_t{0}, min(p.history_len, static_cast<int64_t>(max(history_stride, 0))));
+  // the bias entries take the end of the history row; the generated ids what is before them (and a
+  // count must fit 24 bits)
+  const int32_t stride = max(history_stride, 0);
+  p.n_bias = static_cast<int32_t>(max(int64_t{0}, min(ip[6], static_cast<int64_t>(min(kMaxBias, stride / 2)))));
+  p.history_len = max(int64_t{0}, min(p.history_len, static_cast<int64_t>(min(stride - 2 * p.n_bias,
+                                                                            static_cast<int32_t>(kCountMask)))));
   p.penalties = p.history_len > 0 && (p.repetition != 1.0f || p.presence != 0.0f || p.frequency != 0.0f);
   p.use_topk = p.top_k > 0 && p.top_k < vocab;
   p.use_topp = p.top_p < 1.0f;
@@ -114,11 +127,33 @@ __device__ __forceinline__ void count_history(const int32_t* h, int64_t len, int
   }
 }
 
+// Marks the row's logit-bias entries with ids in [begin, begin + n) in cnt[pad + id - begin]: entry k
+// sets (k + 1) << 24 (atomicOr beside count_history's adds, whose counts stay below 2^24; every
+// thread of the block calling, cnt zeroed by the caller). Ids outside [0, vocab) match no slice.
+__device__ __forceinline__ void mark_bias(const int32_t* bias, int32_t n_bias, int32_t begin, int32_t n, int32_t pad,
+                                          uint32_t* cnt) {
+  for (int k = threadIdx.x; k < n_bias; k += blockDim.x) {
+    const int32_t id = bias[2 * k];
+    if (id >= begin && id < begin + n) atomicOr(&cnt[pad + id - begin], static_cast<uint32_t>(k + 1) << 24);
+  }
+}
+
 // The penalties of a token that occurs c > 0 times in the history (NaN stays NaN).
 __device__ __forceinline__ void penalize(float& v, uint32_t c, const Params& p) {
   if (c == 0) return;
   v = v > 0.0f ? v / p.repetition : v * p.repetition;
   v -= p.frequency * static_cast<float>(c) + p.presence;
+}
+
+// A token's adjustments, as vLLM orders them: its logit bias (a finite value; an index past the
+// row's entries, possible only where ids repeat, is none), then the penalties of its history count.
+__device__ __forceinline__ void adjust(float& v, uint32_t c, const Params& p, const int32_t* bias) {
+  const uint32_t k = c >> 24;
+  if (k != 0 && k <= static_cast<uint32_t>(p.n_bias)) {
+    const float b = __int_as_float(bias[2 * (k - 1) + 1]);
+    if (isfinite(b)) v += b;
+  }
+  penalize(v, c & kCountMask, p);
 }
 
 }  // namespace kern_sample_dev

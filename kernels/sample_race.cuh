@@ -440,9 +440,9 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   const bool listed = filtered || p.n_logprobs > 0;                 // the row's top keys are found
   const bool full_race = !p.greedy && !filtered;                    // every token's race key
   const bool row_mass = filtered && p.use_topp && !p.use_topk;      // top-p of the whole row's mass
-  // the cluster kernel's rows (uniform over the row's CTAs): forced, ranking with penalties, a
-  // vocabulary of more chunks than the last CTA ranks
-  if (p.forced >= 0 || (p.penalties && listed) || (listed && nch > kRankChunks)) {
+  // the cluster kernel's rows (uniform over the row's CTAs): forced, a logit bias, ranking with
+  // penalties, a vocabulary of more chunks than the last CTA ranks
+  if (p.forced >= 0 || p.n_bias > 0 || (p.penalties && listed) || (listed && nch > kRankChunks)) {
     if (chunk == 0 && threadIdx.x == 0) route[row] = 0;
     return;
   }

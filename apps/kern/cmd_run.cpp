@@ -4,7 +4,7 @@
 //            [--chunk 512] [--eager] [--stop-tokens a,b] [--dump-logits FILE [--logits-buffer NAME]]
 //            [--chat [--system TEXT] [--chat-template PATH] [--enable-thinking | --no-thinking]]
 //            [--temperature T --top-k K --top-p P --min-p P --seed S --repetition-penalty R
-//             --presence-penalty P --frequency-penalty F] [--logprobs K [--logprobs-file FILE]]
+//             --presence-penalty P --frequency-penalty F --logit-bias ID:V,...] [--logprobs K [--logprobs-file FILE]]
 // With --chat the reasoning (<think>...</think>) goes to stderr (dimmed on a terminal), the answer to stdout.
 // --gpus runs a tensor-parallel manifest (kern gen --tp N) with one rank per listed GPU in this process.
 // Flags beat the kern.toml target, which beats the built-in defaults. Generated text streams to
@@ -58,6 +58,7 @@ struct Options {
   std::string dump_logits, logits_buffer;
   driver::SamplingParams sampling;
   std::string logprobs_file;
+  std::string logit_bias;
   bool chat = false;
   std::string system, chat_template;
   bool thinking = false, no_thinking = false;
@@ -286,6 +287,7 @@ int run() {
   gopt.stop_tokens = stops;
   const std::uint64_t capacity = opt.capacity ? *opt.capacity : driver::capacity_for(protocol, prompt.size() + steps);
   gopt.sampling = opt.sampling;
+  if (!opt.logit_bias.empty()) gopt.sampling.logit_bias = driver::parse_logit_bias(opt.logit_bias);
   if (!opt.logprobs_file.empty()) gopt.sampling.chosen_logprob = true;
   if (!opt.dump_logits.empty()) {
     if (!opt.logits_buffer.empty()) {
@@ -440,6 +442,9 @@ Runner setup(CLI::App& app) {
   cmd->add_option("--presence-penalty", s.presence_penalty, "OpenAI presence penalty in [-2, 2] (default 0)");
   cmd->add_option("--frequency-penalty", s.frequency_penalty, "OpenAI frequency penalty in [-2, 2] (default 0)");
   cmd->add_option("--seed", s.seed, "Seed of the random draws (default 0): same seed, same tokens");
+  cmd->add_option("--logit-bias", opt.logit_bias,
+                  "ID:VALUE,... added to those tokens' logits before sampling, VALUE in [-100, 100] "
+                  "(OpenAI's logit_bias)");
   cmd->add_option("--logprobs", s.logprobs, "Top log-probs per generated token, 0..20 (printed to stderr)");
   cmd->add_option("--logprobs-file", opt.logprobs_file, "Write the log-probs as JSON to FILE instead of stderr");
   return [] { return run(); };

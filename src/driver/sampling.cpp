@@ -1,5 +1,7 @@
 #include "kern/driver/sampling.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -28,6 +30,16 @@ void validate(const SamplingParams& p) {
   need(std::isfinite(p.frequency_penalty) && std::fabs(p.frequency_penalty) <= 2.0, "frequency_penalty",
        p.frequency_penalty, "in [-2, 2] (0 = off)");
   need(p.logprobs <= core::kMaxLogprobs, "logprobs", p.logprobs, "at most 20");
+  if (p.logit_bias.size() > core::kMaxLogitBias)
+    fail(ErrorKind::Api, "logit_bias has {} entries; at most {}", p.logit_bias.size(), core::kMaxLogitBias);
+  for (std::size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const auto [id, value] = p.logit_bias[i];
+    if (id < 0) fail(ErrorKind::Api, "logit_bias names token id {}; ids are ≥ 0", id);
+    if (i > 0 && id <= p.logit_bias[i - 1].first)
+      fail(ErrorKind::Api, "logit_bias ids must be ascending and unique; {} follows {}", id, p.logit_bias[i - 1].first);
+    need(std::isfinite(value) && std::fabs(value) <= 100.0f, fmt::format("logit_bias[{}]", id), value,
+         "in [-100, 100]");
+  }
 }
 
 std::array<float, core::kSamplingWidth> sampling_row(const SamplingParams& p) {
@@ -49,8 +61,63 @@ std::array<std::int64_t, core::kSamplingWidth> sampling_keys_row(const SamplingP
           static_cast<std::int64_t>(history_len),
           static_cast<std::int64_t>(p.logprobs),
           forced >= 0 ? forced + 1 : 0,
-          0,
+          static_cast<std::int64_t>(p.logit_bias.size()),
           0};
+}
+
+std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const std::string& text) {
+  std::vector<std::pair<std::int32_t, float>> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    const std::size_t colon = item.find(':');
+    std::int32_t id = -1;
+    float value = 0.0f;
+    const char* b = item.data();
+    const char* e = b + item.size();
+    bool ok = colon != std::string::npos;
+    if (ok) {
+      const auto [p1, e1] = std::from_chars(b, b + colon, id);
+      const auto [p2, e2] = std::from_chars(b + colon + 1, e, value);
+      ok = colon > 0 && e1 == std::errc() && p1 == b + colon && id >= 0 && colon + 1 < item.size() &&
+           e2 == std::errc() && p2 == e;
+    }
+    if (!ok)
+      fail(ErrorKind::Api, "--logit-bias: '{}' is not ID:VALUE (a token id, a number in [-100, 100])", item);
+    out.emplace_back(id, value);
+    start = end + 1;
+  }
+  std::sort(out.begin(), out.end());
+  for (std::size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first) fail(ErrorKind::Api, "--logit-bias names token id {} twice", out[i].first);
+  return out;
+}
+
+std::vector<std::int64_t> logit_bias_tail(const SamplingParams& p) {
+  std::vector<std::int64_t> v;
+  v.reserve(2 * p.logit_bias.size());
+  for (const auto& [id, value] : p.logit_bias) {
+    std::int32_t bits = 0;
+    std::memcpy(&bits, &value, 4);
+    v.push_back(id);
+    v.push_back(bits);
+  }
+  return v;
+}
+
+void check_history_room(const SamplingParams& p, std::uint64_t width, std::uint64_t max_generated,
+                        std::string_view what) {
+  if (!p.penalized() && !p.biased()) return;
+  const std::uint64_t bias = 2 * p.logit_bias.size();
+  if (p.history_slots(max_generated) <= width) return;
+  if (!p.penalized())
+    fail(ErrorKind::Api, "logit_bias has {} entries; the device's history row holds {}", p.logit_bias.size(),
+         width / 2);
+  fail(ErrorKind::Api, "penalties see at most {} generated tokens{}; {} asks for {}", width - std::min(width, bias),
+       p.biased() ? fmt::format(" beside {} logit_bias entries", p.logit_bias.size()) : std::string(), what,
+       max_generated);
 }
 
 TokenLogprobs decode_logprobs(std::span<const std::byte> logprobs, std::span<const std::byte> ids,

@@ -311,7 +311,7 @@ constexpr KernelEntry kRopeFamily[] = {{"kern_rope_table_f32", kRopeTable},
 constexpr P kSample[] = {
     {"logits", "in buffer<bf16>"},    // [rows, vocab]
     {"fparams", "in buffer<f32>"},    // [rows, 8]: temperature, top_p, min_p, repetition, presence, frequency, 0, 0
-    {"iparams", "in buffer<i64>"},    // [rows, 8]: top_k, seed, counter, history_len, n_logprobs, 0, 0, 0
+    {"iparams", "in buffer<i64>"},    // [rows, 8]: top_k, seed, counter, history_len, n_logprobs, forced + 1, n_bias, 0
     {"history", "in buffer<i32>"},    // [rows, history_stride]
     {"tokens", "out buffer<i64>"},    // [rows]
     {"logprobs", "out buffer<f32>"},  // [rows, 21]: chosen, then the top n_logprobs

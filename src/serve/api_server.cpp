@@ -588,6 +588,7 @@ struct ApiServer::Impl {
     sp.presence_penalty = r.presence_penalty.value_or(0.0);
     sp.frequency_penalty = r.frequency_penalty.value_or(0.0);
     sp.repetition_penalty = r.repetition_penalty.value_or(1.0);
+    sp.logit_bias = r.logit_bias;
     {
       std::lock_guard<std::mutex> l(mu);
       sp.seed = r.seed ? static_cast<std::uint64_t>(*r.seed) : rng();

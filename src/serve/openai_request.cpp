@@ -45,16 +45,44 @@ std::vector<std::string> read_stop(const RequestJson& body, const ParseLimits& l
   return stops;
 }
 
+// `logit_bias`: an object from token ids (decimal strings, as OpenAI's clients write them) to values
+// in [-100, 100]; the result by ascending id.
+std::vector<std::pair<std::int32_t, float>> read_logit_bias(const RequestJson& body, const ParseLimits& limits) {
+  std::vector<std::pair<std::int32_t, float>> out;
+  const RequestJson* v = field(body, "logit_bias");
+  if (!v) return out;
+  if (!v->is_object()) reject("logit_bias", "'logit_bias' must be an object from token ids to numbers");
+  if (v->size() > limits.max_logit_bias)
+    reject("logit_bias",
+           fmt::format("'logit_bias' has {} entries, more than the limit of {}", v->size(), limits.max_logit_bias));
+  const std::int64_t ids = limits.vocab_size > 0 ? limits.vocab_size : kInt32Max;
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    const std::string at = "logit_bias." + key.substr(0, 32);
+    std::int64_t id = 0;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(key);
+    if (!digits || id >= ids)
+      reject(at, fmt::format("'logit_bias' keys must be token ids in [0, {}); got \"{}\"", ids, key.substr(0, 32)));
+    if (!it->is_number()) reject(at, fmt::format("'{}' must be a number", at));
+    const double b = it->get<double>();
+    if (!(b >= -100.0 && b <= 100.0)) reject(at, fmt::format("'{}' must be in [-100, 100], got {}", at, b));
+    out.emplace_back(static_cast<std::int32_t>(id), static_cast<float>(b));
+  }
+  std::sort(out.begin(), out.end());
+  for (std::size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first)
+      reject("logit_bias", fmt::format("'logit_bias' names token id {} twice", out[i].first));
+  return out;
+}
+
 // Fields OpenAI defines that kern does not implement, refused where ignoring them would change
 // the answer the client asked for.
 void refuse_unsupported(const RequestJson& body, int n) {
   if (const RequestJson* v = field(body, "best_of")) {
     if (detail::as_integer(*v, "best_of", 1, kInt32Max) != n)
       reject("best_of", "'best_of' is not supported (it may only equal 'n')");
-  }
-  if (const RequestJson* v = field(body, "logit_bias")) {
-    if (!v->is_object()) reject("logit_bias", "'logit_bias' must be an object");
-    if (!v->empty()) reject("logit_bias", "'logit_bias' is not supported");
   }
   if (const RequestJson* v = field(body, "suffix")) {
     if (!v->is_string()) reject("suffix", "'suffix' must be a string");
@@ -101,6 +129,7 @@ void read_common(const RequestJson& body, const ParseLimits& limits, GenerationR
   r.repetition_penalty = detail::get_number(body, "repetition_penalty", {0.0, 10.0, true, false});
   r.seed = detail::get_integer(body, "seed", kInt64Min, kInt64Max);
   r.n = static_cast<int>(detail::get_integer(body, "n", 1, limits.max_n).value_or(1));
+  r.logit_bias = read_logit_bias(body, limits);
 
   r.stream = detail::get_bool(body, "stream").value_or(false);
   if (const RequestJson* so = field(body, "stream_options")) {

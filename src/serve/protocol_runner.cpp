@@ -30,6 +30,17 @@ struct ProtocolRunner::State {
   // (0 = none known). A row is rewritten from its start when another sequence takes the group.
   const core::FillSlot* history = nullptr;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> history_rows;
+  // Per group, the sequence whose logit-bias entries the row's end holds (+ 1; 0 = none).
+  std::vector<std::uint64_t> bias_rows;
+
+  // Writes the logit bias of sequence `seq` at the end of row g, unless it is there already.
+  void write_bias(std::uint64_t g, std::uint64_t seq, const driver::SamplingParams& p) {
+    if (bias_rows[g] == seq + 1) return;
+    const std::vector<std::byte> tail =
+        driver::encode_ints(history->dtype, driver::logit_bias_tail(p), history->buffer);
+    exec.write_input_at(history->buffer, (g + 1) * history->width * dtype_size(history->dtype) - tail.size(), tail);
+    bias_rows[g] = seq + 1;
+  }
 
   // Brings row g of `history` to `generated` of sequence `seq` with the fewest bytes: the new tail,
   // or the whole row when the group held another sequence.
@@ -93,12 +104,15 @@ struct ProtocolRunner::State {
         const driver::SamplingParams& p = g < rows.size() && rows[g].sampling ? *rows[g].sampling : greedy;
         const std::uint64_t counter = p.greedy() ? 0 : static_cast<std::uint64_t>(position[g]);
         std::uint64_t history_len = 0;
-        if (p.penalized() && g < rows.size()) {
-          if (!history || rows[g].generated.size() > history->width)
-            fail(ErrorKind::Api, "serve: {} generated tokens for a history of {}", rows[g].generated.size(),
-                 history ? history->width : 0);
-          write_history(g, rows[g].seq, rows[g].generated);
-          history_len = rows[g].generated.size();
+        if ((p.penalized() || p.biased()) && g < rows.size()) {
+          if (!history || p.history_slots(rows[g].generated.size()) > history->width)
+            fail(ErrorKind::Api, "serve: {} generated tokens and {} logit_bias entries for a history of {}",
+                 rows[g].generated.size(), p.logit_bias.size(), history ? history->width : 0);
+          if (p.penalized()) {
+            write_history(g, rows[g].seq, rows[g].generated);
+            history_len = rows[g].generated.size();
+          }
+          if (p.biased()) write_bias(g, rows[g].seq, p);
         }
         const auto a = driver::sampling_row(p);
         const auto b = driver::sampling_keys_row(p, counter, history_len, g < rows.size() ? rows[g].forced : -1);
@@ -166,7 +180,10 @@ ProtocolRunner::ProtocolRunner(const core::Protocol& protocol, driver::Executor&
   s_->sampling_op = protocol.fill(Fill::Sampling) && protocol.fill(Fill::SamplingKeys);
   s_->logprobs = protocol.fill(Fill::Logprobs) && protocol.fill(Fill::LogprobIds);
   s_->history = protocol.fill(Fill::History);
-  if (s_->history) s_->history_rows.assign(s_->step.groups, {0, 0});
+  if (s_->history) {
+    s_->history_rows.assign(s_->step.groups, {0, 0});
+    s_->bias_rows.assign(s_->step.groups, 0);
+  }
 }
 
 ProtocolRunner::~ProtocolRunner() = default;
@@ -187,11 +204,10 @@ void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t
          "the prompt's log-probs need the sampling op and its 'logprobs' outputs, which the manifest lacks");
   if (!s_->sampling_op && !sampling.plain_greedy())
     fail(ErrorKind::Api, "this manifest generates greedily only (it has no sampling op): temperature 0, no log-probs");
-  if (sampling.penalized() && !s_->history)
-    fail(ErrorKind::Api, "penalties need the generated tokens on the device, and the manifest has no 'history' fill");
-  if (sampling.penalized() && max_new > s_->history->width)
-    fail(ErrorKind::Api, "penalties see at most {} generated tokens; max_tokens asks for {}", s_->history->width,
-         max_new);
+  if ((sampling.penalized() || sampling.biased()) && !s_->history)
+    fail(ErrorKind::Api, "{} the device's 'history' fill, and the manifest has none",
+         sampling.penalized() ? "penalties need the generated tokens in" : "a logit bias needs");
+  if (s_->history) driver::check_history_room(sampling, s_->history->width, max_new, "max_tokens");
   if (sampling.wants_logprobs() && !s_->logprobs)
     fail(ErrorKind::Api, "log-probs were asked for, and the manifest has no 'logprobs' outputs");
 }

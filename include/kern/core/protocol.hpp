@@ -18,9 +18,12 @@ namespace kern::core {
 // The sampling roles' widths (kern's extension of the protocol; docs/manifest.md "Sampling"):
 // `sampling` f32 [groups, 8] = temperature, top_p, min_p, repetition, presence and frequency
 // penalties, 0, 0; `sampling_keys` i64 [groups, 8] = top_k, seed, counter, history length,
-// logprobs wanted, 0, 0, 0; `logprobs` f32 [groups, 1 + 20]; `logprob_ids` i32 [groups, 20].
+// logprobs wanted, forced + 1, logit-bias entries, 0; `logprobs` f32 [groups, 1 + 20]; `logprob_ids`
+// i32 [groups, 20]. A row's logit-bias entries are (id, f32 bits) pairs in the last 2 n slots of its
+// `history` row, at most kMaxLogitBias (kernels/sample_common.cuh: kMaxBias).
 inline constexpr std::uint64_t kSamplingWidth = 8;
 inline constexpr std::uint64_t kMaxLogprobs = 20;
+inline constexpr std::uint64_t kMaxLogitBias = 255;
 
 // The buffer that plays one fill role.
 struct FillSlot {

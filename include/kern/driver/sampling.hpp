@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -26,19 +27,29 @@ struct SamplingParams {
   std::uint64_t seed = 0;
   std::uint32_t logprobs = 0;  // top log-probs wanted per generated token (0..kMaxLogprobs)
   bool chosen_logprob = false;  // the chosen token's log-prob (implied by logprobs > 0)
+  // OpenAI's logit_bias: (token id, value added to its logit before the penalties), ids ascending and
+  // each once, at most core::kMaxLogitBias. The log-probs stay those of the raw logits (as vLLM's).
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature == 0.0; }
   bool penalized() const {
     return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0;
   }
   bool wants_logprobs() const { return chosen_logprob || logprobs > 0; }
-  // Greedy with no penalty and no log-probs: what a manifest without the sampling op does.
-  bool plain_greedy() const { return greedy() && !penalized() && !wants_logprobs(); }
+  bool biased() const { return !logit_bias.empty(); }
+  // Greedy with no penalty, no bias and no log-probs: what a manifest without the sampling op does.
+  bool plain_greedy() const { return greedy() && !penalized() && !biased() && !wants_logprobs(); }
+  // Slots of the device's `history` row the sampling needs: the generated tokens (penalties; up to
+  // `generated`) from its start, the logit-bias pairs at its end.
+  std::uint64_t history_slots(std::uint64_t generated) const {
+    return (penalized() ? generated : 0) + 2 * logit_bias.size();
+  }
 };
 
 // Error(Api) naming the setting and the range it must lie in (OpenAI's ranges where it has one:
 // temperature [0, 2], presence/frequency [-2, 2]; top_p (0, 1]; min_p [0, 1]; top_k ≥ 0;
-// repetition_penalty (0, 10]; logprobs ≤ 20).
+// repetition_penalty (0, 10]; logprobs ≤ 20; logit_bias values in [-100, 100], ids ≥ 0, ascending
+// and unique, at most 255 of them; the caller checks ids against its vocabulary).
 void validate(const SamplingParams& p);
 
 // The f32 `sampling` row: temperature, top_p, min_p, repetition, presence, frequency, 0, 0.
@@ -54,6 +65,17 @@ struct TokenLogprobs {
   float chosen = 0.0f;                            // log-prob of the generated token
   std::vector<std::pair<std::int32_t, float>> top;  // (id, log-prob), descending
 };
+// kern run's --logit-bias: "ID:VALUE" items, comma-separated (e.g. "151643:-100,42:2.5"), as
+// SamplingParams::logit_bias (by ascending id); Error(Api) naming a malformed item or a repeated id.
+std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const std::string& text);
+
+// The `history` row's last 2 n entries for the logit bias: id, then the value's f32 bits, per entry.
+std::vector<std::int64_t> logit_bias_tail(const SamplingParams& p);
+// Error(Api) unless a history row of `width` slots holds what sampling with `p` needs over
+// `max_generated` generated tokens (`what` names the caller's limit, e.g. "max_tokens").
+void check_history_room(const SamplingParams& p, std::uint64_t width, std::uint64_t max_generated,
+                        std::string_view what);
+
 // Group 0's log-probs from the `logprobs` row (1 + kMaxLogprobs f32) and `logprob_ids` row
 // (kMaxLogprobs i32), keeping the first `count` of the top list.
 TokenLogprobs decode_logprobs(std::span<const std::byte> logprobs, std::span<const std::byte> ids,

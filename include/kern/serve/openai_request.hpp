@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <utility>
 #include <vector>
 
 #include "kern/serve/api_error.hpp"
@@ -28,6 +29,7 @@ struct ParseLimits {
   std::size_t max_stop_strings = 16;  // entries of `stop`
   std::size_t max_stop_bytes = 512;   // bytes of one stop string
   std::size_t max_stop_token_ids = 64;
+  std::size_t max_logit_bias = 255;   // entries of logit_bias (the sampling op's bound, core::kMaxLogitBias)
   int max_n = 8;
   std::size_t max_prompts = 256;      // prompts of one completions request (a batch)
   int max_logprobs = 20;              // top_logprobs (chat) / logprobs (completions)
@@ -76,6 +78,9 @@ struct GenerationRequest {
   std::optional<double> repetition_penalty; // (0, 10]
   std::optional<std::int64_t> seed;
   int n = 1;                                // 1..ParseLimits::max_n
+  // logit_bias: {"token id": value in [-100, 100]} as (id, value), ids ascending (each once), at most
+  // ParseLimits::max_logit_bias; added to the logits before the penalties.
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
 
   // Log-probs of the chosen tokens and of the `top_logprobs` most likely ones at each position.
   // Chat: `logprobs: true` + `top_logprobs` (0..20); completions: `logprobs: k` sets both.

@@ -30,8 +30,8 @@ struct DecodeCall {
   std::int32_t token = 0;  // fed at `position`
   std::uint64_t position = 0;
   const driver::SamplingParams* sampling = nullptr;
-  // For penalized sampling: the sequence (unique for the engine's life) and its generated tokens so
-  // far, `token` last; the runner writes only what a row's `history` does not hold yet.
+  // For penalized or biased sampling: the sequence (unique for the engine's life) and its generated
+  // tokens so far, `token` last; the runner writes only what a row's `history` does not hold yet.
   std::uint64_t seq = 0;
   std::span<const std::int32_t> generated;
   // >= 0: a prompt position scored rather than decoded (echo with log-probs): the row's token is

@@ -46,9 +46,12 @@ SampleReference sample_reference(const std::vector<float>& logits, const SampleP
   std::vector<int64_t> count(logits.size(), 0);
   for (int32_t id : p.history)
     if (id >= 0 && id < vocab) ++count[id];
+  std::vector<double> bias(logits.size(), 0.0);
+  for (const auto& [id, b] : p.bias)
+    if (id >= 0 && id < vocab && std::isfinite(b)) bias[id] = b;
   std::vector<double> x(logits.size());
   for (int64_t i = 0; i < vocab; ++i) {
-    double v = logits[i];
+    double v = static_cast<double>(logits[i]) + bias[i];
     if (count[i] > 0) {
       v = v > 0.0 ? v / repetition : v * repetition;
       v -= frequency * static_cast<double>(count[i]) + presence;

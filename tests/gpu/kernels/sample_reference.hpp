@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kern_sample_ref {
@@ -18,6 +19,10 @@ struct SampleParams {
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f, repetition = 1.0f, presence = 0.0f, frequency = 0.0f;
   int64_t top_k = 0, seed = 0, counter = 0, n_logprobs = 0;
   std::vector<int32_t> history;
+  // logit bias (sampling_keys[5] = its size; the pairs at the end of the history row): added to the
+  // raw logit before the penalties; ids unique (the host merges them), ids outside [0, vocab) and
+  // non-finite values ignored
+  std::vector<std::pair<int32_t, float>> bias;
 };
 
 struct SampleReference {
@@ -30,7 +35,8 @@ struct SampleReference {
 };
 
 // The semantics of kern_sample_bf16 (kernels/sample.cu's header) in float64, with the kernel's
-// parameter sanitising: repetition NaN / <= 0 / inf -> 1, presence / frequency non-finite -> 0,
+// parameter sanitising (the logit bias as SampleParams::bias says):
+// repetition NaN / <= 0 / inf -> 1, presence / frequency non-finite -> 0,
 // top_k off unless 0 < top_k < vocab, top_p off unless < 1, min_p off unless > 0 (clamped to 1),
 // history ids outside [0, vocab) ignored, scaled logits NaN -> -inf and clamped to <= FLT_MAX.
 SampleReference sample_reference(const std::vector<float>& logits, const SampleParams& p);

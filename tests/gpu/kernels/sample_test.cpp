@@ -32,6 +32,7 @@ struct RowIn {
   SampleParams p;
   int64_t history_len = -1;  // -1: p.history.size()
   int64_t forced_key = 0;    // sampling_keys[5]: a forced token + 1 (0: none)
+  int64_t bias_key = -1;     // sampling_keys[6]: logit-bias entries (-1: p.bias.size())
 };
 
 struct Outputs {
@@ -64,8 +65,16 @@ class Sampler {
       i[3] = in[r].history_len >= 0 ? in[r].history_len : static_cast<int64_t>(p.history.size());
       i[4] = p.n_logprobs;
       i[5] = in[r].forced_key;
+      i[6] = in[r].bias_key >= 0 ? in[r].bias_key : static_cast<int64_t>(p.bias.size());
       for (size_t j = 0; j < p.history.size() && static_cast<int>(j) < hist_stride; ++j)
         hist[static_cast<size_t>(r) * hist_stride + j] = p.history[j];
+      // the logit bias: the entries the kernel reads (at most 255 and half the stride) at the row's end
+      const size_t nb = std::min<size_t>({p.bias.size(), 255, static_cast<size_t>(hist_stride / 2)});
+      int32_t* tail = &hist[static_cast<size_t>(r) * hist_stride + hist_stride - 2 * nb];
+      for (size_t k = 0; k < nb; ++k) {
+        tail[2 * k] = p.bias[k].first;
+        std::memcpy(&tail[2 * k + 1], &p.bias[k].second, 4);
+      }
     }
     Device<float> d_fp(fp);
     Device<int64_t> d_ip(ip);
@@ -309,6 +318,7 @@ int expected_route(const SampleParams& p, int64_t history_len, int vocab, const 
   const bool greedy = !(p.temperature > 0.0f);
   const bool topk = p.top_k > 0 && p.top_k < vocab, topp = p.top_p < 1.0f;
   const bool ranks = (!greedy && (topk || topp)) || p.n_logprobs > 0;  // the race kernel finds the row's top keys
+  if (!p.bias.empty()) return 0;  // (the cases' strides hold their entries)
   if (penalties && ranks) return 0;
   if (!greedy && (topk || topp)) {
     if (topk && p.top_k >= 64) return 0;
@@ -460,6 +470,69 @@ TEST_P(SampleChiSquare, MatchesTheExactDistribution) {
 }
 INSTANTIATE_TEST_SUITE_P(SampleGpu, SampleChiSquare, ::testing::Range(0, kChiCases));
 
+// ---- logit bias -----------------------------------------------------------------------------------
+
+// Rows with a logit bias (the cluster kernel's), greedy, beside the same rows without: the bias moves
+// the token where the reference says, the log-probs stay the raw logits', and the unbiased rows are
+// untouched by their neighbours' entries.
+void check_logit_bias(int vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int rows = 8, stride = 600;
+  std::vector<bf16_bits> logits = random_bf16(rng, static_cast<size_t>(rows) * vocab, -8.0f, 8.0f);
+  std::vector<RowIn> in(rows);
+  std::uniform_int_distribution<int> col(0, vocab - 1);
+  for (int r = 0; r < rows; ++r) {
+    in[r].p.temperature = 0.0f;
+    in[r].p.n_logprobs = r % 2 == 0 ? 0 : 5;
+  }
+  auto top = [&](int r) {
+    const std::vector<float> f = row_floats(logits, vocab, r);
+    return static_cast<int32_t>(std::max_element(f.begin(), f.end()) - f.begin());
+  };
+  const int32_t low = col(rng);
+  in[0].p.bias = {{low, 20.0f}};                  // a bulk token lifted past the row's maximum (<= 8)
+  in[1].p.bias = {{top(1), -100.0f}};              // the argmax banned: the second largest wins
+  in[2].p.bias = {{low, 18.0f}, {top(2), -1.5f}};  // several entries, the repetition penalty on the lifted one
+  in[2].p.history = {low, low};
+  in[2].p.repetition = 8.0f;  // (low + 18) / 8 <= 3.25: the penalty puts it back below
+  in[3].p.bias = {{vocab + 7, 50.0f}, {-4, 50.0f}, {low, std::numeric_limits<float>::quiet_NaN()}};  // all ignored
+  for (int k = 0; k < 200; ++k) in[4].p.bias.push_back({k * (vocab / 200), k == 77 ? 30.0f : -0.5f});
+  in[5].p.bias = {{low, 20.0f}};
+  in[5].bias_key = 0;  // entries written, none announced: no bias
+  // row 6: 300 entries announced, the kernel reads 255 (the last, +40, would win)
+  for (int k = 0; k < 300; ++k) in[6].p.bias.push_back({k, k == 299 ? 40.0f : 0.25f});
+  // row 7: no bias (the race kernel's), between biased rows
+  Sampler s;
+  const Outputs o = s.run(logits, vocab, in, stride);
+  for (int r = 0; r < rows; ++r) {
+    const std::vector<float> f = row_floats(logits, vocab, r);
+    SampleParams p = in[r].p;
+    if (r == 5) p.bias.clear();
+    if (r == 6) p.bias.resize(255);
+    const SampleReference ref = sample_reference(f, p);
+    ASSERT_TRUE(ref.greedy);
+    check_row(o, r, f, ref, "logit bias vocab " + std::to_string(vocab));
+    if (r <= 4 || r == 6) {
+      EXPECT_EQ(o.route[r], 0) << "a biased row is the cluster kernel's, row " << r;
+    }
+  }
+  EXPECT_EQ(o.route[7], 1);
+  EXPECT_EQ(o.tokens[0], low);
+  EXPECT_NE(o.tokens[1], top(1));
+  EXPECT_EQ(o.tokens[3], top(3));
+  EXPECT_EQ(o.tokens[4], 77 * (vocab / 200));
+  EXPECT_EQ(o.tokens[5], top(5));
+  if (top(6) != 299) {
+    EXPECT_NE(o.tokens[6], 299) << "entry 299 lies past the 255 the kernel reads";
+  }
+}
+
+TEST(SampleGpu, LogitBiasMovesTheGreedyTokenNotTheLogprobs) {
+  check_logit_bias(kQwenVocab, 211);
+  check_logit_bias(32003, 212);
+  check_logit_bias(1001, 213);
+}
+
 // The op as production runs it, on every setting: the race kernel's Gumbel-max draws over every
 // token and over a top-k / top-p row's kept prefix of its 64 largest keys, min-p by rejection with
 // the cluster kernel drawing the rejected rows (the mixture must still be exactly the min-p
@@ -486,10 +559,30 @@ std::vector<ChiCase> race_cases() {
     p.temperature = 2.0f;
     cases.push_back({"flat temperature 2.0", 32003, random_bf16(rng, 32003, -0.5f, 0.5f), p, 1});
   }
+  // a logit bias (the cluster kernel's rows): the row's maximum banned, bulk tokens lifted into the
+  // top, alone and under Qwen3's thinking settings with a penalty (biases exact in f32 beside bf16)
+  for (int thinking = 0; thinking < 2; ++thinking) {
+    std::vector<bf16_bits> row = llm_row(rng, kQwenVocab);
+    std::vector<float> f(kQwenVocab);
+    for (int i = 0; i < kQwenVocab; ++i) f[i] = bf16_to_float(row[i]);
+    const int32_t top = static_cast<int32_t>(std::max_element(f.begin(), f.end()) - f.begin());
+    p = {};
+    p.temperature = thinking ? 0.6f : 1.0f;
+    p.bias = {{top, -100.0f}, {11, 7.5f}, {12345, 8.0f}, {150000, 6.5f}, {99, -3.0f}};
+    if (thinking) {
+      p.top_k = 20;
+      p.top_p = 0.95f;
+      p.presence = 1.5f;
+      p.history = {12345, 7};
+    }
+    cases.push_back({thinking ? "151936 logit bias, top-k 20 top-p 0.95 presence 1.5"
+                              : "151936 logit bias temperature 1.0",
+                     kQwenVocab, row, p, 16});
+  }
   return cases;
 }
 
-constexpr int kRaceCases = 14;
+constexpr int kRaceCases = 16;
 
 class SampleChiSquareOp : public ::testing::TestWithParam<int> {};
 

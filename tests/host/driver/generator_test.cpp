@@ -644,6 +644,50 @@ TEST(GeneratorSampling, PenaltiesSeeTheGeneratedTokens) {
   }
 }
 
+TEST(GeneratorSampling, LogitBiasEntriesSitAtTheHistoryRowsEnd) {
+  GeneratorOptions o = sampling_options(5);
+  o.sampling.logit_bias = {{3, -100.0f}, {7, 2.5f}};
+  o.sampling.repetition_penalty = 1.2;
+  FakeExecutor fake(sampling_toy().verified.manifest());
+  Generator g(sampling_toy().protocol, fake, o);
+  const std::vector<std::int64_t> got = g.generate(iota_prompt(2)).tokens;
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(fake.get("keys", 6), 2);  // entries announced
+  EXPECT_EQ(fake.get("keys", 3), 4);  // and the generated tokens beside them, from the row's start
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(fake.get("hist", i), got[i]) << i;
+  auto bits = [](float v) {
+    std::int32_t b = 0;
+    std::memcpy(&b, &v, 4);
+    return static_cast<std::int64_t>(b);
+  };
+  EXPECT_EQ(fake.get("hist", 12), 3);
+  EXPECT_EQ(fake.get("hist", 13), bits(-100.0f));
+  EXPECT_EQ(fake.get("hist", 14), 7);
+  EXPECT_EQ(fake.get("hist", 15), bits(2.5f));
+  // written before the first token only (ranged writes at the row's end), never with the generated ones
+  int tail_writes = 0;
+  for (const Event& e : fake.events)
+    if (e.kind == Event::Kind::Write && e.name == "hist" && e.offset == 12 * 4) {
+      ++tail_writes;
+      EXPECT_EQ(e.values.size(), 4u);
+    }
+  EXPECT_EQ(tail_writes, 1);
+}
+
+TEST(GeneratorSampling, ParseLogitBias) {
+  EXPECT_EQ(parse_logit_bias("151643:-100,42:2.5"),
+            (std::vector<std::pair<std::int32_t, float>>{{42, 2.5f}, {151643, -100.0f}}));
+  EXPECT_EQ(parse_logit_bias("0:1e1"), (std::vector<std::pair<std::int32_t, float>>{{0, 10.0f}}));
+  for (const char* bad : {"", "5", "5:", ":5", "-1:2", "a:2", "5:x", "5:2,", "5:2,,6:1", " 5:2", "5:2 ", "5:2:3"})
+    EXPECT_THROW(parse_logit_bias(bad), Error) << bad;
+  try {
+    parse_logit_bias("5:1,7:2,5:3");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 5 twice"), std::string::npos);
+  }
+}
+
 TEST(GeneratorSampling, LogprobsComeBackPerToken) {
   GeneratorOptions o = sampling_options(3);
   o.sampling.logprobs = 2;
@@ -691,6 +735,23 @@ TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
             std::string::npos);
   o.sampling.frequency_penalty = 0.0;
   EXPECT_EQ(message(sampling_toy().protocol, o, 32), "");
+  // a logit bias takes 2 slots an entry at the row's end: 8 entries fit 16 slots, beside no penalty
+  o = sampling_options(4);
+  for (std::int32_t i = 0; i < 9; ++i) o.sampling.logit_bias.push_back({i, 1.0f});
+  EXPECT_NE(message(sampling_toy().protocol, o).find("logit_bias has 9 entries; the device's history row holds 8"),
+            std::string::npos);
+  o.sampling.logit_bias.pop_back();
+  EXPECT_EQ(message(sampling_toy().protocol, o), "");
+  o.sampling.presence_penalty = 0.5;  // 3 tokens fed back beside 16 slots of bias
+  EXPECT_NE(message(sampling_toy().protocol, o).find("penalties see at most 0 generated tokens beside 8 logit_bias"),
+            std::string::npos);
+  o.sampling.presence_penalty = 0.0;
+  o.sampling.logit_bias = {{5, 1.0f}, {5, 2.0f}};
+  EXPECT_NE(message(sampling_toy().protocol, o).find("ascending and unique"), std::string::npos);
+  o.sampling.logit_bias = {{5, 100.5f}};
+  EXPECT_NE(message(sampling_toy().protocol, o).find("logit_bias[5] = 100.5 is out of range"), std::string::npos);
+  o.sampling.logit_bias = {{5, 1.0f}};
+  EXPECT_NE(message(toy().protocol, o).find("has no sampling op"), std::string::npos);
 }
 
 }  // namespace

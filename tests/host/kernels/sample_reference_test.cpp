@@ -124,6 +124,27 @@ TEST(SampleReference, Penalties) {
   EXPECT_EQ(sample_reference({2.0f, 1.0f, 0.8f}, p).greedy_token, 0);
 }
 
+TEST(SampleReference, LogitBiasBeforePenaltiesAndNotInTheLogprobs) {
+  SampleParams p;
+  p.temperature = 0.0f;
+  // bias first: x1 = -2 + 5 = 3; then the repetition penalty of its one occurrence: 3 / 2 = 1.5
+  p.bias = {{1, 5.0f}, {7, 50.0f}, {-1, 50.0f}, {2, kNaN}};  // ids outside [0, vocab), NaN values ignored
+  p.history = {1};
+  p.repetition = 2.0f;
+  auto r = sample_reference({1.0f, -2.0f, 1.4f}, p);
+  EXPECT_EQ(r.greedy_token, 1);
+  // log-probs stay those of the raw logits
+  const double z = std::exp(1.0) + std::exp(-2.0) + std::exp(static_cast<double>(1.4f));
+  EXPECT_NEAR(r.logprobs[1], -2.0 - std::log(z), 1e-12);
+  // -100 takes a token out of any practical draw; the rest renormalise
+  p = {};
+  p.temperature = 1.0f;
+  p.bias = {{0, -100.0f}};
+  r = sample_reference({2.0f, 0.0f, 0.0f}, p);
+  const double e = std::exp(-98.0), zb = e + 2.0;
+  expect_probs(r, {e / zb, 1.0 / zb, 1.0 / zb});
+}
+
 TEST(SampleReference, GreedyTiesNaNAndSanitising) {
   SampleParams p;
   p.temperature = 0.0f;

@@ -374,13 +374,37 @@ TEST(ParseRequest, UnsupportedFieldsThatChangeTheAnswer) {
   expect_bad_field(R"("best_of": 3)", "best_of");
   completion_ok(cmpl(R"("best_of": 1)"));
   completion_ok(cmpl(R"("best_of": 2, "n": 2)"));
-  expect_bad_field(R"("logit_bias": {"5": 10})", "logit_bias");
   completion_ok(cmpl(R"("logit_bias": {})"));
   expect_bad_field(R"("suffix": "end")", "suffix");
   completion_ok(cmpl(R"("suffix": "")"));
   expect_bad_field(R"("response_format": {"type": "json_object"})", "response_format");
   expect_bad_field(R"("response_format": "json")", "response_format");
   chat_ok(chat(R"("response_format": {"type": "text"})"));
+}
+
+TEST(ParseRequest, LogitBias) {
+  // ids ascending whatever the client's key order; values as floats
+  const GenerationRequest r = completion_ok(cmpl(R"("logit_bias": {"151643": -100, "5": 10, "0": 0.5})"));
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<std::int32_t, float>>{{0, 0.5f}, {5, 10.0f}, {151643, -100.0f}}));
+  EXPECT_EQ(chat_ok(chat(R"("logit_bias": {"7": 100})")).logit_bias.size(), 1u);
+  EXPECT_TRUE(completion_ok(cmpl(R"("logit_bias": null)")).logit_bias.empty());
+  expect_bad_field(R"("logit_bias": [1, 2])", "logit_bias");
+  expect_bad_field(R"("logit_bias": {"-1": 5})", "logit_bias.-1");
+  expect_bad_field(R"("logit_bias": {"abc": 5})", "logit_bias.abc");
+  expect_bad_field(R"("logit_bias": {"1.5": 5})", "logit_bias.1.5");
+  expect_bad_field(R"("logit_bias": {"": 5})", "logit_bias.");
+  expect_bad_field(R"("logit_bias": {"99999999999": 5})", "logit_bias.99999999999");
+  expect_bad_field(R"("logit_bias": {"5": 100.5})", "logit_bias.5");
+  expect_bad_field(R"("logit_bias": {"5": -101})", "logit_bias.5");
+  expect_bad_field(R"("logit_bias": {"5": "10"})", "logit_bias.5");
+  expect_bad_field(R"("logit_bias": {"5": null})", "logit_bias.5");
+  expect_bad_field(R"("logit_bias": {"5": 1, "05": 2})", "logit_bias");  // one id, two keys
+  ParseLimits limits;
+  limits.vocab_size = 100;
+  completion_ok(cmpl(R"("logit_bias": {"99": 1})"), limits);
+  EXPECT_EQ(completion_err(cmpl(R"("logit_bias": {"100": 1})"), limits).param, "logit_bias.100");
+  limits.max_logit_bias = 2;
+  EXPECT_EQ(completion_err(cmpl(R"("logit_bias": {"1": 1, "2": 1, "3": 1})"), limits).param, "logit_bias");
 }
 
 TEST(ParseChat, Defaults) {

@@ -9,6 +9,8 @@
 #include "kern/base/json.hpp"
 #include "kern/serve/step_runner.hpp"
 
+#include <cstring>
+
 namespace kern::serve {
 namespace {
 
@@ -77,6 +79,60 @@ TEST(ProtocolRunner, PackedPrefillRunsEveryChunkInOneCall) {
   const std::vector<std::int32_t> t6 = {1, 2, 3, 4, 5, 6};
   EXPECT_THROW(runner.prefill(std::vector<ChunkCall>{{&c, s6, t6, 1}, {&b, sb, tb, 0}}), Error);  // 10 rows
   for (std::size_t i = runs; i < exec.events.size(); ++i) EXPECT_NE(exec.events[i].kind, Event::Kind::Run) << i;
+}
+
+// A decode row's logit bias goes to the end of its group's `history` row (the sampling toy's 16
+// slots), written when another sequence takes the group, not again while it keeps it; its count in
+// sampling_keys[6]. The generated tokens of a penalized row fill the row from its start beside it.
+TEST(ProtocolRunner, LogitBiasAtTheEndOfTheGroupsHistoryRow) {
+  const core::Verified v = core::verify(core::parse_manifest_file(std::string(KERN_SOURCE_DIR) +
+                                                                  "/tests/host/driver/fixtures/driver-toy-sampling.json"));
+  const core::Protocol protocol = core::check_protocol(v);
+  FakeExecutor exec(v.manifest(), 64, 4);
+  ProtocolRunner runner(protocol, exec, std::move(exec.lease(1)).value(), 4);
+  pool::Lease a = std::move(exec.lease(8)).value(), b = std::move(exec.lease(8)).value();
+  driver::SamplingParams biased, plain, other;
+  biased.logit_bias = {{3, -100.0f}, {7, 2.5f}};
+  biased.presence_penalty = 0.5;
+  other.logit_bias = {{9, 1.0f}};
+  auto bits = [](float f) {
+    std::int32_t x = 0;
+    std::memcpy(&x, &f, 4);
+    return static_cast<std::int64_t>(x);
+  };
+  auto hist_writes = [&] {
+    int n = 0;
+    for (const Event& e : exec.events) n += e.kind == Event::Kind::Write && e.name == "hist";
+    return n;
+  };
+  const std::vector<std::int32_t> gen_a = {40, 41};
+  std::vector<DecodeCall> rows(1);  // (the fake executor models one sequence a call)
+  rows[0] = {&a, a.slot(4), 41, 4, &biased, 10, gen_a};
+  runner.decode(rows);
+  EXPECT_EQ(exec.get("keys", 6), 2);
+  EXPECT_EQ(exec.get("keys", 3), 2);  // the history length beside the bias
+  const std::vector<std::int64_t> want = {40, 41, 3, bits(-100.0f), 7, bits(2.5f)};
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(exec.get("hist", i), want[i]) << i;
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(exec.get("hist", 12 + i), want[2 + i]) << i;
+  const int writes = hist_writes();
+  rows[0].position = 5;
+  rows[0].slot = a.slot(5);
+  runner.decode(rows);  // the same sequence, no new token generated: nothing to write
+  EXPECT_EQ(hist_writes(), writes);
+  rows[0] = {&b, b.slot(2), 5, 2, &plain, 11, {}};  // a sequence without a bias: announced none
+  runner.decode(rows);
+  EXPECT_EQ(exec.get("keys", 6), 0);
+  EXPECT_EQ(hist_writes(), writes);
+  rows[0] = {&b, b.slot(3), 6, 3, &other, 12, {}};  // another biased sequence takes group 0
+  runner.decode(rows);
+  EXPECT_EQ(exec.get("keys", 6), 1);
+  EXPECT_EQ(exec.get("hist", 14), 9);
+  EXPECT_EQ(exec.get("hist", 15), bits(1.0f));
+  EXPECT_EQ(hist_writes(), writes + 1);
+  // a request whose bias and penalised tokens outgrow the row is refused before it runs
+  EXPECT_NO_THROW(runner.check(biased, 12));
+  EXPECT_THROW(runner.check(biased, 13), Error);
+  EXPECT_NO_THROW(runner.check(other, 1000));
 }
 
 TEST(ProtocolRunner, UnpackedPrefillTakesOneChunkACall) {
