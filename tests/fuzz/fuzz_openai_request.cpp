@@ -3,8 +3,9 @@
 // /tokenize or /detokenize (which one, and default or tiny limits, by a hash of the input), then
 // through the response builders, and as streamed text through the stop matcher (stop strings
 // cut from the input itself, the stream cut at points drawn from the hash). Parsers must answer
-// a request or a 400, never throw; every body built must parse back as JSON; the matcher's
-// streamed output must equal a brute-force reference for the whole text. Any difference aborts.
+// a request or a 400, never throw; a parsed logit_bias must hold its invariants; every body built
+// must parse back as JSON; the matcher's streamed output must equal a brute-force reference for the
+// whole text. Any difference aborts.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -127,6 +128,18 @@ void check_stop_matcher(std::string_view text, Rng rng) {
 
 // Builds every response shape from fields of an accepted request: arbitrary client text reaches
 // the dumper (it is UTF-8 here; the token pieces cut from it are not).
+// A parsed logit_bias: at most the limit's entries, ids ascending and unique below the vocabulary (2^31
+// without one), values in [-100, 100].
+void check_logit_bias(const GenerationRequest& r, const ParseLimits& limits) {
+  if (r.logit_bias.size() > limits.max_logit_bias) std::abort();
+  const std::int64_t ids = limits.vocab_size > 0 ? limits.vocab_size : std::int64_t{1} << 31;
+  for (std::size_t i = 0; i < r.logit_bias.size(); ++i) {
+    const auto [id, value] = r.logit_bias[i];
+    if (id < 0 || id >= ids || (i > 0 && id <= r.logit_bias[i - 1].first)) std::abort();
+    if (!(value >= -100.0f && value <= 100.0f)) std::abort();
+  }
+}
+
 void check_responses(const GenerationRequest& r, Rng rng) {
   const std::string& text = r.kind == RequestKind::Chat || r.prompts.empty() ? r.model : r.prompts.back().text;
   std::vector<TokenLogprob> pieces;
@@ -189,6 +202,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   tiny.max_json_depth = 6;
   tiny.max_n = 2;
   tiny.max_prompts = 2;
+  tiny.max_logit_bias = 3;
   // One parser per input and default or tiny limits, both drawn from the input's hash: every
   // body reaches each parser as its hash changes, at a quarter of the cost of reading it 4 times.
   const ParseLimits limits = (rng.x & 8) != 0 ? tiny : ParseLimits{};
@@ -201,6 +215,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (r->prompts.empty() || r->prompts.size() > limits.max_prompts) std::abort();
         for (const CompletionPrompt& p : r->prompts)
           if (p.is_tokens ? p.tokens.empty() || !p.text.empty() : p.text.empty()) std::abort();
+        check_logit_bias(*r, limits);
         check_responses(*r, rng);
       }
       break;
@@ -212,6 +227,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (r->messages.empty()) std::abort();
         for (const auto& m : r->messages)
           if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null()) std::abort();
+        check_logit_bias(*r, limits);
         check_responses(*r, rng);
       }
       break;

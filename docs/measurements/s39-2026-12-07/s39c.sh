@@ -24,8 +24,11 @@ if echo "$gpu" | grep -q H200; then
   echo "serve http test rc $? ($(el) s)" >> $R
   tail -1 $out/serve-tests.log >> $R
   grep -E "serve-vs-run" $out/serve-tests.log | head -12 >> $R
+  # round 1 made the directory only after s37c.sh, which writes into it: its outputs were lost (the
+  # logs were fetched from the machine's /tmp/logs37c in round 2, and round 4 ran the table again)
+  mkdir -p $out/s37c
   timeout 300 bash docs/measurements/s37-2026-12-07/s37c.sh $out/s37c > /dev/null 2>&1
-  mkdir -p $out/s37c; cat $out/s37c/results.log >> $R 2>/dev/null
+  cat $out/s37c/results.log >> $R 2>/dev/null
 else
   timeout 420 scripts/gpu-tests.sh build $out/gpu-suite.log > /dev/null 2>&1
   echo "suite rc $? ($(el) s)" >> $R
