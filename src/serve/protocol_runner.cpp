@@ -30,16 +30,19 @@ struct ProtocolRunner::State {
   // (0 = none known). A row is rewritten from its start when another sequence takes the group.
   const core::FillSlot* history = nullptr;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> history_rows;
-  // Per group, the sequence whose logit-bias entries the row's end holds (+ 1; 0 = none).
-  std::vector<std::uint64_t> bias_rows;
+  // Per group, the sequence whose logit-bias entries the row's end holds (+ 1; 0 = none) and the slots
+  // they take. Sequences move between groups from step to step, so a row's end may be another
+  // sequence's generated tokens by the time its owner comes back: write_history forgets it then.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> bias_rows;
 
   // Writes the logit bias of sequence `seq` at the end of row g, unless it is there already.
   void write_bias(std::uint64_t g, std::uint64_t seq, const driver::SamplingParams& p) {
-    if (bias_rows[g] == seq + 1) return;
+    if (bias_rows[g].first == seq + 1) return;
     const std::vector<std::byte> tail =
         driver::encode_ints(history->dtype, driver::logit_bias_tail(p), history->buffer);
     exec.write_input_at(history->buffer, (g + 1) * history->width * dtype_size(history->dtype) - tail.size(), tail);
-    bias_rows[g] = seq + 1;
+    bias_rows[g] = {seq + 1, 2 * p.logit_bias.size()};
+    if (history_rows[g].second > history->width - bias_rows[g].second) history_rows[g] = {0, 0};  // over tokens
   }
 
   // Brings row g of `history` to `generated` of sequence `seq` with the fewest bytes: the new tail,
@@ -48,6 +51,7 @@ struct ProtocolRunner::State {
     auto& [held_seq, held] = history_rows[g];
     const std::uint64_t from = held_seq == seq && held <= generated.size() ? held : 0;
     if (from == generated.size()) return;
+    if (generated.size() > history->width - bias_rows[g].second) bias_rows[g] = {0, 0};  // over a bias
     std::vector<std::int64_t> v(generated.begin() + static_cast<std::ptrdiff_t>(from), generated.end());
     const std::vector<std::byte> bytes = driver::encode_ints(history->dtype, v, history->buffer);
     const std::uint64_t elem = dtype_size(history->dtype);
@@ -182,7 +186,7 @@ ProtocolRunner::ProtocolRunner(const core::Protocol& protocol, driver::Executor&
   s_->history = protocol.fill(Fill::History);
   if (s_->history) {
     s_->history_rows.assign(s_->step.groups, {0, 0});
-    s_->bias_rows.assign(s_->step.groups, 0);
+    s_->bias_rows.assign(s_->step.groups, {0, 0});
   }
 }
 

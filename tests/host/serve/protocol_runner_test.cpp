@@ -129,6 +129,25 @@ TEST(ProtocolRunner, LogitBiasAtTheEndOfTheGroupsHistoryRow) {
   EXPECT_EQ(exec.get("hist", 14), 9);
   EXPECT_EQ(exec.get("hist", 15), bits(1.0f));
   EXPECT_EQ(hist_writes(), writes + 1);
+  // Sequences move between groups: a long penalised sequence's tokens and another's bias share row 0's
+  // slots in turn, and each comes back to find its own bytes, written again where the other's were.
+  driver::SamplingParams penalized;
+  penalized.frequency_penalty = 0.5;
+  std::vector<std::int32_t> gen_c(14);
+  for (std::size_t i = 0; i < gen_c.size(); ++i) gen_c[i] = static_cast<std::int32_t>(60 + i);
+  pool::Lease c = std::move(exec.lease(16)).value();
+  rows[0] = {&c, c.slot(1), gen_c.back(), 1, &penalized, 20, gen_c};
+  runner.decode(rows);
+  rows[0] = {&b, b.slot(4), 7, 4, &biased, 21, {}};  // its 4 slots of bias over slots 12..15
+  runner.decode(rows);
+  EXPECT_EQ(exec.get("hist", 12), 3);
+  gen_c.push_back(74);
+  rows[0] = {&c, c.slot(2), gen_c.back(), 2, &penalized, 20, gen_c};  // 15 tokens: slots 0..14 again
+  runner.decode(rows);
+  for (std::size_t i = 0; i < gen_c.size(); ++i) EXPECT_EQ(exec.get("hist", i), gen_c[i]) << i;
+  rows[0] = {&b, b.slot(5), 7, 5, &biased, 21, {}};  // the bias written again
+  runner.decode(rows);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(exec.get("hist", 12 + i), want[2 + i]) << i;
   // a request whose bias and penalised tokens outgrow the row is refused before it runs
   EXPECT_NO_THROW(runner.check(biased, 12));
   EXPECT_THROW(runner.check(biased, 13), Error);
