@@ -223,10 +223,12 @@ TEST(ServeGpu, PackedPrefillGivesKernRunsTokensBitwise) { greedy_alone_and_among
 // Sampled rows with mixed settings (greedy, temperature, top-k / top-p, min-p, and the three
 // penalties over each row's generated tokens): a seeded request gives kern run's generator's tokens
 // bitwise, alone and among 63 others with other settings.
-TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
+TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {  // (and biased ones)
   Model m;
   constexpr std::uint64_t kSteps = 24;
   const auto ps = prompts(64, 5);
+  // Three in 8 requests (greedy, top-k / top-p, min-p ones) with a logit bias too: the cluster kernel's
+  // rows, the entries at the end of the history row of whichever group the sequence lands in.
   auto settings = [](std::size_t i) {
     driver::SamplingParams sp;
     sp.seed = 1000 + i;
@@ -236,6 +238,10 @@ TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
       case 2: sp.temperature = 1.0, sp.top_k = 20, sp.top_p = 0.9, sp.frequency_penalty = 1.0; break;
       default: sp.temperature = 0.7, sp.min_p = 0.05; break;
     }
+    const auto id = static_cast<std::int32_t>(i);
+    if (i % 8 == 4) sp.logit_bias = {{17, 4.0f}, {100 + id, 3.0f}};
+    if (i % 8 == 6) sp.logit_bias = {{17, 4.0f}, {100, -100.0f}, {101, 2.5f}, {200 + id, 3.0f}};
+    if (i % 8 == 3) sp.logit_bias = {{5, 1.5f}, {42, -2.0f}}, sp.presence_penalty = 0.5;
     return sp;
   };
   driver::RuntimeExecutor exec(*m.rt);
@@ -275,7 +281,7 @@ TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
     return out;
   };
   std::size_t alone_equal = 0;
-  for (std::size_t i = 0; i < 4; ++i) alone_equal += serve(i, 1).at(0) == reference[i];
+  for (std::size_t i = 0; i < 8; ++i) alone_equal += serve(i, 1).at(0) == reference[i];
   const auto together = serve(0, ps.size());
   std::size_t equal = 0;
   for (std::size_t i = 0; i < ps.size(); ++i) equal += together[i] == reference[i];
@@ -289,10 +295,10 @@ TEST(ServeGpu, SeededAndPenalizedRequestsEqualKernRunAloneAndAmong63Others) {
     for (std::size_t i = 0; i < ps.size(); i += 4)
       penalized_differs += gen.generate(std::vector<std::int64_t>(ps[i].begin(), ps[i].end())).tokens != reference[i];
   }
-  std::printf("[serve-gpu] sampled and penalized: alone %zu of 4, among 63 others %zu of 64 equal kern run bitwise; "
-              "penalties changed %zu of 16 greedy rows\n",
+  std::printf("[serve-gpu] sampled, penalized, biased: alone %zu of 8, among 63 others %zu of 64 equal kern run "
+              "bitwise; penalties changed %zu of 16 greedy rows\n",
               alone_equal, equal, penalized_differs);
-  EXPECT_EQ(alone_equal, 4u);
+  EXPECT_EQ(alone_equal, 8u);
   EXPECT_EQ(equal, 64u);
   EXPECT_GT(penalized_differs, 0u);
   engine.stop();
