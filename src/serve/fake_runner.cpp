@@ -30,6 +30,18 @@ FakeRunner::FakeRunner(std::uint64_t vocab, std::uint64_t max_rows, std::uint64_
   if (prefill_chunks_ < 1) fail(ErrorKind::Api, "fake engine: prefill calls of {} chunks", prefill_chunks_);
 }
 
+std::int64_t fake_biased(std::int64_t token, const driver::SamplingParams& sampling, std::uint64_t vocab) {
+  const auto& bias = sampling.logit_bias;  // ascending ids
+  for (const auto& [id, value] : bias)
+    if (value >= 50.0f && static_cast<std::uint64_t>(id) < vocab) return id;
+  auto banned = [&](std::int64_t t) {
+    auto it = std::lower_bound(bias.begin(), bias.end(), std::pair<std::int32_t, float>(static_cast<std::int32_t>(t), -1e30f));
+    return it != bias.end() && it->first == t && it->second <= -50.0f;
+  };
+  for (std::uint64_t k = 0; k < vocab && banned(token); ++k) token = (token + 1) % static_cast<std::int64_t>(vocab);
+  return token;
+}
+
 void FakeRunner::check(const driver::SamplingParams& sampling, std::uint64_t, bool) const {
   driver::validate(sampling);
 }
@@ -50,6 +62,7 @@ std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
     // A penalized row's next token depends on how often `token` was generated before (tests see the history arrive).
     if (r.sampling && r.sampling->penalized()) t += 7919 * std::count(r.generated.begin(), r.generated.end(), r.token);
     out[i].token = r.forced >= 0 ? r.forced : fake_next(t, r.position, vocab_);
+    if (r.forced < 0 && r.sampling && r.sampling->biased()) out[i].token = fake_biased(out[i].token, *r.sampling, vocab_);
     if (r.sampling && r.sampling->wants_logprobs()) {
       driver::TokenLogprobs lp;
       // A scored prompt position's log-prob says where it was: -(1 + position) / 8.

@@ -110,7 +110,10 @@ class ProtocolRunner final : public StepRunner {
 // A model without a model: the token after `token` at `position` is fake_next(token, position)
 // (for sampled rows mixed with the seed; a forced row's is its forced token), and every call takes
 // `step_us` of wall time. Log-probs are made up but well-formed (descending, the chosen one first).
+// A logit bias moves the fake token as it would a model's: the lowest id biased by 50 or more wins,
+// and a token biased by -50 or less gives way to the next id that is not (fake_biased).
 std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t vocab);
+std::int64_t fake_biased(std::int64_t token, const driver::SamplingParams& sampling, std::uint64_t vocab);
 class FakeRunner final : public StepRunner {
  public:
   // mixed_chunks > 0: it takes mixed steps too (the chunks, then the rows, as the two calls would).

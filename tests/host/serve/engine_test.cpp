@@ -214,6 +214,36 @@ TEST(Engine, PenalizedRowsSeeTheirGeneratedTokens) {
   EXPECT_EQ(pen->tokens[0][0], plain->tokens[0][0]) << "no history before the first generated token";
 }
 
+// A request's logit bias reaches the runner with its rows: the fake model's tokens move as the bias says
+// (fake_biased): a lifted id every time; banned ids never, the next id instead.
+TEST(Engine, LogitBiasReachesTheRunner) {
+  Rig r;
+  auto plain = std::make_shared<Recorder>();
+  auto lifted = std::make_shared<Recorder>();
+  auto banning = std::make_shared<Recorder>();
+  const std::vector<pool::Token> prompt = {1, 2, 3};
+  ASSERT_EQ(r.engine.submit(request(prompt, 6, plain)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return plain->done(1); }));
+  ASSERT_EQ(plain->tokens[0].size(), 6u);
+  EngineRequest a = request(prompt, 6, lifted);
+  a.sampling.logit_bias = {{7, -100.0f}, {42, 100.0f}, {43, 100.0f}};
+  ASSERT_EQ(r.engine.submit(std::move(a)), Engine::Submitted::Queued);
+  EngineRequest b = request(prompt, 6, banning);
+  const auto first = static_cast<std::int32_t>(plain->tokens[0][0]);
+  b.sampling.logit_bias = {{first, -100.0f}, {first + 1, -60.0f}};
+  ASSERT_EQ(r.engine.submit(std::move(b)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return lifted->done(1) && banning->done(1); }));
+  EXPECT_EQ(lifted->tokens[0], std::vector<std::int64_t>(6, 42));
+  ASSERT_FALSE(banning->tokens[0].empty());
+  EXPECT_EQ(banning->tokens[0][0], first + 2) << "both banned ids give way to the next";
+  driver::SamplingParams p;
+  p.logit_bias = {{3, -50.0f}, {4, -49.0f}};
+  EXPECT_EQ(fake_biased(3, p, 10), 4);
+  EXPECT_EQ(fake_biased(9, p, 10), 9);
+  p.logit_bias = {{9, -100.0f}};
+  EXPECT_EQ(fake_biased(9, p, 10), 0);  // wraps around the vocabulary
+}
+
 // Echo with log-probs: every prompt position but the last is scored once per request (forced rows
 // in calls of at most the runner's 8 rows), before the first token, also when the prompt's pages
 // come from the prefix index; what the request generates is what it generates without.

@@ -380,6 +380,25 @@ await check("a repeated prompt reports cached tokens from the prefix index", asy
   assert.ok(gauge("kern:kv_cache_used_pages") > 0, m);
 });
 
+await check("completions: logit_bias reaches the model (fake: +100 makes every token that id); bad keys are 400s", async () => {
+  const r = await client.completions.create({ model: "fake", prompt: "Hello", max_tokens: 6, logit_bias: { "42": 100, "7": -100 } });
+  const d = await (await fetch(`${base}/detokenize`, { method: "POST", body: JSON.stringify({ tokens: Array(6).fill(42) }) })).json();
+  assert.equal(r.choices[0].text, d.prompt);
+  assert.equal(r.usage.completion_tokens, 6);
+  const c = await client.chat.completions.create({ model: "fake", messages: [{ role: "user", content: "hi" }], max_tokens: 3,
+                                                   logit_bias: { "42": 100 } });
+  assert.equal(c.usage.completion_tokens, 3);
+  for (const bad of [{ "-1": 5 }, { "x": 5 }, { "42": 101 }, { "42": "5" }]) {
+    try {
+      await client.completions.create({ model: "fake", prompt: "Hello", max_tokens: 2, logit_bias: bad });
+      assert.fail(`accepted ${JSON.stringify(bad)}`);
+    } catch (e) {
+      assert.equal(e.status, 400, JSON.stringify(bad));
+      assert.match(e.error?.param ?? e.param ?? "", /^logit_bias\./);
+    }
+  }
+});
+
 await check("/tokenize and /detokenize round-trip", async () => {
   const t = await (await fetch(`${base}/tokenize`, { method: "POST", body: JSON.stringify({ prompt: "Hello world" }) })).json();
   assert.ok(t.count >= 2 && t.tokens.length === t.count);
