@@ -241,11 +241,7 @@ void Generator::check_sampling() const {
     fail(ErrorKind::Manifest,
          "the manifest has no sampling op (no 'sampling' and 'sampling_keys' fills): it generates greedily only; "
          "generate it again with kern gen");
-  const core::FillSlot* history = protocol_.fill(Fill::History);
-  if ((s.penalized() || s.biased()) && !history)
-    fail(ErrorKind::Manifest, "{} the device's 'history' fill, and the manifest has none",
-         s.penalized() ? "penalties need the generated tokens in" : "a logit bias needs");
-  if (history) check_history_room(s, history->width, options_.steps - 1, "--steps (less one)");
+  check_history(s, protocol_.fill(Fill::History), options_.steps - 1, "--steps (less one)");
   if (s.wants_logprobs() && !(protocol_.fill(Fill::Logprobs) && protocol_.fill(Fill::LogprobIds)))
     fail(ErrorKind::Manifest, "log-probs were asked for, and the manifest has no 'logprobs' and 'logprob_ids' outputs");
 }
@@ -266,10 +262,6 @@ void Generator::write_sampling(std::uint64_t position, std::span<const std::int6
   const core::FillSlot* history = protocol_.fill(Fill::History);
   if (uses_history && history && !generated.empty())  // only the newest token differs from what is there
     inputs_.write(exec_, history->buffer, encode_ints(history->dtype, generated, history->buffer));
-  if (s.biased() && history && generated.empty()) {  // the bias entries at the row's end, once a sequence
-    const std::vector<std::byte> tail = encode_ints(history->dtype, logit_bias_tail(s), history->buffer);
-    exec_.write_input_at(history->buffer, history->width * dtype_size(history->dtype) - tail.size(), tail);
-  }
 }
 
 void Generator::write_fill(Fill role, const std::vector<std::int64_t>& values) {
@@ -389,6 +381,12 @@ GenerationResult Generator::generate(std::span<const std::int64_t> prompt, Gener
   std::fill(row_filled_.begin(), row_filled_.end(), 0);
   inputs_.clear();
   generated_.clear();
+  const core::FillSlot* history = protocol_.fill(Fill::History);
+  if (options_.sampling.biased() && history) {  // the bias entries at the row's end, once a sequence
+    const std::vector<std::byte> tail =
+        encode_ints(history->dtype, logit_bias_tail(options_.sampling), history->buffer);
+    exec_.write_input_at(history->buffer, history->width * dtype_size(history->dtype) - tail.size(), tail);
+  }
 
   GenerationResult result;
   result.chunk_rows = chunk_rows_;

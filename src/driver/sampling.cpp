@@ -35,8 +35,9 @@ void validate(const SamplingParams& p) {
   for (std::size_t i = 0; i < p.logit_bias.size(); ++i) {
     const auto [id, value] = p.logit_bias[i];
     if (id < 0) fail(ErrorKind::Api, "logit_bias names token id {}; ids are ≥ 0", id);
-    if (i > 0 && id <= p.logit_bias[i - 1].first)
-      fail(ErrorKind::Api, "logit_bias ids must be ascending and unique; {} follows {}", id, p.logit_bias[i - 1].first);
+    if (i > 0 && id == p.logit_bias[i - 1].first) fail(ErrorKind::Api, "logit_bias names token id {} twice", id);
+    if (i > 0 && id < p.logit_bias[i - 1].first)
+      fail(ErrorKind::Api, "logit_bias ids must be ascending; {} follows {}", id, p.logit_bias[i - 1].first);
     need(std::isfinite(value) && std::fabs(value) <= 100.0f, fmt::format("logit_bias[{}]", id), value,
          "in [-100, 100]");
   }
@@ -90,8 +91,6 @@ std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const std::string& 
     start = end + 1;
   }
   std::sort(out.begin(), out.end());
-  for (std::size_t i = 1; i < out.size(); ++i)
-    if (out[i].first == out[i - 1].first) fail(ErrorKind::Api, "--logit-bias names token id {} twice", out[i].first);
   return out;
 }
 
@@ -107,10 +106,13 @@ std::vector<std::int64_t> logit_bias_tail(const SamplingParams& p) {
   return v;
 }
 
-void check_history_room(const SamplingParams& p, std::uint64_t width, std::uint64_t max_generated,
-                        std::string_view what) {
-  if (!p.penalized() && !p.biased()) return;
-  const std::uint64_t bias = 2 * p.logit_bias.size();
+void check_history(const SamplingParams& p, const core::FillSlot* history, std::uint64_t max_generated,
+                   std::string_view what) {
+  if (!p.uses_history()) return;
+  if (!history)
+    fail(ErrorKind::Manifest, "{} the device's 'history' fill, and the manifest has none",
+         p.penalized() ? "penalties need the generated tokens in" : "a logit bias needs");
+  const std::uint64_t width = history->width, bias = 2 * p.logit_bias.size();
   if (p.history_slots(max_generated) <= width) return;
   if (!p.penalized())
     fail(ErrorKind::Api, "logit_bias has {} entries; the device's history row holds {}", p.logit_bias.size(),

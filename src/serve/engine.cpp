@@ -273,7 +273,7 @@ void Engine::step() {
       rows[i].token = scheduler_.tokens(r.seq)[r.position];
       rows[i].position = r.position;
       rows[i].sampling = &params[i];
-      if (params[i].penalized() || params[i].biased()) {
+      if (params[i].uses_history()) {
         const std::uint64_t prompt = scheduler_.prompt_len(r.seq);
         rows[i].seq = r.seq;
         if (r.position + 1 > prompt)

@@ -108,7 +108,7 @@ struct ProtocolRunner::State {
         const driver::SamplingParams& p = g < rows.size() && rows[g].sampling ? *rows[g].sampling : greedy;
         const std::uint64_t counter = p.greedy() ? 0 : static_cast<std::uint64_t>(position[g]);
         std::uint64_t history_len = 0;
-        if ((p.penalized() || p.biased()) && g < rows.size()) {
+        if (p.uses_history() && g < rows.size()) {
           if (!history || p.history_slots(rows[g].generated.size()) > history->width)
             fail(ErrorKind::Api, "serve: {} generated tokens and {} logit_bias entries for a history of {}",
                  rows[g].generated.size(), p.logit_bias.size(), history ? history->width : 0);
@@ -208,10 +208,7 @@ void ProtocolRunner::check(const driver::SamplingParams& sampling, std::uint64_t
          "the prompt's log-probs need the sampling op and its 'logprobs' outputs, which the manifest lacks");
   if (!s_->sampling_op && !sampling.plain_greedy())
     fail(ErrorKind::Api, "this manifest generates greedily only (it has no sampling op): temperature 0, no log-probs");
-  if ((sampling.penalized() || sampling.biased()) && !s_->history)
-    fail(ErrorKind::Api, "{} the device's 'history' fill, and the manifest has none",
-         sampling.penalized() ? "penalties need the generated tokens in" : "a logit bias needs");
-  if (s_->history) driver::check_history_room(sampling, s_->history->width, max_new, "max_tokens");
+  driver::check_history(sampling, s_->history, max_new, "max_tokens");
   if (sampling.wants_logprobs() && !s_->logprobs)
     fail(ErrorKind::Api, "log-probs were asked for, and the manifest has no 'logprobs' outputs");
 }

@@ -37,6 +37,8 @@ struct SamplingParams {
   }
   bool wants_logprobs() const { return chosen_logprob || logprobs > 0; }
   bool biased() const { return !logit_bias.empty(); }
+  // Whether the sampling reads the device's `history` row (the generated tokens, the bias entries).
+  bool uses_history() const { return penalized() || biased(); }
   // Greedy with no penalty, no bias and no log-probs: what a manifest without the sampling op does.
   bool plain_greedy() const { return greedy() && !penalized() && !biased() && !wants_logprobs(); }
   // Slots of the device's `history` row the sampling needs: the generated tokens (penalties; up to
@@ -66,15 +68,17 @@ struct TokenLogprobs {
   std::vector<std::pair<std::int32_t, float>> top;  // (id, log-prob), descending
 };
 // kern run's --logit-bias: "ID:VALUE" items, comma-separated (e.g. "151643:-100,42:2.5"), as
-// SamplingParams::logit_bias (by ascending id); Error(Api) naming a malformed item or a repeated id.
+// SamplingParams::logit_bias (by ascending id); Error(Api) naming a malformed item (validate()
+// refuses a repeated id).
 std::vector<std::pair<std::int32_t, float>> parse_logit_bias(const std::string& text);
 
 // The `history` row's last 2 n entries for the logit bias: id, then the value's f32 bits, per entry.
 std::vector<std::int64_t> logit_bias_tail(const SamplingParams& p);
-// Error(Api) unless a history row of `width` slots holds what sampling with `p` needs over
-// `max_generated` generated tokens (`what` names the caller's limit, e.g. "max_tokens").
-void check_history_room(const SamplingParams& p, std::uint64_t width, std::uint64_t max_generated,
-                        std::string_view what);
+// What sampling with `p` over `max_generated` generated tokens needs of the manifest's `history` fill
+// (nullptr: none): Error(Manifest) when it needs one and there is none, Error(Api) when its row is too
+// short (`what` names the caller's limit, e.g. "max_tokens").
+void check_history(const SamplingParams& p, const core::FillSlot* history, std::uint64_t max_generated,
+                   std::string_view what);
 
 // Group 0's log-probs from the `logprobs` row (1 + kMaxLogprobs f32) and `logprob_ids` row
 // (kMaxLogprobs i32), keeping the first `count` of the top list.

@@ -680,8 +680,10 @@ TEST(GeneratorSampling, ParseLogitBias) {
   EXPECT_EQ(parse_logit_bias("0:1e1"), (std::vector<std::pair<std::int32_t, float>>{{0, 10.0f}}));
   for (const char* bad : {"", "5", "5:", ":5", "-1:2", "a:2", "5:x", "5:2,", "5:2,,6:1", " 5:2", "5:2 ", "5:2:3"})
     EXPECT_THROW(parse_logit_bias(bad), Error) << bad;
+  SamplingParams p;  // a repeated id parses and is refused as every caller's settings are
+  p.logit_bias = parse_logit_bias("5:1,7:2,5:3");
   try {
-    parse_logit_bias("5:1,7:2,5:3");
+    validate(p);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("token id 5 twice"), std::string::npos);
@@ -747,7 +749,9 @@ TEST(GeneratorSampling, RefusesWhatTheManifestOrTheRangesCannotDo) {
             std::string::npos);
   o.sampling.presence_penalty = 0.0;
   o.sampling.logit_bias = {{5, 1.0f}, {5, 2.0f}};
-  EXPECT_NE(message(sampling_toy().protocol, o).find("ascending and unique"), std::string::npos);
+  EXPECT_NE(message(sampling_toy().protocol, o).find("names token id 5 twice"), std::string::npos);
+  o.sampling.logit_bias = {{6, 1.0f}, {5, 2.0f}};
+  EXPECT_NE(message(sampling_toy().protocol, o).find("ascending; 5 follows 6"), std::string::npos);
   o.sampling.logit_bias = {{5, 100.5f}};
   EXPECT_NE(message(sampling_toy().protocol, o).find("logit_bias[5] = 100.5 is out of range"), std::string::npos);
   o.sampling.logit_bias = {{5, 1.0f}};
