@@ -139,6 +139,7 @@ def engine_split(before, after, wall):
     return {"prefill_s": d["kern:engine_step_seconds_total.prefill"], "decode_s": d["kern:engine_step_seconds_total.decode"],
             "host_s": d["kern:engine_step_seconds_total.host"], "wall_s": wall, "steps": d.get("kern:engine_steps_total", 0),
             "mixed_s": d.get("kern:engine_step_seconds_total.mixed", 0.0),
+            "overlap_s": d.get("kern:engine_overlap_seconds_total", 0.0),
             "mixed_calls": d.get("kern:engine_mixed_calls_total", 0),
             "prefill_rows": d.get("kern:engine_prefill_rows_total", 0), "decode_calls": calls,
             "prefill_calls": d.get("kern:engine_prefill_calls_total", 0),
@@ -233,7 +234,8 @@ def main():
             print(f"  engine: prefill {split['prefill_s']:.2f} s ({split['prefill_rows'] / max(split['prefill_s'], 1e-9):.0f} rows/s, "
                   f"{split['prefill_calls']:.0f} calls), "
                   f"decode {split['decode_s']:.2f} s ({split['decode_calls']:.0f} calls, mean {split['mean_decode_rows']:.1f} rows, "
-                  f"{1e3 * split['decode_s'] / max(split['decode_calls'] - split['mixed_calls'], 1):.2f} ms each), "
+                  f"{1e3 * split['decode_s'] / max(split['decode_calls'] - split['mixed_calls'], 1):.2f} ms each, "
+                  f"sinks told meanwhile {split['overlap_s']:.2f} s), "
                   f"mixed {split['mixed_s']:.2f} s ({split['mixed_calls']:.0f} calls, "
                   f"{1e3 * split['mixed_s'] / max(split['mixed_calls'], 1):.2f} ms each), host {split['host_s']:.2f} s, "
                   f"idle {split['wall_s'] - split['prefill_s'] - split['decode_s'] - split['mixed_s'] - split['host_s']:.2f} s"

@@ -135,7 +135,7 @@ bool Engine::guarded(std::uint64_t request, const std::function<void()>& f) {
     for (SeqId s : o->second.seqs) {
       // Between plan and commit the step's rows still name these sequences: they end after it.
       if (defer_ends_)
-        deferred_ends_.push_back(s);
+        deferred_ends_.emplace_back(s, End::Cancelled);
       else
         scheduler_.end(s, End::Cancelled);
       seq_owner_.erase(s);
@@ -189,15 +189,49 @@ double Engine::score_prompt(SeqId seq, Open& o, std::uint64_t request) {
   return spent;
 }
 
+void Engine::deliver() {
+  std::vector<Pending> now;
+  now.swap(pending_);
+  for (Pending& e : now) {
+    auto owner = seq_owner_.find(e.seq);
+    if (owner == seq_owner_.end()) continue;  // its request failed, or the sample stopped a step ago
+    const auto [request, sample] = owner->second;
+    Open& o = open_requests_.at(request);
+    bool more = true;
+    const std::uint64_t index = sample;  // a structured binding cannot be captured (clang 14)
+    if (o.score_only) {                  // its one row's token goes nowhere; it ends at max_new 1
+      if (e.end) end_seq(e.seq, End::Length);
+      continue;
+    }
+    ++generation_tokens_;
+    if (!guarded(request, [&] { more = o.sink->on_token(index, e.token, e.logprobs ? &*e.logprobs : nullptr); }))
+      continue;  // the request failed: its sequences are gone
+    if (e.end) {
+      end_seq(e.seq, *e.end);
+    } else if (!more) {
+      // A stop string. Between a plan and its commit the step's rows still name the sequence: the
+      // scheduler ends it after the commit (that row's token is told to nobody: the owner is gone).
+      if (defer_ends_) {
+        deferred_ends_.emplace_back(e.seq, End::Stopped);
+        end_seq(e.seq, End::Stopped);
+      } else if (scheduler_.end(e.seq, End::Stopped)) {
+        end_seq(e.seq, End::Stopped);
+      }
+    }
+  }
+}
+
 void Engine::step() {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
   double prefill_s = 0, decode_s = 0;
   std::uint64_t prefill_calls = 0;
-  // Clients that went away: their sequences end before anything is planned.
+  // Clients that went away: their sequences end before anything is planned (after their tokens of
+  // the last step, so that a sink hears on_end last).
   std::vector<std::uint64_t> gone;
   for (auto& [id, o] : open_requests_)
     if (o.sink->cancelled()) gone.push_back(id);
+  if (!gone.empty()) deliver();
   for (std::uint64_t id : gone) {
     const std::vector<SeqId> seqs = open_requests_.at(id).seqs;
     for (SeqId s : seqs)
@@ -205,6 +239,7 @@ void Engine::step() {
   }
 
   const Plan plan = scheduler_.plan();
+  if (!plan.ended.empty()) deliver();
   for (const auto& [seq, why] : plan.ended) end_seq(seq, why);
   // A request whose sink fails from here to the commit keeps its rows in this step (they run, their
   // tokens go nowhere); its sequences end right after the commit.
@@ -232,6 +267,13 @@ void Engine::step() {
   const bool mixed =
       plan.mixed_from < plan.chunks.size() && std::none_of(plan.decode.begin(), plan.decode.end(), scores);
   const std::size_t alone = mixed ? plan.mixed_from : plan.chunks.size();
+  // The last step's tokens go to their sinks while this step's decode call runs on the GPU, when the
+  // step is that call alone; else now, before its first call (a prefill call would hold them back
+  // by its whole time). Either way inside the plan-to-commit window: a sink that stops its sample
+  // (a stop string) or fails ends its sequences after this step's commit, their rows' tokens told to nobody.
+  const bool overlap = !mixed && plan.chunks.empty() && !plan.decode.empty() &&
+                       std::none_of(plan.decode.begin(), plan.decode.end(), scores);
+  if (!overlap) deliver();
   std::vector<std::vector<std::uint64_t>> chunk_slots;
   std::vector<ChunkCall> chunk_calls;
   for (const Chunk& c : plan.chunks) chunk_slots.push_back(scheduler_.slots(c.seq, c.first, c.count));
@@ -255,7 +297,7 @@ void Engine::step() {
     auto o = open_requests_.find(owner->second.first);
     decode_s += score_prompt(r.seq, o->second, o->first);
   }
-  double mixed_s = 0;
+  double mixed_s = 0, overlap_s = 0;
   std::vector<Sampled> sampled;
   if (!plan.decode.empty()) {
     std::vector<DecodeCall> rows(plan.decode.size());
@@ -281,38 +323,36 @@ void Engine::step() {
       }
     }
     const Clock::time_point d0 = Clock::now();
-    sampled = mixed ? runner_.mixed(std::span(chunk_calls).subspan(alone), rows) : runner_.decode(rows);
+    if (mixed) {
+      sampled = runner_.mixed(std::span(chunk_calls).subspan(alone), rows);
+    } else if (overlap) {
+      // Nothing may throw out of the runner's wait window (deliver() keeps what a sink throws to itself).
+      std::exception_ptr failed;
+      sampled = runner_.decode(rows, [&] {
+        const Clock::time_point w0 = Clock::now();
+        try {
+          deliver();
+        } catch (...) {
+          failed = std::current_exception();
+        }
+        overlap_s += std::chrono::duration<double>(Clock::now() - w0).count();
+      });
+      if (failed) std::rethrow_exception(failed);
+    } else {
+      sampled = runner_.decode(rows);
+    }
     (mixed ? mixed_s : decode_s) += std::chrono::duration<double>(Clock::now() - d0).count();
   }
   std::vector<std::int64_t> tokens(sampled.size());
   for (std::size_t i = 0; i < sampled.size(); ++i) tokens[i] = sampled[i].token;
   const std::vector<Emitted> emitted = scheduler_.commit(plan, tokens);
   defer_ends_ = false;
-  for (SeqId s : deferred_ends_) scheduler_.end(s, End::Cancelled);
+  for (const auto& [s, why] : deferred_ends_) scheduler_.end(s, why);
   deferred_ends_.clear();
-  for (std::size_t i = 0; i < emitted.size(); ++i) {
-    const Emitted& e = emitted[i];
-    auto owner = seq_owner_.find(e.seq);
-    if (owner == seq_owner_.end()) continue;
-    const auto [request, sample] = owner->second;
-    Open& o = open_requests_.at(request);
-    bool more = true;
-    const std::uint64_t index = sample;  // a structured binding cannot be captured (clang 14)
-    if (o.score_only) {                  // its one row's token goes nowhere; it ends at max_new 1
-      if (e.end) end_seq(e.seq, End::Length);
-      continue;
-    }
-    ++generation_tokens_;
-    if (!guarded(request, [&] {
-          more = o.sink->on_token(index, e.token, sampled[i].logprobs ? &*sampled[i].logprobs : nullptr);
-        }))
-      continue;  // the request failed: its sequences are gone
-    if (e.end) {
-      end_seq(e.seq, *e.end);
-    } else if (!more && scheduler_.end(e.seq, End::Stopped)) {
-      end_seq(e.seq, End::Stopped);
-    }
-  }
+  // This step's tokens wait for the next step's decode call (or its start), unless nothing runs next.
+  for (std::size_t i = 0; i < emitted.size(); ++i)
+    pending_.push_back({emitted[i].seq, emitted[i].token, emitted[i].end, std::move(sampled[i].logprobs)});
+  if (scheduler_.live() == 0) deliver();
 
   const SchedulerStats& st = scheduler_.stats();
   std::lock_guard<std::mutex> lock(mu_);
@@ -341,6 +381,7 @@ void Engine::step() {
   metrics_.prefill_calls += prefill_calls;
   metrics_.decode_s += decode_s;
   metrics_.mixed_s += mixed_s;
+  metrics_.overlap_s += overlap_s;
   if (mixed) ++metrics_.mixed_calls;
   metrics_.host_s += std::chrono::duration<double>(Clock::now() - t0).count() - prefill_s - decode_s - mixed_s;
   if (!plan.decode.empty()) {
@@ -363,8 +404,9 @@ void Engine::loop() {
     } catch (const std::exception& e) {
       log().error("engine: {}", e.what());
       defer_ends_ = false;
-      for (SeqId s : deferred_ends_) scheduler_.end(s, End::Cancelled);
+      for (const auto& [s, why] : deferred_ends_) scheduler_.end(s, why);
       deferred_ends_.clear();
+      pending_.clear();
       for (auto& [id, o] : open_requests_) {
         for (SeqId s : o.seqs) scheduler_.end(s, End::Cancelled);
         o.sink->on_error(e.what());

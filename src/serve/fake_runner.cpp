@@ -52,8 +52,10 @@ void FakeRunner::prefill(std::span<const ChunkCall> chunks) {
   if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
 }
 
-std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
+std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows, const std::function<void()>& while_running) {
   if (rows.size() > max_rows_) fail(ErrorKind::Api, "fake engine: {} rows over {}", rows.size(), max_rows_);
+  const auto start = std::chrono::steady_clock::now();
+  ++decode_calls_;
   std::vector<Sampled> out(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const DecodeCall& r = rows[i];
@@ -75,7 +77,17 @@ std::vector<Sampled> FakeRunner::decode(std::span<const DecodeCall> rows) {
       out[i].logprobs = lp;
     }
   }
-  if (step_us_) std::this_thread::sleep_for(std::chrono::microseconds(step_us_));
+  if (while_running) {
+    in_decode_ = true;
+    try {
+      while_running();
+    } catch (...) {
+      in_decode_ = false;
+      throw;
+    }
+    in_decode_ = false;
+  }
+  if (step_us_) std::this_thread::sleep_until(start + std::chrono::microseconds(step_us_));
   return out;
 }
 

@@ -104,6 +104,11 @@ std::string ServeMetrics::render(const EngineMetrics& e, const std::string& mode
   for (const auto& [phase, v] : {std::pair<const char*, double>{"prefill", e.prefill_s}, {"decode", e.decode_s},
                                  {"mixed", e.mixed_s}, {"host", e.host_s}})
     out += fmt::format("kern:engine_step_seconds_total{{model_name=\"{}\",phase=\"{}\"}} {:.6f}\n", model, phase, v);
+  out += fmt::format("# HELP kern:engine_overlap_seconds_total Of the decode calls' time: the engine thread telling "
+                     "sinks the previous step's tokens while the call ran.\n"
+                     "# TYPE kern:engine_overlap_seconds_total counter\n"
+                     "kern:engine_overlap_seconds_total{} {:.6f}\n",
+                     lab, e.overlap_s);
   {
     std::lock_guard<std::mutex> l(mu_);
     out += fmt::format(

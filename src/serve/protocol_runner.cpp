@@ -260,9 +260,13 @@ std::vector<std::uint64_t> ProtocolRunner::warm_up() {
   return buckets;
 }
 
-std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
+std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows,
+                                           const std::function<void()>& while_running) {
   State& s = *s_;
-  if (rows.empty()) return {};
+  if (rows.empty()) {
+    if (while_running) while_running();
+    return {};
+  }
   if (rows.size() > s.max_rows)
     fail(ErrorKind::Api, "serve: {} decode rows over the bound {}", rows.size(), s.max_rows);
   const std::uint64_t groups = bucket(rows.size());
@@ -295,12 +299,13 @@ std::vector<Sampled> ProtocolRunner::decode(std::span<const DecodeCall> rows) {
   const core::Vars vars(table.begin(), table.end());
   const core::FillSlot& out = *s.protocol.fill(Fill::Tokens);
   std::vector<std::byte> raw(groups * dtype_size(out.dtype));
-  if (s.protocol.fill(Fill::Error)) {
+  if (s.protocol.fill(Fill::Error)) {  // run waits for the call (then the error fill is read): no overlap
     s.exec.run(s.step.program, vars);
+    if (while_running) while_running();
     s.check_error("a decode step");
     raw = s.exec.read_output_prefix(out.buffer, raw.size());
   } else {
-    s.exec.run_and_read(s.step.program, vars, out.buffer, raw, {});
+    s.exec.run_and_read(s.step.program, vars, out.buffer, raw, while_running);
   }
   return s.results(rows, raw, position, want_logprobs);
 }

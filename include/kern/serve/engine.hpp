@@ -1,7 +1,8 @@
 // The engine: one thread that owns the model (a StepRunner over the Runtime) and the scheduler.
 // HTTP threads only submit requests and read what their TokenSink is told; the engine thread
 // plans a step, runs its prefill chunks and its decode call, commits the sampled tokens and tells
-// each request's sink, in order. A sink whose client went away is noticed once per step and its
+// each request's sink, in order: a step's tokens are told while the next step's decode call runs
+// on the GPU (or before the next step's first call when it is not a decode call alone). A sink whose client went away is noticed once per step and its
 // sequences end (their pages go back) before the next step is planned.
 #pragma once
 
@@ -76,6 +77,9 @@ struct EngineMetrics {
   std::uint64_t prefill_calls = 0;  // the runner's prefill calls (each one chunk or several packed)
   std::uint64_t decode_calls = 0, decode_rows = 0;
   double mixed_s = 0;            // the runner's mixed calls (decode rows with chunks), not in prefill_s / decode_s
+  // Of decode_s: the engine thread telling sinks the last step's tokens while a decode call ran (a
+  // step that is one decode call alone overlaps that work with the GPU's; other steps do it first, in host_s).
+  double overlap_s = 0;
   std::uint64_t mixed_calls = 0;  // steps whose chunks and decode rows ran as one forward (also decode calls)
 };
 
@@ -115,6 +119,8 @@ class Engine {
   // place): forced decode rows in calls of at most the runner's bound. Returns the decode seconds.
   double score_prompt(SeqId seq, Open& o, std::uint64_t request);
   void take_submissions();
+  // Tells the sinks the tokens committed so far (pending_), in order, and ends the samples they end.
+  void deliver();
   void end_seq(SeqId seq, End why);
   // Runs a sink call; if it throws, that request alone fails (on_error, its sequences end).
   bool guarded(std::uint64_t request, const std::function<void()>& f);
@@ -133,8 +139,17 @@ class Engine {
   std::map<SeqId, std::pair<std::uint64_t, std::uint64_t>> seq_owner_;  // seq -> (request, sample)
   std::map<SeqId, std::uint64_t> cached_;  // prompt tokens the prefix index served, once it decodes
   std::uint64_t next_request_ = 1;
-  bool defer_ends_ = false;            // between a step's plan and its commit (guarded)
-  std::vector<SeqId> deferred_ends_;  // sequences of requests failed then, ended after the commit
+  bool defer_ends_ = false;  // between a step's plan and its commit (guarded, deliver)
+  // Sequences of requests failed then, or stopped by their sink, ended in the scheduler after the commit.
+  std::vector<std::pair<SeqId, End>> deferred_ends_;
+  // A step's committed tokens, told to their sinks while the next step's decode call runs (deliver).
+  struct Pending {
+    SeqId seq = 0;
+    std::int64_t token = 0;
+    std::optional<End> end;
+    std::optional<driver::TokenLogprobs> logprobs;
+  };
+  std::vector<Pending> pending_;
   std::uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   std::thread thread_;
 };

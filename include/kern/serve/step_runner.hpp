@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -51,8 +52,11 @@ class StepRunner {
   // max_chunk() rows in all at most): their K/V written, nothing returned.
   virtual void prefill(std::span<const ChunkCall> chunks) = 0;
   void prefill(const ChunkCall& chunk) { prefill(std::span<const ChunkCall>(&chunk, 1)); }
-  // One token per row, in order.
-  virtual std::vector<Sampled> decode(std::span<const DecodeCall> rows) = 0;
+  // One token per row, in order. `while_running` (may be empty) runs on the calling thread once the
+  // call is launched and before the runner waits for it: host work that overlaps the GPU's (the
+  // engine tells sinks the previous step's tokens there). It must not touch the runner.
+  virtual std::vector<Sampled> decode(std::span<const DecodeCall> rows,
+                                      const std::function<void()>& while_running = {}) = 0;
   virtual std::uint64_t max_rows() const = 0;   // sequences one decode call takes
   virtual std::uint64_t max_chunk() const = 0;  // rows one prefill call takes (over all its chunks)
   virtual std::uint64_t prefill_chunks() const { return 1; }  // chunks one prefill call packs
@@ -88,7 +92,8 @@ class ProtocolRunner final : public StepRunner {
   // The chunk program: one chunk per call, or as many as a packed program's groups.
   void prefill(std::span<const ChunkCall> chunks) override;
   std::uint64_t prefill_chunks() const override;
-  std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
+  std::vector<Sampled> decode(std::span<const DecodeCall> rows,
+                              const std::function<void()>& while_running = {}) override;
   std::uint64_t max_rows() const override;
   std::uint64_t max_chunk() const override;
   // The manifest's mixed program (Protocol::mixed), when it has one: eager, one group per decode row
@@ -109,7 +114,8 @@ class ProtocolRunner final : public StepRunner {
 
 // A model without a model: the token after `token` at `position` is fake_next(token, position)
 // (for sampled rows mixed with the seed; a forced row's is its forced token), and every call takes
-// `step_us` of wall time. Log-probs are made up but well-formed (descending, the chosen one first).
+// `step_us` of wall time, from its start (a decode call's while_running runs inside it, as it would
+// beside a GPU). Log-probs are made up but well-formed (descending, the chosen one first).
 // A logit bias moves the fake token as it would a model's: the lowest id biased by 50 or more wins,
 // and a token biased by -50 or less gives way to the next id that is not (fake_biased).
 std::int64_t fake_next(std::int64_t token, std::uint64_t position, std::uint64_t vocab);
@@ -124,19 +130,24 @@ class FakeRunner final : public StepRunner {
   void prefill(std::span<const ChunkCall> chunks) override;
   std::uint64_t prefill_chunks() const override { return prefill_chunks_; }
   std::uint64_t prefill_calls() const { return prefill_calls_; }
-  std::vector<Sampled> decode(std::span<const DecodeCall> rows) override;
+  std::vector<Sampled> decode(std::span<const DecodeCall> rows,
+                              const std::function<void()>& while_running = {}) override;
   std::uint64_t max_rows() const override { return max_rows_; }
   std::uint64_t max_chunk() const override { return max_chunk_; }
   std::uint64_t mixed_chunks() const override { return mixed_chunks_; }
   std::uint64_t mixed_rows() const override { return mixed_chunks_ ? max_chunk_ : 0; }
   std::vector<Sampled> mixed(std::span<const ChunkCall> chunks, std::span<const DecodeCall> rows) override;
   std::uint64_t mixed_calls() const { return mixed_calls_; }
+  std::uint64_t decode_calls() const { return decode_calls_; }
+  // True while a decode call's while_running runs (what it does overlaps the fake step).
+  bool in_decode() const { return in_decode_; }
   void check(const driver::SamplingParams& sampling, std::uint64_t max_new, bool prompt_logprobs = false) const override;
   std::uint64_t prefill_rows() const { return prefill_rows_; }
 
  private:
   std::uint64_t vocab_, max_rows_, max_chunk_, step_us_, mixed_chunks_, prefill_chunks_, prefill_rows_ = 0,
-      prefill_calls_ = 0, mixed_calls_ = 0;
+      prefill_calls_ = 0, mixed_calls_ = 0, decode_calls_ = 0;
+  bool in_decode_ = false;
 };
 
 }  // namespace kern::serve

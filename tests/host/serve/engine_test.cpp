@@ -313,6 +313,88 @@ TEST(Engine, SamplesEndOnTheirOwnAndASinkCanStopOne) {
   EXPECT_NE(a->tokens[0], a->tokens[1]) << "each sample draws with its own seed";
 }
 
+// A step's tokens reach their sinks while the next decode call runs (the fake runner's while_running),
+// one call behind; the last step's when nothing runs next; on_end after a sample's last token. A sink
+// that stops its sample while the next call (which still has its row) runs hears nothing more, and the
+// sequence's pages go back after that call.
+struct CallWatcher final : TokenSink {
+  explicit CallWatcher(const FakeRunner& r, std::uint64_t stop = 0) : runner(r), stop_after(stop) {}
+  bool on_token(std::uint64_t, std::int64_t token, const driver::TokenLogprobs*) override {
+    tokens.push_back(token);
+    in_call.push_back(runner.in_decode());
+    calls.push_back(runner.decode_calls());
+    return !(stop_after && tokens.size() >= stop_after);
+  }
+  void on_end(std::uint64_t, End why, std::uint64_t) override {
+    ends.push_back(why);
+    tokens_at_end = tokens.size();
+    ended = true;
+  }
+  void on_error(const std::string& m) override { error = m; }
+  bool cancelled() const override { return false; }
+  const FakeRunner& runner;
+  std::uint64_t stop_after;
+  std::vector<std::int64_t> tokens;
+  std::vector<bool> in_call;
+  std::vector<std::uint64_t> calls;
+  std::vector<End> ends;
+  std::size_t tokens_at_end = 0;
+  std::string error;
+  std::atomic<bool> ended{false};
+};
+
+TEST(Engine, TokensReachSinksWhileTheNextDecodeCallRuns) {
+  Rig r;
+  auto a = std::make_shared<CallWatcher>(r.runner);
+  EngineRequest req;
+  req.spec.prompt = {1, 2, 3};
+  req.spec.max_new = 6;
+  req.sink = a;
+  ASSERT_EQ(r.engine.submit(std::move(req)), Engine::Submitted::Queued);
+  ASSERT_TRUE(wait_for([&] { return a->ended.load(); }));
+  ASSERT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  ASSERT_EQ(a->tokens.size(), 6u);
+  for (std::size_t k = 0; k + 1 < 6; ++k) {
+    EXPECT_TRUE(a->in_call[k]) << "token " << k << " was told outside a decode call";
+    EXPECT_EQ(a->calls[k], k + 2) << "token " << k << " (sampled by call " << k + 1 << ")";
+  }
+  EXPECT_FALSE(a->in_call[5]) << "the last token: no call runs after it";
+  EXPECT_EQ(a->calls[5], 6u);
+  ASSERT_EQ(a->ends.size(), 1u);
+  EXPECT_EQ(a->ends[0], End::Length);
+  EXPECT_EQ(a->tokens_at_end, 6u);
+  std::int64_t prev = 3;
+  for (std::size_t i = 0; i < a->tokens.size(); ++i) {
+    EXPECT_EQ(a->tokens[i], fake_next(prev, 2 + i, 50000)) << i;
+    prev = a->tokens[i];
+  }
+}
+
+TEST(Engine, ASampleStoppedWhileTheNextCallRunsHearsNothingMore) {
+  Rig r;
+  auto stopped = std::make_shared<CallWatcher>(r.runner, 3);
+  auto beside = std::make_shared<CallWatcher>(r.runner);
+  for (auto sink : {stopped, beside}) {
+    EngineRequest req;
+    req.spec.prompt = std::vector<pool::Token>(20, 7);  // one page and a bit: the index keeps one page
+    req.spec.max_new = 12;
+    req.sink = sink;
+    ASSERT_EQ(r.engine.submit(std::move(req)), Engine::Submitted::Queued);
+  }
+  ASSERT_TRUE(wait_for([&] { return stopped->ended.load() && beside->ended.load(); }));
+  ASSERT_TRUE(wait_for([&] { return r.engine.open_requests() == 0; }));
+  EXPECT_EQ(stopped->tokens.size(), 3u);
+  EXPECT_TRUE(stopped->in_call[2]) << "the stopping token was told while the next call (with its row) ran";
+  ASSERT_EQ(stopped->ends.size(), 1u);
+  EXPECT_EQ(stopped->ends[0], End::Stopped);
+  EXPECT_EQ(stopped->tokens_at_end, 3u);
+  EXPECT_EQ(beside->tokens.size(), 12u);
+  EXPECT_EQ(beside->ends.at(0), End::Length);
+  EXPECT_TRUE(wait_for([&] { return r.engine.metrics().running == 0; }));
+  r.engine.stop();
+  EXPECT_LE(r.pages.pages_used(), 2u) << "only the prefix index's pages (one per prompt) stay";
+}
+
 TEST(Engine, AClientThatGoesAwayFreesItsPagesWithinAStep) {
   Rig r(200);  // slow enough that the request is still generating when its client leaves
   auto a = std::make_shared<Recorder>();
