@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 40, device call 1: the whole GPU suite on bca18b0 (never run whole since the sampling
+# Session 40, device call 1: the whole GPU suite on the tree after bca18b0 (never run whole since the sampling
 # kernels changed: the logit bias in the sampling tests, ServeGpu.SeededAndPenalized... with biased
 # requests, the HTTP test's logit_bias requests),
 # within a ~600 s call.
