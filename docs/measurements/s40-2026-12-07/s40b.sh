@@ -11,7 +11,9 @@ el() { echo $(( $(date +%s) - t0 )); }
 L=$out/logs; R=$out/results.log; mkdir -p $L
 tar -xJf .devrun/pack.txz
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> $R
-[ -d /tmp/m4b ] || { timeout 120 build/bin/kern synth qwen3 --preset 4b -o /tmp/m4b > $L/synth.log 2>&1; echo "synth rc $? ($(el) s)" >> $R; }
+root=$(pwd -P); [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
+bash scripts/setup-tokenizer.sh > $L/setup-tokenizer.log 2>&1  # synth copies the tokenizer beside the weights
+[ -f /tmp/m4b/tokenizer.json ] || { rm -rf /tmp/m4b; timeout 120 build/bin/kern synth qwen3 --preset 4b -o /tmp/m4b > $L/synth.log 2>&1; echo "synth rc $? ($(el) s)" >> $R; }
 port=8200
 for bin in .devrun/kern-old build/bin/kern .devrun/kern-old build/bin/kern; do
   port=$((port + 1))
