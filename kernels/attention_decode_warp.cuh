@@ -82,41 +82,7 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
   return none;
 }
 
-// The item at index v when it exists (a range below the sequence's used ranges, or range 0 of an empty
-// sequence); .v = -1 otherwise. next_item's test and fields for one index.
-__device__ __forceinline__ Item item_at(const decode::Plan& p, const int32_t* __restrict__ seq_lens,
-                                        const uint16_t* used_tab, int v) {
-  Item it{};
-  it.v = -1;
-  it.tiles = 0;
-  const int units = p.seqs * p.kv_heads;
-  const int split = v / units, unit = v - split * units;
-  const int s = unit / p.kv_heads;
-  if (used_tab != nullptr && split >= used_tab[s]) return it;
-  const decode::Split sp = decode::split_of(p, seq_lens[s]);
-  if (split >= max(sp.used, 1)) return it;
-  it.v = v;
-  it.s = s;
-  it.kvh = unit - s * p.kv_heads;
-  it.split = split;
-  it.begin = split * sp.chunk;
-  it.end = min(sp.len, it.begin + sp.chunk);
-  it.tiles = it.end > it.begin ? (it.end - it.begin + kKeys - 1) / kKeys : 0;
-  it.direct = sp.used <= 1;
-  return it;
-}
-
-// Dyn (a tuning point, tests/gpu/kernels/test_attention.cu): after its first item (index = its global
-// warp, as without Dyn) a warp takes the next item index from a ticket counter, so that warps that
-// drew short or few items take more and the call's warps end together (the static walk gives each
-// warp every W-th item whatever the others do). [0] the next ticket, [1] the warps done; both zero
-// between calls (the last warp of a call resets them). Items' bits are unchanged: a range's keys and
-// order do not depend on which warp computes it.
-// (A variable template: a module whose kernels never take tickets holds no counter.)
-template <bool Dyn>
-__device__ unsigned int decode_warp_tickets[2];
-
-template <int HD, int S, bool Dyn = false>
+template <int HD, int S>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
@@ -172,68 +138,14 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     bound = decode::used_bound(plan, seq_lens);
   }
   const int items = static_cast<int>(min(all_items, units * bound));
-  // Dyn: every warp of the grid counts itself done once, after its last ticket; the last one resets.
-  auto done = [&]() {
-    if constexpr (Dyn) {
-      if (lane == 0) {
-        __threadfence();
-        if (atomicAdd(&decode_warp_tickets<Dyn>[1], 1u) == gridDim.x * kWarps - 1) {
-          atomicExch(&decode_warp_tickets<Dyn>[0], 0u);
-          atomicExch(&decode_warp_tickets<Dyn>[1], 0u);
-        }
-      }
-    }
-  };
-  if (first >= items) {
-    done();
-    return;
-  }
+  if (first >= items) return;
 
   bf16* ring = reinterpret_cast<bf16*>(decode_warp_smem) + static_cast<size_t>(warp) * S * 2 * TE;
 
   // The issue cursor: the next tile to copy (tile `tile` of item `iss`), and the count copied so far
   // (tile k of the warp's stream goes to stage k % S).
-  // Dyn: the items the issue cursor moved onto (with tiles), in order, for the compute loop; at most S
-  // are ahead of it (the cursor runs S - 1 tiles ahead). An empty sequence's item (no tiles) is written
-  // (zeros) by the cursor when it passes it.
-  __shared__ int dyn_fifo[kWarps][4];
-  static_assert(!Dyn || S <= 4, "the item queue holds 4");
-  int pushed = 0;
-  auto dyn_next = [&](int after) -> Item {  // the next item with tiles after index `after` (-1: the first)
-    for (;;) {
-      int v;
-      if (after < 0) {
-        v = first;
-      } else {
-        unsigned t = 0;
-        if (lane == 0) t = atomicAdd(&decode_warp_tickets<Dyn>[0], 1u);
-        v = stride + static_cast<int>(__shfl_sync(0xffffffffu, t, 0));
-      }
-      if (v >= items) {
-        Item none{};
-        none.v = -1;
-        return none;
-      }
-      after = v;
-      const Item it = item_at(plan, seq_lens, used_tab, v);
-      if (it.v < 0) continue;
-      if (it.tiles == 0) {  // an empty sequence: its group's rows of `out` are zeros
-        uint32_t* dst = reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(it.s) * heads + it.kvh * group) * HD);
-        for (int e = lane; e < group * HD / 2; e += 32) dst[e] = 0u;
-        continue;
-      }
-      dyn_fifo[warp][pushed % 4] = v;
-      ++pushed;
-      return it;
-    }
-  };
-  Item iss;
-  if constexpr (Dyn) {
-    iss = dyn_next(-1);
-  } else {
-    iss = next_item(plan, seq_lens, used_tab, first, stride, items);
-    while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, used_tab, iss.v + stride, stride, items);
-  }
+  Item iss = next_item(plan, seq_lens, used_tab, first, stride, items);
+  while (iss.v >= 0 && iss.tiles == 0) iss = next_item(plan, seq_lens, used_tab, iss.v + stride, stride, items);
   int iss_tile = 0, issued = 0;
   const decode_mma::TileCopy<HD> copy(cache, page_stride, page_size, kv_heads, lane);
   const uint32_t ring_u32 = smem_u32(ring);
@@ -259,12 +171,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       ++issued;
       if (++iss_tile >= iss.tiles) {
         iss_tile = 0;
-        if constexpr (Dyn) {
-          iss = dyn_next(iss.v);
-        } else {
-          do iss = next_item(plan, seq_lens, used_tab, iss.v + stride, stride, items);
-          while (iss.v >= 0 && iss.tiles == 0);
-        }
+        do iss = next_item(plan, seq_lens, used_tab, iss.v + stride, stride, items);
+        while (iss.v >= 0 && iss.tiles == 0);
       }
       iss_page = cursor_page();
     }
@@ -277,23 +185,8 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue_next();
   int computed = 0;  // tiles of the stream computed so far
-  int popped = 0;    // Dyn: items of dyn_fifo taken
-  // The compute loop's items: as the issue cursor's (Dyn: those it queued, in order).
-  auto dyn_pop = [&]() -> Item {
-    __syncwarp();
-    Item it{};
-    it.v = -1;
-    if (popped < pushed) it = item_at(plan, seq_lens, used_tab, dyn_fifo[warp][popped++ % 4]);
-    return it;
-  };
-  Item first_item;
-  if constexpr (Dyn) {
-    first_item = dyn_pop();
-  } else {
-    first_item = next_item(plan, seq_lens, used_tab, first, stride, items);
-  }
-  for (Item it = first_item; it.v >= 0;
-       it = Dyn ? dyn_pop() : next_item(plan, seq_lens, used_tab, it.v + stride, stride, items)) {
+  for (Item it = next_item(plan, seq_lens, used_tab, first, stride, items); it.v >= 0;
+       it = next_item(plan, seq_lens, used_tab, it.v + stride, stride, items)) {
     uint32_t qf[KS][4];
     decode_mma::load_group_q<HD>(qf, qkv, q_stride, it.s, it.kvh, group, g, t);
     float o[ND][4];
@@ -343,7 +236,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
     }
   }
   cp_async_wait<0>();
-  done();
 }
 
 }  // namespace decode_warp
@@ -356,6 +248,3 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // S stages per warp, MIN_BLOCKS blocks per SM asked of the register allocator.
 #define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S, MIN_BLOCKS) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S>))
-// The same with items taken from decode_warp_tickets after the first (partial's Dyn).
-#define KERN_ATTN_DECODE_WARP_DYN_ENTRY(NAME, HD, S, MIN_BLOCKS) \
-  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S, true>))

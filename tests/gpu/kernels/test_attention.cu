@@ -204,5 +204,3 @@ KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s2_partial_hd128, 128, 2)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s4_partial_hd128, 128, 4)
 // The warp-item kernel's tuning point: three stages at two blocks per SM (its layout through session 20).
 KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_s3_partial_hd128, 128, 3, 2)
-// The warp-item kernel with its items after the first from a ticket counter (decode_warp's Dyn).
-KERN_ATTN_DECODE_WARP_DYN_ENTRY(kern_attn_decode_warp_dyn_partial_hd128, 128, 2, 3)
