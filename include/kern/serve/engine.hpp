@@ -2,8 +2,9 @@
 // HTTP threads only submit requests and read what their TokenSink is told; the engine thread
 // plans a step, runs its prefill chunks and its decode call, commits the sampled tokens and tells
 // each request's sink, in order: a step's tokens are told while the next step's decode call runs
-// on the GPU (or before the next step's first call when it is not a decode call alone). A sink whose client went away is noticed once per step and its
-// sequences end (their pages go back) before the next step is planned.
+// on the GPU (or before the next step's first call when it is not a decode call alone). A sink
+// whose client went away is noticed once per step and its sequences end (their pages go back)
+// before the next step is planned.
 #pragma once
 
 #include <atomic>
