@@ -203,6 +203,82 @@ __device__ __forceinline__ void tile_step(const uint32_t (&qf)[HD / 16][4], uint
   }
 }
 
+// Key-major tiles (decode_warp's KM; the products of session 30's producer/consumer
+// kernel, docs/perf.md): the key axis is mma's M, so the q heads of a kv head (G <= 8) are its n8
+// and no row is padded to 16: Sᵀ = K·Qᵀ is HD/16 mma.m16n8k16 per 16 keys and Oᵀ += Vᵀ·Pᵀ HD/16 more
+// (tile_step: 2·HD/16 and HD/8), with 4 scores per lane instead of 8. Lane (g, t) holds keys g and
+// g + 8 of q heads 2t and 2t + 1; Pᵀ reaches mma's B operand through movmatrix.trans.
+//   qb: Qᵀ as B (k = head dims, n = q heads): q head g's dims ks·16 + 2t, +1 (and + 8), zeros past G.
+//   o: Oᵀ, o[mt][c] dim mt·16 + g and o[mt][2 + c] dim mt·16 + g + 8 of q head 2t + c; m, l per q
+//   head 2t + c (l is this lane's share: sum it over the 8 lanes of a t at the end).
+// k_tile / v_tile: this lane's ldmatrix addresses in the stage (km_k_lane / km_v_lane offsets).
+template <int HD>
+__device__ __forceinline__ uint32_t km_k_lane(int lane) {  // K as A: 16 keys x 16 dims per k-step
+  return static_cast<uint32_t>((((lane & 7) + ((lane >> 3) & 1) * 8) * (HD + 8) + (lane >> 4) * 8) * 2);
+}
+template <int HD>
+__device__ __forceinline__ uint32_t km_v_lane(int lane) {  // Vᵀ as A (transposed load): 16 dims x 16 keys
+  return static_cast<uint32_t>(tile_elems<HD>() * 2 +
+                               (((lane & 7) + (lane >> 4) * 8) * (HD + 8) + ((lane >> 3) & 1) * 8) * 2);
+}
+template <int HD>
+__device__ __forceinline__ void load_group_qt(uint32_t (&qb)[HD / 16][2], const bf16* __restrict__ qkv,
+                                              int32_t q_stride, int s, int kvh, int group, int g, int t) {
+  const bf16* q = g < group ? qkv + static_cast<int64_t>(s) * q_stride + static_cast<int64_t>(kvh * group + g) * HD
+                            : nullptr;
+#pragma unroll
+  for (int ks = 0; ks < HD / 16; ++ks) {
+    qb[ks][0] = q != nullptr ? load_u32(q + ks * 16 + 2 * t) : 0u;
+    qb[ks][1] = q != nullptr ? load_u32(q + ks * 16 + 2 * t + 8) : 0u;
+  }
+}
+template <int HD>
+__device__ __forceinline__ void tile_step_km(const uint32_t (&qb)[HD / 16][2], uint32_t k_tile, uint32_t v_tile,
+                                             int t0, int end, int g, float scale_log2, float (&o)[HD / 16][4],
+                                             float (&m)[2], float (&l)[2]) {
+  constexpr int KS = HD / 16;
+  float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    uint32_t a[4];
+    ldsm_x4(k_tile + ks * 32, a[0], a[1], a[2], a[3]);
+    mma_bf16(sc, a, qb[ks][0], qb[ks][1]);
+  }
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    sc[e] = t0 + g + 8 * (e >> 1) < end ? sc[e] * scale_log2 : -INFINITY;
+    mx[e & 1] = fmaxf(mx[e & 1], sc[e]);
+  }
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], 4));
+    mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], 8));
+    mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], 16));
+    // Key t0 is in the range, so the column's max (which covers it) is finite.
+    const float alpha = online_rescale(m[c], l[c], fmaxf(m[c], mx[c]));  // 0 on the first tile
+#pragma unroll
+    for (int mt = 0; mt < KS; ++mt) {
+      o[mt][c] *= alpha;
+      o[mt][2 + c] *= alpha;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    sc[e] = exp2f(sc[e] - m[e & 1]);
+    l[e & 1] += sc[e];
+  }
+  // Pᵀ as B (k = 16 keys, n = q heads): the score accumulator's two 8x8 blocks, transposed.
+  const uint32_t b0 = movmatrix_trans(pack_bf16x2(sc[0], sc[1]));
+  const uint32_t b1 = movmatrix_trans(pack_bf16x2(sc[2], sc[3]));
+#pragma unroll
+  for (int mt = 0; mt < KS; ++mt) {
+    uint32_t a[4];
+    ldsm_x4_trans(v_tile + mt * 32, a[0], a[1], a[2], a[3]);
+    mma_bf16(o[mt], a, b0, b1);
+  }
+}
+
 template <int HD, int S>
 __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                       const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,

@@ -82,7 +82,9 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
   return none;
 }
 
-template <int HD, int S>
+// KM: the key-major products (decode_mma::tile_step_km; G <= 8; kern gen --decode-attn-items warp-km,
+// not the default until measured): the items, ring and copies unchanged, half the mma per tile.
+template <int HD, int S, bool KM = false>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
@@ -99,7 +101,7 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   if (dyn < static_cast<uint32_t>(decode_mma::smem_bytes<HD, S>())) __trap();
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
-  if (group < 1 || group * kv_heads != heads || group > 16) return;  // rejected by kern gen
+  if (group < 1 || group * kv_heads != heads || group > (KM ? 8 : 16)) return;  // rejected by kern gen
   const decode::Plan plan =
       decode::plan_of(seqs, kv_heads, max_pages, page_size, target_blocks, splits_max, split_tokens);
   const long long units = static_cast<long long>(seqs) * kv_heads;
@@ -185,8 +187,63 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue_next();
   int computed = 0;  // tiles of the stream computed so far
+  // KM: one item with the key-major products, its rows written as the m16 path writes them.
+  auto compute_km = [&](const Item& it) {
+    if constexpr (KM) {
+      const uint32_t km_k = ring_u32 + decode_mma::km_k_lane<HD>(lane), km_v = ring_u32 + decode_mma::km_v_lane<HD>(lane);
+      uint32_t qb[KS][2];
+      decode_mma::load_group_qt<HD>(qb, qkv, q_stride, it.s, it.kvh, group, g, t);
+      float o[KS][4];
+      float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int mt = 0; mt < KS; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+      for (int i = 0; i < it.tiles; ++i, ++computed) {
+        issue_next();
+        cp_async_wait<S - 1>();
+        __syncwarp();
+        const int t0 = it.begin + i * kKeys;
+        const uint32_t st = static_cast<uint32_t>((computed % S) * 2 * TE * 2);
+        decode_mma::tile_step_km<HD>(qb, km_k + st, km_v + st, t0, it.end, g, scale_log2, o, m, l);
+        __syncwarp();
+      }
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        l[c] += __shfl_xor_sync(0xffffffffu, l[c], 4);
+        l[c] += __shfl_xor_sync(0xffffffffu, l[c], 8);
+        l[c] += __shfl_xor_sync(0xffffffffu, l[c], 16);
+        const int qh = 2 * t + c;
+        if (qh >= group) continue;
+        const int64_t hh = static_cast<int64_t>(it.s) * heads + it.kvh * group + qh;
+        const float den = l[c];
+        if (it.direct) {
+          bf16* dst = out + hh * HD + g;
+#pragma unroll
+          for (int mt = 0; mt < KS; ++mt) {
+            dst[mt * 16] = to_bf(den > 0.0f ? o[mt][c] / den : 0.0f);
+            dst[mt * 16 + 8] = to_bf(den > 0.0f ? o[mt][2 + c] / den : 0.0f);
+          }
+        } else {
+          const int64_t e_split = hh * splits_max + it.split;
+          float* dst = part_o + e_split * HD + g;
+#pragma unroll
+          for (int mt = 0; mt < KS; ++mt) {
+            dst[mt * 16] = o[mt][c] / den;
+            dst[mt * 16 + 8] = o[mt][2 + c] / den;
+          }
+          if (g == 0) {
+            part_ml[e_split * 2] = m[c];
+            part_ml[e_split * 2 + 1] = den;
+          }
+        }
+      }
+    }
+  };
   for (Item it = next_item(plan, seq_lens, used_tab, first, stride, items); it.v >= 0;
        it = next_item(plan, seq_lens, used_tab, it.v + stride, stride, items)) {
+    if constexpr (KM) {
+      compute_km(it);
+      continue;
+    }
     uint32_t qf[KS][4];
     decode_mma::load_group_q<HD>(qf, qkv, q_stride, it.s, it.kvh, group, g, t);
     float o[ND][4];
@@ -248,3 +305,6 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 // S stages per warp, MIN_BLOCKS blocks per SM asked of the register allocator.
 #define KERN_ATTN_DECODE_WARP_ENTRY(NAME, HD, S, MIN_BLOCKS) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S>))
+// The same with the key-major products (partial's KM; G <= 8).
+#define KERN_ATTN_DECODE_WARP_KM_ENTRY(NAME, HD, S, MIN_BLOCKS) \
+  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_warp::kThreads, MIN_BLOCKS, (decode_warp::partial<HD, S, true>))

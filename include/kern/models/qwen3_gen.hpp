@@ -69,7 +69,10 @@ struct Qwen3GenOptions {
   // cp.async ring running across them), or Auto: Warp for batch-invariant manifests of more than 8
   // sequences (faster from 8 sequences up), Block otherwise (faster alone, by ~20 % at 32k keys; and
   // without batch invariance a big step has one long range per item). docs/perf.md, session 20.
-  enum class DecodeAttnItems { Auto, Block, Warp };
+  // WarpKeyMajor (kern_attn_decode_warp_km_partial_hd*; GQA groups of at most 8): Warp's items with
+  // the key-major products, half the mma per 16 keys (docs/perf.md, session 40; not measured yet, so
+  // no default picks it).
+  enum class DecodeAttnItems { Auto, Block, Warp, WarpKeyMajor };
   DecodeAttnItems decode_attn_items = DecodeAttnItems::Auto;
   // Prefill calls of at least this many rows (head_dim 128) use the long-call attention layout, faster
   // on long prompts (docs/perf.md): on wgmma three consumer warpgroups (the same bits as the smaller

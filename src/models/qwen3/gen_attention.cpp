@@ -70,7 +70,9 @@ OJ attn_decode_op(const Geo& g) {
   // ABI) take dynamic shared memory: 4 warps x stages x K and V tiles of 16 keys x (head_dim + 8) bf16,
   // 3 stages for the block-item one, 2 for the warp-item one (kernels/attention.cu).
   const std::uint64_t mma_shared = 4 * (warp_items ? 2 : 3) * 2 * 16 * (c.head_dim + 8) * 2;
+  const bool key_major = g.o.decode_attn_items == Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor;
   const std::string partial_entry = std::string(!g.o.decode_attn_mma ? "kern_attn_decode_partial"
+                                                : key_major         ? "kern_attn_decode_warp_km_partial"
                                                 : warp_items        ? "kern_attn_decode_warp_partial"
                                                                     : "kern_attn_decode_mma_partial") +
                                     g.hd;

@@ -94,10 +94,14 @@ struct DecodeRun {
   }
 };
 
-// The partial kernels every correctness test runs: the f32 one and the tensor-core one.
-const std::vector<std::string> kPartialKinds = {"", "mma", "warp"};
+// The partial kernels every correctness test runs: the f32 one, the tensor-core ones, and the warp
+// kernel's key-major tuning point (which takes GQA groups of up to 8 only: kind_takes).
+const std::vector<std::string> kPartialKinds = {"", "mma", "warp", "warp_km"};
 
 std::string kind_tag(const std::string& kind) { return kind.empty() ? "f32" : kind; }
+bool kind_takes(const std::string& kind, const AttnGeometry& g) {
+  return kind.rfind("warp_km", 0) != 0 || g.heads / g.kv_heads <= 8;
+}
 
 // One decode call over `lens` with each partial kernel, checked per sequence against the float64
 // reference.
@@ -115,6 +119,7 @@ void check_decode(const AttnGeometry& g, const std::vector<int>& lens, uint64_t 
                       ref.data() + s * n);
   });
   for (const std::string& kind : kPartialKinds) {
+    if (!kind_takes(kind, g)) continue;
     r.call.kind = kind;
     const auto out = r.run(fb);
     EXPECT_EQ(count_nan(out), 0u) << kind_tag(kind);
@@ -625,8 +630,10 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
     std::string kind;
     int split_tokens, items_per_unit, grid;
   };
-  const std::vector<Config> configs = {{"mma", 256, 8, 0},       {"warp", 64, 1, 396},     {"warp", 128, 1, 396},
-                                       {"warp", 256, 1, 396},     {"warp_s3", 128, 1, 256}};
+  const std::vector<Config> configs = {{"mma", 256, 8, 0},         {"warp", 64, 1, 396},
+                                       {"warp", 128, 1, 396},       {"warp", 256, 1, 396},
+                                       {"warp_s3", 128, 1, 256},    {"warp_km", 128, 1, 396},
+                                       {"warp_km4", 128, 1, 528}};
   // Every configuration over one state; `what` names the lengths, `partial_only` adds the partial
   // kernel's time alone.
   auto time_configs = [&](const PerfState& s, const std::string& what, bool partial_only) {
@@ -672,7 +679,8 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
 TEST(PerfGpu, DecodeAttentionPerCallCost) {
   const double copy_bw = memcpy_bandwidth();
   report("decode per-call: cudaMemcpy D2D GB/s (read+write)", copy_bw / 1e9);
-  DecodeKernels k("warp");
+  for (const std::string kind : {"warp", "warp_km"}) {
+  DecodeKernels k(kind);
   for (int len : {1024, 2048, 4096}) {
     PerfState s(64, len, 64, 8);
     DecodeSplit split;
@@ -682,12 +690,13 @@ TEST(PerfGpu, DecodeAttentionPerCallCost) {
     split.grid = 396;
     const auto calls = s.calls(split);
     const int replays = std::max(20, static_cast<int>(2000 / calls.size()));
-    const std::string t = "decode per-call warp grid 396 seqs 64 len " + std::to_string(len) + " (" +
+    const std::string t = "decode per-call " + kind + " grid 396 seqs 64 len " + std::to_string(len) + " (" +
                           std::to_string(calls.size()) + " layers)";
     const double us = graph_us_per_call(k, calls, true, replays, true);
     report(t + " us per layer", us);
     report(t + " partial-only us", graph_us_per_call(k, calls, false, replays, true));
     report(t + " KV bandwidth / memcpy bandwidth", s.kv_bytes() / (us * 1e-6) / copy_bw);
+  }
   }
 }
 

@@ -573,7 +573,35 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     EXPECT_EQ(w[0]["grid"], nlohmann::ordered_json::array({512, 1, 1}));
     EXPECT_NE(a[0]["grid"], w[0]["grid"]);
     EXPECT_EQ(w[1], a[1]);
+    // warp-km: the key-major warp-item kernel, everything else as warp's.
+    o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor;
+    const auto km = generate_qwen3_manifest(c, o);
+    const auto& k = km["ops"]["attn_decode"]["impl"]["launches"];
+    EXPECT_EQ(k[0]["entry"], "kern_attn_decode_warp_km_partial" + hd);
+    EXPECT_EQ(k[0]["shared_mem"], w[0]["shared_mem"]);
+    EXPECT_EQ(k[0]["args"], w[0]["args"]);
+    EXPECT_EQ(k[0]["grid"], w[0]["grid"]);
+    EXPECT_EQ(k[1], w[1]);
   }
+}
+
+// warp-km takes GQA groups of at most 8 (the q heads are mma's n8) and the tensor-core attention.
+TEST(GenQwen3, KeyMajorDecodeAttentionNeedsGroupsOfAtMost8) {
+  Qwen3Shape c = config("4b");
+  Qwen3GenOptions o = options();
+  o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor;
+  EXPECT_NO_THROW(generate_qwen3_manifest(c, o));
+  c.heads = 16 * c.kv_heads;
+  try {
+    generate_qwen3_manifest(c, o);
+    ADD_FAILURE() << "a group of 16 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Api);
+    EXPECT_NE(std::string(e.what()).find("at most 8"), std::string::npos) << e.what();
+  }
+  c = config("4b");
+  o.decode_attn_mma = false;
+  EXPECT_THROW(generate_qwen3_manifest(c, o), Error);
 }
 
 // Prefill attention: the s2 layout for every call, except that with a token bound of 4096 or more (and
