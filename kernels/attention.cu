@@ -350,6 +350,8 @@ KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_partial_hd128, 128, 3)
 // an SM (12 warps: session 21 measured the kernel bound by its warps' instruction latency, docs/perf.md).
 KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd64, 64, 2, 3)
 KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_partial_hd128, 128, 2, 3)
-// The warp-item kernel with the key-major products (G <= 8): kern gen --decode-attn-items warp-km.
+// Both partials with the key-major products (G <= 8): kern gen --decode-attn-key-major.
+KERN_ATTN_DECODE_MMA_KM_ENTRY(kern_attn_decode_mma_km_partial_hd64, 64, 3)
+KERN_ATTN_DECODE_MMA_KM_ENTRY(kern_attn_decode_mma_km_partial_hd128, 128, 3)
 KERN_ATTN_DECODE_WARP_KM_ENTRY(kern_attn_decode_warp_km_partial_hd64, 64, 2, 3)
 KERN_ATTN_DECODE_WARP_KM_ENTRY(kern_attn_decode_warp_km_partial_hd128, 128, 2, 3)

@@ -279,14 +279,15 @@ __device__ __forceinline__ void tile_step_km(const uint32_t (&qb)[HD / 16][2], u
   }
 }
 
-template <int HD, int S>
+template <int HD, int S, bool KM>
 __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                       const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
                       float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
                       int32_t page_size, int64_t page_stride, int32_t splits_max, float scale, int group, int s,
                       int kvh, int split, const decode::Split& sp);
 
-template <int HD, int S>
+// KM: each warp's tiles with the key-major products (tile_step_km; G <= 8), merged as without.
+template <int HD, int S, bool KM = false>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                         const int32_t* __restrict__ block_table, int32_t max_pages,
                         const int32_t* __restrict__ seq_lens, float* __restrict__ part_o, float* __restrict__ part_ml,
@@ -303,19 +304,80 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   // Before waiting for the previous kernel (pdl): only the caller's seq_lens, as decode::partial.
   if (seqs < 1 || kv_heads < 1 || page_size < 1) return;
   const int group = heads / kv_heads;
-  if (group < 1 || group * kv_heads != heads || group > 16) return;  // rejected by kern gen
+  if (group < 1 || group * kv_heads != heads || group > (KM ? 8 : 16)) return;  // rejected by kern gen
   const decode::Plan plan =
       decode::plan_of(seqs, kv_heads, max_pages, page_size, target_blocks, splits_max, split_tokens);
   decode::for_each_item(plan, seq_lens, [&](int s, int kvh, int split, const decode::Split& sp) {
     wait_for_previous_grid();
     allow_next_grid();
-    range<HD, S>(qkv, q_stride, cache, block_table, max_pages, part_o, part_ml, out, heads, kv_heads, page_size,
+    range<HD, S, KM>(qkv, q_stride, cache, block_table, max_pages, part_o, part_ml, out, heads, kv_heads, page_size,
                  page_stride, splits_max, scale, group, s, kvh, split, sp);
   });
 }
 
-// One (sequence s, kv head kvh, range split) item of decode_mma::partial; leaves shared memory free.
+// KM: one warp's share of a range (its tiles i = warp, warp + 4, ...) with the key-major products,
+// its rows left in its own ring as range() leaves them (o [16][HD], then m [16], l [16]; rows past
+// G, at most 8 here, unwritten: the merge reads rows below G only).
 template <int HD, int S>
+__device__ __forceinline__ void range_km_rows(const bf16* __restrict__ qkv, int32_t q_stride, float scale, int group,
+                                              int s, int kvh, int begin, int end, int mine, int warp, int lane,
+                                              bf16* ring, const TileCopy<HD>& copy, const int32_t* __restrict__ pages) {
+  constexpr int TE = tile_elems<HD>();
+  constexpr int KS = HD / 16;
+  const int g = lane >> 2, t = lane & 3;
+  const uint32_t ring_u32 = smem_u32(ring);
+  auto issue = [&](int i) {
+    const int t0 = begin + (warp + kWarps * i) * kKeys;
+    copy.issue(ring_u32 + static_cast<uint32_t>((i % S) * 2 * TE * 2), pages, t0, end, kvh);
+  };
+  uint32_t qb[KS][2];
+  load_group_qt<HD>(qb, qkv, q_stride, s, kvh, group, g, t);
+  float o[KS][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int mt = 0; mt < KS; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
+  const float scale_log2 = scale * kLog2e;
+  const uint32_t k_base = ring_u32 + km_k_lane<HD>(lane), v_base = ring_u32 + km_v_lane<HD>(lane);
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < mine) issue(i);
+    cp_async_commit();
+  }
+  for (int i = 0; i < mine; ++i) {
+    if (i + S - 1 < mine) issue(i + S - 1);
+    cp_async_commit();
+    cp_async_wait<S - 1>();
+    __syncwarp();
+    const int t0 = begin + (warp + kWarps * i) * kKeys;
+    const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
+    tile_step_km<HD>(qb, k_base + st, v_base + st, t0, end, g, scale_log2, o, m, l);
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+  __syncwarp();
+  float* ws_o = reinterpret_cast<float*>(ring);
+  float* ws_m = ws_o + 16 * HD;
+  float* ws_l = ws_m + 16;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    l[c] += __shfl_xor_sync(0xffffffffu, l[c], 4);
+    l[c] += __shfl_xor_sync(0xffffffffu, l[c], 8);
+    l[c] += __shfl_xor_sync(0xffffffffu, l[c], 16);
+    const int row = 2 * t + c;  // q head
+#pragma unroll
+    for (int mt = 0; mt < KS; ++mt) {
+      ws_o[row * HD + mt * 16 + g] = o[mt][c];
+      ws_o[row * HD + mt * 16 + g + 8] = o[mt][2 + c];
+    }
+    if (g == 0) {
+      ws_m[row] = m[c];
+      ws_l[row] = l[c];
+    }
+  }
+}
+
+// One (sequence s, kv head kvh, range split) item of decode_mma::partial; leaves shared memory free.
+template <int HD, int S, bool KM>
 __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,
                       const int32_t* __restrict__ block_table, int32_t max_pages, float* __restrict__ part_o,
                       float* __restrict__ part_ml, bf16* __restrict__ out, int32_t heads, int32_t kv_heads,
@@ -342,51 +404,55 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     copy.issue(ring_u32 + static_cast<uint32_t>((i % S) * 2 * TE * 2), pages, t0, end, kvh);
   };
 
-  uint32_t qf[KS][4];
-  load_group_q<HD>(qf, qkv, q_stride, s, kvh, group, g, t);
-  float o[ND][4];
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
-  const float scale_log2 = scale * kLog2e;
+  if constexpr (KM) {
+    range_km_rows<HD, S>(qkv, q_stride, scale, group, s, kvh, begin, end, mine, warp, lane, ring, copy, pages);
+  } else {
+    uint32_t qf[KS][4];
+    load_group_q<HD>(qf, qkv, q_stride, s, kvh, group, g, t);
+    float o[ND][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  #pragma unroll
+    for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    const float scale_log2 = scale * kLog2e;
 
-  // ldmatrix lane addresses (as the prefill kernel): K rows key nb·8 + (lane & 7), columns + (lane >> 3)·8;
-  // V (transposed) rows key ((lane >> 3) & 1)·8 + (lane & 7), columns + (lane >> 4)·8.
-  const uint32_t k_base = k_lane_base<HD>(ring, lane), v_base = v_lane_base<HD>(ring, lane);
+    // ldmatrix lane addresses (as the prefill kernel): K rows key nb·8 + (lane & 7), columns + (lane >> 3)·8;
+    // V (transposed) rows key ((lane >> 3) & 1)·8 + (lane & 7), columns + (lane >> 4)·8.
+    const uint32_t k_base = k_lane_base<HD>(ring, lane), v_base = v_lane_base<HD>(ring, lane);
 
-#pragma unroll
-  for (int i = 0; i < S - 1; ++i) {
-    if (i < mine) issue(i);
-    cp_async_commit();
-  }
-  for (int i = 0; i < mine; ++i) {
-    if (i + S - 1 < mine) issue(i + S - 1);  // into the stage tile i − 1 used (freed by the __syncwarp below)
-    cp_async_commit();
-    cp_async_wait<S - 1>();  // this lane's pieces of tile i have landed
-    __syncwarp();            // ... and every other lane's
-    const int t0 = begin + (warp + kWarps * i) * kKeys;
-    const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
-    tile_step<HD>(qf, k_base + st, v_base + st, t0, end, t, scale_log2, o, m, l);
-    __syncwarp();  // every lane is done with stage i % S before it is refilled
-  }
-  cp_async_wait<0>();
-  __syncwarp();
+  #pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      if (i < mine) issue(i);
+      cp_async_commit();
+    }
+    for (int i = 0; i < mine; ++i) {
+      if (i + S - 1 < mine) issue(i + S - 1);  // into the stage tile i − 1 used (freed by the __syncwarp below)
+      cp_async_commit();
+      cp_async_wait<S - 1>();  // this lane's pieces of tile i have landed
+      __syncwarp();            // ... and every other lane's
+      const int t0 = begin + (warp + kWarps * i) * kKeys;
+      const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
+      tile_step<HD>(qf, k_base + st, v_base + st, t0, end, t, scale_log2, o, m, l);
+      __syncwarp();  // every lane is done with stage i % S before it is refilled
+    }
+    cp_async_wait<0>();
+    __syncwarp();
 
-  // The warp's rows (sum over the quad), into its own ring: o [16][HD], then m [16], l [16].
-  float* ws_o = reinterpret_cast<float*>(ring);
-  float* ws_m = ws_o + 16 * HD;
-  float* ws_l = ws_m + 16;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    const int row = g + 8 * h;
-#pragma unroll
-    for (int nd = 0; nd < ND; ++nd)
-      *reinterpret_cast<float2*>(&ws_o[row * HD + nd * 8 + 2 * t]) = make_float2(o[nd][2 * h], o[nd][2 * h + 1]);
-    if (t == 0) {
-      ws_m[row] = m[h];
-      ws_l[row] = l[h];
+    // The warp's rows (sum over the quad), into its own ring: o [16][HD], then m [16], l [16].
+    float* ws_o = reinterpret_cast<float*>(ring);
+    float* ws_m = ws_o + 16 * HD;
+    float* ws_l = ws_m + 16;
+  #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+      const int row = g + 8 * h;
+  #pragma unroll
+      for (int nd = 0; nd < ND; ++nd)
+        *reinterpret_cast<float2*>(&ws_o[row * HD + nd * 8 + 2 * t]) = make_float2(o[nd][2 * h], o[nd][2 * h + 1]);
+      if (t == 0) {
+        ws_m[row] = m[h];
+        ws_l[row] = l[h];
+      }
     }
   }
   __syncthreads();
@@ -438,3 +504,6 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
   }
 #define KERN_ATTN_DECODE_MMA_ENTRY(NAME, HD, S) \
   KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_mma::kThreads, 2, (decode_mma::partial<HD, S>))
+// The same with the key-major products (partial's KM; G <= 8).
+#define KERN_ATTN_DECODE_MMA_KM_ENTRY(NAME, HD, S) \
+  KERN_ATTN_DECODE_PARTIAL_ENTRY(NAME, decode_mma::kThreads, 2, (decode_mma::partial<HD, S, true>))

@@ -82,7 +82,7 @@ __device__ __forceinline__ Item next_item(const decode::Plan& p, const int32_t* 
   return none;
 }
 
-// KM: the key-major products (decode_mma::tile_step_km; G <= 8; kern gen --decode-attn-items warp-km,
+// KM: the key-major products (decode_mma::tile_step_km; G <= 8; kern gen --decode-attn-key-major,
 // not the default until measured): the items, ring and copies unchanged, half the mma per tile.
 template <int HD, int S, bool KM = false>
 __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf16* __restrict__ cache,

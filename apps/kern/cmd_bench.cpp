@@ -65,6 +65,7 @@ struct Options {
   bool prefill_attn_wgmma = true;         // kern gen's --prefill-attn-mma (negated)
   std::uint64_t prefill_long_rows = models::Qwen3GenOptions{}.prefill_long_rows;  // kern gen's --prefill-long-rows
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};  // kern gen's --decode-attn-items
+  bool decode_attn_key_major = false;                           // kern gen's --decode-attn-key-major
   bool batch_invariant = true;            // kern gen's --no-batch-invariant (negated)
   std::uint64_t attn_split_tokens = 0;    // kern gen's --attn-split-tokens (0: the kernel's default)
   bool gemm_per_m = models::Qwen3GenOptions{}.gemm_per_m;  // kern gen's --no-gemm-per-m (negated)
@@ -334,6 +335,7 @@ int run() {
   gen.decode_attn_target_blocks = opt.attn_target_blocks;
   gen.decode_attn_mma = opt.decode_attn_mma;
   gen.decode_attn_items = opt.decode_attn_items;
+  gen.decode_attn_key_major = opt.decode_attn_key_major;
   gen.batch_invariant = opt.batch_invariant;
   gen.decode_attn_split_tokens = opt.attn_split_tokens;
   gen.gemm_per_m = opt.gemm_per_m;
@@ -644,6 +646,7 @@ Runner setup(CLI::App& app) {
   cmd->add_flag("!--prefill-attn-mma", opt.prefill_attn_wgmma, "kern gen --prefill-attn-mma");
   cmd->add_option("--prefill-long-rows", opt.prefill_long_rows, "kern gen --prefill-long-rows (0: one layout)");
   add_decode_attn_items(*cmd, opt.decode_attn_items, "kern gen --decode-attn-items");
+  cmd->add_flag("--decode-attn-key-major", opt.decode_attn_key_major, "kern gen --decode-attn-key-major");
   cmd->add_flag("!--no-batch-invariant", opt.batch_invariant, "kern gen --no-batch-invariant");
   cmd->add_option("--attn-split-tokens", opt.attn_split_tokens, "kern gen --attn-split-tokens");
   cmd->add_flag("!--no-gemm-per-m", opt.gemm_per_m, "kern gen --no-gemm-per-m");

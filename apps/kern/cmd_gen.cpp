@@ -154,9 +154,11 @@ Runner setup(CLI::App& app) {
               "Prefill attention on mma.sync (any GPU from sm_80) instead of the sm_90a wgmma kernel (head_dim 128)");
   add_decode_attn_items(*q, opt.gen.decode_attn_items,
                         "Decode attention partial: block (4 warps per range), warp (one warp per range, a fixed grid "
-                        "of --attn-target-blocks blocks), warp-km (warp with key-major products: GQA groups of at "
-                        "most 8; not yet measured), or auto (the default: warp above 8 sequences when "
+                        "of --attn-target-blocks blocks), or auto (the default: warp above 8 sequences when "
                         "batch-invariant)");
+  q->add_flag("--decode-attn-key-major", opt.gen.decode_attn_key_major,
+              "Decode attention partial with key-major products (GQA groups of at most 8; not yet measured: "
+              "docs/perf.md, session 40)");
   q->add_option("--tp", opt.gen.tp,
                 "Tensor-parallel ranks: an SPMD manifest over topology group tp, each rank holding heads / tp, "
                 "kv heads / tp and intermediate / tp, o_proj and down_proj all-reduced (peer kernel for decode-sized calls, NCCL above: "

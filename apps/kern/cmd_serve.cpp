@@ -48,6 +48,7 @@ struct Options {
   bool fake = false, no_prefix_cache = false, batch_invariant = true, mixed = false;
   std::uint64_t fake_mixed_chunks = 0;
   models::Qwen3GenOptions::DecodeAttnItems decode_attn_items{};
+  bool decode_attn_key_major = false;
   std::uint64_t attn_split_tokens = 0;
   bool gemm_per_m = models::Qwen3GenOptions{}.gemm_per_m;
   std::uint64_t fake_step_us = 0, fake_capacity = 1 << 16;
@@ -184,6 +185,7 @@ int run_model() {
     gen.decode_attn_split_tokens = opt.attn_split_tokens;
     gen.gemm_per_m = opt.gemm_per_m;
     gen.decode_attn_items = opt.decode_attn_items;
+    gen.decode_attn_key_major = opt.decode_attn_key_major;
     const cuda::DeviceInfo device = cuda::device_info(opt.gpu);
     gen.sampling = device.cc_major >= 9;
     gen.prefill_attn_wgmma = models::prefill_attn_wgmma_runs_on(device.cc_major, device.cc_minor);
@@ -299,6 +301,7 @@ Runner setup(CLI::App& app) {
                 "Generated manifest, above 128 sequences: run each step's last prefill chunks and its decode rows as "
                 "one forward (kern gen --mixed; measured slower on the H200 with cuBLASLt, docs/serve.md)");
   add_decode_attn_items(*cmd, opt.decode_attn_items, "Generated manifest: kern gen --decode-attn-items");
+  cmd->add_flag("--decode-attn-key-major", opt.decode_attn_key_major, "Generated manifest: kern gen --decode-attn-key-major");
   cmd->add_flag("--fake-engine", opt.fake, "Serve a deterministic token source instead of a model (no GPU)");
   cmd->add_option("--fake-step-us", opt.fake_step_us, "With --fake-engine: wall time of each step (default 0)");
   cmd->add_option("--fake-capacity", opt.fake_capacity, "With --fake-engine: KV tokens of its pool (default 65536)");

@@ -26,7 +26,7 @@ struct Registrar {
   Registrar(const char* name, Setup setup);
 };
 
-// --decode-attn-items auto|block|warp|warp-km (kern gen, bench, serve): the names of
+// --decode-attn-items auto|block|warp (kern gen, bench, serve): the names of
 // models::decode_attn_items_names(), anything else refused naming them.
 inline CLI::Option* add_decode_attn_items(CLI::App& app, models::Qwen3GenOptions::DecodeAttnItems& target,
                                           const std::string& help) {
@@ -36,7 +36,7 @@ inline CLI::Option* add_decode_attn_items(CLI::App& app, models::Qwen3GenOptions
         const auto& names = models::decode_attn_items_names();
         const auto it = names.find(v);
         if (it == names.end())
-          throw CLI::ValidationError("--decode-attn-items", "must be auto, block, warp or warp-km, not '" + v + "'");
+          throw CLI::ValidationError("--decode-attn-items", "must be auto, block or warp, not '" + v + "'");
         target = it->second;
       },
       help);

@@ -78,8 +78,8 @@ constexpr KernelEntry kAttention[] = {
     {"kern_attn_decode_partial_hd128", kDecodePartial},    {"kern_attn_decode_reduce_hd128", kDecodeReduce},
     {"kern_attn_decode_mma_partial_hd64", kDecodePartial}, {"kern_attn_decode_mma_partial_hd128", kDecodePartial},
     {"kern_attn_decode_warp_partial_hd64", kDecodePartial}, {"kern_attn_decode_warp_partial_hd128", kDecodePartial},
-    {"kern_attn_decode_warp_km_partial_hd64", kDecodePartial},
-    {"kern_attn_decode_warp_km_partial_hd128", kDecodePartial},
+    {"kern_attn_decode_mma_km_partial_hd64", kDecodePartial},  {"kern_attn_decode_mma_km_partial_hd128", kDecodePartial},
+    {"kern_attn_decode_warp_km_partial_hd64", kDecodePartial}, {"kern_attn_decode_warp_km_partial_hd128", kDecodePartial},
 };
 
 // ---------------------------------------------------------------- attention_prefill (kernels/attention_prefill.cu)

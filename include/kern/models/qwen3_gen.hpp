@@ -69,11 +69,12 @@ struct Qwen3GenOptions {
   // cp.async ring running across them), or Auto: Warp for batch-invariant manifests of more than 8
   // sequences (faster from 8 sequences up), Block otherwise (faster alone, by ~20 % at 32k keys; and
   // without batch invariance a big step has one long range per item). docs/perf.md, session 20.
-  // WarpKeyMajor (kern_attn_decode_warp_km_partial_hd*; GQA groups of at most 8): Warp's items with
-  // the key-major products, half the mma per 16 keys (docs/perf.md, session 40; not measured yet, so
-  // no default picks it).
-  enum class DecodeAttnItems { Auto, Block, Warp, WarpKeyMajor };
+  enum class DecodeAttnItems { Auto, Block, Warp };
   DecodeAttnItems decode_attn_items = DecodeAttnItems::Auto;
+  // With decode_attn_mma, the chosen partial with key-major products (kern_attn_decode_{mma,warp}_km_partial_hd*:
+  // the keys on mma's M, the q heads on its N; half the mma per 16 keys; GQA groups of at most 8).
+  // docs/kernels.md, "Key-major products"; not measured yet (docs/perf.md, session 40), so off.
+  bool decode_attn_key_major = false;
   // Prefill calls of at least this many rows (head_dim 128) use the long-call attention layout, faster
   // on long prompts (docs/perf.md): on wgmma three consumer warpgroups (the same bits as the smaller
   // calls' kernel), on mma.sync m32n32s2 instead of s2 (rows of one call size are computed bitwise

@@ -142,10 +142,9 @@ void check_options(const Qwen3Shape& c, const Qwen3GenOptions& o) {
       (o.decode_attn_split_tokens < 32 || o.decode_attn_split_tokens > 1u << 20))
     fail(ErrorKind::Api, "--attn-split-tokens must be 0 (the kernel's default) or in [32, {}], got {}", 1u << 20,
          o.decode_attn_split_tokens);
-  if (o.decode_attn_items == Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor &&
-      (!o.decode_attn_mma || c.kv_heads == 0 || c.heads / c.kv_heads > 8))
+  if (o.decode_attn_key_major && (!o.decode_attn_mma || c.kv_heads == 0 || c.heads / c.kv_heads > 8))
     fail(ErrorKind::Api,
-         "--decode-attn-items warp-km takes tensor-core decode attention and GQA groups of at most 8 q heads per kv "
+         "--decode-attn-key-major takes tensor-core decode attention and GQA groups of at most 8 q heads per kv "
          "head ({} / {} here)",
          c.heads, c.kv_heads);
   if (o.decode_attn_target_blocks > 1u << 20)
@@ -243,8 +242,7 @@ bool decode_attn_warp_items(const Qwen3GenOptions& o) {
   if (!o.decode_attn_mma) return false;
   switch (o.decode_attn_items) {
     case Qwen3GenOptions::DecodeAttnItems::Block: return false;
-    case Qwen3GenOptions::DecodeAttnItems::Warp:
-    case Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor: return true;
+    case Qwen3GenOptions::DecodeAttnItems::Warp: return true;
     case Qwen3GenOptions::DecodeAttnItems::Auto: break;
   }
   // Without batch invariance a big step's split has one long range per (sequence, kv head), which one
@@ -256,8 +254,7 @@ const std::map<std::string, Qwen3GenOptions::DecodeAttnItems>& decode_attn_items
   static const std::map<std::string, Qwen3GenOptions::DecodeAttnItems> names = {
       {"auto", Qwen3GenOptions::DecodeAttnItems::Auto},
       {"block", Qwen3GenOptions::DecodeAttnItems::Block},
-      {"warp", Qwen3GenOptions::DecodeAttnItems::Warp},
-      {"warp-km", Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor}};
+      {"warp", Qwen3GenOptions::DecodeAttnItems::Warp}};
   return names;
 }
 

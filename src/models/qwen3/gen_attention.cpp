@@ -70,12 +70,10 @@ OJ attn_decode_op(const Geo& g) {
   // ABI) take dynamic shared memory: 4 warps x stages x K and V tiles of 16 keys x (head_dim + 8) bf16,
   // 3 stages for the block-item one, 2 for the warp-item one (kernels/attention.cu).
   const std::uint64_t mma_shared = 4 * (warp_items ? 2 : 3) * 2 * 16 * (c.head_dim + 8) * 2;
-  const bool key_major = g.o.decode_attn_items == Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor;
-  const std::string partial_entry = std::string(!g.o.decode_attn_mma ? "kern_attn_decode_partial"
-                                                : key_major         ? "kern_attn_decode_warp_km_partial"
-                                                : warp_items        ? "kern_attn_decode_warp_partial"
-                                                                    : "kern_attn_decode_mma_partial") +
-                                    g.hd;
+  const std::string km = g.o.decode_attn_key_major ? "_km" : "";
+  const std::string partial_entry = !g.o.decode_attn_mma ? "kern_attn_decode_partial" + g.hd
+                                    : warp_items        ? "kern_attn_decode_warp" + km + "_partial" + g.hd
+                                                        : "kern_attn_decode_mma" + km + "_partial" + g.hd;
   OJ part = launch(partial_entry,
                    OJ::array({p(0), i32(g.qkv_width), p(1), p(2), i32(g.max_pages), p(3), scratch("part_o"),
                               scratch("part_ml"), p(4), p(5), i32(c.heads), i32(c.kv_heads), i32(g.o.page_size),

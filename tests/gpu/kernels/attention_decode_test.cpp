@@ -94,13 +94,13 @@ struct DecodeRun {
   }
 };
 
-// The partial kernels every correctness test runs: the f32 one, the tensor-core ones, and the warp
-// kernel's key-major tuning point (which takes GQA groups of up to 8 only: kind_takes).
-const std::vector<std::string> kPartialKinds = {"", "mma", "warp", "warp_km"};
+// The partial kernels every correctness test runs: the f32 one, the tensor-core ones, and the
+// tensor-core ones with the key-major products (which take GQA groups of up to 8 only: kind_takes).
+const std::vector<std::string> kPartialKinds = {"", "mma", "warp", "mma_km", "warp_km"};
 
 std::string kind_tag(const std::string& kind) { return kind.empty() ? "f32" : kind; }
 bool kind_takes(const std::string& kind, const AttnGeometry& g) {
-  return kind.rfind("warp_km", 0) != 0 || g.heads / g.kv_heads <= 8;
+  return kind.find("_km") == std::string::npos || g.heads / g.kv_heads <= 8;
 }
 
 // One decode call over `lens` with each partial kernel, checked per sequence against the float64
@@ -630,7 +630,8 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
     std::string kind;
     int split_tokens, items_per_unit, grid;
   };
-  const std::vector<Config> configs = {{"mma", 256, 8, 0},         {"warp", 64, 1, 396},
+  const std::vector<Config> configs = {{"mma", 256, 8, 0},         {"mma_km", 256, 8, 0},
+                                       {"warp", 64, 1, 396},
                                        {"warp", 128, 1, 396},       {"warp", 256, 1, 396},
                                        {"warp_s3", 128, 1, 256},    {"warp_km", 128, 1, 396},
                                        {"warp_km4", 128, 1, 528}};

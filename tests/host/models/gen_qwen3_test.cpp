@@ -573,23 +573,31 @@ TEST(GenQwen3, DecodeAttentionPartialKernelChoice) {
     EXPECT_EQ(w[0]["grid"], nlohmann::ordered_json::array({512, 1, 1}));
     EXPECT_NE(a[0]["grid"], w[0]["grid"]);
     EXPECT_EQ(w[1], a[1]);
-    // warp-km: the key-major warp-item kernel, everything else as warp's.
-    o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor;
-    const auto km = generate_qwen3_manifest(c, o);
-    const auto& k = km["ops"]["attn_decode"]["impl"]["launches"];
-    EXPECT_EQ(k[0]["entry"], "kern_attn_decode_warp_km_partial" + hd);
-    EXPECT_EQ(k[0]["shared_mem"], w[0]["shared_mem"]);
-    EXPECT_EQ(k[0]["args"], w[0]["args"]);
-    EXPECT_EQ(k[0]["grid"], w[0]["grid"]);
-    EXPECT_EQ(k[1], w[1]);
+    // --decode-attn-key-major: either partial's key-major entry, everything else as without.
+    if (c.heads / c.kv_heads > 8) continue;
+    o.decode_attn_key_major = true;
+    const auto km_warp = generate_qwen3_manifest(c, o);
+    o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::Block;
+    const auto km_block = generate_qwen3_manifest(c, o);
+    o.decode_attn_key_major = false;
+    const auto& kw = km_warp["ops"]["attn_decode"]["impl"]["launches"];
+    const auto& kb = km_block["ops"]["attn_decode"]["impl"]["launches"];
+    EXPECT_EQ(kw[0]["entry"], "kern_attn_decode_warp_km_partial" + hd);
+    EXPECT_EQ(kb[0]["entry"], "kern_attn_decode_mma_km_partial" + hd);
+    for (const char* key : {"shared_mem", "args", "grid"}) {
+      EXPECT_EQ(kw[0][key], w[0][key]) << key;
+      EXPECT_EQ(kb[0][key], a[0][key]) << key;
+    }
+    EXPECT_EQ(kw[1], w[1]);
+    EXPECT_EQ(kb[1], a[1]);
   }
 }
 
-// warp-km takes GQA groups of at most 8 (the q heads are mma's n8) and the tensor-core attention.
+// --decode-attn-key-major takes GQA groups of at most 8 (the q heads are mma's n8) and the tensor-core attention.
 TEST(GenQwen3, KeyMajorDecodeAttentionNeedsGroupsOfAtMost8) {
   Qwen3Shape c = config("4b");
   Qwen3GenOptions o = options();
-  o.decode_attn_items = Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor;
+  o.decode_attn_key_major = true;
   EXPECT_NO_THROW(generate_qwen3_manifest(c, o));
   c.heads = 16 * c.kv_heads;
   try {

@@ -53,18 +53,18 @@ TEST(KernelCatalogue, GeneratedLaunchesFollowIt) {
   for (const std::string& f : qwen3_kernel_families()) o.module_sha256[f] = to_hex(sha256(f));
   Qwen3Shape c = qwen3_preset("4b");
   std::set<std::string> launched;
-  for (int variant = 0; variant < 7; ++variant) {  // 3: variant 0 with the warp-item decode attention; 4: fp8;
-                                                   // 5: tensor-parallel with the peer all-reduce; 6: variant 3
-                                                   // with the key-major warp-item decode attention
+  for (int variant = 0; variant < 8; ++variant) {  // 3: variant 0 with the warp-item decode attention; 4: fp8;
+                                                   // 5: tensor-parallel with the peer all-reduce; 6 and 7:
+                                                   // variants 3 and 0 with the key-major decode attention
     c.rope_scaling.type = variant == 1 ? Qwen3RopeScaling::Type::Yarn : Qwen3RopeScaling::Type::None;
     c.rope_scaling.original_max_positions = 32768;
     o.decode_chain = variant == 1;
     o.gemv_fused_norm = variant == 2;
-    o.batch_invariant = variant == 0 || variant == 3 || variant == 6;  // 1 and 2 launch the GEMVs and the chain (max_seqs 64)
+    o.batch_invariant = variant == 0 || variant == 3 || variant == 6 || variant == 7;  // 1 and 2 launch the GEMVs and the chain (max_seqs 64)
     o.decode_attn_mma = variant != 2;
-    o.decode_attn_items = variant == 3   ? Qwen3GenOptions::DecodeAttnItems::Warp
-                          : variant == 6 ? Qwen3GenOptions::DecodeAttnItems::WarpKeyMajor
-                                         : Qwen3GenOptions::DecodeAttnItems::Block;
+    o.decode_attn_items = variant == 3 || variant == 6 ? Qwen3GenOptions::DecodeAttnItems::Warp
+                                                       : Qwen3GenOptions::DecodeAttnItems::Block;
+    o.decode_attn_key_major = variant == 6 || variant == 7;
     o.sampling = variant != 2;  // argmax in --greedy-only manifests
     o.max_tokens = variant == 0 || variant == 4 ? 8192 : 2048;  // the long-call prefill layouts (mma, wgmma)
     o.fp8 = variant == 4;  // the quant kernels
