@@ -315,21 +315,40 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
   });
 }
 
+// This warp's tiles i = 0 .. mine - 1 of an item through its ring of S stages: issue(i) starts tile i's
+// copy into stage i % S (S - 1 tiles ahead), step(i, the stage's offset in bytes) computes tile i once
+// every lane's pieces have landed; the ring is idle on return.
+template <int HD, int S, class Issue, class Step>
+__device__ __forceinline__ void stream_tiles(int mine, Issue&& issue, Step&& step) {
+  constexpr int TE = tile_elems<HD>();
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < mine) issue(i);
+    cp_async_commit();
+  }
+  for (int i = 0; i < mine; ++i) {
+    if (i + S - 1 < mine) issue(i + S - 1);  // into the stage tile i − 1 used (freed by the __syncwarp below)
+    cp_async_commit();
+    cp_async_wait<S - 1>();  // this lane's pieces of tile i have landed
+    __syncwarp();            // ... and every other lane's
+    step(i, static_cast<uint32_t>((i % S) * 2 * TE * 2));
+    __syncwarp();  // every lane is done with stage i % S before it is refilled
+  }
+  cp_async_wait<0>();
+  __syncwarp();
+}
+
 // KM: one warp's share of a range (its tiles i = warp, warp + 4, ...) with the key-major products,
 // its rows left in its own ring as range() leaves them (o [16][HD], then m [16], l [16]; rows past
 // G, at most 8 here, unwritten: the merge reads rows below G only).
-template <int HD, int S>
+// issue(i): range()'s copy of this warp's tile i.
+template <int HD, int S, class Issue>
 __device__ __forceinline__ void range_km_rows(const bf16* __restrict__ qkv, int32_t q_stride, float scale, int group,
                                               int s, int kvh, int begin, int end, int mine, int warp, int lane,
-                                              bf16* ring, const TileCopy<HD>& copy, const int32_t* __restrict__ pages) {
-  constexpr int TE = tile_elems<HD>();
+                                              bf16* ring, Issue&& issue) {
   constexpr int KS = HD / 16;
   const int g = lane >> 2, t = lane & 3;
   const uint32_t ring_u32 = smem_u32(ring);
-  auto issue = [&](int i) {
-    const int t0 = begin + (warp + kWarps * i) * kKeys;
-    copy.issue(ring_u32 + static_cast<uint32_t>((i % S) * 2 * TE * 2), pages, t0, end, kvh);
-  };
   uint32_t qb[KS][2];
   load_group_qt<HD>(qb, qkv, q_stride, s, kvh, group, g, t);
   float o[KS][4];
@@ -338,23 +357,9 @@ __device__ __forceinline__ void range_km_rows(const bf16* __restrict__ qkv, int3
   for (int mt = 0; mt < KS; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
   const float scale_log2 = scale * kLog2e;
   const uint32_t k_base = ring_u32 + km_k_lane<HD>(lane), v_base = ring_u32 + km_v_lane<HD>(lane);
-#pragma unroll
-  for (int i = 0; i < S - 1; ++i) {
-    if (i < mine) issue(i);
-    cp_async_commit();
-  }
-  for (int i = 0; i < mine; ++i) {
-    if (i + S - 1 < mine) issue(i + S - 1);
-    cp_async_commit();
-    cp_async_wait<S - 1>();
-    __syncwarp();
-    const int t0 = begin + (warp + kWarps * i) * kKeys;
-    const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
-    tile_step_km<HD>(qb, k_base + st, v_base + st, t0, end, g, scale_log2, o, m, l);
-    __syncwarp();
-  }
-  cp_async_wait<0>();
-  __syncwarp();
+  stream_tiles<HD, S>(mine, issue, [&](int i, uint32_t st) {
+    tile_step_km<HD>(qb, k_base + st, v_base + st, begin + (warp + kWarps * i) * kKeys, end, g, scale_log2, o, m, l);
+  });
   float* ws_o = reinterpret_cast<float*>(ring);
   float* ws_m = ws_o + 16 * HD;
   float* ws_l = ws_m + 16;
@@ -405,7 +410,7 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
   };
 
   if constexpr (KM) {
-    range_km_rows<HD, S>(qkv, q_stride, scale, group, s, kvh, begin, end, mine, warp, lane, ring, copy, pages);
+    range_km_rows<HD, S>(qkv, q_stride, scale, group, s, kvh, begin, end, mine, warp, lane, ring, issue);
   } else {
     uint32_t qf[KS][4];
     load_group_q<HD>(qf, qkv, q_stride, s, kvh, group, g, t);
@@ -419,23 +424,9 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     // V (transposed) rows key ((lane >> 3) & 1)·8 + (lane & 7), columns + (lane >> 4)·8.
     const uint32_t k_base = k_lane_base<HD>(ring, lane), v_base = v_lane_base<HD>(ring, lane);
 
-  #pragma unroll
-    for (int i = 0; i < S - 1; ++i) {
-      if (i < mine) issue(i);
-      cp_async_commit();
-    }
-    for (int i = 0; i < mine; ++i) {
-      if (i + S - 1 < mine) issue(i + S - 1);  // into the stage tile i − 1 used (freed by the __syncwarp below)
-      cp_async_commit();
-      cp_async_wait<S - 1>();  // this lane's pieces of tile i have landed
-      __syncwarp();            // ... and every other lane's
-      const int t0 = begin + (warp + kWarps * i) * kKeys;
-      const uint32_t st = static_cast<uint32_t>((i % S) * 2 * TE * 2);
-      tile_step<HD>(qf, k_base + st, v_base + st, t0, end, t, scale_log2, o, m, l);
-      __syncwarp();  // every lane is done with stage i % S before it is refilled
-    }
-    cp_async_wait<0>();
-    __syncwarp();
+    stream_tiles<HD, S>(mine, issue, [&](int i, uint32_t st) {
+      tile_step<HD>(qf, k_base + st, v_base + st, begin + (warp + kWarps * i) * kKeys, end, t, scale_log2, o, m, l);
+    });
 
     // The warp's rows (sum over the quad), into its own ring: o [16][HD], then m [16], l [16].
     float* ws_o = reinterpret_cast<float*>(ring);

@@ -187,6 +187,18 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue_next();
   int computed = 0;  // tiles of the stream computed so far
+  // Item it's tiles in key order: each issues the stream's tile computed + S - 1 (into the stage tile
+  // computed - 1 used), waits for this lane's pieces of tile `computed` and then every lane's, and calls
+  // step(key t0, the tile's stage offset in bytes).
+  auto run_tiles = [&](const Item& it, auto&& step) {
+    for (int i = 0; i < it.tiles; ++i, ++computed) {
+      issue_next();
+      cp_async_wait<S - 1>();
+      __syncwarp();
+      step(it.begin + i * kKeys, static_cast<uint32_t>((computed % S) * 2 * TE * 2));
+      __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+  };
   // KM: one item with the key-major products, its rows written as the m16 path writes them.
   auto compute_km = [&](const Item& it) {
     if constexpr (KM) {
@@ -197,15 +209,9 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
       float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int mt = 0; mt < KS; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
-      for (int i = 0; i < it.tiles; ++i, ++computed) {
-        issue_next();
-        cp_async_wait<S - 1>();
-        __syncwarp();
-        const int t0 = it.begin + i * kKeys;
-        const uint32_t st = static_cast<uint32_t>((computed % S) * 2 * TE * 2);
+      run_tiles(it, [&](int t0, uint32_t st) {
         decode_mma::tile_step_km<HD>(qb, km_k + st, km_v + st, t0, it.end, g, scale_log2, o, m, l);
-        __syncwarp();
-      }
+      });
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         l[c] += __shfl_xor_sync(0xffffffffu, l[c], 4);
@@ -251,15 +257,9 @@ __device__ void partial(const bf16* __restrict__ qkv, int32_t q_stride, const bf
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
 
-    for (int i = 0; i < it.tiles; ++i, ++computed) {
-      issue_next();            // tile computed + S − 1, into the stage tile computed − 1 used
-      cp_async_wait<S - 1>();  // this lane's pieces of tile `computed` have landed
-      __syncwarp();            // ... and every other lane's
-      const int t0 = it.begin + i * kKeys;
-      const uint32_t st = static_cast<uint32_t>((computed % S) * 2 * TE * 2);
+    run_tiles(it, [&](int t0, uint32_t st) {
       decode_mma::tile_step<HD>(qf, k_base + st, v_base + st, t0, it.end, t, scale_log2, o, m, l);
-      __syncwarp();  // every lane is done with this stage before it is refilled
-    }
+    });
 
     // The item's rows (sums over the quad), from registers: out when the sequence has one range,
     // else its range of part_o / part_ml (as decode_mma writes them: o normalised, m in log2 units).
