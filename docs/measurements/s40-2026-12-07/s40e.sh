@@ -45,5 +45,14 @@ for v in "" "--decode-attn-key-major" ""; do
   grep -v "^json" $L/load-$port.log | sed "s/^/[${v:-defaults}] /" >> $R
   kill -TERM $pid; wait $pid
 done
+# Nsight Compute on one 64 x 1k call of each warp kind (what bounds them: DRAM, issue, occupancy).
+for kind in warp warp_km; do
+  [ $(el) -lt 480 ] || break
+  (cd build && KERN_DECODE_ONCE_KIND=$kind timeout 90 ncu --clock-control none --set full -k regex:"kern_attn_decode_${kind}_partial_hd128\$" \
+    --launch-skip 1 -c 1 -o /tmp/ncu-$kind $K --gtest_filter=PerfGpu.DecodeAttentionWarp64x1kOnce > $L/ncu-$kind.log 2>&1)
+  echo "ncu $kind rc $? ($(el) s)" >> $R
+  ncu --import /tmp/ncu-$kind.ncu-rep --page details > $L/ncu-$kind.txt 2>&1
+  grep -E "^    (Duration|DRAM Throughput|Achieved Occupancy|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Registers Per Thread|Executed Instructions )" $L/ncu-$kind.txt | sed "s/^/$kind /" >> $R
+done
 echo "total $(el) s" >> $R
 cat $R
