@@ -416,7 +416,7 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     load_group_q<HD>(qf, qkv, q_stride, s, kvh, group, g, t);
     float o[ND][4];
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  #pragma unroll
+#pragma unroll
     for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
     const float scale_log2 = scale * kLog2e;
 
@@ -432,12 +432,12 @@ __device__ void range(const bf16* __restrict__ qkv, int32_t q_stride, const bf16
     float* ws_o = reinterpret_cast<float*>(ring);
     float* ws_m = ws_o + 16 * HD;
     float* ws_l = ws_m + 16;
-  #pragma unroll
+#pragma unroll
     for (int h = 0; h < 2; ++h) {
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
       const int row = g + 8 * h;
-  #pragma unroll
+#pragma unroll
       for (int nd = 0; nd < ND; ++nd)
         *reinterpret_cast<float2*>(&ws_o[row * HD + nd * 8 + 2 * t]) = make_float2(o[nd][2 * h], o[nd][2 * h + 1]);
       if (t == 0) {
