@@ -264,15 +264,14 @@ void Engine::step() {
   };
   // The plan's mixed part (its last chunks, cut by the scheduler to fit beside the decode rows) runs
   // with the decode rows in one forward, after the other chunks.
-  const bool mixed =
-      plan.mixed_from < plan.chunks.size() && std::none_of(plan.decode.begin(), plan.decode.end(), scores);
+  const bool scoring = std::any_of(plan.decode.begin(), plan.decode.end(), scores);
+  const bool mixed = plan.mixed_from < plan.chunks.size() && !scoring;
   const std::size_t alone = mixed ? plan.mixed_from : plan.chunks.size();
   // The last step's tokens go to their sinks while this step's decode call runs on the GPU, when the
   // step is that call alone; else now, before its first call (a prefill call would hold them back
   // by its whole time). Either way inside the plan-to-commit window: a sink that stops its sample
   // (a stop string) or fails ends its sequences after this step's commit, their rows' tokens told to nobody.
-  const bool overlap = !mixed && plan.chunks.empty() && !plan.decode.empty() &&
-                       std::none_of(plan.decode.begin(), plan.decode.end(), scores);
+  const bool overlap = plan.chunks.empty() && !plan.decode.empty() && !scoring;
   if (!overlap) deliver();
   std::vector<std::vector<std::uint64_t>> chunk_slots;
   std::vector<ChunkCall> chunk_calls;
