@@ -8,6 +8,7 @@
 # kernel's case is the H200's bandwidth).
 # Run (carry [".devrun"], after bash scripts/dev/pack.sh build .devrun/pack.txz):
 #   bash docs/measurements/s40-2026-12-07/s40e.sh $OUT
+# Knobs (session 41): REPEAT=0 drops the third (repeat) server; NCU_UNTIL (480) the second after which no ncu run starts.
 set -u
 out=$1
 t0=$(date +%s)
@@ -35,7 +36,9 @@ copy=$(python3 -c "import json;print(json.load(open('$L/bench-default.json'))['c
 pre=$(python3 -c "import json;print(max(p['tokens_per_s'] for p in json.load(open('$L/bench-default.json'))['prefill'] if p['chunk']==p['tokens']))" 2>/dev/null || echo 60000)
 echo "ceilings: copy $copy GB/s, prefill $pre tok/s" >> $R
 port=8400
-for v in "" "--decode-attn-key-major" ""; do
+servers=("" "--decode-attn-key-major" "")
+[ "${REPEAT:-1}" = 1 ] || servers=("" "--decode-attn-key-major")
+for v in "${servers[@]}"; do
   port=$((port + 1))
   KERN_LOG=info build/bin/kern serve --weights /tmp/m4b --kernels build/kernels --port $port $v > $L/serve-$port.out 2> $L/serve-$port.err &
   pid=$!
@@ -47,7 +50,7 @@ for v in "" "--decode-attn-key-major" ""; do
 done
 # Nsight Compute on one 64 x 1k call of each warp kind (what bounds them: DRAM, issue, occupancy).
 for kind in warp warp_km; do
-  [ $(el) -lt 480 ] || break
+  [ $(el) -lt ${NCU_UNTIL:-480} ] || break
   (cd build && KERN_DECODE_ONCE_KIND=$kind timeout 90 ncu --clock-control none --set full -k regex:"kern_attn_decode_${kind}_partial_hd128\$" \
     --launch-skip 1 -c 1 -o /tmp/ncu-$kind $K --gtest_filter=PerfGpu.DecodeAttentionWarp64x1kOnce > $L/ncu-$kind.log 2>&1)
   echo "ncu $kind rc $? ($(el) s)" >> $R
