@@ -339,8 +339,9 @@ __device__ __forceinline__ void stream_tiles(int mine, Issue&& issue, Step&& ste
 }
 
 // KM: one warp's share of a range (its tiles i = warp, warp + 4, ...) with the key-major products,
-// its rows left in its own ring as range() leaves them (o [16][HD], then m [16], l [16]; rows past
-// G, at most 8 here, unwritten: the merge reads rows below G only).
+// its rows left in its own ring as range() leaves them (o [16][HD], then m [16], l [16]; rows 0-7
+// written, those from G on the zero q heads' finite values, rows 8-15 not: the merge reads rows
+// below G only).
 // issue(i): range()'s copy of this warp's tile i.
 template <int HD, int S, class Issue>
 __device__ __forceinline__ void range_km_rows(const bf16* __restrict__ qkv, int32_t q_stride, float scale, int group,

@@ -633,8 +633,7 @@ TEST(PerfGpu, DecodeAttentionLengthOnlySplit) {
   const std::vector<Config> configs = {{"mma", 256, 8, 0},         {"mma_km", 256, 8, 0},
                                        {"warp", 64, 1, 396},
                                        {"warp", 128, 1, 396},       {"warp", 256, 1, 396},
-                                       {"warp_s3", 128, 1, 256},    {"warp_km", 128, 1, 396},
-                                       {"warp_km4", 128, 1, 528}};
+                                       {"warp_s3", 128, 1, 256},    {"warp_km", 128, 1, 396}};
   // Every configuration over one state; `what` names the lengths, `partial_only` adds the partial
   // kernel's time alone.
   auto time_configs = [&](const PerfState& s, const std::string& what, bool partial_only) {
@@ -730,7 +729,7 @@ TEST(PerfGpu, DecodeAttentionMma32kOnce) {
 // The warp-item partial as kern serve runs it at concurrency 64 (64 sequences of 1k keys, ranges of
 // 128 keys, kern gen's grid of 396 blocks), launched plainly twice: the second call is the one Nsight Compute
 // looks at (ncu -k regex:kern_attn_decode_warp_partial_hd128 --launch-skip 1 -c 1).
-// KERN_DECODE_ONCE_KIND picks another kind (warp_s3: its grid is 2 blocks per SM; warp_km4: 4).
+// KERN_DECODE_ONCE_KIND picks another kind (warp_s3: its grid is 2 blocks per SM).
 TEST(PerfGpu, DecodeAttentionWarp64x1kOnce) {
   const char* len_env = std::getenv("KERN_DECODE_ONCE_LEN");  // keys per sequence (default 1,024)
   PerfState s(64, len_env != nullptr && *len_env != 0 ? std::atoi(len_env) : 1024, 64);
@@ -742,7 +741,7 @@ TEST(PerfGpu, DecodeAttentionWarp64x1kOnce) {
   split.target_blocks = 256;
   split.split_tokens = 128;
   split.items_per_unit = 1;
-  split.grid = kind == "warp_s3" ? 256 : kind == "warp_km4" ? 528 : 396;
+  split.grid = kind == "warp_s3" ? 256 : 396;
   const auto calls = s.calls(split);
   cudaStream_t st;
   check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "stream");

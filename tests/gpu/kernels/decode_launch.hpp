@@ -25,13 +25,13 @@ constexpr int kDecodePartialThreads = 128;
 // cp.async stages per warp; kern gen's choice), "mma_s2" / "mma_s4" (2 / 4 stages, tuning points),
 // "warp" (tensor cores, one warp per item, 2 stages, 3 blocks per SM: any grid), "warp_s3" (its
 // tuning point, hd 128: 3 stages at 2 blocks per SM), "mma_km" / "warp_km" (the two with the
-// key-major products, G <= 8) and "warp_km4" (warp_km at 4 blocks per SM, hd 128).
+// key-major products, G <= 8).
 inline std::string decode_partial_entry(const std::string& kind, int head_dim) {
   return "kern_attn_decode_" + (kind.empty() ? std::string() : kind + "_") + "partial_hd" + std::to_string(head_dim);
 }
 // Dynamic shared memory of a partial kind: 4 warps x stages x (K and V tiles of 16 keys x (hd + 8) bf16).
 inline int decode_partial_smem(const std::string& kind, int head_dim) {
-  const bool s2 = kind == "mma_s2" || kind == "warp" || kind == "warp_km" || kind == "warp_km4";
+  const bool s2 = kind == "mma_s2" || kind == "warp" || kind == "warp_km";
   const bool s3 = kind == "mma" || kind == "mma_km" || kind == "warp_s3";
   const int stages = s3 ? 3 : s2 ? 2 : kind == "mma_s4" ? 4 : 0;
   return 4 * stages * 2 * 16 * (head_dim + 8) * 2;

@@ -204,6 +204,3 @@ KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s2_partial_hd128, 128, 2)
 KERN_ATTN_DECODE_MMA_ENTRY(kern_attn_decode_mma_s4_partial_hd128, 128, 4)
 // The warp-item kernel's tuning point: three stages at two blocks per SM (its layout through session 20).
 KERN_ATTN_DECODE_WARP_ENTRY(kern_attn_decode_warp_s3_partial_hd128, 128, 3, 2)
-// The key-major warp-item kernel (kernels/attention.cu's kern_attn_decode_warp_km_partial_hd*) at 4
-// blocks per SM instead of 3 (its fewer registers allow it without spills).
-KERN_ATTN_DECODE_WARP_KM_ENTRY(kern_attn_decode_warp_km4_partial_hd128, 128, 2, 4)
