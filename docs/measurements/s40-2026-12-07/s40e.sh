@@ -8,7 +8,7 @@
 # kernel's case is the H200's bandwidth).
 # Run (carry [".devrun"], after bash scripts/dev/pack.sh build .devrun/pack.txz):
 #   bash docs/measurements/s40-2026-12-07/s40e.sh $OUT
-# Knobs (session 41): REPEAT=0 drops the third (repeat) server; NCU_UNTIL (480) the second after which no ncu run starts.
+# Knobs (session 41): REPEAT=0 drops the third (repeat) server; SERVE=0 every server; NCU_UNTIL (480) the second after which no ncu run starts.
 set -u
 out=$1
 t0=$(date +%s)
@@ -38,6 +38,7 @@ echo "ceilings: copy $copy GB/s, prefill $pre tok/s" >> $R
 port=8400
 servers=("" "--decode-attn-key-major" "")
 [ "${REPEAT:-1}" = 1 ] || servers=("" "--decode-attn-key-major")
+[ "${SERVE:-1}" = 1 ] || servers=()
 for v in "${servers[@]}"; do
   port=$((port + 1))
   KERN_LOG=info build/bin/kern serve --weights /tmp/m4b --kernels build/kernels --port $port $v > $L/serve-$port.out 2> $L/serve-$port.err &
