@@ -157,8 +157,8 @@ Runner setup(CLI::App& app) {
                         "of --attn-target-blocks blocks), or auto (the default: warp above 8 sequences when "
                         "batch-invariant)");
   q->add_flag("--decode-attn-key-major", opt.gen.decode_attn_key_major,
-              "Decode attention partial with key-major products (GQA groups of at most 8; not yet measured: "
-              "docs/perf.md, session 40)");
+              "Decode attention partial with key-major products (GQA groups of at most 8; no faster on an H100, "
+              "unmeasured on an H200: docs/perf.md, session 41)");
   q->add_option("--tp", opt.gen.tp,
                 "Tensor-parallel ranks: an SPMD manifest over topology group tp, each rank holding heads / tp, "
                 "kv heads / tp and intermediate / tp, o_proj and down_proj all-reduced (peer kernel for decode-sized calls, NCCL above: "
