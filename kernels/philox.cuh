@@ -48,10 +48,20 @@ KERN_PHILOX_FN float sample_uniform(int64_t seed, int64_t counter) {
   return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
 }
 
-// The race kernel's noise words for tokens 4g .. 4g + 3 of a row (word e for token 4g + e): key =
-// seed, counter = (counter low, counter high, g, 1). The last word 1 keeps them apart from
-// sample_uniform's counters (…, 0, 0), so that the cluster kernel's draw for a row the race
-// rejected is independent of the race's noise.
+// The race kernel's uniform draw for a row it samples over every token by inverse CDF: counter =
+// (counter low, counter high, 0, 2), apart from sample_uniform's (…, 0, 0) and race_words' (…, g, 1),
+// so a row the race rejects (min-p) is drawn again by the cluster kernel independently of the first.
+KERN_PHILOX_FN float race_uniform(int64_t seed, int64_t counter) {
+  const uint64_t s = static_cast<uint64_t>(seed), c = static_cast<uint64_t>(counter);
+  const U32x4 ctr = {{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 2u}};
+  const U32x4 out = philox4x32_10(ctr, static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32));
+  return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+// The rank kernel's noise words for tokens 4g .. 4g + 3 of a row (word e for token 4g + e): key =
+// seed, counter = (counter low, counter high, g, 1), for the race over a ranking row's kept prefix
+// (kernels/sample_race.cuh, rank_row). The last word keeps them apart from sample_uniform's and
+// race_uniform's counters.
 KERN_PHILOX_FN U32x4 race_words(int64_t seed, int64_t counter, uint32_t group) {
   const uint64_t s = static_cast<uint64_t>(seed), c = static_cast<uint64_t>(counter);
   const U32x4 ctr = {{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), group, 1u}};

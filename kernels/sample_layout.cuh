@@ -30,6 +30,6 @@ KERN_SAMPLE_FN int64_t shared_bytes(int64_t vocab) { return slice_slots(vocab) *
 constexpr int kRaceThreads = 256;
 constexpr int kRaceTokens = 8;  // one 16-byte load per thread
 constexpr int kRaceChunk = kRaceTokens * kRaceThreads;
-constexpr int kRaceWords = 48;  // 16 words every row folds, then 8 segments x 2 keys (u64)
+constexpr int kRaceWords = 64;  // 16 words every row folds, 8 segments x 2 keys (u64), 8 segments' (max, mass) pairs
 KERN_SAMPLE_FN int64_t race_chunks(int64_t vocab) { return (vocab + kRaceChunk - 1) / kRaceChunk; }
 }  // namespace kern_sample

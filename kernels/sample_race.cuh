@@ -4,17 +4,18 @@
 // top log-probs; route[r] = 0 hands a row to the cluster kernel instead.
 //
 // Each CTA folds its 2048 tokens into a partial: raw (max, sum of exp) for the log-probs, the greedy
-// argmax, the race's winner, max l and, where top-p needs the row's mass, sum exp(l - max l). Rows
-// that rank (top-k, top-p, top-n log-probs) also get the chunk's second largest key. The last CTA
+// argmax, max l and, where top-p needs the row's mass, sum exp(l - max l). Rows that rank (top-k,
+// top-p, top-n log-probs) also get each segment's two largest keys, rows drawn over every token each
+// segment's (max l, sum exp(l - it)) (a segment: one warp's 256 tokens). The last CTA
 // of the row to arrive folds the partials in chunk order (a fixed order: the token does not depend
 // on the batch or on timing), writes the outputs and resets the row's arrival count (a carry
 // buffer: zero at load, left zero by every launch).
 //
-// A temperature row samples by the Gumbel-max race: token = argmax_i (l_i - log E_i), E_i an Exp(1)
-// draw per token from Philox (kernels/philox.cuh: race_words), which picks i with probability
-// exactly softmax(l)_i; over any subset holding the winner it is also that subset's winner.
-// - min-p alone by rejection: the race winner over all tokens is accepted when its l >= max l +
-//   log(min_p); a rejected row goes to the cluster kernel, whose draw uses counters the race never
+// A row sampled over every token (temperature, penalties, min-p, log-probs without top-k / top-p) is
+// drawn by inverse CDF in the row's last CTA (cdf_draw: one uniform, the segments' masses in order,
+// then one segment's tokens read again), which picks i with probability softmax(l)_i up to f32 sums.
+// - min-p alone by rejection: the draw over all tokens is accepted when its l >= max l +
+//   log(min_p); a rejected row goes to the cluster kernel, whose draw uses counters this one never
 //   uses: overall each kept token comes out with probability (1 - tail) q_i + tail q_i = q_i.
 // - top-k / top-p (and min-p with them), top-n log-probs: the row's 64 largest keys, found by the
 //   rank kernel (kern_sample_rank_bf16, below: the row's last CTA here leaves it route 2, the
@@ -22,8 +23,8 @@
 //   at which 64 of the segments' two largest keys (a segment: one warp's 256 tokens) are reached,
 //   has at least 64 keys at or above it, so every key of the row's top 64 is >= tau; the candidates
 //   >= tau are the segments' maxima where a segment's second key is below tau, and a rescan of the
-//   segments whose second key is not; ranked by counting, they give the row's sorted top keys. When the kept set is a proper prefix of them, the race runs
-//   over it with the same noise; otherwise (more than 63 kept, ties running past the known keys,
+//   segments whose second key is not; ranked by counting, they give the row's sorted top keys. When the kept set is a proper prefix of them, a Gumbel-max
+//   race runs over it (race_key: l - log E, E an Exp(1) draw per token from Philox, race_words); otherwise (more than 63 kept, ties running past the known keys,
 //   more than kCands candidates) the row goes to the cluster kernel, as do ranking rows with
 //   penalties. Which path a row takes depends only on its logits and settings, never on the draw,
 //   so each is exactly the kept distribution.
@@ -53,15 +54,19 @@ static_assert(kern_sample::kRaceTokens == 8, "one 16-byte load per thread");
 // folds (32 bytes), then what a ranking row folds besides. Keys are cand_key's (value above, ~id
 // below; 0 = none): their maximum is the argmax with ties to the lower id.
 struct RacePart {
-  float rm, rs;             // raw logits: max, sum of exp(x - max)
-  unsigned long long g, k;  // greedy: the penalized logit's key; the race: l - log E's key
-  float lmax, ls;           // the largest l; sum of exp(l - lmax) (top-p rows without top-k)
+  float rm, rs;          // raw logits: max, sum of exp(x - max)
+  unsigned long long g;  // greedy: the penalized logit's key
+  float lmax, ls;        // the largest l; sum of exp(l - lmax) (top-p rows without top-k)
+  uint32_t pad0[2];
   // chunk 0 of a ranking row, written by the row's last CTA for the rank kernel: the row's folds
   float rec_log_z, rec_lmax, rec_mass;  // log of the raw softmax's denominator; max l; sum exp(l - max l)
   int32_t rec_tok_g;                    // the greedy token
   unsigned long long rec_race_key;      // the full race's winner (0: none)
   uint32_t pad[2];
   unsigned long long seg[kSegKeys];  // a ranking row: segment w's largest key at 2 w, its second at 2 w + 1 (0: none)
+  // a row sampled over every token: segment w's largest l (low word) and sum of exp(l - it) (high
+  // word), f32 bits; (-inf, 0) for a segment with no finite l
+  unsigned long long cdf[kRaceWarps];
 };
 static_assert(sizeof(RacePart) == 4 * kern_sample::kRaceWords, "the partial's stored size");
 
@@ -69,23 +74,21 @@ static_assert(sizeof(RacePart) == 4 * kern_sample::kRaceWords, "the partial's st
 // in the tree's fixed order.
 struct RaceFold {
   float rs;
-  unsigned long long g, k;
+  unsigned long long g;
   float lmax;
 };
 
 __device__ __forceinline__ void fold(RaceFold& a, const RaceFold& b) {
   a.rs += b.rs;
   a.g = max(a.g, b.g);
-  a.k = max(a.k, b.k);
   a.lmax = fmaxf(a.lmax, b.lmax);
 }
 
 __device__ __forceinline__ RaceFold shfl_fold(const RaceFold& a, int o) {
-  return {__shfl_xor_sync(kFull, a.rs, o), __shfl_xor_sync(kFull, a.g, o), __shfl_xor_sync(kFull, a.k, o),
-          __shfl_xor_sync(kFull, a.lmax, o)};
+  return {__shfl_xor_sync(kFull, a.rs, o), __shfl_xor_sync(kFull, a.g, o), __shfl_xor_sync(kFull, a.lmax, o)};
 }
 
-__device__ __forceinline__ RaceFold empty_fold() { return {0.0f, 0ull, 0ull, -INFINITY}; }
+__device__ __forceinline__ RaceFold empty_fold() { return {0.0f, 0ull, -INFINITY}; }
 
 // What a ranking row folds besides: the scaled mass (sums in the tree's order) and a key maximum.
 struct ListFold {
@@ -415,6 +418,182 @@ __device__ __forceinline__ void rank_row(const RankRow& rr, const RankSmem& sm, 
   }
 }
 
+// The inverse-CDF draw of a row sampled over every token (the row's last CTA, every thread calling,
+// every chunk's segment pairs visible; docs/kernels.md, "Sampling"). One uniform u per row
+// (race_uniform). Thread t holds segments [kCdfPer t, kCdfPer (t + 1)) with weights
+// mass * exp(max l of the segment - the row's max l); a shuffle scan over the lanes and the warps'
+// totals added in order give each thread a half-open interval of [0, total) whose end is computed
+// exactly as the next thread's start, so u * total lies in one interval (the lowest segment wins
+// should rounding ever make two overlap), or in none when rounding put it at total: then the row's
+// last segment with mass. Warp 0 reads that segment's 256 tokens again (from L2: this kernel just
+// read them), forms the same exps as the first pass and scans them over the lanes. A token comes
+// out with its e over the row's Σe up to the f32 rounding of the sums (relative ~1e-6) and u's 24
+// bits; the draw is a function of (seed, counter, the row's logits and settings) alone.
+constexpr int kCdfPer = 4;                          // segments a thread holds
+constexpr int kSegTokens = 32 * kern_sample::kRaceTokens;  // a segment: one warp's tokens
+static_assert(kRankChunks * kRaceWarps <= kCdfPer * kern_sample::kRaceThreads, "every segment of kRankChunks chunks");
+
+struct CdfSmem {
+  float* warp_tot;  // [kRaceWarps]
+  int *pick, *last_pos, *tok;
+  float *pick_t, *pick_m;
+  uint32_t* cnt;  // [kSegTokens] at least: the segment's history counts (penalty rows)
+};
+
+__device__ __forceinline__ void seg_pair(const RacePart* row_parts, int j, float& m, float& s) {
+  const unsigned long long v = __ldcg(&row_parts[j / kRaceWarps].cdf[j % kRaceWarps]);
+  m = __uint_as_float(static_cast<uint32_t>(v));
+  s = __uint_as_float(static_cast<uint32_t>(v >> 32));
+}
+
+// The 8 tokens [i0, i0 + 8) of a row as f32, NaN at and past end (one 16-byte load where aligned).
+__device__ __forceinline__ void load8(const kern_dev::bf16* __restrict__ rowp, int32_t i0, int32_t end, float (&x)[8]) {
+  if (i0 + 8 <= end && (reinterpret_cast<uintptr_t>(rowp + i0) & 15u) == 0) {
+    unpack_bf16x8(*reinterpret_cast<const uint4*>(rowp + i0), x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = i0 + e < end ? to_f(rowp[i0 + e]) : __int_as_float(0x7fc00000);
+  }
+}
+
+__device__ __forceinline__ int32_t cdf_draw(const Params& p, const kern_dev::bf16* __restrict__ rowp,
+                                         const int32_t* __restrict__ h, const RacePart* row_parts, int32_t nch,
+                                         int32_t vocab, float inv_t, float row_lmax, const CdfSmem& sm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nseg = nch * kRaceWarps;
+  const int s0 = static_cast<int>(threadIdx.x) * kCdfPer;
+  float m[kCdfPer], w[kCdfPer];
+  float local = 0.0f;
+  int last = -1;  // this thread's last segment with mass
+#pragma unroll
+  for (int k = 0; k < kCdfPer; ++k) {
+    float s = 0.0f;
+    m[k] = -INFINITY;
+    if (s0 + k < nseg) seg_pair(row_parts, s0 + k, m[k], s);
+    w[k] = m[k] == -INFINITY ? 0.0f : s * __expf(m[k] - row_lmax);
+    local += w[k];
+    if (w[k] > 0.0f) last = s0 + k;
+  }
+  float incl = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float v = __shfl_up_sync(kFull, incl, o);
+    if (lane >= o) incl += v;
+  }
+  const float excl = __shfl_up_sync(kFull, incl, 1);
+  if (lane == 31) sm.warp_tot[warp] = incl;
+  if (threadIdx.x == 0) {
+    *sm.pick = 0x7fffffff;
+    *sm.last_pos = -1;
+  }
+  __syncthreads();
+  float before = 0.0f, total = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kRaceWarps; ++v) {
+    if (v == warp) before = total;
+    total += sm.warp_tot[v];
+  }
+  const float start = lane == 0 ? before : before + excl, stop = before + incl;
+  const float target = kern_philox::race_uniform(p.seed, p.counter) * total;
+  if (last >= 0) atomicMax(sm.last_pos, last);
+  int j = -1;
+  float t = 0.0f, mj = 0.0f;
+  if (target >= start && target < stop) {
+    float run = start;
+#pragma unroll
+    for (int k = 0; k < kCdfPer; ++k) {
+      if (j < 0 && w[k] > 0.0f) {
+        if (target < run + w[k]) {
+          j = s0 + k;
+          t = (target - run) / __expf(m[k] - row_lmax);
+          mj = m[k];
+        } else {
+          run += w[k];
+        }
+      }
+    }
+    if (j < 0 && last >= 0) {  // past the running sum by rounding: the thread's last segment, its last token
+      j = last;
+      t = INFINITY;
+#pragma unroll
+      for (int k = 0; k < kCdfPer; ++k)
+        if (s0 + k == last) mj = m[k];
+    }
+    if (j >= 0) atomicMin(sm.pick, j);
+  }
+  __syncthreads();
+  if (j >= 0 && j == *sm.pick) {  // segments have one owner: one writer
+    *sm.pick_t = t;
+    *sm.pick_m = mj;
+  }
+  __syncthreads();
+  j = *sm.pick;
+  if (j == 0x7fffffff) {  // u * total rounded to total: the row's last segment with mass, its last token
+    j = *sm.last_pos;
+    t = INFINITY;
+    float s;
+    seg_pair(row_parts, j, mj, s);
+  } else {
+    t = *sm.pick_t;
+    mj = *sm.pick_m;
+  }
+  const int32_t seg_begin = (j / kRaceWarps) * kern_sample::kRaceChunk + (j % kRaceWarps) * kSegTokens;
+  const int32_t seg_end = min(vocab, seg_begin + kSegTokens);
+  if (p.penalties) {  // the segment's history counts, as the first pass had them
+    for (int i = threadIdx.x; i < kSegTokens; i += kern_sample::kRaceThreads) sm.cnt[i] = 0;
+    __syncthreads();
+    count_history(h, p.history_len, seg_begin, seg_end - seg_begin, 0, sm.cnt);
+    __syncthreads();
+  }
+  if (warp == 0) {
+    const int32_t i0 = seg_begin + 8 * lane;
+    float x[8], ev[8];
+    load8(rowp, i0, seg_end, x);
+    if (p.penalties) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) penalize(x[e], sm.cnt[8 * lane + e], p);
+    }
+    float s = 0.0f;  // the same exps and lane sums as the first pass
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float l = scaled(x[e], inv_t);
+      ev[e] = l == -INFINITY ? 0.0f : __expf(l - mj);
+      s += ev[e];
+    }
+    float in = s;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float v = __shfl_up_sync(kFull, in, o);
+      if (lane >= o) in += v;
+    }
+    const float ex = __shfl_up_sync(kFull, in, 1);
+    const float lo = lane == 0 ? 0.0f : ex;
+    const unsigned hit = __ballot_sync(kFull, t >= lo && t < in);
+    const unsigned pos = __ballot_sync(kFull, s > 0.0f);  // not empty: the segment has mass
+    const int holder = hit != 0u ? __ffs(static_cast<int>(hit)) - 1 : 31 - __clz(static_cast<int>(pos));
+    if (lane == holder) {
+      int32_t tok = -1, last_e = 0;
+      float run = lo;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (ev[e] > 0.0f) {
+          last_e = e;
+          if (tok < 0) {
+            if (t < run + ev[e]) {
+              tok = i0 + e;
+            } else {
+              run += ev[e];
+            }
+          }
+        }
+      }
+      *sm.tok = tok >= 0 ? tok : i0 + last_e;
+    }
+  }
+  __syncthreads();
+  return *sm.tok;
+}
+
 }  // namespace kern_sample_dev
 
 // The race and rank kernels' parameters (one list: the catalogue's kSampleRace table).
@@ -438,11 +617,11 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
                                history_stride);
   const bool filtered = !p.greedy && (p.use_topk || p.use_topp);  // drawn from the row's top keys
   const bool listed = filtered || p.n_logprobs > 0;                 // the row's top keys are found
-  const bool full_race = !p.greedy && !filtered;                    // every token's race key
+  const bool full_race = !p.greedy && !filtered;                    // drawn over every token (cdf_draw)
   const bool row_mass = filtered && p.use_topp && !p.use_topk;      // top-p of the whole row's mass
   // the cluster kernel's rows (uniform over the row's CTAs): forced, a logit bias, ranking with
-  // penalties, a vocabulary of more chunks than the last CTA ranks
-  if (p.forced >= 0 || p.n_bias > 0 || (p.penalties && listed) || (listed && nch > kRankChunks)) {
+  // penalties, a vocabulary of more chunks than the last CTA ranks or draws over
+  if (p.forced >= 0 || p.n_bias > 0 || (p.penalties && listed) || ((listed || full_race) && nch > kRankChunks)) {
     if (chunk == 0 && threadIdx.x == 0) route[row] = 0;
     return;
   }
@@ -451,6 +630,8 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   __shared__ ListFold red_list[kRaceWarps];
   __shared__ float red_max[kRaceWarps];
   __shared__ int last;
+  __shared__ float cdf_tot[kRaceWarps], cdf_t, cdf_m;
+  __shared__ int cdf_pick, cdf_last, cdf_tok;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t begin = chunk * kRaceChunk, end = min(vocab, begin + kRaceChunk);
   const int32_t* h = history + static_cast<int64_t>(row) * history_stride;
@@ -464,12 +645,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   const kern_dev::bf16* rowp = logits + static_cast<int64_t>(row) * vocab;
   const int32_t i0 = begin + 8 * static_cast<int32_t>(threadIdx.x);
   float x[8];
-  if (i0 + 8 <= end && (reinterpret_cast<uintptr_t>(rowp + i0) & 15u) == 0) {
-    unpack_bf16x8(*reinterpret_cast<const uint4*>(rowp + i0), x);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = i0 + e < end ? to_f(rowp[i0 + e]) : __int_as_float(0x7fc00000);
-  }
+  load8(rowp, i0, end, x);
   // the raw logits' maximum over the CTA (NaN and the padding ignored), then their sum of exp against it
   float rm = -INFINITY;
 #pragma unroll
@@ -486,9 +662,9 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     for (int e = 0; e < 8; ++e) penalize(x[e], cnt[8 * threadIdx.x + e], p);
   }
   const float inv_t = p.greedy ? 1.0f : 1.0f / p.temperature;
-  // A thread's greedy and race winners are found comparing floats (the first of equal values: the
-  // lower id), and each becomes a key once: the keys' maximum over the same tokens, in fewer
-  // instructions per token than a key per token (session 36: 1.5-2 us less per op at batch 1).
+  // A thread's greedy winner is found comparing floats (the first of equal values: the lower id)
+  // and becomes a key once: the keys' maximum over the same tokens, in fewer instructions per token
+  // than a key per token (session 36: 1.5-2 us less per op at batch 1).
   int ge = -1;
   float gv = 0.0f;
 #pragma unroll
@@ -499,30 +675,36 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     }
   if (ge >= 0) a.g = cand_key(gv, i0 + ge);
   if (!p.greedy && i0 < end) {
-    kern_philox::U32x4 w0, w1;
-    if (full_race) {
-      w0 = kern_philox::race_words(p.seed, p.counter, static_cast<uint32_t>(i0) / 4);
-      w1 = kern_philox::race_words(p.seed, p.counter, static_cast<uint32_t>(i0) / 4 + 1);
-    }
-    int ke = -1;
-    float kv = 0.0f;  // l - log E: finite where l is not -inf
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float l = scaled(x[e], inv_t);
-      a.lmax = fmaxf(a.lmax, l);
-      if (full_race && l != -INFINITY) {
-        const float v = l - log_exponential(e < 4 ? w0.v[e] : w1.v[e - 4]);
-        if (ke < 0 || v > kv) {
-          kv = v;
-          ke = e;
-        }
-      }
-    }
-    if (ke >= 0) a.k = cand_key(kv, i0 + ke);
+    for (int e = 0; e < 8; ++e) a.lmax = fmaxf(a.lmax, scaled(x[e], inv_t));
   }
-  a = block_fold(a, red);
   RacePart* row_parts = reinterpret_cast<RacePart*>(parts) + static_cast<int64_t>(row) * nch;
   RacePart* mine = row_parts + chunk;
+  // A row drawn over every token: each warp's (max l, sum exp(l - it)) over its 256 tokens for the
+  // last CTA's inverse-CDF draw (xor trees: every lane holds the same values), stored by lane 0
+  // before the block fold's barrier, so before thread 0 counts the chunk in. One exp a token, where
+  // the Gumbel race this replaces (session 41's design) paid two Philox calls per 8 tokens and two
+  // logarithms a token.
+  if (full_race) {
+    float sm = a.lmax;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sm = fmaxf(sm, __shfl_xor_sync(kFull, sm, o));
+    float ss = 0.0f;
+    if (sm != -INFINITY) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float l = scaled(x[e], inv_t);
+        if (l != -INFINITY) ss += __expf(l - sm);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(kFull, ss, o);
+    if (lane == 0) {
+      mine->cdf[warp] = (static_cast<unsigned long long>(__float_as_uint(ss)) << 32) | __float_as_uint(sm);
+      __threadfence();
+    }
+  }
+  a = block_fold(a, red);
   // A ranking row's chunk (no penalties here: the raw logits' keys): each warp's two largest keys
   // over its 256 tokens (an xor tree of (first, second) pairs, exact in any order), stored by its
   // lane 0; a top-p row without top-k: sum exp(l - the chunk's max l), in the tree's order.
@@ -563,8 +745,8 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     RacePart* q = mine;
     reinterpret_cast<ulonglong2*>(q)[0] = make_ulonglong2(
         (static_cast<unsigned long long>(__float_as_uint(a.rs)) << 32) | __float_as_uint(rm), a.g);
-    reinterpret_cast<ulonglong2*>(q)[1] = make_ulonglong2(
-        a.k, (static_cast<unsigned long long>(__float_as_uint(ls)) << 32) | __float_as_uint(a.lmax));
+    reinterpret_cast<ulonglong2*>(q)[1] =
+        make_ulonglong2((static_cast<unsigned long long>(__float_as_uint(ls)) << 32) | __float_as_uint(a.lmax), 0ull);
     __threadfence();
     last = atomicAdd(&arrivals[row], 1) == nch - 1;
   }
@@ -581,7 +763,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     const ulonglong2* src = reinterpret_cast<const ulonglong2*>(row_parts + c);
     const ulonglong2 u = __ldcg(src), w = __ldcg(src + 1);
     const float cm = __uint_as_float(static_cast<uint32_t>(u.x)), cs = __uint_as_float(static_cast<uint32_t>(u.x >> 32));
-    fold(b, {cm == -INFINITY ? 0.0f : cs * __expf(cm - row_rm), u.y, w.x, __uint_as_float(static_cast<uint32_t>(w.y))});
+    fold(b, {cm == -INFINITY ? 0.0f : cs * __expf(cm - row_rm), u.y, __uint_as_float(static_cast<uint32_t>(w.x))});
   }
   b = block_fold(b, red);
   const float row_lmax = b.lmax;
@@ -604,15 +786,18 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     }
     return;
   }
-  if (!listed) {  // the greedy token, or the race over every token
-    const bool race = sampled && full_race;
-    const int32_t tok = race ? (b.k == 0 ? 0 : cand_id(b.k)) : tok_g;
-    bool done = !race || b.k != 0;
-    if (race && done && p.use_minp) {  // the winner's l, penalized as above
+  const bool race = sampled && full_race;  // uniform over the CTA
+  const int32_t drawn = race ? cdf_draw(p, rowp, h, row_parts, nch, vocab, inv_t, row_lmax,
+                                        CdfSmem{cdf_tot, &cdf_pick, &cdf_last, &cdf_tok, &cdf_t, &cdf_m, cnt})
+                             : -1;
+  if (!listed) {  // the greedy token, or the draw over every token
+    const int32_t tok = race ? drawn : tok_g;
+    bool done = true;
+    if (race && p.use_minp) {  // the drawn token's l, penalized as above
       float c = 0.0f;
       if (p.penalties)
         for (int64_t j = threadIdx.x; j < p.history_len; j += kRaceThreads) c += h[j] == tok ? 1.0f : 0.0f;
-      c = block_fold(RaceFold{c, 0ull, 0ull, -INFINITY}, red).rs;  // a count: exact below 2^24
+      c = block_fold(RaceFold{c, 0ull, -INFINITY}, red).rs;  // a count: exact below 2^24
       float xw = to_f(rowp[tok]);
       penalize(xw, static_cast<uint32_t>(c), p);
       done = scaled(xw, inv_t) >= b.lmax + logf(p.min_p);
@@ -634,7 +819,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     rec->rec_lmax = row_lmax;
     rec->rec_mass = lf.ls;
     rec->rec_tok_g = tok_g;
-    rec->rec_race_key = b.k;
+    rec->rec_race_key = race ? cand_key(0.0f, drawn) : 0ull;  // the rank kernel reads its id
     arrivals[row] = 0;
     route[row] = 2;
   }

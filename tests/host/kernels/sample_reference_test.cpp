@@ -251,5 +251,23 @@ TEST(Philox, SampleUniformInUnitInterval) {
   EXPECT_NE(kern_philox::sample_uniform(1, 5), kern_philox::sample_uniform(1, 5 + (int64_t{1} << 32)));
 }
 
+// The race kernel's row uniform (inverse-CDF draws): in [0, 1), about uniform, and drawn from
+// counters of its own, so a row the race rejects is drawn again by the cluster kernel independently.
+TEST(Philox, RaceUniformInUnitIntervalApartFromTheClusterKernels) {
+  double sum = 0.0;
+  int equal = 0;
+  for (int64_t c = 0; c < 10000; ++c) {
+    const float u = kern_philox::race_uniform(99, c);
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    sum += u;
+    equal += u == kern_philox::sample_uniform(99, c) ? 1 : 0;
+  }
+  EXPECT_NEAR(sum / 10000, 0.5, 0.01);
+  EXPECT_LT(equal, 3);  // 24-bit values: a chance match is ~1 in 16 million per pair
+  EXPECT_NE(kern_philox::race_uniform(1, 5), kern_philox::race_uniform(2, 5));
+  EXPECT_NE(kern_philox::race_uniform(1, 5), kern_philox::race_uniform(1, 6));
+}
+
 }  // namespace
 }  // namespace kern_sample_ref
