@@ -613,6 +613,14 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   const int32_t row = blockIdx.y, chunk = blockIdx.x, nch = gridDim.x;
   if (row >= rows || vocab <= 0 || blockDim.x != kRaceThreads) return;
   if (static_cast<int64_t>(nch) != kern_sample::race_chunks(vocab)) __trap();
+  // This thread's tokens: [i0, i0 + 8), i0 = begin + 8 t (every load coalesced). The 16-byte load is
+  // issued before the row's parameters are read, so the two memory latencies overlap.
+  const int32_t begin = chunk * kRaceChunk, end = min(vocab, begin + kRaceChunk);
+  const kern_dev::bf16* rowp = logits + static_cast<int64_t>(row) * vocab;
+  const int32_t i0 = begin + 8 * static_cast<int32_t>(threadIdx.x);
+  const bool whole = i0 + 8 <= end && (reinterpret_cast<uintptr_t>(rowp + i0) & 15u) == 0;
+  uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+  if (whole) raw = *reinterpret_cast<const uint4*>(rowp + i0);
   const Params p = read_params(fparams + static_cast<int64_t>(row) * 8, iparams + static_cast<int64_t>(row) * 8, vocab,
                                history_stride);
   const bool filtered = !p.greedy && (p.use_topk || p.use_topp);  // drawn from the row's top keys
@@ -633,7 +641,6 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   __shared__ float cdf_tot[kRaceWarps], cdf_t, cdf_m;
   __shared__ int cdf_pick, cdf_last, cdf_tok;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int32_t begin = chunk * kRaceChunk, end = min(vocab, begin + kRaceChunk);
   const int32_t* h = history + static_cast<int64_t>(row) * history_stride;
   if (p.penalties) {
     for (int i = threadIdx.x; i < kRaceChunk; i += kRaceThreads) cnt[i] = 0;
@@ -641,11 +648,12 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
     count_history(h, p.history_len, begin, end - begin, 0, cnt);
     __syncthreads();
   }
-  // This thread's tokens: [i0, i0 + 8), i0 = begin + 8 t (every load coalesced).
-  const kern_dev::bf16* rowp = logits + static_cast<int64_t>(row) * vocab;
-  const int32_t i0 = begin + 8 * static_cast<int32_t>(threadIdx.x);
   float x[8];
-  load8(rowp, i0, end, x);
+  if (whole) {
+    unpack_bf16x8(raw, x);
+  } else {
+    load8(rowp, i0, end, x);
+  }
   // the raw logits' maximum over the CTA (NaN and the padding ignored), then their sum of exp against it
   float rm = -INFINITY;
 #pragma unroll

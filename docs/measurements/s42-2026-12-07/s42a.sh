@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Session 42, device call 1: the race kernel's inverse-CDF draw for rows sampled over every token
 # (issue 15 at batch 64; docs/perf.md, session 42). The sampling tests and every chi-square case with
-# the new kernels, then PerfGpu.Sample with the session-41 sample.fatbin ("old", .devrun/var/old),
-# the new one as built (cdf_draw inlined) and the new one with cdf_draw __noinline__ (.devrun/var/noinl),
-# interleaved, then kern run on the default model (greedy; --chat --temperature 0.7 --seed 1 twice,
-# eager, seed 2).
+# the new kernels, then PerfGpu.Sample with, interleaved: the session-41 sample.fatbin ("old",
+# .devrun/var/old); the inverse CDF ("cdf", .devrun/var/cdf); that with the logits load issued before
+# the row's parameters are read (as built, "new"); "cdf" with cdf_draw __noinline__ ("noinl",
+# .devrun/var/noinl). Then kern run on the default model (greedy; --chat --temperature 0.7 --seed 1
+# twice, eager, seed 2).
 # Run (carry [".devrun"], after bash scripts/dev/pack.sh build .devrun/pack.txz):
 #   bash docs/measurements/s42-2026-12-07/s42a.sh $OUT
 set -u
@@ -20,7 +21,7 @@ export KERN_KERNELS_DIR=$root/build/kernels
 (cd build && timeout 200 $K --gtest_filter='SampleGpu*:*SampleChiSquare*:ArgmaxGpu*:KernelCatalogueGpu.*' > $L/sample.log 2>&1); echo "sample tests rc $? ($(el) s)" >> $R
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran" $L/sample.log >> $R
 grep -E "^\[chi-square\]" $L/sample.log >> $R
-for v in old new noinl old new; do
+for v in old cdf new noinl old cdf new; do
   d=/tmp/k-$v; rm -rf $d; mkdir -p $d; cp build/kernels/*.fatbin $d/; cp build/kernels/*.cubin $d/ 2>/dev/null
   [ $v = new ] || cp .devrun/var/$v/sample.fatbin $d/sample.fatbin
   (cd build && KERN_KERNELS_DIR=$d timeout 60 $K --gtest_filter='PerfGpu.Sample' > $L/perf-$v.log 2>&1); echo "perf $v rc $? ($(el) s)" >> $R
