@@ -23,9 +23,10 @@
 //   at which 64 of the segments' two largest keys (a segment: one warp's 256 tokens) are reached,
 //   has at least 64 keys at or above it, so every key of the row's top 64 is >= tau; the candidates
 //   >= tau are the segments' maxima where a segment's second key is below tau, and a rescan of the
-//   segments whose second key is not; ranked by counting, they give the row's sorted top keys. When the kept set is a proper prefix of them, a Gumbel-max
-//   race runs over it (race_key: l - log E, E an Exp(1) draw per token from Philox, race_words); otherwise (more than 63 kept, ties running past the known keys,
-//   more than kCands candidates) the row goes to the cluster kernel, as do ranking rows with
+//   segments whose second key is not; ranked by counting, they give the row's sorted top keys.
+//   When the kept set is a proper prefix of them, a Gumbel-max race runs over it (race_key: l - log
+//   E, E an Exp(1) draw per token from Philox, race_words); otherwise (more than 63 kept, ties
+//   running past the known keys, more than kCands candidates) the row goes to the cluster kernel, as do ranking rows with
 //   penalties. Which path a row takes depends only on its logits and settings, never on the draw,
 //   so each is exactly the kept distribution.
 #pragma once
@@ -61,7 +62,7 @@ struct RacePart {
   // chunk 0 of a ranking row, written by the row's last CTA for the rank kernel: the row's folds
   float rec_log_z, rec_lmax, rec_mass;  // log of the raw softmax's denominator; max l; sum exp(l - max l)
   int32_t rec_tok_g;                    // the greedy token
-  unsigned long long rec_race_key;      // the full race's winner (0: none)
+  unsigned long long rec_race_key;      // the token drawn over every token, as a key (0: none; its id is read)
   uint32_t pad[2];
   unsigned long long seg[kSegKeys];  // a ranking row: segment w's largest key at 2 w, its second at 2 w + 1 (0: none)
   // a row sampled over every token: segment w's largest l (low word) and sum of exp(l - it) (high
