@@ -441,6 +441,16 @@ struct CdfSmem {
   uint32_t* cnt;  // [kSegTokens] at least: the segment's history counts (penalty rows)
 };
 
+// The lanes' inclusive prefix sums in lane order (a shuffle scan: the same operations on every call).
+__device__ __forceinline__ float warp_inclusive_sum(float v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float u = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += u;
+  }
+  return v;
+}
+
 __device__ __forceinline__ void seg_pair(const RacePart* row_parts, int j, float& m, float& s) {
   const unsigned long long v = __ldcg(&row_parts[j / kRaceWarps].cdf[j % kRaceWarps]);
   m = __uint_as_float(static_cast<uint32_t>(v));
@@ -475,12 +485,7 @@ __device__ __forceinline__ int32_t cdf_draw(const Params& p, const kern_dev::bf1
     local += w[k];
     if (w[k] > 0.0f) last = s0 + k;
   }
-  float incl = local;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const float v = __shfl_up_sync(kFull, incl, o);
-    if (lane >= o) incl += v;
-  }
+  const float incl = warp_inclusive_sum(local, lane);
   const float excl = __shfl_up_sync(kFull, incl, 1);
   if (lane == 31) sm.warp_tot[warp] = incl;
   if (threadIdx.x == 0) {
@@ -561,12 +566,7 @@ __device__ __forceinline__ int32_t cdf_draw(const Params& p, const kern_dev::bf1
       ev[e] = l == -INFINITY ? 0.0f : __expf(l - mj);
       s += ev[e];
     }
-    float in = s;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float v = __shfl_up_sync(kFull, in, o);
-      if (lane >= o) in += v;
-    }
+    const float in = warp_inclusive_sum(s, lane);
     const float ex = __shfl_up_sync(kFull, in, 1);
     const float lo = lane == 0 ? 0.0f : ex;
     const unsigned hit = __ballot_sync(kFull, t >= lo && t < in);
