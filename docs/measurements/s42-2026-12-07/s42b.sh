@@ -3,6 +3,12 @@
 # registers, a 12-byte spill; .devrun/var/b8) against the build's 6 (40 registers, no spill), with
 # the inverse-CDF draw in both: PerfGpu.Sample interleaved, the sampling tests with b8, and kern run's
 # seeded chat with each (the same bytes expected: only the register allocation differs).
+# NOT RUN in session 42 (its device time ran out). The variant is built here first:
+#   mkdir -p /tmp/kb8 .devrun/var/b8 && cp kernels/*.cuh kernels/sample.cu /tmp/kb8/ &&
+#   sed -i 's/__launch_bounds__(kern_sample::kRaceThreads, 6)/__launch_bounds__(kern_sample::kRaceThreads, 8)/' /tmp/kb8/sample_race.cuh &&
+#   nvcc -fatbin -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
+#     -gencode arch=compute_80,code=compute_80 -o .devrun/var/b8/sample.fatbin /tmp/kb8/sample.cu
+# then bash scripts/dev/pack.sh build .devrun/pack.txz.
 # Run (carry [".devrun"]): bash docs/measurements/s42-2026-12-07/s42b.sh $OUT
 set -u
 out=$1
