@@ -692,7 +692,7 @@ extern "C" __global__ void __launch_bounds__(kern_sample::kRaceThreads, 6)
   // A row drawn over every token: each warp's (max l, sum exp(l - it)) over its 256 tokens for the
   // last CTA's inverse-CDF draw (xor trees: every lane holds the same values), stored by lane 0
   // before the block fold's barrier, so before thread 0 counts the chunk in. One exp a token, where
-  // the Gumbel race this replaces (session 41's design) paid two Philox calls per 8 tokens and two
+  // the Gumbel race it replaced (until session 42) paid two Philox calls per 8 tokens and two
   // logarithms a token.
   if (full_race) {
     float sm = a.lmax;
