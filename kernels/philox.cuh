@@ -39,24 +39,22 @@ KERN_PHILOX_FN U32x4 philox4x32_10(U32x4 ctr, uint32_t k0, uint32_t k1) {
   return ctr;
 }
 
-// The sampling kernel's uniform draw for a row: key = seed (low word, high word), counter =
-// (counter low, counter high, 0, 0); the top 24 bits of the first output word as u in [0, 1).
-KERN_PHILOX_FN float sample_uniform(int64_t seed, int64_t counter) {
+// A row's uniform draw from one of its streams: key = seed (low word, high word), counter =
+// (counter low, counter high, 0, stream); the top 24 bits of the first output word as u in [0, 1).
+KERN_PHILOX_FN float row_uniform(int64_t seed, int64_t counter, uint32_t stream) {
   const uint64_t s = static_cast<uint64_t>(seed), c = static_cast<uint64_t>(counter);
-  const U32x4 ctr = {{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u}};
+  const U32x4 ctr = {{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, stream}};
   const U32x4 out = philox4x32_10(ctr, static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32));
   return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
 }
 
-// The race kernel's uniform draw for a row it samples over every token by inverse CDF: counter =
-// (counter low, counter high, 0, 2), apart from sample_uniform's (…, 0, 0) and race_words' (…, g, 1),
-// so a row the race rejects (min-p) is drawn again by the cluster kernel independently of the first.
-KERN_PHILOX_FN float race_uniform(int64_t seed, int64_t counter) {
-  const uint64_t s = static_cast<uint64_t>(seed), c = static_cast<uint64_t>(counter);
-  const U32x4 ctr = {{static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 2u}};
-  const U32x4 out = philox4x32_10(ctr, static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32));
-  return static_cast<float>(out.v[0] >> 8) * (1.0f / 16777216.0f);
-}
+// The cluster kernel's draw for a row: stream 0.
+KERN_PHILOX_FN float sample_uniform(int64_t seed, int64_t counter) { return row_uniform(seed, counter, 0u); }
+
+// The race kernel's draw for a row it samples over every token by inverse CDF: stream 2, apart from
+// sample_uniform's and race_words' (…, g, 1) counters, so a row the race rejects (min-p) is drawn
+// again by the cluster kernel independently of the first.
+KERN_PHILOX_FN float race_uniform(int64_t seed, int64_t counter) { return row_uniform(seed, counter, 2u); }
 
 // The rank kernel's noise words for tokens 4g .. 4g + 3 of a row (word e for token 4g + e): key =
 // seed, counter = (counter low, counter high, g, 1), for the race over a ranking row's kept prefix
